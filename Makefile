@@ -1,0 +1,36 @@
+# Two commands for a newcomer: `make release` and `make test` (each sets itself up first).
+VENV    ?= .venv
+PY      := $(VENV)/bin/python
+PIP     := $(VENV)/bin/pip
+SDS_HOME ?= .sds
+PYTHON  ?= python3
+
+.PHONY: setup release test test-fast bench lint clean
+
+$(VENV)/.installed: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) install --quiet --upgrade pip
+	$(PIP) install --quiet -e '.[dev,bench]'
+	touch $@
+
+setup: $(VENV)/.installed
+
+## Run a real DP release of the bundled example data (PUMS sample) into $(SDS_HOME).
+release: setup
+	$(VENV)/bin/sds release examples/pums_ca_10k.csv --config examples/release.toml --home $(SDS_HOME)
+
+## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py).
+test: setup
+	$(PY) -m pytest -q --doctest-modules sds_core tests
+
+test-fast: setup
+	$(PY) -m pytest -q -m "not slow and not server" --doctest-modules sds_core tests
+
+bench: setup
+	$(PY) bench/bench_vs_pacsynth.py
+
+lint: setup
+	$(VENV)/bin/ruff check sds_core tasks flows tests bench
+
+clean:
+	rm -rf $(VENV) .pytest_cache .ruff_cache

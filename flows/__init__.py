@@ -1,0 +1,1 @@
+"""Prefect flows and the `sds` command line."""

@@ -1,0 +1,46 @@
+"""Test-wide settings: hermetic Prefect (temporary home, no analytics, long startup timeout).
+
+Environment variables must be set before anything imports prefect.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+_HOME = tempfile.mkdtemp(prefix="sds-test-prefect-")
+os.environ.update(
+    {
+        "PREFECT_HOME": _HOME,
+        "PREFECT_API_URL": "",
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+        "PREFECT_LOGGING_LEVEL": "WARNING",
+        "PREFECT_LOGGING_TO_API_ENABLED": "false",
+        "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+        "PREFECT_UI_ENABLED": "false",
+        "PREFECT_LOCAL_STORAGE_PATH": os.path.join(_HOME, "storage"),
+        "GX_ANALYTICS_ENABLED": "false",
+    }
+)
+
+import pytest  # noqa: E402
+
+PROJECT = Path(__file__).resolve().parent.parent
+SHARED = PROJECT.parent / "shared"
+SHARED_DATA = SHARED / "data"
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    """Path of ../shared/data; skips the test when the shared folder is absent."""
+    if not SHARED_DATA.is_dir():
+        pytest.skip("../shared/data is absent (only present in the development workspace)")
+    return SHARED_DATA
+
+
+@pytest.fixture(scope="session")
+def example_csv() -> Path:
+    """The example dataset shipped with the project."""
+    return PROJECT / "examples" / "pums_ca_10k.csv"
