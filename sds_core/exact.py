@@ -1,0 +1,145 @@
+"""Exact (non-private) aggregation: counts of every combination of length 1..R, and sensitivities.
+
+Used by evaluation and tests; the result has ``is_dp=False`` and must never be released.
+Counting is a map-reduce over record partitions: each partition is counted per clique with
+mixed-radix local keys (dense bincount for small cliques, sort + unique otherwise), and the
+partial counts are summed.
+"""
+
+# ruff: noqa: RUF002, RUF003  (docstrings use the spec's math notation: σ, ρ, Δ, −)
+
+from __future__ import annotations
+
+import itertools
+from math import comb
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.aggregates import AggregateSet, CombinationCounts
+from sds_core.combinations import DENSE_CLIQUE_LIMIT, clique_multipliers, keys_to_attrs, local_keys
+from sds_core.errors import require
+from sds_core.table import PreparedTable
+
+DEFAULT_CHUNK_RECORDS = 262_144
+
+
+def _check_inputs(table: PreparedTable, reporting_length: int, chunk_records: int) -> None:
+    require(
+        isinstance(reporting_length, int) and reporting_length >= 1,
+        f"reporting_length must be an integer >= 1, got {reporting_length!r}",
+    )
+    require(chunk_records >= 1, f"chunk_records must be >= 1, got {chunk_records!r}")
+    require(table.n_records > 0, "the table is empty: aggregation needs at least one record")
+
+
+def _merge_sparse(
+    parts: list[tuple[NDArray[np.int64], NDArray[np.int64]]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Reduce step: sum the counts of equal keys over partitions."""
+    if not parts:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    if len(parts) == 1:
+        return parts[0]
+    keys = np.concatenate([p[0] for p in parts])
+    counts = np.concatenate([p[1] for p in parts])
+    order = np.argsort(keys, kind="stable")
+    keys, counts = keys[order], counts[order]
+    starts = np.flatnonzero(np.concatenate(([True], keys[1:] != keys[:-1])))
+    return keys[starts], np.add.reduceat(counts, starts)
+
+
+def count_cliques(
+    table: PreparedTable,
+    cliques: list[tuple[int, ...]],
+    *,
+    chunk_records: int = DEFAULT_CHUNK_RECORDS,
+    dense_budget: int = 1 << 25,
+) -> dict[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """Exact counts per clique: ``{cols: (sorted local keys with count > 0, counts)}``.
+
+    Map: every partition of ``chunk_records`` records is counted per clique. Reduce: dense
+    accumulators are summed in place, sparse (key, count) lists are merged by key.
+    """
+    domain = table.domain
+    plan = []
+    used = 0
+    for cols in cliques:
+        mult, size = clique_multipliers(domain, cols)
+        dense = size <= DENSE_CLIQUE_LIMIT and used + size <= dense_budget
+        used += size if dense else 0
+        plan.append((cols, mult, size, dense))
+    dense_acc = {cols: np.zeros(size, dtype=np.int64) for cols, _, size, d in plan if d}
+    sparse_acc: dict[tuple[int, ...], list] = {cols: [] for cols, _, _, d in plan if not d}
+    codes = table.codes
+    for start in range(0, table.n_records, chunk_records):
+        chunk = codes[start : start + chunk_records]
+        for cols, mult, size, dense in plan:
+            key, valid = local_keys(chunk, cols, mult)
+            key = key[valid]
+            if dense:
+                dense_acc[cols] += np.bincount(key, minlength=size)
+            elif key.size:
+                uk, uc = np.unique(key, return_counts=True)
+                sparse_acc[cols].append((uk, uc.astype(np.int64)))
+    out = {}
+    for cols, _, _, dense in plan:
+        if dense:
+            acc = dense_acc.pop(cols)
+            keys = np.flatnonzero(acc).astype(np.int64)
+            out[cols] = (keys, acc[keys])
+        else:
+            out[cols] = _merge_sparse(sparse_acc.pop(cols))
+    return out
+
+
+def exact_aggregates(
+    table: PreparedTable, reporting_length: int, *, chunk_records: int = DEFAULT_CHUNK_RECORDS
+) -> AggregateSet:
+    """Exact counts of every combination of length 1..R present in the data (``is_dp=False``).
+
+    Lengths above the number of columns are empty. Sensitive: never publish the result.
+
+    Raises:
+        SdsInputError: empty table, reporting_length < 1.
+    """
+    _check_inputs(table, reporting_length, chunk_records)
+    domain = table.domain
+    by_len: dict[int, CombinationCounts] = {}
+    for k in range(1, reporting_length + 1):
+        if k > domain.n_columns:
+            by_len[k] = CombinationCounts.empty(k)
+            continue
+        cliques = list(itertools.combinations(range(domain.n_columns), k))
+        counted = count_cliques(table, cliques, chunk_records=chunk_records)
+        attrs = [keys_to_attrs(domain, cols, keys) for cols, (keys, _) in counted.items()]
+        counts = [c for _, c in counted.values()]
+        by_len[k] = CombinationCounts.from_unsorted(
+            np.concatenate(attrs) if attrs else np.zeros((0, k), dtype=np.int32),
+            np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64),
+        )
+    return AggregateSet(domain, reporting_length, by_len, None, is_dp=False)
+
+
+def record_sensitivities(table: PreparedTable, reporting_length: int) -> NDArray[np.int64]:
+    """(n, R) array: column k−1 holds C(w_j, k), the number of k-tuples of record j.
+
+    ``w_j`` is the number of non-empty attributes of record j (spec §0).
+
+    >>> from sds_core.domain import Domain
+    >>> d = Domain(("A", "B", "C"), (("a1", "a2"), ("b1", "b2"), ("c1", "c2")))
+    >>> t = PreparedTable(d, np.array([[0, 0, 0], [0, 1, 0], [1, -1, 1]], dtype=np.int32))
+    >>> record_sensitivities(t, 2)[:, 1].tolist()
+    [3, 3, 1]
+    """
+    require(
+        isinstance(reporting_length, int) and reporting_length >= 1,
+        f"reporting_length must be an integer >= 1, got {reporting_length!r}",
+    )
+    w = (table.codes >= 0).sum(axis=1)
+    d = table.domain.n_columns
+    lut = np.array(
+        [[comb(n, k) for k in range(1, reporting_length + 1)] for n in range(d + 1)],
+        dtype=np.int64,
+    ).reshape(d + 1, reporting_length)
+    return lut[w]

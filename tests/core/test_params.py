@@ -1,0 +1,118 @@
+"""Tests of sds_core.params: defaults, presets and validation of DpParams and the modes."""
+
+from __future__ import annotations
+
+import pytest
+
+from sds_core.errors import SdsInputError
+from sds_core.params import AccuracyMode, DpParams, FabricationMode
+
+
+def test_defaults_match_pac_synth_builder() -> None:
+    """Defaults are pac-synth's: ε 4, R 3, Q 99, Q_p 0.01, N_p 0.005, long/uncontrolled."""
+    p = DpParams()
+    assert (p.epsilon, p.delta, p.reporting_length, p.percentile_percentage) == (4.0, None, 3, 99)
+    assert p.percentile_epsilon_proportion == 0.01
+    assert p.number_of_records_epsilon_proportion == 0.005
+    assert p.sigma_proportions == pytest.approx((1.0, 0.5, 1 / 3))
+    assert p.fabrication_thresholds() == {2: 1.0, 3: 1.0}
+    assert p.accounting == "tight" and p.sensitivity_cap is None
+
+
+def test_accuracy_modes() -> None:
+    """The four accuracy modes give the §3.1 proportions."""
+    assert AccuracyMode.prioritize_long_combinations().proportions(4) == pytest.approx(
+        (1, 1 / 2, 1 / 3, 1 / 4)
+    )
+    assert AccuracyMode.prioritize_short_combinations().proportions(4) == pytest.approx(
+        (1 / 4, 1 / 3, 1 / 2, 1)
+    )
+    assert AccuracyMode.balanced().proportions(2) == (1.0, 1.0)
+    assert AccuracyMode.custom([1, 2, 3]).proportions(3) == (1.0, 2.0, 3.0)
+
+
+@pytest.mark.parametrize(
+    ("mode", "r", "expected"),
+    [
+        (FabricationMode.uncontrolled(), 4, {2: 1.0, 3: 1.0, 4: 1.0}),
+        (FabricationMode.progressive(), 4, {2: 0.1, 3: 0.55, 4: 1.0}),
+        (FabricationMode.progressive(), 2, {2: 0.1}),
+        (FabricationMode.progressive(), 3, {2: 0.1, 3: 1.0}),
+        (FabricationMode.balanced(), 3, {2: 0.55, 3: 1.0}),
+        (FabricationMode.balanced(), 1, {}),
+        (FabricationMode.minimize(), 3, {2: 0.01, 3: 0.01}),
+        (FabricationMode.custom_adaptive({3: 0.2}), 3, {2: 1.0, 3: 0.2}),
+        (FabricationMode.custom_fixed({2: 7.5}), 3, {2: 7.5, 3: 0.0}),
+    ],
+)
+def test_fabrication_presets(mode: FabricationMode, r: int, expected: dict[int, float]) -> None:
+    """Preset η maps of spec §1.7 and defaults for missing lengths."""
+    got = mode.thresholds(r)
+    assert got.keys() == expected.keys()
+    for k, v in expected.items():
+        assert got[k] == pytest.approx(v)
+
+
+def test_fabrication_kind() -> None:
+    """Presets are adaptive; custom_fixed is fixed."""
+    assert FabricationMode.minimize().kind == "adaptive"
+    assert FabricationMode.custom_fixed({2: 1.0}).kind == "fixed"
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"epsilon": 0.0}, "epsilon must be"),
+        ({"epsilon": -1.0}, "epsilon must be"),
+        ({"epsilon": float("nan")}, "epsilon must be"),
+        ({"delta": 1.0}, "delta must be in"),
+        ({"delta": 0.0}, "delta must be in"),
+        ({"reporting_length": 0}, "reporting_length must be"),
+        ({"percentile_percentage": 101}, "percentile_percentage must be"),
+        ({"percentile_epsilon_proportion": 0.0}, "percentile_epsilon_proportion must be in"),
+        ({"percentile_epsilon_proportion": 1.0}, "percentile_epsilon_proportion must be in"),
+        (
+            {"number_of_records_epsilon_proportion": 1.5},
+            "number_of_records_epsilon_proportion must be in",
+        ),
+        ({"accuracy_mode": AccuracyMode.custom([1.0, 0.5])}, "sigma_proportions must have one"),
+        (
+            {"fabrication_mode": FabricationMode.custom_adaptive({4: 0.5})},
+            "fabrication_mode lengths must be in 2..reporting_length",
+        ),
+        ({"accounting": "loose"}, "accounting must be one of"),
+        ({"sensitivity_cap": 0}, "sensitivity_cap must be"),
+    ],
+)
+def test_bad_dp_params(kwargs: dict, match: str) -> None:
+    """Each invalid parameter raises SdsInputError naming the parameter and the rule."""
+    with pytest.raises(SdsInputError, match=match):
+        DpParams(**kwargs)
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: AccuracyMode.custom([1.0, 0.0]), "sigma_proportions must be finite and > 0"),
+        (lambda: AccuracyMode.custom([]), "must not be empty"),
+        (lambda: FabricationMode.custom_adaptive({1: 0.5}), "keys are combination lengths >= 2"),
+        (lambda: FabricationMode.custom_adaptive({2: 0.0}), r"eta must be in \(0, 1\]"),
+        (lambda: FabricationMode.custom_adaptive({2: 1.5}), r"eta must be in \(0, 1\]"),
+        (lambda: FabricationMode.custom_fixed({2: -1.0}), "must be finite and >= 0"),
+        (lambda: AccuracyMode("fancy"), "accuracy_mode kind must be"),
+    ],
+)
+def test_bad_modes(make, match: str) -> None:
+    """Invalid accuracy/fabrication modes raise SdsInputError."""
+    with pytest.raises(SdsInputError, match=match):
+        make()
+
+
+def test_params_are_frozen_and_hashable() -> None:
+    """DpParams is immutable and usable as a cache key."""
+    p = DpParams(epsilon=2.0, fabrication_mode=FabricationMode.custom_fixed({2: 3.0}))
+    with pytest.raises(AttributeError):
+        p.epsilon = 1.0  # type: ignore[misc]
+    assert hash(p) == hash(
+        DpParams(epsilon=2.0, fabrication_mode=FabricationMode.custom_fixed({2: 3.0}))
+    )
