@@ -1,0 +1,138 @@
+"""Ingest: read the sensitive input (CSV or Parquet) as text columns, with precise error messages.
+
+First stage after the budget reservation. Every problem with the file itself (missing, empty,
+header only, wrong delimiter, duplicate or ragged columns, bytes that are not UTF-8) becomes an
+SdsInputError naming the file, line and fix, without quoting any cell value. Nothing here is
+persisted: the table stays in memory of the process running the flow.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+from pathlib import Path
+
+import pyarrow as pa
+
+from sds_core.errors import SdsInputError
+
+_OTHER_DELIMITERS = (",", ";", "\t", "|")
+
+
+def sha256_of(path: str | Path) -> str:
+    """Hex sha256 of a file's bytes (the input fingerprint recorded in the manifest)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def check_input_path(path: str | Path) -> Path:
+    """The input path, or SdsInputError when it is missing, a directory or unreadable."""
+    p = Path(path)
+    if not p.exists():
+        raise SdsInputError(f"input file '{p}' does not exist; check the path (INPUT argument)")
+    if p.is_dir():
+        raise SdsInputError(f"input '{p}' is a directory; give the path of a CSV or Parquet file")
+    try:
+        with open(p, "rb"):
+            pass
+    except OSError as e:
+        raise SdsInputError(
+            f"input file '{p}' cannot be read ({e.strerror}); fix its permissions"
+        ) from None
+    return p
+
+
+def read_table(path: str | Path, *, delimiter: str = ",") -> pa.Table:
+    """Read the input as an Arrow table of string columns (CSV) or as stored (Parquet).
+
+    Raises:
+        SdsInputError: naming the file, the line and the fix for every structural problem.
+    """
+    p = check_input_path(path)
+    if p.suffix.lower() in (".parquet", ".pq"):
+        return _read_parquet(p)
+    return _read_csv(p, delimiter)
+
+
+def _read_parquet(p: Path) -> pa.Table:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(p)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise SdsInputError(
+            f"input file '{p}' is not a readable Parquet file ({type(e).__name__})"
+        ) from None
+    _check_header(p, table.column_names, delimiter=None)
+    if table.num_rows == 0:
+        raise SdsInputError(f"input file '{p}' has columns but no rows; give a file with data")
+    return table
+
+
+def _read_csv(p: Path, delimiter: str) -> pa.Table:
+    data = p.read_bytes()
+    if not data.strip():
+        raise SdsInputError(
+            f"input file '{p}' is empty; it needs a header row and at least one data row"
+        )
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        line = data.count(b"\n", 0, e.start) + 1
+        raise SdsInputError(
+            f"input file '{p}' is not valid UTF-8: undecodable byte at line {line} "
+            f"(byte offset {e.start}); re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter, strict=False)
+    header = next(reader, [])
+    _check_header(p, header, delimiter=delimiter)
+    header = [h.strip() for h in header]
+    ncol = len(header)
+    columns: list[list[str]] = [[] for _ in range(ncol)]
+    n = 0
+    for row in reader:
+        if not row:
+            continue  # blank line
+        n += 1
+        if len(row) != ncol:
+            raise SdsInputError(
+                f"input file '{p}': data row {n} (line {reader.line_num}) has {len(row)} fields "
+                f"but the header has {ncol} (delimiter {delimiter!r}); fix that row or quote "
+                "values that contain the delimiter"
+            )
+        for col, value in zip(columns, row, strict=True):
+            col.append(value)
+    if n == 0:
+        raise SdsInputError(
+            f"input file '{p}' has a header row but no data rows; give a file with data"
+        )
+    arrays = [pa.array(col, type=pa.string()) for col in columns]
+    return pa.table(dict(zip(header, arrays, strict=True)))
+
+
+def _check_header(p: Path, header: list[str], *, delimiter: str | None) -> None:
+    names = [h.strip() for h in header]
+    if delimiter is not None and len(names) <= 1:
+        line = header[0] if header else ""
+        found = [d for d in _OTHER_DELIMITERS if d != delimiter and d in line]
+        if found:
+            raise SdsInputError(
+                f"input file '{p}': the header has a single column with delimiter {delimiter!r} "
+                f"but contains {found[0]!r}; the file looks {found[0]!r}-delimited, pass "
+                f"--delimiter {found[0]!r} (or set delimiter in the config)"
+            )
+    if any(not n for n in names):
+        pos = [i + 1 for i, n in enumerate(names) if not n]
+        raise SdsInputError(
+            f"input file '{p}': header column(s) at position {pos} have no name; name every column"
+        )
+    dup = sorted({n for n in names if names.count(n) > 1})
+    if dup:
+        raise SdsInputError(
+            f"input file '{p}': duplicate column names {dup} in the header; rename them so "
+            "every column name is unique"
+        )
