@@ -1,0 +1,134 @@
+"""From codes back to text: decoding a PreparedTable into frames and SDS-sorted rows.
+
+Used at the end of the pipeline (synthetic records share the prepared domain) and in tests:
+:func:`to_frame` decodes and optionally re-joins multi-value columns (SDS §3.3),
+:func:`to_sorted_rows` gives the reference's sorted CSV form (§2.6), and :func:`fingerprint`
+identifies a prepared table for resume checks.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from sds_core.table import MultiValueColumn, PreparedTable
+
+
+def unescape_text(text: str) -> str:
+    """Undo the ``<semicolon>``/``<colon>`` escaping (not exact if the input had those words).
+
+    >>> unescape_text("d3<semicolon>D<colon>x")
+    'd3;D:x'
+    """
+    return text.replace("<colon>", ":").replace("<semicolon>", ";")
+
+
+def _joined(
+    present: NDArray[np.bool_], mv: MultiValueColumn, empty_value: str, unescape: bool
+) -> NDArray[np.object_]:
+    """Re-joined cells of one multi-value column: its present values, delimiter-separated."""
+    values = [unescape_text(v) for v in mv.values] if unescape else list(mv.values)
+    if present.shape[0] == 0:
+        return np.empty(0, dtype=object)
+    patterns, inverse = np.unique(present, axis=0, return_inverse=True)
+    texts = [
+        mv.delimiter.join(v for v, p in zip(values, row, strict=True) if p) or empty_value
+        for row in patterns.tolist()
+    ]
+    return np.asarray(texts, dtype=object)[inverse.reshape(-1)]
+
+
+def _decoded_columns(
+    table: PreparedTable, empty_value: str, join: bool, unescape: bool
+) -> tuple[list[str], list[NDArray[np.object_]]]:
+    """Column names and decoded cell arrays, multi-value columns re-joined when ``join``."""
+    domain, codes = table.domain, table.codes
+    groups: dict[int, tuple[MultiValueColumn, list[int]]] = {}
+    in_group: set[int] = set()
+    if join:
+        for mv in table.multi_value_columns:
+            idx = [domain.column_index(c) for c in mv.binary_columns]
+            groups[min(idx)] = (mv, idx)
+            in_group.update(idx)
+    names: list[str] = []
+    cells: list[NDArray[np.object_]] = []
+    for c, (name, labels) in enumerate(zip(domain.columns, domain.labels, strict=True)):
+        if c in groups:
+            mv, idx = groups[c]
+            names.append(mv.source)
+            cells.append(_joined(codes[:, idx] >= 0, mv, empty_value, unescape))
+        elif c not in in_group:
+            texts = [unescape_text(t) for t in labels] if unescape else list(labels)
+            names.append(name)
+            cells.append(np.asarray([*texts, empty_value], dtype=object)[codes[:, c]])
+    if unescape:
+        names = [unescape_text(n) for n in names]
+    return names, cells
+
+
+def to_frame(
+    table: PreparedTable,
+    *,
+    empty_value: str = "",
+    join_multi_value_columns: bool = False,
+    unescape: bool = False,
+) -> pd.DataFrame:
+    """Decode ``table`` into a DataFrame of strings (column names as prepared, i.e. escaped).
+
+    Args:
+        table: prepared (or synthetic) records.
+        empty_value: text written for empty cells.
+        join_multi_value_columns: replace each group of ``<col>_<value>`` binary columns by one
+            column ``<col>`` holding its present values joined with the original delimiter in
+            binary-column order, or ``empty_value`` when none is present (SDS §3.3).
+        unescape: turn ``<semicolon>``/``<colon>`` back into ``;``/``:`` in names and values.
+    """
+    names, cells = _decoded_columns(table, empty_value, join_multi_value_columns, unescape)
+    frame = pd.DataFrame({i: col for i, col in enumerate(cells)}, index=range(table.n_records))
+    frame.columns = pd.Index(names, dtype=object)
+    return frame
+
+
+def to_sorted_rows(
+    table: PreparedTable, *, empty_value: str = "", join_multi_value_columns: bool = False
+) -> list[list[str]]:
+    """The reference's output form (SDS §2.6): header row, then the records sorted.
+
+    Records are sorted lexicographically by their (unjoined) cell texts, then stably by the
+    number of non-empty cells, descending; a cell counts as empty only if its text is ``""``
+    (so a non-empty ``empty_value`` counts as a value, as in the reference). Multi-value
+    columns are re-joined after sorting when asked.
+    """
+    codes = table.codes
+    keys: list[NDArray[np.int64]] = []
+    non_empty = np.zeros(table.n_records, dtype=np.int64)
+    for c, labels in enumerate(table.domain.labels):
+        texts = [*labels, empty_value]
+        rank = {t: i for i, t in enumerate(sorted(set(texts)))}
+        keys.append(np.asarray([rank[t] for t in texts], dtype=np.int64)[codes[:, c]])
+        non_empty += np.asarray([t != "" for t in texts], dtype=np.int64)[codes[:, c]]
+    order = np.lexsort([*reversed(keys), -non_empty])
+    names, cells = _decoded_columns(table, empty_value, join_multi_value_columns, False)
+    body = np.column_stack(cells)[order] if cells else np.empty((table.n_records, 0), dtype=object)
+    return [list(names), *body.tolist()]
+
+
+def fingerprint(table: PreparedTable) -> str:
+    """SHA-256 hex of the domain JSON, the multi-value metadata, the shape and the codes.
+
+    Equal tables (same domain, metadata and codes) have equal fingerprints on every platform
+    (codes hashed as little-endian int32, row-major).
+    """
+    meta = [
+        [m.source, m.delimiter, list(m.binary_columns), list(m.values)]
+        for m in table.multi_value_columns
+    ]
+    h = hashlib.sha256()
+    h.update(table.domain.to_json().encode())
+    h.update(json.dumps({"multi_value_columns": meta, "shape": list(table.codes.shape)}).encode())
+    h.update(np.ascontiguousarray(table.codes, dtype="<i4").tobytes())
+    return h.hexdigest()
