@@ -13,9 +13,12 @@ from sds_core.synthesizers.base import (
     create,
     register,
 )
+from sds_core.synthesizers.dirichlet import DirichletModel, DirichletMultinomial
 from sds_core.synthesizers.histogram import Histogram1Way, HistogramModel, HistogramNWay
 
 __all__ = [
+    "DirichletModel",
+    "DirichletMultinomial",
     "FitResult",
     "Histogram1Way",
     "HistogramModel",

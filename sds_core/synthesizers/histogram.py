@@ -104,7 +104,7 @@ class HistogramModel:
         }
 
 
-def _noisy_marginal(
+def noisy_marginal(
     table: PreparedTable,
     cols: tuple[int, ...],
     *,
@@ -253,7 +253,7 @@ class _HistogramBase:
             stage=spends[0].stage,
         )
         margs = [
-            _noisy_marginal(
+            noisy_marginal(
                 table, cl, epsilon=eps_m, threshold=threshold, max_cells=self.max_cells,
                 rnd=rnd, label=f"{release_label}/{sp.stage}", stage=sp.stage,
             )
