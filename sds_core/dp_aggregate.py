@@ -1,0 +1,433 @@
+"""The SDS DP marginals engine (spec §1.3-§1.8), callable stage by stage.
+
+Stages: :func:`protect_record_count` (discrete Laplace), :func:`plan_release` (budget split),
+:func:`aggregate_length` for k = 1..R (candidates, DP percentile, contribution bounding,
+discrete Gaussian noise, thresholds) and :func:`finalize` (§1.8). Each stage is a pure function
+of the data, the previous stages' DP outputs and labelled randomness, so a pipeline can persist
+and resume them; :func:`dp_aggregate` runs them all.
+"""
+
+# ruff: noqa: RUF002  (docstrings use the spec's math notation)
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from math import comb
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.accounting import BudgetPlan, StageSpend, default_delta, plan_budget
+from sds_core.aggregates import AggregateSet, CombinationCounts
+from sds_core.combinations import (
+    CliqueLookup,
+    build_lookups,
+    candidates_from_survivors,
+    occurring_attributes,
+)
+from sds_core.domain import Domain
+from sds_core.errors import invariant, require
+from sds_core.exact import DEFAULT_CHUNK_RECORDS
+from sds_core.noise import discrete_gaussian, discrete_laplace, table_delta
+from sds_core.normalize import finalize_counts
+from sds_core.params import DpParams
+from sds_core.percentile import dp_percentile
+from sds_core.randomness import ReleaseRandomness
+from sds_core.table import PreparedTable
+
+_NORMAL = NormalDist()
+
+
+# ---------------------------------------------------------------- stage 1: record count
+@dataclass(frozen=True)
+class RecordCountStep:
+    """The protected (noisy) record count m and its ledger entry (pure ε_N-DP)."""
+
+    protected_number_of_records: int
+    spend: StageSpend
+
+
+def protect_record_count(
+    table: PreparedTable, params: DpParams, rnd: ReleaseRandomness, *, release_label: str
+) -> RecordCountStep:
+    """m = max(1, n + discrete Laplace(1/ε_N)) with ε_N = N_p·ε (spec §1.3; clamping is
+    post-processing and replaces the reference's panic on m <= 0).
+
+    Raises:
+        SdsInputError: empty table.
+    """
+    require(table.n_records > 0, "the table is empty: DP aggregation needs at least one record")
+    eps_n = params.epsilon * params.number_of_records_epsilon_proportion
+    noise = discrete_laplace(
+        rnd, f"{release_label}/count/laplace", scale=1.0 / eps_n, size=1, stage="count"
+    )
+    protected = max(1, table.n_records + int(noise[0]))
+    return RecordCountStep(protected, StageSpend("count", "discrete-laplace", eps_n, 0.0, None))
+
+
+def plan_release(params: DpParams, protected_number_of_records: int) -> BudgetPlan:
+    """The budget plan; δ defaults to 1/(ln m·m) from the *protected* count m only (§9.2)."""
+    delta = params.delta
+    if delta is None:
+        delta = default_delta(int(protected_number_of_records))
+    return plan_budget(
+        epsilon=params.epsilon,
+        delta=delta,
+        reporting_length=params.reporting_length,
+        percentile_epsilon_proportion=params.percentile_epsilon_proportion,
+        number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,
+        sigma_proportions=params.sigma_proportions,
+        accounting=params.accounting,
+    )
+
+
+# ---------------------------------------------------------------- stage 2: one length k
+@dataclass(frozen=True)
+class LengthStep:
+    """Output of one length k.
+
+    Attributes:
+        length: k.
+        survivors: S_k with integer noisy counts (DP).
+        allowed_sensitivity: Δ_k chosen by the DP percentile (DP).
+        threshold: ρ_k (inf when Δ_k = 0 and nothing is released).
+        n_candidates: |V_k|. For k >= 2 a function of DP outputs; for k = 1 it is the number
+            of distinct attributes in the data, which is NOT differentially private: keep it
+            out of published artifacts.
+        spend: this length's ledger entry.
+    """
+
+    length: int
+    survivors: CombinationCounts
+    allowed_sensitivity: int
+    threshold: float
+    n_candidates: int
+    spend: StageSpend
+
+
+def first_threshold(sigma: float, allowed: int, delta: float) -> float:
+    """ρ_1 = 1 + σ_1√Δ_1·Φ⁻¹((1 − δ/2)^{1/Δ_1}), computed via the upper tail for precision.
+
+    >>> round(first_threshold(7.1828, 9, 1.8929e-5), 1)
+    103.2
+    """
+    tail = -math.expm1(math.log1p(-delta / 2) / allowed)  # 1 - (1 - δ/2)^{1/Δ}
+    return 1.0 + sigma * math.sqrt(allowed) * -_NORMAL.inv_cdf(tail)
+
+
+def adaptive_threshold(sigma: float, allowed: int, eta: float) -> float:
+    """ρ_k = σ_k√Δ_k·Φ⁻¹(1 − min(η/2, 0.5)) (spec §1.7, the code's √Δ_k)."""
+    return sigma * math.sqrt(allowed) * -_NORMAL.inv_cdf(min(eta / 2, 0.5))
+
+
+def _length_threshold(
+    k: int, sigma: float, allowed: int, plan: BudgetPlan, params: DpParams
+) -> float:
+    if k == 1:
+        return first_threshold(sigma, allowed, plan.delta)
+    value = params.fabrication_thresholds()[k]
+    if params.fabrication_mode.kind == "fixed":
+        return value
+    return adaptive_threshold(sigma, allowed, value)
+
+
+def _candidates(
+    table: PreparedTable, k: int, previous: Mapping[int, CombinationCounts]
+) -> NDArray[np.int32]:
+    if k == 1:
+        return occurring_attributes(table.domain, table.codes)
+    require(k - 1 in previous, f"aggregate_length({k}) needs the survivors of length {k - 1}")
+    prev = previous[k - 1]
+    require(prev.length == k - 1, f"previous[{k - 1}] holds combinations of length {prev.length}")
+    return candidates_from_survivors(prev, table.domain)
+
+
+def _full_counts(
+    codes: NDArray[np.int32], lookups: list[CliqueLookup], n_cands: int, chunk: int
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """Map-reduce over partitions: unbounded candidate counts and |W_{j,k}| per record."""
+    n = codes.shape[0]
+    local = [np.zeros(lk.rows.shape[0], dtype=np.int64) for lk in lookups]
+    valid = np.zeros(n, dtype=np.int32)
+    for start in range(0, n, chunk):
+        part = codes[start : start + chunk]
+        w = valid[start : start + chunk]
+        for acc, lk in zip(local, lookups, strict=True):
+            idx = lk.lookup(part)
+            hit = idx >= 0
+            w += hit
+            acc += np.bincount(idx[hit], minlength=acc.shape[0])
+    counts = np.zeros(n_cands, dtype=np.int64)
+    for acc, lk in zip(local, lookups, strict=True):
+        counts[lk.rows] = acc
+    return counts, valid
+
+
+def _record_pairs(
+    codes: NDArray[np.int32], lookups: list[CliqueLookup]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(record, candidate) of every valid tuple of these records, sorted by record, candidate."""
+    recs, cands = [], []
+    for lk in lookups:
+        idx = lk.lookup(codes)
+        hit = np.flatnonzero(idx >= 0)
+        recs.append(hit)
+        cands.append(lk.rows[idx[hit]])
+    rec = np.concatenate(recs) if recs else np.zeros(0, dtype=np.int64)
+    cand = np.concatenate(cands) if cands else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((cand, rec))
+    return rec[order], cand[order]
+
+
+def _bound_contributions(
+    counts: NDArray[np.int64],
+    codes: NDArray[np.int32],
+    lookups: list[CliqueLookup],
+    allowed: int,
+    rng: np.random.Generator,
+    chunk: int,
+) -> NDArray[np.int64]:
+    """Replace the contributions of the given (over-limit) records by a uniform random subset
+    of size ``allowed`` of each record's valid tuples (without replacement, §1.5 step 4).
+
+    Priorities are drawn in canonical (record, candidate) order, so the result does not
+    depend on the partition size.
+    """
+    out = counts.copy()
+    for start in range(0, codes.shape[0], chunk):
+        rec, cand = _record_pairs(codes[start : start + chunk], lookups)
+        prio = rng.random(rec.shape[0])
+        order = np.lexsort((prio, rec))
+        rec_s = rec[order]
+        first = np.searchsorted(rec_s, rec_s, side="left")
+        keep = order[(np.arange(rec_s.shape[0]) - first) < allowed]
+        out -= np.bincount(cand, minlength=out.shape[0])
+        out += np.bincount(cand[keep], minlength=out.shape[0])
+    return out
+
+
+def aggregate_length(
+    table: PreparedTable,
+    k: int,
+    previous: Mapping[int, CombinationCounts],
+    plan: BudgetPlan,
+    params: DpParams,
+    rnd: ReleaseRandomness,
+    *,
+    release_label: str,
+    chunk_records: int = DEFAULT_CHUNK_RECORDS,
+) -> LengthStep:
+    """Run length k of the level-wise loop (spec §1.5 steps 1-7).
+
+    Args:
+        table: the sensitive prepared table.
+        k: the length, 1..R.
+        previous: survivors of the earlier lengths (at least k−1 for k >= 2).
+        plan: the release's budget plan (:func:`plan_release`).
+        params: the DP parameters.
+        rnd: the release randomness; labels ``{release_label}/aggregate-{k}/...``.
+        release_label: prefix of every noise label of this release.
+        chunk_records: records per partition (memory bound; does not change the result).
+
+    Raises:
+        SdsInputError: k outside 1..R, missing previous survivors, empty table.
+    """
+    r = params.reporting_length
+    require(1 <= k <= r, f"length k must be in 1..reporting_length ({r}), got {k}")
+    require(table.n_records > 0, "the table is empty: DP aggregation needs at least one record")
+    stage = f"aggregate-{k}"
+    prefix = f"{release_label}/{stage}"
+    cands = _candidates(table, k, previous)
+    lookups = build_lookups(table.domain, cands)
+    counts, valid = _full_counts(table.codes, lookups, cands.shape[0], chunk_records)
+
+    upper = comb(table.domain.n_columns, k)
+    if params.sensitivity_cap is not None:
+        upper = min(upper, params.sensitivity_cap)
+    allowed = int(
+        dp_percentile(
+            valid,
+            percentile=params.percentile_percentage,
+            epsilon=plan.epsilon_percentile,
+            upper=upper,
+            rnd=rnd,
+            label=f"{prefix}/percentile",
+            stage=stage,
+        )
+    )
+    invariant(0 <= allowed <= upper, f"percentile returned {allowed} outside 0..{upper}")
+    spend = next(s for s in plan.stage_spends() if s.stage == stage)
+    if allowed == 0 or cands.shape[0] == 0:
+        return LengthStep(k, CombinationCounts.empty(k), allowed, math.inf, cands.shape[0], spend)
+
+    over = valid > allowed
+    if over.any():
+        rng = rnd.generator(f"{prefix}/bounding")
+        counts = _bound_contributions(
+            counts, table.codes[over], lookups, allowed, rng, chunk_records
+        )
+    sigma = plan.sigma_by_len[k - 1]
+    noisy = counts + discrete_gaussian(
+        rnd,
+        f"{prefix}/gaussian",
+        sigma=sigma * math.sqrt(allowed),
+        size=counts.shape[0],
+        stage=stage,
+    )
+    threshold = _length_threshold(k, sigma, allowed, plan, params)
+    keep = (noisy > threshold) & (noisy > 0)
+    survivors = CombinationCounts(np.ascontiguousarray(cands[keep]), noisy[keep])
+    return LengthStep(k, survivors, allowed, threshold, cands.shape[0], spend)
+
+
+# ---------------------------------------------------------------- stage 3: finalize
+def finalize(
+    survivors_by_len: Mapping[int, CombinationCounts],
+    *,
+    domain: Domain,
+    reporting_length: int,
+    protected_number_of_records: int,
+) -> AggregateSet:
+    """Rounding (a no-op for integer noise), zero removal, missing parents, normalisation."""
+    by_len = {
+        k: survivors_by_len.get(k, CombinationCounts.empty(k))
+        for k in range(1, reporting_length + 1)
+    }
+    final = finalize_counts(by_len, max(domain.n_attributes, 2))
+    return AggregateSet(
+        domain, reporting_length, final, int(protected_number_of_records), is_dp=True
+    )
+
+
+# ---------------------------------------------------------------- report and driver
+def _json_float(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """What a ledger records about one DP aggregation (all values are DP or public).
+
+    ``table_delta`` is the total-variation bound of the table-based noise samplers; the
+    guarantee including it is (ε, δ + (1 + e^ε)·table_delta), see
+    :func:`sds_core.noise.table_delta`.
+    Per-length tuples are indexed k−1; a threshold of inf means nothing was released.
+    """
+
+    epsilon: float
+    delta: float
+    rho: float
+    epsilon_percentile: float
+    sigma_by_len: tuple[float, ...]
+    allowed_sensitivity_by_len: tuple[int, ...]
+    threshold_by_len: tuple[float, ...]
+    rho_by_len: tuple[float, ...]
+    spends: tuple[StageSpend, ...]
+    accounting: str
+    table_delta: float
+
+    @property
+    def effective_delta(self) -> float:
+        """δ including the noise samplers' table approximation."""
+        return self.delta + (1 + math.exp(self.epsilon)) * self.table_delta
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (inf thresholds become None)."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "effective_delta": self.effective_delta,
+            "rho": self.rho,
+            "epsilon_percentile": self.epsilon_percentile,
+            "sigma_by_len": list(self.sigma_by_len),
+            "allowed_sensitivity_by_len": list(self.allowed_sensitivity_by_len),
+            "threshold_by_len": [_json_float(t) for t in self.threshold_by_len],
+            "rho_by_len": list(self.rho_by_len),
+            "spends": [
+                {
+                    "stage": s.stage,
+                    "mechanism": s.mechanism,
+                    "epsilon": s.epsilon,
+                    "delta": s.delta,
+                    "rho": s.rho,
+                }
+                for s in self.spends
+            ],
+            "accounting": self.accounting,
+            "table_delta": self.table_delta,
+        }
+
+
+def privacy_report(
+    plan: BudgetPlan, count: RecordCountStep, steps: list[LengthStep]
+) -> PrivacyReport:
+    """Assemble the report from the plan and the stage outputs."""
+    tv = table_delta("laplace", 1.0 / plan.epsilon_records, 1)
+    for st in steps:
+        if st.allowed_sensitivity > 0 and st.n_candidates > 0:
+            scale = plan.sigma_by_len[st.length - 1] * math.sqrt(st.allowed_sensitivity)
+            tv += table_delta("gaussian", scale, st.n_candidates)
+    return PrivacyReport(
+        epsilon=plan.epsilon,
+        delta=plan.delta,
+        rho=plan.rho,
+        epsilon_percentile=plan.epsilon_percentile,
+        sigma_by_len=plan.sigma_by_len,
+        allowed_sensitivity_by_len=tuple(st.allowed_sensitivity for st in steps),
+        threshold_by_len=tuple(st.threshold for st in steps),
+        rho_by_len=plan.rho_by_len,
+        spends=(count.spend, *(st.spend for st in steps)),
+        accounting=plan.accounting,
+        table_delta=tv,
+    )
+
+
+@dataclass(frozen=True)
+class DpResult:
+    """DP aggregates (publishable) and the privacy report."""
+
+    aggregates: AggregateSet
+    report: PrivacyReport
+
+
+def dp_aggregate(
+    table: PreparedTable,
+    params: DpParams,
+    rnd: ReleaseRandomness,
+    *,
+    release_label: str = "release",
+    progress: Callable[[str], None] | None = None,
+) -> DpResult:
+    """All stages in order: record count, plan, lengths 1..R, finalize.
+
+    ``progress`` receives short messages with DP values only (never exact counts).
+    """
+
+    def say(msg: str) -> None:
+        if progress is not None:
+            progress(msg)
+
+    count = protect_record_count(table, params, rnd, release_label=release_label)
+    say(f"protected record count: {count.protected_number_of_records}")
+    plan = plan_release(params, count.protected_number_of_records)
+    survivors: dict[int, CombinationCounts] = {}
+    steps = []
+    for k in range(1, params.reporting_length + 1):
+        step = aggregate_length(table, k, survivors, plan, params, rnd, release_label=release_label)
+        survivors[k] = step.survivors
+        steps.append(step)
+        say(
+            f"length {k}: allowed sensitivity {step.allowed_sensitivity}, "
+            f"{len(step.survivors)} combinations kept"
+        )
+    aggregates = finalize(
+        survivors,
+        domain=table.domain,
+        reporting_length=params.reporting_length,
+        protected_number_of_records=count.protected_number_of_records,
+    )
+    return DpResult(aggregates, privacy_report(plan, count, steps))

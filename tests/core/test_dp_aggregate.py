@@ -1,0 +1,244 @@
+"""Tests of sds_core.dp_aggregate: stages, reproducibility, noise spread, thresholds, finalize."""
+
+# ruff: noqa: RUF002  (the spec's math notation)
+
+from __future__ import annotations
+
+import importlib.util
+import itertools
+import json
+import math
+import sys
+import types
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("sds_core.percentile") is None:  # temporary shim until H2a lands it
+    _shim = types.ModuleType("sds_core.percentile")
+
+    def _dp_percentile(values, *, percentile, epsilon, upper, rnd, label, stage):
+        rnd.words(label, 1, stage=stage)
+        if len(values) == 0:
+            return 0
+        return min(upper, int(np.quantile(values, percentile / 100, method="median_unbiased")))
+
+    _shim.dp_percentile = _dp_percentile
+    sys.modules["sds_core.percentile"] = _shim
+
+from table_fixtures import table_from_rows
+
+from sds_core.accounting import default_delta
+from sds_core.aggregates import CombinationCounts
+from sds_core.domain import Domain
+from sds_core.dp_aggregate import (
+    adaptive_threshold,
+    aggregate_length,
+    dp_aggregate,
+    finalize,
+    first_threshold,
+    plan_release,
+    protect_record_count,
+)
+from sds_core.errors import SdsInputError
+from sds_core.exact import exact_aggregates
+from sds_core.params import DpParams, FabricationMode
+from sds_core.randomness import ReleaseRandomness
+from sds_core.table import PreparedTable
+
+
+def _uniform_table(n: int, n_cols: int, card: int, seed: int) -> PreparedTable:
+    rng = np.random.default_rng(seed)
+    dom = Domain(
+        tuple(f"C{i}" for i in range(n_cols)),
+        tuple(tuple(f"v{j}" for j in range(card)) for _ in range(n_cols)),
+    )
+    return PreparedTable(dom, rng.integers(0, card, (n, n_cols)).astype(np.int32))
+
+
+def _mixed_table(n: int, seed: int) -> PreparedTable:
+    """Skewed values and empty cells: bounding, fabrication and normalisation all happen."""
+    rng = np.random.default_rng(seed)
+    cards = [2, 3, 5, 8, 4, 6]
+    codes = np.stack([np.minimum(rng.geometric(0.4, n) - 1, c - 1) for c in cards], axis=1).astype(
+        np.int32
+    )
+    codes[rng.random(codes.shape) < 0.15] = -1
+    dom = Domain(
+        tuple(f"C{i}" for i in range(len(cards))),
+        tuple(tuple(f"v{j}" for j in range(c)) for c in cards),
+    )
+    return PreparedTable(dom, codes)
+
+
+def _same(a, b) -> bool:
+    return a.by_len.keys() == b.by_len.keys() and all(
+        np.array_equal(a.by_len[k].attrs, b.by_len[k].attrs)
+        and np.array_equal(a.by_len[k].counts, b.by_len[k].counts)
+        for k in a.by_len
+    )
+
+
+def test_same_key_same_data_is_bit_identical_and_key_matters() -> None:
+    """Same key + data => identical aggregates and report; another key => different noise."""
+    table = _mixed_table(3000, 0)
+    params = DpParams(epsilon=2.0, reporting_length=3)
+    a = dp_aggregate(table, params, ReleaseRandomness.from_seed(1))
+    b = dp_aggregate(table, params, ReleaseRandomness.from_seed(1))
+    c = dp_aggregate(table, params, ReleaseRandomness.from_seed(2))
+    assert a.aggregates.is_dp and _same(a.aggregates, b.aggregates)
+    assert a.report.to_dict() == b.report.to_dict()
+    assert not _same(a.aggregates, c.aggregates)
+
+
+def test_stage_by_stage_equals_all_at_once() -> None:
+    """Running the stages separately (fresh randomness objects, as on resume) gives the same."""
+    table = _mixed_table(2000, 1)
+    params = DpParams(epsilon=3.0, reporting_length=3)
+    whole = dp_aggregate(table, params, ReleaseRandomness.from_seed(5), release_label="r1")
+    key = ReleaseRandomness.from_seed(5).key
+    count = protect_record_count(table, params, ReleaseRandomness(key), release_label="r1")
+    plan = plan_release(params, count.protected_number_of_records)
+    survivors: dict[int, CombinationCounts] = {}
+    for k in (1, 2, 3):
+        step = aggregate_length(
+            table,
+            k,
+            dict(survivors),
+            plan,
+            params,
+            ReleaseRandomness(key),
+            release_label="r1",
+            chunk_records=257,  # partition size must not change the result
+        )
+        survivors[k] = step.survivors
+    staged = finalize(
+        survivors,
+        domain=table.domain,
+        reporting_length=3,
+        protected_number_of_records=count.protected_number_of_records,
+    )
+    assert _same(whole.aggregates, staged)
+    assert staged.protected_number_of_records == whole.aggregates.protected_number_of_records
+
+
+def test_noise_spread_matches_sigma_sqrt_delta() -> None:
+    """Noisy minus exact (no record over the limit) has std ≈ σ_k·√Δ_k and mean ≈ 0."""
+    table = _uniform_table(40_000, 6, 5, 3)  # every record has 6 attributes, pair counts ~1600
+    params = DpParams(epsilon=2.0, reporting_length=2, accounting="reference")
+    exact = exact_aggregates(table, 2).to_text_dict()
+    diffs: dict[int, list[int]] = {1: [], 2: []}
+    for seed in range(8):
+        res = dp_aggregate(table, params, ReleaseRandomness.from_seed(100 + seed))
+        allowed = res.report.allowed_sensitivity_by_len
+        assert allowed == (6, 15)
+        for text, c in res.aggregates.to_text_dict().items():
+            diffs[text.count(";") + 1].append(c - exact[text])
+        assert len(res.aggregates.counts_of(2)) == 15 * 25  # nothing suppressed at these counts
+    for k in (1, 2):
+        expected = res.report.sigma_by_len[k - 1] * math.sqrt(allowed[k - 1])
+        d = np.array(diffs[k], dtype=float)
+        assert abs(d.mean()) < 4 * expected / math.sqrt(d.size)
+        assert d.std() == pytest.approx(expected, rel=0.12 if k == 1 else 0.06)
+
+
+def _diagonal_table(groups: int, per_group: int) -> PreparedTable:
+    """3 columns x `groups` values; only (v_i, v_i, v_i) records: most pairs have count 0."""
+    dom = Domain(
+        ("A", "B", "C"), tuple(tuple(f"v{i:02d}" for i in range(groups)) for _ in range(3))
+    )
+    codes = np.repeat(np.arange(groups, dtype=np.int32), per_group)[:, None].repeat(3, axis=1)
+    return PreparedTable(dom, codes)
+
+
+@pytest.mark.parametrize("eta", [1.0, 0.5, 0.2])
+def test_adaptive_eta_fabrication_rate(eta: float) -> None:
+    """Under adaptive η, about η/2 of the zero-count candidates survive the threshold."""
+    groups = 20
+    table = _diagonal_table(groups, 1000)
+    params = DpParams(
+        epsilon=1.0,
+        reporting_length=2,
+        fabrication_mode=FabricationMode.custom_adaptive({2: eta}),
+    )
+    rnd = ReleaseRandomness.from_seed(7)
+    count = protect_record_count(table, params, rnd, release_label="f")
+    plan = plan_release(params, count.protected_number_of_records)
+    s1 = aggregate_length(table, 1, {}, plan, params, rnd, release_label="f")
+    assert len(s1.survivors) == 3 * groups
+    s2 = aggregate_length(table, 2, {1: s1.survivors}, plan, params, rnd, release_label="f")
+    assert s2.n_candidates == 3 * groups * groups
+    codes = s2.survivors.attrs % groups
+    fabricated = int((codes[:, 0] != codes[:, 1]).sum())
+    zero_count = 3 * groups * (groups - 1)
+    assert fabricated / zero_count == pytest.approx(eta / 2, abs=0.045)
+    assert s2.threshold == pytest.approx(
+        adaptive_threshold(plan.sigma_by_len[1], s2.allowed_sensitivity, eta)
+    )
+
+
+def test_finalize_output_is_consistent() -> None:
+    """DP output: positive counts, no child above a parent, no missing sub-combination."""
+    res = dp_aggregate(
+        _mixed_table(5000, 2), DpParams(reporting_length=4), ReleaseRandomness.from_seed(3)
+    )
+    flat = {}
+    for cc in res.aggregates.by_len.values():
+        for row, c in zip(cc.attrs.tolist(), cc.counts.tolist(), strict=True):
+            flat[tuple(row)] = c
+    assert len(res.aggregates.counts_of(3)) > 0
+    for combo, c in flat.items():
+        assert c > 0
+        for sub_len in range(1, len(combo)):
+            for sub in itertools.combinations(combo, sub_len):
+                assert sub in flat and c <= flat[sub]
+
+
+def test_report_and_thresholds() -> None:
+    """Report: spends add up to ε, δ default from the protected count, ρ_1 by the formula."""
+    table = _mixed_table(4000, 4)
+    res = dp_aggregate(table, DpParams(), ReleaseRandomness.from_seed(9))
+    rep = res.report
+    m = res.aggregates.protected_number_of_records
+    assert rep.delta == pytest.approx(default_delta(m))
+    assert math.fsum(s.epsilon for s in rep.spends) == pytest.approx(4.0)
+    assert [s.stage for s in rep.spends] == ["count", "aggregate-1", "aggregate-2", "aggregate-3"]
+    assert rep.threshold_by_len[0] == pytest.approx(
+        first_threshold(rep.sigma_by_len[0], rep.allowed_sensitivity_by_len[0], rep.delta)
+    )
+    assert rep.threshold_by_len[1] == 0.0  # uncontrolled: η = 1
+    assert 0 < rep.table_delta < 1e-12 and rep.effective_delta > rep.delta
+    json.dumps(rep.to_dict())
+
+
+def test_threshold_formulas() -> None:
+    """ρ_1 reproduces the spec's live example; adaptive η=1 gives 0, η→0 grows."""
+    assert first_threshold(7.1828, 9, 1.8929e-5) == pytest.approx(103.2, abs=0.1)
+    assert adaptive_threshold(3.0, 4, 1.0) == 0.0
+    assert adaptive_threshold(3.0, 4, 0.01) == pytest.approx(6 * 2.5758, rel=1e-3)
+
+
+def test_progress_messages_and_bad_input() -> None:
+    """progress gets one message per stage; an empty table raises SdsInputError."""
+    msgs: list[str] = []
+    dp_aggregate(
+        _mixed_table(500, 5),
+        DpParams(reporting_length=2),
+        ReleaseRandomness.from_seed(1),
+        progress=msgs.append,
+    )
+    assert len(msgs) == 3 and msgs[1].startswith("length 1")
+    empty = table_from_rows(["A", "B"], [])
+    with pytest.raises(SdsInputError, match="table is empty"):
+        dp_aggregate(empty, DpParams(), ReleaseRandomness.from_seed(1))
+    table = _mixed_table(100, 6)
+    params = DpParams(delta=1e-5)
+    plan = plan_release(params, 100)
+    with pytest.raises(SdsInputError, match="needs the survivors of length 1"):
+        aggregate_length(
+            table, 2, {}, plan, params, ReleaseRandomness.from_seed(1), release_label="x"
+        )
+    with pytest.raises(SdsInputError, match=r"length k must be in 1\.\.reporting_length"):
+        aggregate_length(
+            table, 4, {}, plan, params, ReleaseRandomness.from_seed(1), release_label="x"
+        )
