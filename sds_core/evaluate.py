@@ -1,0 +1,381 @@
+"""Release evaluation: SDS utility and risk metrics (spec §4) and marginal fidelity (TVD).
+
+Last stage of a release, usable on any pair of tables or aggregate sets. It compares against
+the sensitive data, so nothing it returns is differentially private: every result is labelled
+``differentially_private: False`` and must stay with the data owner unless they decide otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from sds_core.aggregates import AggregateSet
+from sds_core.errors import require
+from sds_core.exact import exact_aggregates
+from sds_core.table import PreparedTable
+
+NOT_DP_NOTE = (
+    "computed from the sensitive data: NOT differentially private; do not publish without the "
+    "data owner's decision"
+)
+FIRST_COUNT_BIN = 10
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationParams:
+    """Evaluation settings (no privacy meaning: evaluation is never published as DP).
+
+    Args:
+        reporting_length: longest combination length compared (>= 1).
+        resolution: k of the rare-combination and preservation metrics (>= 1).
+        max_marginal_order: longest marginal (number of columns) in the TVD workload (>= 1).
+    """
+
+    reporting_length: int = 3
+    resolution: int = 10
+    max_marginal_order: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("reporting_length", "resolution", "max_marginal_order"):
+            v = getattr(self, name)
+            require(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                f"{name} must be an integer >= 1, got {v!r}",
+            )
+
+
+# ---- aggregate comparison ----------------------------------------------------------------------
+
+
+def _aligned_keys(
+    sensitive: AggregateSet, target: AggregateSet
+) -> dict[int, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]]:
+    """Per length: (S keys, S counts, T keys, T counts) in one attribute-id space, keys sorted."""
+    s_texts = sensitive.domain.attribute_texts()
+    union = {t: i for i, t in enumerate(s_texts)}
+    t_map = np.empty(len(target.domain.attribute_texts()), dtype=np.int64)
+    for i, t in enumerate(target.domain.attribute_texts()):
+        t_map[i] = union.setdefault(t, len(union))
+    base = len(union) + 1
+    out = {}
+    for k in range(1, sensitive.reporting_length + 1):
+        sc, tc = sensitive.counts_of(k), target.counts_of(k)
+        s_keys = _keys(sc.attrs.astype(np.int64), base)
+        t_attrs = np.sort(t_map[tc.attrs], axis=1) if len(tc) else tc.attrs.astype(np.int64)
+        t_keys = _keys(t_attrs, base)
+        so, to = np.argsort(s_keys), np.argsort(t_keys)
+        out[k] = (s_keys[so], sc.counts[so].astype(np.int64), t_keys[to], tc.counts[to])
+    return out
+
+
+def _keys(attrs: NDArray[np.int64], base: int) -> NDArray[np.int64]:
+    key = np.zeros(attrs.shape[0], dtype=np.int64)
+    for j in range(attrs.shape[1]):
+        key = key * base + attrs[:, j] + 1
+    return key
+
+
+def _count_of(
+    keys: NDArray[np.int64], counts: NDArray[np.int64], query: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """Count of each query key in (sorted keys, counts), 0 when absent."""
+    if keys.size == 0:
+        return np.zeros(query.size, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
+    return np.where(keys[pos] == query, counts[pos], 0).astype(np.int64)
+
+
+def _bucket(items: list[tuple[float, float, float, float]]) -> dict[str, float]:
+    """Mean of (preservation, length, syn count, proportional error) over items (zeros if none)."""
+    if not items:
+        return {
+            "count_preservation": 0.0, "mean_combo_length": 0.0,
+            "mean_combo_count": 0.0, "mean_proportional_error": 0.0, "n_combinations": 0,
+        }  # fmt: skip
+    a = np.asarray(items, dtype=np.float64)
+    return {
+        "count_preservation": float(a[:, 0].mean()), "mean_combo_length": float(a[:, 1].mean()),
+        "mean_combo_count": float(a[:, 2].mean()),
+        "mean_proportional_error": float(a[:, 3].mean()), "n_combinations": len(items),
+    }  # fmt: skip
+
+
+def aggregate_metrics(
+    sensitive: AggregateSet,
+    target: AggregateSet,
+    *,
+    resolution: int = 10,
+    n_sensitive: int | None,
+    n_target: int | None,
+) -> dict[str, Any]:
+    """SDS error/preservation metrics of ``target`` against ``sensitive`` (spec §4).
+
+    Combinations are matched by their ``Column:value`` texts, so the two sets may use different
+    domains. Percentages of suppressed and fabricated combinations both divide by |S|.
+
+    Args:
+        sensitive: S, exact aggregates (lengths 1..R compared, R = S's reporting length).
+        target: T, DP aggregates or the aggregates of a synthetic table.
+        resolution: k; sensitive combinations with count >= k enter the preservation items.
+        n_sensitive, n_target: record counts for the record expansion (None = not reported).
+
+    Returns:
+        A dict (``differentially_private: False``) with overall and ``by_length`` values,
+        ``preservation_by_length``, ``preservation_by_count`` (bins 10, 20, 40, ... descending),
+        ``mean_proportional_error`` and ``record_expansion_pct``.
+    """
+    require(
+        isinstance(resolution, int) and resolution >= 1,
+        f"resolution must be >= 1, got {resolution!r}",
+    )
+    aligned = _aligned_keys(sensitive, target)
+    by_length: dict[int, dict[str, float]] = {}
+    items: list[tuple[int, float, float]] = []  # (length, sen, syn)
+    tot = {"s": 0, "supp": 0, "fab": 0, "err_sum": 0.0, "n_common": 0, "val_sum": 0.0}
+    max_t = 0
+    for k, (sk, sc, tk, tc) in aligned.items():
+        common, si, ti = np.intersect1d(sk, tk, assume_unique=True, return_indices=True)
+        n_s, n_supp, n_fab = sk.size, sk.size - common.size, tk.size - common.size
+        err = np.abs(sc[si] - tc[ti]).astype(np.float64)
+        by_length[k] = {
+            "n_sensitive": int(n_s), "n_target": int(tk.size),
+            "suppressed_pct": 100.0 * n_supp / n_s if n_s else 0.0,
+            "fabricated_pct": 100.0 * n_fab / n_s if n_s else 0.0,
+            "mean_count": float(sc.mean()) if n_s else 0.0,
+            "mean_error": float(err.mean()) if err.size else 0.0,
+        }  # fmt: skip
+        tot["s"] += n_s
+        tot["supp"] += n_supp
+        tot["fab"] += n_fab
+        tot["err_sum"] += float(err.sum())
+        tot["n_common"] += int(common.size)
+        tot["val_sum"] += float(sc.sum())
+        if tc.size:
+            max_t = max(max_t, int(tc.max()))
+        # preservation items: S with count >= k, plus every T combination not yet included
+        syn_of_s = _count_of(tk, tc, sk)
+        keep = sc >= resolution
+        items += [(k, float(a), float(b)) for a, b in zip(sc[keep], syn_of_s[keep], strict=True)]
+        sen_of_t = _count_of(sk, sc, tk)
+        extra = sen_of_t < resolution  # fabricated (0) or rare in S: not included yet
+        items += [(k, float(a), float(b)) for a, b in zip(sen_of_t[extra], tc[extra], strict=True)]
+
+    def per_item(sen: float, syn: float) -> tuple[float, float]:
+        if sen > 0:
+            return min(syn / sen, 1.0), abs(syn - sen) / sen
+        return 0.0, 1.0
+
+    by_len_items: dict[int, list[tuple[float, float, float, float]]] = {k: [] for k in aligned}
+    bins = [FIRST_COUNT_BIN]
+    while bins[-1] < max_t:
+        bins.append(bins[-1] * 2)
+    by_bin: dict[int, list[tuple[float, float, float, float]]] = {b: [] for b in bins}
+    bin_arr = np.asarray(bins)
+    for k, sen, syn in items:
+        pres, perr = per_item(sen, syn)
+        row = (pres, float(k), syn, perr)
+        by_len_items[k].append(row)
+        b = int(bin_arr[min(int(np.searchsorted(bin_arr, syn)), len(bins) - 1)])
+        by_bin[b].append(row)
+    pres_by_count = {b: _bucket(by_bin[b]) for b in sorted(by_bin, reverse=True)}
+    mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
+    expansion = None
+    if n_sensitive and n_target is not None:
+        expansion = (n_target / n_sensitive - 1.0) * 100.0
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "suppressed_pct": 100.0 * tot["supp"] / tot["s"] if tot["s"] else 0.0,
+        "fabricated_pct": 100.0 * tot["fab"] / tot["s"] if tot["s"] else 0.0,
+        "mean_count": tot["val_sum"] / tot["s"] if tot["s"] else 0.0,
+        "mean_error": tot["err_sum"] / tot["n_common"] if tot["n_common"] else 0.0,
+        "by_length": by_length,
+        "preservation_by_length": {k: _bucket(v) for k, v in by_len_items.items()},
+        "preservation_by_count": pres_by_count,
+        "mean_proportional_error": mpe,
+        "record_expansion_pct": expansion,
+    }
+
+
+# ---- privacy risk of a table -------------------------------------------------------------------
+
+
+def risk_metrics(
+    aggregates: AggregateSet, table: PreparedTable, *, resolution: int
+) -> dict[str, Any]:
+    """Unique / rare combination shares of ``aggregates`` and records of ``table`` holding them.
+
+    Usually ``aggregates`` are the exact aggregates of ``table`` itself. A combination is unique
+    when its count is 1 and rare when its count is < ``resolution`` (rare includes unique).
+    Combinations of a record absent from ``aggregates`` are ignored.
+    """
+    require(
+        isinstance(resolution, int) and resolution >= 1,
+        f"resolution must be >= 1, got {resolution!r}",
+    )
+    require(
+        table.domain == aggregates.domain,
+        "risk_metrics needs the table and the aggregates over the same domain",
+    )
+    n = table.n_records
+    by_length: dict[int, dict[str, float]] = {}
+    n_all = n_unique = n_rare = 0
+    min_count = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    offsets = np.asarray(table.domain.offsets[:-1], dtype=np.int64)
+    base = table.domain.n_attributes + 1
+    ids = np.where(table.codes >= 0, table.codes.astype(np.int64) + offsets[None, :], -1)
+    for k in range(1, aggregates.reporting_length + 1):
+        cc = aggregates.counts_of(k)
+        c = cc.counts
+        u, r = int((c == 1).sum()), int((c < resolution).sum())
+        by_length[k] = {
+            "n_combinations": len(cc),
+            "unique_pct": 100.0 * u / len(cc) if len(cc) else 0.0,
+            "rare_pct": 100.0 * r / len(cc) if len(cc) else 0.0,
+        }
+        n_all, n_unique, n_rare = n_all + len(cc), n_unique + u, n_rare + r
+        if len(cc) == 0 or k > table.domain.n_columns:
+            continue
+        keys = _keys(cc.attrs.astype(np.int64), base)
+        order = np.argsort(keys)
+        keys, counts = keys[order], c[order].astype(np.int64)
+        for cols in itertools.combinations(range(table.domain.n_columns), k):
+            sub = ids[:, cols]
+            ok = (sub >= 0).all(axis=1)
+            got = _count_of(keys, counts, _keys(sub[ok], base))
+            got[got == 0] = np.iinfo(np.int64).max
+            min_count[ok] = np.minimum(min_count[ok], got)
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "resolution": resolution,
+        "unique_combinations_pct": 100.0 * n_unique / n_all if n_all else 0.0,
+        "rare_combinations_pct": 100.0 * n_rare / n_all if n_all else 0.0,
+        "records_with_unique_pct": 100.0 * float((min_count == 1).mean()) if n else 0.0,
+        "records_with_rare_pct": 100.0 * float((min_count < resolution).mean()) if n else 0.0,
+        "by_length": by_length,
+    }
+
+
+# ---- marginal fidelity -------------------------------------------------------------------------
+
+
+def _as_frame(x: pd.DataFrame | PreparedTable) -> pd.DataFrame:
+    """Cells as strings, empty = "" (PreparedTable codes decoded through its domain)."""
+    if isinstance(x, PreparedTable):
+        data = {}
+        for j, (col, labs) in enumerate(zip(x.domain.columns, x.domain.labels, strict=True)):
+            lab = np.asarray([*labs, ""], dtype=object)
+            data[col] = lab[x.codes[:, j]]  # code -1 picks the trailing ""
+        return pd.DataFrame(data)
+    require(
+        isinstance(x, pd.DataFrame),
+        f"expected a DataFrame or PreparedTable, got {type(x).__name__}",
+    )
+    return x.astype(object).where(x.notna(), "").astype(str)
+
+
+def marginal_fidelity(
+    original: pd.DataFrame | PreparedTable,
+    synthetic: pd.DataFrame | PreparedTable,
+    *,
+    max_order: int = 3,
+) -> dict[str, Any]:
+    """Mean total variation distance over all 1..max_order-way marginals, and empty-cell shares.
+
+    Empty cells ("" / NaN, or code -1) count as a value of their column. DataFrames are compared
+    cell text by cell text, so pass prepared tables (or frames after the same preprocessing).
+
+    Returns:
+        ``tvd_mean_by_order``, ``tvd_max_by_order``, ``n_marginals_by_order``,
+        ``empty_cell_share`` {original, synthetic} and ``empty_share_by_column``.
+    """
+    require(
+        isinstance(max_order, int) and max_order >= 1, f"max_order must be >= 1, got {max_order!r}"
+    )
+    o, s = _as_frame(original), _as_frame(synthetic)
+    require(
+        list(o.columns) == list(s.columns),
+        f"original and synthetic columns differ: {list(o.columns)} vs {list(s.columns)}",
+    )
+    require(len(o) > 0 and len(s) > 0, "marginal_fidelity needs two non-empty tables")
+    n_o = len(o)
+    codes, cards = [], []
+    for col in o.columns:
+        c, uniq = pd.factorize(np.concatenate([o[col].to_numpy(), s[col].to_numpy()]))
+        codes.append(c.astype(np.int64))
+        cards.append(max(len(uniq), 1))
+    means: dict[int, float] = {}
+    maxes: dict[int, float] = {}
+    counts: dict[int, int] = {}
+    for order in range(1, min(max_order, len(codes)) + 1):
+        tvds = []
+        for cols in itertools.combinations(range(len(codes)), order):
+            key = np.zeros(codes[0].size, dtype=np.int64)
+            for j in cols:
+                key = key * cards[j] + codes[j]
+            _, inv = np.unique(key, return_inverse=True)
+            m = int(inv.max()) + 1
+            p = np.bincount(inv[:n_o], minlength=m) / n_o
+            q = np.bincount(inv[n_o:], minlength=m) / (inv.size - n_o)
+            tvds.append(0.5 * float(np.abs(p - q).sum()))
+        means[order], maxes[order], counts[order] = (
+            float(np.mean(tvds)),
+            float(np.max(tvds)),
+            len(tvds),
+        )
+    empty_o, empty_s = (o == ""), (s == "")
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "tvd_mean_by_order": means,
+        "tvd_max_by_order": maxes,
+        "n_marginals_by_order": counts,
+        "empty_cell_share": {
+            "original": float(empty_o.to_numpy().mean()),
+            "synthetic": float(empty_s.to_numpy().mean()),
+        },
+        "empty_share_by_column": {
+            c: {"original": float(empty_o[c].mean()), "synthetic": float(empty_s[c].mean())}
+            for c in o.columns
+        },
+    }
+
+
+def evaluate_release(
+    original: PreparedTable,
+    synthetic: PreparedTable,
+    dp_aggregates: AggregateSet,
+    params: EvaluationParams = EvaluationParams(),
+) -> dict[str, Any]:
+    """Everything above for one release: sensitive vs DP aggregates, vs synthetic, risks, TVD.
+
+    Reads the sensitive table: the result is NOT differentially private (and it contains the
+    true record count through the record expansion).
+    """
+    R, k = params.reporting_length, params.resolution
+    sensitive = exact_aggregates(original, R)
+    synth = exact_aggregates(synthetic, R)
+    order = params.max_marginal_order
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "params": {"reporting_length": R, "resolution": k, "max_marginal_order": order},
+        "sensitive_vs_dp_aggregates": aggregate_metrics(
+            sensitive, dp_aggregates, resolution=k, n_sensitive=original.n_records,
+            n_target=dp_aggregates.protected_number_of_records,
+        ),
+        "sensitive_vs_synthetic": aggregate_metrics(
+            sensitive, synth, resolution=k, n_sensitive=original.n_records,
+            n_target=synthetic.n_records,
+        ),
+        "sensitive_risk": risk_metrics(sensitive, original, resolution=k),
+        "synthetic_risk": risk_metrics(synth, synthetic, resolution=k),
+        "marginal_fidelity": marginal_fidelity(original, synthetic, max_order=order),
+    }  # fmt: skip

@@ -1,0 +1,277 @@
+"""Aggregate-seeded synthesis: synthetic records built from an AggregateSet alone (spec §2.1).
+
+Last privacy-relevant stage of a release: it reads only the (DP) aggregates, so the records it
+produces inherit their guarantee by post-processing. The per-attribute loop lives in
+:mod:`sds_core.synthesize_kernels`; this module validates parameters, lays the aggregates out as
+flat arrays + a hash table, feeds the kernel uniforms from the caller's Generator, and returns
+a :class:`PreparedTable` over ``aggregates.domain``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from math import ceil, comb, log2
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.aggregates import AggregateSet
+from sds_core.domain import EMPTY_CODE, Domain
+from sds_core.errors import SdsInputError, SdsInternalError, require
+from sds_core.synthesize_kernels import build_table, synthesize_records
+from sds_core.table import MultiValueColumn, PreparedTable
+
+CHUNK_RECORDS = 4096
+"""Records built per kernel call (progress is reported between calls)."""
+MAX_CANDIDATE_CELLS = 64_000_000
+"""Upper bound on attributes x sub-combinations per attribute held while building a record."""
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesisParams:
+    """Parameters of aggregate-seeded synthesis (none of them costs privacy budget).
+
+    Args:
+        use_synthetic_counts: weight a candidate by ``A[c] - syn[c]`` (aggregate count minus
+            the times c was already synthesized) instead of ``A[c]``, dropping exhausted
+            combinations, so that later records fill what earlier ones left. Reference default
+            False; ours True because it measurably lowers marginal error (docs/synthesis.md).
+        weight_selection_percentile: P in 0..100. Beyond the reporting length a candidate's
+            weight is the R-8 quantile at P/100 of the weights of all its sub-combinations of
+            length <= R, rounded half away from zero (reference default 95).
+        aggregate_counts_scale_factor: f > 0; every count becomes ``ceil(count * f)`` before
+            synthesis (changes how many records come out when no target is given). None = 1.
+        target_number_of_records: produce exactly this many records (> 0), resetting the
+            attribute budgets and synthetic counts whenever the budgets run out. None = stop
+            when every single-attribute budget is used (reference behaviour); see
+            :func:`default_target` for the pipeline's choice.
+        complete_records: when no candidate respects the budgets / synthetic counts any more,
+            keep adding the candidate drawn by the raw aggregate weights among those that create
+            no unreported combination, for columns still below their aggregate fill rate. The
+            reference (False) ends the record there, leaving those cells empty.
+    """
+
+    use_synthetic_counts: bool = True
+    weight_selection_percentile: int = 95
+    aggregate_counts_scale_factor: float | None = None
+    target_number_of_records: int | None = None
+    complete_records: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("use_synthetic_counts", "complete_records"):
+            value = getattr(self, name)
+            require(isinstance(value, bool), f"{name} must be a bool, got {value!r}")
+        p = self.weight_selection_percentile
+        require(
+            isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 100,
+            f"weight_selection_percentile must be an integer in 0..100, got {p!r}",
+        )
+        f = self.aggregate_counts_scale_factor
+        require(
+            f is None
+            or (isinstance(f, int | float) and not isinstance(f, bool) and 0 < f < float("inf")),
+            f"aggregate_counts_scale_factor must be None or a finite number > 0, got {f!r}",
+        )
+        t = self.target_number_of_records
+        require(
+            t is None or (isinstance(t, int) and not isinstance(t, bool) and t > 0),
+            f"target_number_of_records must be None or an integer > 0, got {t!r}",
+        )
+
+
+REFERENCE_PARAMS = SynthesisParams(use_synthetic_counts=False, complete_records=False)
+"""pac-synth 0.0.8's behaviour (its ``sample()`` without a target)."""
+
+
+def default_target(aggregates: AggregateSet) -> int:
+    """The record count the pipeline asks for: the protected (DP) number of records.
+
+    Raises SdsInputError when the aggregates carry no protected record count.
+    """
+    n = aggregates.protected_number_of_records
+    require(
+        n is not None and n > 0,
+        "aggregates.protected_number_of_records is not set: pass target_number_of_records "
+        "explicitly (exact aggregates have no protected count)",
+    )
+    return int(n)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class _Layout:
+    """Aggregates flattened for the kernel: counts of all lengths + hash table over their keys."""
+
+    counts: NDArray[np.int64]
+    idx1: NDArray[np.int64]
+    tkeys: NDArray[np.int64]
+    tvals: NDArray[np.int64]
+    bits: int
+    base: int
+
+
+def _layout(aggregates: AggregateSet, scale: float | None) -> _Layout:
+    domain = aggregates.domain
+    n_attr = domain.n_attributes
+    base = n_attr + 1
+    R = aggregates.reporting_length
+    if R * log2(base) >= 62.9:
+        raise SdsInputError(
+            f"{n_attr} attributes with reporting_length {R}: combination keys overflow int64; "
+            "bin or merge high-cardinality columns, or lower the reporting length"
+        )
+    keys, counts = [], []
+    idx1 = np.full(n_attr, -1, dtype=np.int64)
+    for k in sorted(aggregates.by_len):
+        cc = aggregates.by_len[k]
+        if k > R or len(cc) == 0:
+            continue
+        attrs = cc.attrs.astype(np.int64)
+        require(
+            bool((attrs >= 0).all() and (attrs < n_attr).all()),
+            f"aggregates of length {k} hold attribute ids outside the domain (0..{n_attr - 1})",
+        )
+        if k > 1:
+            require(
+                bool((np.diff(attrs, axis=1) > 0).all()),
+                f"aggregates of length {k}: attribute ids in a combination must be ascending",
+            )
+            cols = np.asarray(domain.attribute_columns())[attrs]
+            require(
+                bool((np.diff(cols, axis=1) > 0).all()),
+                f"aggregates of length {k}: a combination uses two values of one column",
+            )
+        c = cc.counts.astype(np.int64)
+        require(
+            bool((c > 0).all()),
+            f"aggregates of length {k} contain counts <= 0; drop them before synthesis",
+        )
+        if scale is not None:
+            c = np.ceil(c * float(scale)).astype(np.int64)
+        key = np.zeros(len(cc), dtype=np.int64)
+        for j in range(k):
+            key = key * base + attrs[:, j] + 1
+        if k == 1:
+            idx1[attrs[:, 0]] = sum(len(x) for x in keys) + np.arange(len(cc))
+        keys.append(key)
+        counts.append(c)
+    all_keys = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
+    require(
+        np.unique(all_keys).size == all_keys.size,
+        "aggregates contain a combination twice; each combination must appear once",
+    )
+    bits = max(4, ceil(log2(max(2 * all_keys.size, 2))) + 1)
+    tkeys, tvals = build_table(all_keys, bits)
+    all_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
+    return _Layout(all_counts, idx1, tkeys, tvals, bits, base)
+
+
+def synthesize(
+    aggregates: AggregateSet,
+    params: SynthesisParams = SynthesisParams(),
+    *,
+    rng: np.random.Generator,
+    progress: Callable[[int, int], None] | None = None,
+    multi_value_columns: tuple[MultiValueColumn, ...] = (),
+) -> PreparedTable:
+    """Synthesize records from ``aggregates`` alone (aggregate-seeded synthesis, spec §2.1).
+
+    Args:
+        aggregates: the (DP) aggregates; nothing else about the data is read.
+        params: see :class:`SynthesisParams`.
+        rng: source of all randomness; same aggregates + params + seed => identical table.
+        progress: called as ``progress(done, total)`` between chunks of records; ``total`` is
+            the target, or the total attribute budget (with ``done`` in attributes used) when
+            no target is given.
+        multi_value_columns: passed through to the result (for re-joining on output).
+
+    Returns:
+        A PreparedTable over ``aggregates.domain`` (codes, -1 = empty), rows shuffled.
+
+    Raises:
+        SdsInputError: bad parameters, or aggregates without any single-attribute count.
+    """
+    require(isinstance(aggregates, AggregateSet), "aggregates must be an AggregateSet")
+    require(isinstance(params, SynthesisParams), "params must be a SynthesisParams")
+    require(isinstance(rng, np.random.Generator), "rng must be a numpy.random.Generator")
+    domain = aggregates.domain
+    n_cols, n_attr, R = domain.n_columns, domain.n_attributes, aggregates.reporting_length
+    lay = _layout(aggregates, params.aggregate_counts_scale_factor)
+    budget0 = np.zeros(n_attr, dtype=np.int64)
+    has1 = lay.idx1 >= 0
+    budget0[has1] = lay.counts[lay.idx1[has1]]
+    total_budget = int(budget0.sum())
+    require(total_budget > 0, "aggregates have no single-attribute (length 1) counts to synthesize")
+    sub_cap = max(1, sum(comb(n_cols - 1, j) for j in range(R)))
+    if n_attr * sub_cap > MAX_CANDIDATE_CELLS:
+        raise SdsInputError(
+            f"{n_attr} attributes x {sub_cap} sub-combinations per candidate exceed the synthesis "
+            f"working-memory bound ({MAX_CANDIDATE_CELLS}); lower the reporting length or bin "
+            "high-cardinality columns"
+        )
+    attr_col = domain.attribute_columns().astype(np.int64)
+    target = params.target_number_of_records
+    # expected share of non-empty cells per column, for the completion quota
+    expected_records = target if target is not None else aggregates.protected_number_of_records
+    if expected_records is None:
+        expected_records = int(np.bincount(attr_col, weights=budget0, minlength=n_cols).max())
+    fill_rate = np.minimum(
+        np.bincount(attr_col, weights=budget0, minlength=n_cols) / max(expected_records, 1), 1.0
+    )
+    filled = np.zeros(n_cols, dtype=np.int64)
+    syn = np.zeros(lay.counts.size, dtype=np.int64)
+    avail = budget0.copy()
+    state = np.array([total_budget, 0, int(target is not None), 0], dtype=np.int64)
+    pct = params.weight_selection_percentile / 100.0
+    chunks: list[NDArray[np.int64]] = []
+    made = 0
+    while True:
+        want = CHUNK_RECORDS if target is None else min(CHUNK_RECORDS, target - made)
+        if want <= 0:
+            break
+        out = np.empty((want, n_cols), dtype=np.int64)
+        uniforms = rng.random(want * n_cols)
+        n, _ = synthesize_records(
+            out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals, lay.bits,
+            lay.base, R, avail, budget0, state, params.use_synthetic_counts, pct,
+            params.complete_records, fill_rate, filled, sub_cap,
+        )  # fmt: skip
+        if state[3] == 2:
+            raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
+        chunks.append(out[:n])
+        made += n
+        if progress is not None:
+            if target is None:
+                progress(total_budget - int(state[0]), total_budget)
+            else:
+                progress(made, target)
+        if state[3] == 1:
+            break
+    ids = np.concatenate(chunks) if chunks else np.zeros((0, n_cols), dtype=np.int64)
+    offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
+    codes = np.where(ids >= 0, ids - offsets[None, :], EMPTY_CODE).astype(np.int32)
+    codes = codes[rng.permutation(codes.shape[0])]
+    return PreparedTable(domain, codes, multi_value_columns)
+
+
+def domain_from_text_keys(keys: Iterable[str], columns: Sequence[str] | None = None) -> Domain:
+    """Domain implied by SDS combination texts (``"A:a1;B:b1"``), e.g. pac-synth's aggregates.
+
+    Args:
+        keys: combination texts; every attribute ``Column:value`` found becomes a label.
+        columns: column order (e.g. the data header); default = order of first appearance.
+            Columns listed here but absent from ``keys`` get no labels.
+
+    >>> domain_from_text_keys(["B:b1;A:a2", "A:a1"], columns=["A", "B"]).labels
+    (('a1', 'a2'), ('b1',))
+    """
+    labels: dict[str, set[str]] = {c: set() for c in columns or ()}
+    for key in keys:
+        for part in key.split(";"):
+            col, sep, value = part.partition(":")
+            require(bool(sep) and value != "", f"combination {key!r}: {part!r} is not Column:value")
+            if col not in labels:
+                require(columns is None, f"combination {key!r} names column {col!r} not in columns")
+                labels[col] = set()
+            labels[col].add(value)
+    return Domain(tuple(labels), tuple(tuple(sorted(v)) for v in labels.values()))
