@@ -1,0 +1,558 @@
+"""The privacy-budget ledger ($SDS_HOME/ledger.sqlite): budgets, reservations and stage charges.
+
+The budget step of a release *reserves* its whole (epsilon, delta) atomically; each stage then
+*charges* its planned share right before it draws noise; ``complete``/``cancel`` close the
+reservation. Plain sqlite3 with ``BEGIN IMMEDIATE`` (no Prefect, so the CLI imports it fast);
+rows are hash-chained by :mod:`tasks.ledger_chain`. Rules in docs/ledger.md.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from decimal import Decimal, localcontext
+from pathlib import Path
+from typing import Any
+
+from sds_core.errors import SdsInputError
+from tasks.ledger_chain import (
+    SCHEMA,
+    SCHEMA_VERSION,
+    LedgerCorruptError,
+    VerifyReport,
+    append_row,
+    verify_chain,
+)
+
+__all__ = [
+    "BudgetExceededError", "BudgetStatus", "CancelResult", "ChargeRow", "Ledger",
+    "LedgerConflictError", "LedgerCorruptError", "PlannedCharge", "Reservation", "VerifyReport",
+    "partial_spend",
+]
+
+LEDGER_FILE = "ledger.sqlite"
+BUSY_TIMEOUT_S = 60.0
+_TOL = Decimal("1e-9")  # relative slack allowed when float stage shares are summed by the planner
+
+
+class BudgetExceededError(SdsInputError):
+    """A release needs more (epsilon, delta) than the dataset has left, or it has no budget."""
+
+
+class LedgerConflictError(SdsInputError):
+    """A call contradicts the record: other plan/amounts, unknown release/stage, closed."""
+
+
+def _dec(value: float | str) -> Decimal:
+    """Exact decimal of a float's shortest repr (0.1 -> Decimal('0.1')), so sums are exact."""
+    return Decimal(value) if isinstance(value, str) else Decimal(repr(float(value)))
+
+
+def _check_amount(name: str, value: object, *, upper: float = math.inf) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 <= value < upper:  # type: ignore[operator]
+        rule = f"a finite number in [0, {upper:g})" if upper < math.inf else "a finite number >= 0"
+        raise SdsInputError(f"{name} must be {rule}, got {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedCharge:
+    """One stage of a release plan: what it charges right before it draws noise.
+
+    Args:
+        stage: stage name, unique within the release (e.g. ``count``, ``aggregate-k2``).
+        mechanism: noise mechanism (``laplace``, ``gaussian``, ``exponential``...).
+        epsilon: the stage's share of the release epsilon (>= 0), for display and for pure stages.
+        delta: the stage's share of the release delta (0 <= delta < 1).
+        rho: the stage's zCDP cost if it composes in zCDP, else None (pure epsilon-DP).
+    """
+
+    stage: str
+    mechanism: str
+    epsilon: float
+    delta: float = 0.0
+    rho: float | None = None
+
+    def __post_init__(self) -> None:
+        """Validate names and amounts."""
+        for name in ("stage", "mechanism"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise SdsInputError(
+                    f"PlannedCharge.{name} must be a non-empty string, got {value!r}")
+        _check_amount(f"epsilon of stage {self.stage!r}", self.epsilon)
+        _check_amount(f"delta of stage {self.stage!r}", self.delta, upper=1.0)
+        if self.rho is not None:
+            _check_amount(f"rho of stage {self.stage!r}", self.rho)
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeRow:
+    """One recorded stage charge: the contract's ledger row."""
+
+    seq: int
+    dataset: str
+    release_id: str
+    stage: str
+    mechanism: str
+    epsilon: float
+    delta: float
+    rho: float | None
+    created_at: str
+    flow_run_id: str | None
+    prev_hash: str
+    hash: str
+
+    @classmethod
+    def _from(cls, r: sqlite3.Row) -> ChargeRow:
+        return cls(seq=r["seq"], dataset=r["dataset"], release_id=r["release_id"],
+                   stage=r["stage"], mechanism=r["mechanism"], epsilon=float(r["epsilon"]),
+                   delta=float(r["delta"]), rho=None if r["rho"] is None else float(r["rho"]),
+                   created_at=r["created_at"], flow_run_id=r["flow_run_id"],
+                   prev_hash=r["prev_hash"], hash=r["hash"])
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A release's reservation: its total (epsilon, delta), its plan and its state."""
+
+    dataset: str
+    release_id: str
+    epsilon: float
+    delta: float
+    planned: tuple[PlannedCharge, ...]
+    status: str  # open | completed | cancelled
+    created_at: str
+    flow_run_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """A dataset's lifetime budget and how much is spent, reserved (not yet drawn) and left."""
+
+    dataset: str
+    epsilon_lifetime: float
+    delta_lifetime: float
+    epsilon_spent: float
+    delta_spent: float
+    epsilon_reserved: float
+    delta_reserved: float
+    epsilon_remaining: float
+    delta_remaining: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (for --json)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    """What closing a reservation kept as spent and gave back to the dataset."""
+
+    release_id: str
+    status: str  # cancelled | completed
+    epsilon_spent: float
+    delta_spent: float
+    epsilon_returned: float
+    delta_returned: float
+    stages_charged: tuple[str, ...]
+    stages_returned: tuple[str, ...]
+
+
+def partial_spend(planned: Sequence[PlannedCharge], charged: set[str],
+                  total: tuple[Decimal, Decimal]) -> tuple[Decimal, Decimal]:
+    """Privacy spent by a release of which only the ``charged`` stages drew noise.
+
+    All stages charged: the reserved ``total``. None: zero. Otherwise pure stages (rho None) add
+    by basic composition; zCDP stages add their rho, converted by Bun-Steinke
+    rho + 2*sqrt(rho*ln(1/delta_z)) at the plan's zCDP delta delta_z (an upper bound of any
+    tighter conversion the planner used). Capped at ``total``; never below the charged shares.
+    """
+    if not charged:
+        return Decimal(0), Decimal(0)
+    if charged >= {p.stage for p in planned}:
+        return total
+    done = [p for p in planned if p.stage in charged]
+    with localcontext() as ctx:
+        ctx.prec = 60
+        shares = sum((_dec(p.epsilon) for p in done), Decimal(0))
+        eps = sum((_dec(p.epsilon) for p in done if p.rho is None), Decimal(0))
+        delta = sum((_dec(p.delta) for p in done if p.rho is None), Decimal(0))
+        rho = sum(p.rho for p in done if p.rho is not None)
+        if rho > 0:
+            delta_z = sum(p.delta for p in planned if p.rho is not None)
+            if delta_z <= 0:
+                return total
+            eps += _dec(rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta_z)))
+            delta += _dec(delta_z)
+        return min(total[0], max(eps, shares)), min(total[1], delta)
+
+
+class Ledger:
+    """The privacy-budget ledger in one sqlite file; every write is one ``BEGIN IMMEDIATE``.
+
+    Each call opens its own connection, so one ``Ledger`` may be shared by threads, and
+    separate processes serialize on sqlite's lock (busy timeout ``busy_timeout`` seconds).
+    """
+
+    def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
+        self.path = Path(path)
+        self.busy_timeout = busy_timeout
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            conn = self._connect()
+            try:  # a failed script leaves its transaction open: closing rolls it back
+                conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
+                version = conn.execute(
+                    "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+            finally:
+                conn.close()
+        except (OSError, sqlite3.OperationalError) as e:
+            raise SdsInputError(
+                f"cannot open the ledger {self.path} ({e}): the SDS home must be a writable "
+                "directory; pass another one with --home or set SDS_HOME"
+            ) from e
+        except sqlite3.DatabaseError as e:
+            raise LedgerCorruptError(f"{self.path} is not a readable sqlite ledger: {e}") from e
+        if version != SCHEMA_VERSION:
+            raise LedgerCorruptError(f"{self.path}: unknown ledger schema version {version!r}")
+
+    @classmethod
+    def open(cls, home: str | Path) -> Ledger:
+        """Open (creating if needed) ``home/ledger.sqlite``."""
+        return cls(Path(home) / LEDGER_FILE)
+
+    def _connect(self) -> sqlite3.Connection:
+        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
+        conn.row_factory = sqlite3.Row
+        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
+        return conn
+
+    @contextmanager
+    def _write(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    @contextmanager
+    def _read(self) -> Iterator[sqlite3.Connection]:
+        conn = self._connect()
+        try:
+            conn.execute("BEGIN")  # one consistent snapshot across the queries
+            yield conn
+            conn.execute("COMMIT")
+        finally:
+            conn.close()
+
+    # -- budgets ---------------------------------------------------------------------------
+    def set_budget(self, dataset: str, *, epsilon: float, delta: float) -> BudgetStatus:
+        """Set a dataset's lifetime (epsilon, delta); recorded as a chained ``budget`` row.
+
+        Raises:
+            SdsInputError: epsilon not finite and > 0, delta not in [0, 1), or the new budget is
+                below what is already spent plus reserved.
+        """
+        _check_name("dataset", dataset)
+        _check_amount("--epsilon", epsilon)
+        _check_amount("--delta", delta, upper=1.0)
+        if epsilon <= 0:
+            raise SdsInputError(f"--epsilon must be > 0, got {epsilon!r}")
+        with self._write() as conn:
+            now = self._status(conn, dataset)
+            if now is not None:
+                used = (_dec(now.epsilon_spent) + _dec(now.epsilon_reserved),
+                        _dec(now.delta_spent) + _dec(now.delta_reserved))
+                if _dec(epsilon) < used[0] or _dec(delta) < used[1]:
+                    raise SdsInputError(
+                        f"cannot set the budget of dataset {dataset!r} to (epsilon={epsilon}, "
+                        f"delta={delta}): (epsilon={float(used[0])}, delta={float(used[1])}) is "
+                        "already spent or reserved; choose a budget at least that large"
+                    )
+            append_row(conn, self.path, {"kind": "budget", "dataset": dataset,
+                                         "epsilon": str(_dec(epsilon)), "delta": str(_dec(delta))})
+            status = self._status(conn, dataset)
+        return status  # type: ignore[return-value]
+
+    def budget(self, dataset: str) -> BudgetStatus | None:
+        """The dataset's budget status, or None when no budget was ever set."""
+        with self._read() as conn:
+            return self._status(conn, dataset)
+
+    def datasets(self) -> list[BudgetStatus]:
+        """Budget status of every dataset that has a budget, sorted by name."""
+        with self._read() as conn:
+            names = [r[0] for r in conn.execute(
+                "SELECT DISTINCT dataset FROM ledger WHERE kind = 'budget' ORDER BY dataset")]
+            return [s for s in (self._status(conn, n) for n in names) if s is not None]
+
+    # -- reservations and charges ----------------------------------------------------------
+    def reserve(self, dataset: str, release_id: str, planned: Sequence[PlannedCharge], *,
+                epsilon: float | None = None, delta: float | None = None,
+                flow_run_id: str | None = None) -> Reservation:
+        """Atomically check the budget and reserve a whole release's (epsilon, delta).
+
+        Idempotent: reserving the same release id again with the same dataset, plan and totals
+        returns the existing reservation (a resumed run).
+
+        Args:
+            dataset: the dataset id whose lifetime budget pays.
+            release_id: the release id (unique across datasets).
+            planned: the stages that will draw noise (unique stage names, at least one).
+            epsilon: the release's total epsilon (its composed guarantee); defaults to the sum of
+                the stage shares, which must not exceed it.
+            delta: the release's total delta; defaults to the sum of the stage deltas.
+            flow_run_id: Prefect flow-run id, recorded for audit.
+
+        Raises:
+            BudgetExceededError: no budget set, or the release needs more than is left.
+            LedgerConflictError: the release id is already reserved with something else.
+            SdsInputError: invalid plan or totals.
+        """
+        _check_name("dataset", dataset)
+        _check_name("release id", release_id)
+        plan, total = _validate_plan(planned, epsilon, delta)
+        detail = {"planned": [asdict(p) for p in plan]}
+        with self._write() as conn:
+            existing = self._reservation(conn, release_id)
+            if existing is not None:
+                same = (existing.dataset == dataset and existing.planned == plan
+                        and (_dec(existing.epsilon), _dec(existing.delta)) == total)
+                if not same:
+                    raise LedgerConflictError(
+                        f"release id {release_id!r} is already reserved with another dataset, "
+                        "plan or budget; choose a new release id (or resume with the same "
+                        "settings)")
+                if existing.status == "cancelled":
+                    raise LedgerConflictError(
+                        f"release {release_id!r} was cancelled; start a new release id")
+                return existing
+            status = self._status(conn, dataset)
+            if status is None:
+                raise BudgetExceededError(
+                    f"dataset {dataset!r} has no privacy budget; set one with "
+                    f"`sds budget set {dataset} --epsilon E --delta D`")
+            left = (_dec(status.epsilon_remaining), _dec(status.delta_remaining))
+            if total[0] > left[0] or total[1] > left[1]:
+                raise BudgetExceededError(
+                    f"release {release_id!r} needs (epsilon={float(total[0])}, "
+                    f"delta={float(total[1])}) but dataset {dataset!r} has only "
+                    f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its lifetime "
+                    f"(epsilon={status.epsilon_lifetime}, delta={status.delta_lifetime}); "
+                    "release with a smaller --epsilon/--delta or raise the budget with "
+                    f"`sds budget set {dataset} --epsilon E`")
+            append_row(conn, self.path, {
+                "kind": "reserve", "dataset": dataset, "release_id": release_id,
+                "epsilon": str(total[0]), "delta": str(total[1]),
+                "flow_run_id": flow_run_id, "detail": detail})
+            return self._reservation(conn, release_id)  # type: ignore[return-value]
+
+    def charge(self, release_id: str, stage: str, *, epsilon: float | None = None,
+               delta: float | None = None, rho: float | None = None,
+               flow_run_id: str | None = None) -> ChargeRow:
+        """Charge one planned stage, right before it draws noise; at most once per stage.
+
+        A repeated charge of the same (release, stage) returns the existing row. Amounts given
+        here must equal the plan's (a check that the stage draws what was reserved).
+
+        Raises:
+            LedgerConflictError: no reservation, stage not in the plan, amounts differ from the
+                plan, or the release is closed and this stage was never charged.
+        """
+        with self._write() as conn:
+            res = self._reservation(conn, release_id)
+            if res is None:
+                raise LedgerConflictError(
+                    f"release {release_id!r} has no reservation; the budget step must reserve "
+                    "before any stage is charged")
+            plan = {p.stage: p for p in res.planned}
+            if stage not in plan:
+                raise LedgerConflictError(
+                    f"stage {stage!r} is not in the reservation of release {release_id!r} "
+                    f"(planned: {', '.join(plan)}); it cannot draw noise")
+            p = plan[stage]
+            asked = {"epsilon": epsilon, "delta": delta, "rho": rho}
+            wrong = [f"{k}={v!r} (reserved {getattr(p, k)!r})" for k, v in asked.items()
+                     if v is not None and v != getattr(p, k)]
+            if wrong:
+                raise LedgerConflictError(
+                    f"stage {stage!r} of release {release_id!r} asks for {', '.join(wrong)}; a "
+                    "stage can only draw what was reserved (resume with the original settings)")
+            row = conn.execute("SELECT * FROM ledger WHERE kind = 'charge' AND release_id = ? "
+                               "AND stage = ?", (release_id, stage)).fetchone()
+            if row is not None:
+                return ChargeRow._from(row)
+            if res.status != "open":
+                raise LedgerConflictError(
+                    f"release {release_id!r} is {res.status}; stage {stage!r} cannot draw noise")
+            row = append_row(conn, self.path, {
+                "kind": "charge", "dataset": res.dataset, "release_id": release_id,
+                "stage": stage, "mechanism": p.mechanism, "epsilon": str(_dec(p.epsilon)),
+                "delta": str(_dec(p.delta)), "rho": None if p.rho is None else repr(p.rho),
+                "flow_run_id": flow_run_id})
+            return ChargeRow._from(row)
+
+    def cancel(self, release_id: str) -> CancelResult:
+        """Close an abandoned release: keep what its drawn stages spent, give back the rest.
+
+        Idempotent: cancelling a cancelled release returns the same result.
+
+        Raises:
+            LedgerConflictError: unknown release, or it is already complete.
+        """
+        return self._close(release_id, "cancelled")
+
+    def complete(self, release_id: str) -> CancelResult:
+        """Close a finished release; any stage never charged is given back (idempotent)."""
+        return self._close(release_id, "completed")
+
+    def _close(self, release_id: str, status: str) -> CancelResult:
+        with self._write() as conn:
+            res = self._reservation(conn, release_id)
+            if res is None:
+                raise LedgerConflictError(
+                    f"release {release_id!r} has no reservation in the ledger")
+            charged = self._charged(conn, release_id)
+            order = [p.stage for p in res.planned]
+            stages = (tuple(s for s in order if s in charged),
+                      tuple(s for s in order if s not in charged))
+            if res.status != "open":
+                if res.status != status:
+                    raise LedgerConflictError(f"release {release_id!r} is already {res.status}")
+                row = conn.execute("SELECT * FROM ledger WHERE kind = 'close' AND release_id = ?",
+                                   (release_id,)).fetchone()
+                back = json.loads(row["detail"])
+                return CancelResult(release_id, status, float(row["epsilon"]),
+                                    float(row["delta"]), float(back["epsilon_returned"]),
+                                    float(back["delta_returned"]), *stages)
+            total = (_dec(res.epsilon), _dec(res.delta))
+            spent = partial_spend(res.planned, charged, total)
+            back = (total[0] - spent[0], total[1] - spent[1])
+            append_row(conn, self.path, {
+                "kind": "close", "dataset": res.dataset, "release_id": release_id,
+                "mechanism": status, "epsilon": str(spent[0]), "delta": str(spent[1]),
+                "detail": {"status": status, "epsilon_returned": str(back[0]),
+                           "delta_returned": str(back[1]), "stages_returned": list(stages[1])}})
+            return CancelResult(release_id, status, float(spent[0]), float(spent[1]),
+                                float(back[0]), float(back[1]), *stages)
+
+    # -- queries ---------------------------------------------------------------------------
+    def reservation(self, release_id: str) -> Reservation | None:
+        """The release's reservation (with its current status), or None."""
+        with self._read() as conn:
+            return self._reservation(conn, release_id)
+
+    def charges(self, dataset: str | None = None, release_id: str | None = None
+                ) -> list[ChargeRow]:
+        """Charge rows in ledger order, optionally for one dataset and/or release."""
+        sql, args = "SELECT * FROM ledger WHERE kind = 'charge'", []
+        for column, value in (("dataset", dataset), ("release_id", release_id)):
+            if value is not None:
+                sql, args = f"{sql} AND {column} = ?", [*args, value]
+        with self._read() as conn:
+            return [ChargeRow._from(r) for r in conn.execute(sql + " ORDER BY seq", args)]
+
+    def verify(self) -> VerifyReport:
+        """Check the whole hash chain and head (see :func:`tasks.ledger_chain.verify_chain`)."""
+        with self._read() as conn:
+            return verify_chain(conn)
+
+    def head(self) -> tuple[int, str]:
+        """(seq, hash) of the last row: record it in a manifest to anchor the chain externally."""
+        with self._read() as conn:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+        return int(meta["head_seq"]), meta["head_hash"]
+
+    # -- internals -------------------------------------------------------------------------
+    @staticmethod
+    def _charged(conn: sqlite3.Connection, release_id: str) -> set[str]:
+        return {r[0] for r in conn.execute(
+            "SELECT stage FROM ledger WHERE kind = 'charge' AND release_id = ?", (release_id,))}
+
+    @staticmethod
+    def _reservation(conn: sqlite3.Connection, release_id: str) -> Reservation | None:
+        row = conn.execute("SELECT * FROM ledger WHERE kind = 'reserve' AND release_id = ?",
+                           (release_id,)).fetchone()
+        if row is None:
+            return None
+        closed = conn.execute("SELECT mechanism FROM ledger WHERE kind = 'close' AND "
+                              "release_id = ?", (release_id,)).fetchone()
+        plan = tuple(PlannedCharge(**p) for p in json.loads(row["detail"])["planned"])
+        return Reservation(row["dataset"], release_id, float(row["epsilon"]), float(row["delta"]),
+                           plan, closed[0] if closed else "open", row["created_at"],
+                           row["flow_run_id"])
+
+    def _status(self, conn: sqlite3.Connection, dataset: str) -> BudgetStatus | None:
+        last = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'budget' AND "
+                            "dataset = ? ORDER BY seq DESC LIMIT 1", (dataset,)).fetchone()
+        if last is None:
+            return None
+        with localcontext() as ctx:
+            ctx.prec = 60
+            life = (_dec(last["epsilon"]), _dec(last["delta"]))
+            spent, held = [Decimal(0), Decimal(0)], [Decimal(0), Decimal(0)]
+            for (release_id,) in conn.execute("SELECT release_id FROM ledger WHERE kind = "
+                                              "'reserve' AND dataset = ?", (dataset,)).fetchall():
+                close = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'close' AND "
+                                     "release_id = ?", (release_id,)).fetchone()
+                if close is not None:
+                    spent[0] += _dec(close[0])
+                    spent[1] += _dec(close[1])
+                    continue
+                res = self._reservation(conn, release_id)
+                total = (_dec(res.epsilon), _dec(res.delta))  # type: ignore[union-attr]
+                part = partial_spend(res.planned, self._charged(conn, release_id), total)  # type: ignore[union-attr]
+                for i in (0, 1):
+                    spent[i] += part[i]
+                    held[i] += total[i] - part[i]
+            left = [life[i] - spent[i] - held[i] for i in (0, 1)]
+        return BudgetStatus(dataset, float(life[0]), float(life[1]), float(spent[0]),
+                            float(spent[1]), float(held[0]), float(held[1]), float(left[0]),
+                            float(left[1]))
+
+
+def _check_name(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise SdsInputError(f"{what} must be a non-empty string, got {value!r}")
+
+
+def _validate_plan(planned: Sequence[PlannedCharge], epsilon: float | None, delta: float | None
+                   ) -> tuple[tuple[PlannedCharge, ...], tuple[Decimal, Decimal]]:
+    """Check a plan (non-empty, unique stages) and its totals; return (plan, exact totals)."""
+    plan = tuple(planned)
+    if not plan or not all(isinstance(p, PlannedCharge) for p in plan):
+        raise SdsInputError("a release plan needs at least one PlannedCharge")
+    names = [p.stage for p in plan]
+    if len(set(names)) != len(names):
+        raise SdsInputError(f"stage names in a release plan must be unique, got {names}")
+    with localcontext() as ctx:
+        ctx.prec = 60
+        sums = (sum((_dec(p.epsilon) for p in plan), Decimal(0)),
+                sum((_dec(p.delta) for p in plan), Decimal(0)))
+        totals = []
+        for name, given, summed, upper in (("epsilon", epsilon, sums[0], math.inf),
+                                           ("delta", delta, sums[1], 1.0)):
+            if given is None:
+                totals.append(summed)
+                continue
+            _check_amount(f"release {name}", given, upper=upper)
+            if summed > _dec(given) * (1 + _TOL) + Decimal("1e-15"):
+                raise SdsInputError(
+                    f"the stage {name}s of the plan sum to {float(summed)}, more than the "
+                    f"release {name} {given}; the stage shares must fit in the release total")
+            totals.append(_dec(given))
+    if totals[0] <= 0 or totals[1] >= 1:
+        raise SdsInputError(f"release epsilon must be > 0 and delta < 1, got "
+                            f"epsilon={float(totals[0])}, delta={float(totals[1])}")
+    return plan, (totals[0], totals[1])
