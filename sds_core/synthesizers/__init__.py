@@ -13,10 +13,13 @@ from sds_core.synthesizers.base import (
     create,
     register,
 )
+from sds_core.synthesizers.cathist import CatHist, CatHistModel
 from sds_core.synthesizers.dirichlet import DirichletModel, DirichletMultinomial
 from sds_core.synthesizers.histogram import Histogram1Way, HistogramModel, HistogramNWay
 
 __all__ = [
+    "CatHist",
+    "CatHistModel",
     "DirichletModel",
     "DirichletMultinomial",
     "FitResult",

@@ -149,8 +149,10 @@ def create(name: str, **options: object) -> Synthesizer:
 
 def check_epsilon(epsilon: float, name: str = "epsilon") -> float:
     """ε must be a finite number > 0."""
-    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) or not (
-        math.isfinite(epsilon) and epsilon > 0
+    if (
+        isinstance(epsilon, bool)
+        or not isinstance(epsilon, int | float)
+        or not (math.isfinite(epsilon) and epsilon > 0)
     ):
         raise SdsInputError(f"{name} must be a finite number > 0, got {epsilon!r}")
     return float(epsilon)

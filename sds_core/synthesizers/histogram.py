@@ -177,8 +177,10 @@ class _HistogramBase:
         check_proportion(
             self.number_of_records_epsilon_proportion, "number_of_records_epsilon_proportion"
         )
-        if isinstance(self.max_cells, bool) or not isinstance(self.max_cells, int) or (
-            self.max_cells < 1
+        if (
+            isinstance(self.max_cells, bool)
+            or not isinstance(self.max_cells, int)
+            or (self.max_cells < 1)
         ):
             raise SdsInputError(f"max_cells must be a positive integer, got {self.max_cells!r}")
         if self.columns is not None:
@@ -249,13 +251,22 @@ class _HistogramBase:
         eps_count, eps_m, d_m = self._shares(epsilon, delta)
         threshold = None if self.public_domain else stability_threshold(eps_m, d_m)
         dp_count = dp_record_count(
-            table.n_records, eps_count, rnd=rnd, label=f"{release_label}/{spends[0].stage}",
+            table.n_records,
+            eps_count,
+            rnd=rnd,
+            label=f"{release_label}/{spends[0].stage}",
             stage=spends[0].stage,
         )
         margs = [
             noisy_marginal(
-                table, cl, epsilon=eps_m, threshold=threshold, max_cells=self.max_cells,
-                rnd=rnd, label=f"{release_label}/{sp.stage}", stage=sp.stage,
+                table,
+                cl,
+                epsilon=eps_m,
+                threshold=threshold,
+                max_cells=self.max_cells,
+                rnd=rnd,
+                label=f"{release_label}/{sp.stage}",
+                stage=sp.stage,
             )
             for cl, sp in zip(cliques, spends[1:], strict=True)
         ]

@@ -1,0 +1,119 @@
+"""Tests of the synthesizer interface and the by-name registry."""
+
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import FrozenInstanceError
+
+import numpy as np
+import pytest
+from synth_helpers import make_table
+
+from sds_core.declared import DeclaredDomain
+from sds_core.errors import SdsInputError
+from sds_core.randomness import ReleaseRandomness
+from sds_core.synthesizers import Synthesizer, SynthesizerSpend, available, base, create, register
+from sds_core.synthesizers.base import cell_codes, cell_index, sample_cells
+
+OPTIONS = {
+    "histogram-1way": {"columns": ("a", "b")},
+    "histogram-nway": {"columns": ("a", "b"), "marginal_columns": ("a", "b")},
+    "dirichlet-multinomial": {"columns": ("a", "b")},
+    "cathist": {
+        "declared": (DeclaredDomain("a", values=("x", "y")), DeclaredDomain("b", size=1000))
+    },
+}
+
+
+def _table():
+    return make_table(
+        {"a": ["x", "y", "y", None] * 200, "b": ["unseen-001", "unseen-002", None, "q"] * 200}
+    )
+
+
+def test_seed_synthesizers_are_registered() -> None:
+    """The four seed synthesizers are available by name."""
+    assert set(OPTIONS) <= set(available())
+
+
+def test_unknown_name_lists_known_ones() -> None:
+    """An unknown name raises SdsInputError listing the registered names."""
+    with pytest.raises(
+        SdsInputError, match=r"unknown synthesizer 'gan'; choose one of \[.*cathist"
+    ):
+        create("gan")
+    with pytest.raises(SdsInputError, match="bad options for synthesizer 'histogram-1way'"):
+        create("histogram-1way", no_such_option=1)
+
+
+@pytest.mark.parametrize("name", sorted(OPTIONS))
+def test_every_synthesizer_follows_the_protocol(name: str) -> None:
+    """budget == fit's spends (summing to ε), model is JSON-able, sample gives a valid table."""
+    synth = create(name, **OPTIONS[name])
+    assert isinstance(synth, Synthesizer)
+    spends = synth.budget(2.0, 1e-6)
+    fit = synth.fit(
+        _table(), epsilon=2.0, delta=1e-6, rnd=ReleaseRandomness.from_seed(0), release_label="rel"
+    )
+    assert fit.spends == spends
+    assert math.isclose(fit.epsilon, 2.0)
+    assert fit.delta <= 1e-6
+    assert len({s.stage for s in spends}) == len(spends)
+    assert all(s.stage.startswith(name + "/") for s in spends)
+    json.dumps(fit.model.as_dict())
+    json.dumps(fit.privacy_report)
+    syn = synth.sample(None, rng=np.random.default_rng(0))
+    assert syn.domain == fit.model.domain
+    assert syn.domain.columns == ("a", "b")
+    assert 600 < syn.n_records < 1000
+    assert synth.sample(17, rng=np.random.default_rng(1)).n_records == 17
+
+
+def test_sample_before_fit_and_bad_n() -> None:
+    """sample() before fit() and a negative n are caller errors."""
+    synth = create("histogram-1way", columns=("a",))
+    with pytest.raises(SdsInputError, match="call fit"):
+        synth.sample(5, rng=np.random.default_rng(0))
+    synth.fit(
+        _table(), epsilon=1.0, delta=1e-6, rnd=ReleaseRandomness.from_seed(0), release_label="r"
+    )
+    with pytest.raises(SdsInputError, match="n must be a non-negative integer"):
+        synth.sample(-1, rng=np.random.default_rng(0))
+
+
+def test_register_custom_synthesizer() -> None:
+    """A class with a name registers and is created with its options (the adapter's path)."""
+
+    @register
+    class Dummy:
+        name = "dummy-test"
+
+        def __init__(self, reporting_length: int = 3) -> None:
+            self.reporting_length = reporting_length
+
+    try:
+        assert create("dummy-test", reporting_length=2).reporting_length == 2
+        assert "dummy-test" in available()
+    finally:
+        base._REGISTRY.pop("dummy-test", None)
+
+
+def test_spend_is_frozen_and_validated() -> None:
+    """SynthesizerSpend is immutable and refuses negative ε."""
+    s = SynthesizerSpend("x/count", "discrete-laplace", 0.1, 0.0, 0.005)
+    with pytest.raises(FrozenInstanceError):
+        s.epsilon = 1.0  # type: ignore[misc]
+    with pytest.raises(SdsInputError, match="epsilon must be finite"):
+        SynthesizerSpend("x", "m", -1.0, 0.0, None)
+
+
+def test_cell_index_round_trip_and_sampling() -> None:
+    """Mixed-radix cells round-trip with empty as the last category; weights drive sampling."""
+    codes = np.array([[0, -1], [1, 2], [-1, -1]], dtype=np.int32)
+    cells = cell_index(codes, (2, 3))
+    assert cells.tolist() == [3, 6, 11]
+    assert cell_codes(cells, (2, 3)).tolist() == codes.tolist()
+    draws = sample_cells(np.array([0.0, 3.0, 1.0]), 4000, rng=np.random.default_rng(0))
+    assert np.mean(draws == 1) == pytest.approx(0.75, abs=0.03) and not (draws == 0).any()
+    assert (sample_cells(np.zeros(3), 5, rng=np.random.default_rng(0)) == -1).all()
