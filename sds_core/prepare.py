@@ -13,11 +13,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 import numpy as np
+import pandas as pd
 from numpy.typing import NDArray
 
 from sds_core.binning import Binning, bin_strings
 from sds_core.domain import Domain
-from sds_core.errors import SdsInputError
+from sds_core.errors import SdsInputError, invariant
 from sds_core.prepare_input import RawColumn, TableLike, TableSource
 from sds_core.prepare_output import fingerprint, to_frame, to_sorted_rows
 from sds_core.table import MultiValueColumn, PreparedTable
@@ -230,9 +231,19 @@ def _subject_groups(raw: RawColumn, id_name: str) -> tuple[NDArray[np.int64], in
         raise SdsInputError(
             f"{MISSING_ID_MESSAGE} (subject_id column {id_name!r}); fill in or drop those rows"
         )
-    ordered = sorted(set(keys))
-    rank = {k: i for i, k in enumerate(ordered)}
-    return np.asarray([rank[k] for k in keys], dtype=np.int64)[raw.codes], len(ordered)
+    key_code, distinct = pd.factorize(np.asarray(keys, dtype=object))
+    ids = distinct.tolist()
+    rank = np.empty(len(ids), dtype=np.int64)
+    rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+    return rank[key_code][raw.codes], len(ids)
+
+
+def _unique(keys: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Sorted distinct keys (sort-based: faster than numpy's hash unique on large int arrays)."""
+    keys = np.sort(keys)
+    keep = np.ones(keys.size, dtype=bool)
+    keep[1:] = keys[1:] != keys[:-1]
+    return keys[keep]
 
 
 def _join_subjects(col: _Column, groups: NDArray[np.int64], n_groups: int) -> bool:
@@ -240,13 +251,13 @@ def _join_subjects(col: _Column, groups: NDArray[np.int64], n_groups: int) -> bo
     base = max(len(col.labels), 1)
     if col.codes is not None:
         present = col.codes >= 0
-        pairs = np.unique(groups[present] * base + col.codes[present])
+        pairs = _unique(groups[present] * base + col.codes[present])
         group = pairs // base
         merged = np.full(n_groups, -1, dtype=np.int64)
         merged[group] = pairs % base
         col.codes = merged
         return bool((np.diff(group) == 0).any())
-    pairs = np.unique(groups[col.rows] * base + col.values)
+    pairs = _unique(groups[col.rows] * base + col.values)
     col.rows, col.values = pairs // base, pairs % base
     return False
 
@@ -254,7 +265,7 @@ def _join_subjects(col: _Column, groups: NDArray[np.int64], n_groups: int) -> bo
 def _sorted_codes(labels: list[str], codes: NDArray[np.int64]) -> tuple[tuple[str, ...], NDArray]:
     """Sort ``labels`` (plain str order) and remap ``codes`` to the sorted positions."""
     order = sorted(range(len(labels)), key=labels.__getitem__)
-    rank = np.full(len(labels) + 1, -1, dtype=np.int64)
+    rank = np.full(len(labels) + 1, -1, dtype=np.int32)
     rank[np.asarray(order, dtype=np.int64)] = np.arange(len(labels))
     return tuple(labels[i] for i in order), rank[codes]
 
@@ -324,28 +335,27 @@ def _encode(columns: list[_Column], n_records: int, allow_empty: bool) -> Prepar
             f"columns without any non-empty value: {empty}; drop them with use_columns or set "
             "PrepareParams.allow_empty_columns=True"
         )
+    width = sum(1 if c.codes is not None else len(c.labels) for c in columns)
+    codes = np.full((n_records, width), -1, dtype=np.int32)
     out_names: list[str] = []
     out_labels: list[tuple[str, ...]] = []
-    blocks: list[NDArray[np.int64]] = []
     metadata: list[MultiValueColumn] = []
     for col in columns:
+        j = len(out_names)
         if col.codes is not None:
-            labels, codes = _sorted_codes(col.labels, col.codes)
+            labels, codes[:, j] = _sorted_codes(col.labels, col.codes)
             out_names.append(col.name)
             out_labels.append(labels)
-            blocks.append(codes[:, None])
             continue
         if not col.labels:
             continue  # an empty multi-value column vanishes, as in the reference
         binary = [f"{col.name}_{v}" for v in col.labels]
         order = sorted(range(len(binary)), key=binary.__getitem__)
         position = np.empty(len(order), dtype=np.int64)
-        position[np.asarray(order)] = np.arange(len(order))
-        block = np.full((n_records, len(order)), -1, dtype=np.int64)
-        block[col.rows, position[col.values]] = 0
+        position[np.asarray(order)] = np.arange(j, j + len(order))
+        codes[col.rows, position[col.values]] = 0
         out_names.extend(binary[i] for i in order)
         out_labels.extend(("1",) for _ in order)
-        blocks.append(block)
         metadata.append(
             MultiValueColumn(
                 col.name,
@@ -360,7 +370,5 @@ def _encode(columns: list[_Column], n_records: int, allow_empty: bool) -> Prepar
             f"multi-value expansion produced column names that already exist: {dup}; rename the "
             "clashing input columns"
         )
-    codes = np.empty((n_records, len(out_names)), dtype=np.int32)
-    if blocks:
-        codes[:] = np.concatenate(blocks, axis=1)
+    invariant(len(out_names) == width, "encoded column count differs from the planned width")
     return PreparedTable(Domain(tuple(out_names), tuple(out_labels)), codes, tuple(metadata))

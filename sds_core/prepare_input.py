@@ -57,7 +57,14 @@ def cell_text(value: Any) -> str:
 def _factorize(values: Any) -> RawColumn:
     """Factorize a 1-D array-like; missing values (None, NaN, NA) get code -1."""
     codes, uniques = pd.factorize(values, use_na_sentinel=True)
-    return RawColumn(np.asarray(codes, dtype=np.int64), [cell_text(u) for u in uniques])
+    dtype = getattr(uniques, "dtype", None)
+    if isinstance(dtype, np.dtype) and dtype.kind in "iu":
+        texts = np.asarray(uniques).astype(str).tolist()  # same digits as str(int)
+    elif isinstance(dtype, pd.StringDtype):
+        texts = np.asarray(uniques, dtype=object).tolist()
+    else:
+        texts = [cell_text(u) for u in np.asarray(uniques, dtype=object).tolist()]
+    return RawColumn(np.asarray(codes, dtype=np.int64), texts)
 
 
 class TableSource:
@@ -75,6 +82,7 @@ class TableSource:
         self._frame: pd.DataFrame | None = None
         self._arrow: pa.Table | None = None
         self._cells: NDArray[np.object_] | None = None
+        self._columns: dict[int, RawColumn] = {}
         if isinstance(data, pd.DataFrame):
             self._frame = data if record_limit is None else data.iloc[:record_limit]
             self.headers = [cell_text(c) for c in data.columns]
@@ -116,13 +124,16 @@ class TableSource:
         self._cells = cells
 
     def column(self, i: int) -> RawColumn:
-        """Factorized column ``i`` (cells as texts, missing cells as code -1)."""
-        if self._frame is not None:
-            return _factorize(self._frame.iloc[:, i])
-        if self._arrow is not None:
-            return _arrow_column(self._arrow.column(i))
-        invariant(self._cells is not None, "raw cells missing")
-        return _factorize(self._cells[:, i])  # type: ignore[index]
+        """Factorized column ``i`` (cells as texts, missing cells as code -1); cached."""
+        if i not in self._columns:
+            if self._frame is not None:
+                self._columns[i] = _factorize(self._frame.iloc[:, i])
+            elif self._arrow is not None:
+                self._columns[i] = _arrow_column(self._arrow.column(i))
+            else:
+                invariant(self._cells is not None, "raw cells missing")
+                self._columns[i] = _factorize(self._cells[:, i])  # type: ignore[index]
+        return self._columns[i]
 
 
 def _arrow_column(col: pa.ChunkedArray) -> RawColumn:
