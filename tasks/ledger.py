@@ -270,10 +270,10 @@ class Ledger:
         if epsilon <= 0:
             raise SdsInputError(f"--epsilon must be > 0, got {epsilon!r}")
         with self._write() as conn:
-            now = self._status(conn, dataset)
-            if now is not None:
-                used = (_dec(now.epsilon_spent) + _dec(now.epsilon_reserved),
-                        _dec(now.delta_spent) + _dec(now.delta_reserved))
+            exact = self._exact(conn, dataset)
+            if exact is not None:
+                _, spent, held = exact
+                used = (spent[0] + held[0], spent[1] + held[1])
                 if _dec(epsilon) < used[0] or _dec(delta) < used[1]:
                     raise SdsInputError(
                         f"cannot set the budget of dataset {dataset!r} to (epsilon={epsilon}, "
@@ -338,18 +338,21 @@ class Ledger:
                     raise LedgerConflictError(
                         f"release {release_id!r} was cancelled; start a new release id")
                 return existing
-            status = self._status(conn, dataset)
-            if status is None:
+            exact = self._exact(conn, dataset)
+            if exact is None:
                 raise BudgetExceededError(
                     f"dataset {dataset!r} has no privacy budget; set one with "
                     f"`sds budget set {dataset} --epsilon E --delta D`")
-            left = (_dec(status.epsilon_remaining), _dec(status.delta_remaining))
+            life, spent, held = exact
+            with localcontext() as ctx:
+                ctx.prec = 60
+                left = (life[0] - spent[0] - held[0], life[1] - spent[1] - held[1])
             if total[0] > left[0] or total[1] > left[1]:
                 raise BudgetExceededError(
                     f"release {release_id!r} needs (epsilon={float(total[0])}, "
                     f"delta={float(total[1])}) but dataset {dataset!r} has only "
                     f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its lifetime "
-                    f"(epsilon={status.epsilon_lifetime}, delta={status.delta_lifetime}); "
+                    f"(epsilon={float(life[0])}, delta={float(life[1])}); "
                     "release with a smaller --epsilon/--delta or raise the budget with "
                     f"`sds budget set {dataset} --epsilon E`")
             append_row(conn, self.path, {
@@ -453,6 +456,14 @@ class Ledger:
         with self._read() as conn:
             return self._reservation(conn, release_id)
 
+    def reservations(self, dataset: str | None = None) -> list[Reservation]:
+        """All reservations (any status) in ledger order, optionally of one dataset."""
+        with self._read() as conn:
+            ids = [r[0] for r in conn.execute(
+                "SELECT release_id FROM ledger WHERE kind = 'reserve' AND dataset = "
+                "coalesce(?, dataset) ORDER BY seq", (dataset,))]
+            return [res for res in (self._reservation(conn, i) for i in ids) if res is not None]
+
     def charges(self, dataset: str | None = None, release_id: str | None = None
                 ) -> list[ChargeRow]:
         """Charge rows in ledger order, optionally for one dataset and/or release."""
@@ -462,6 +473,14 @@ class Ledger:
                 sql, args = f"{sql} AND {column} = ?", [*args, value]
         with self._read() as conn:
             return [ChargeRow._from(r) for r in conn.execute(sql + " ORDER BY seq", args)]
+
+    def spent(self, release_id: str) -> tuple[float, float] | None:
+        """(epsilon, delta) the release has spent so far (final once closed); None if unknown."""
+        with self._read() as conn:
+            if self._reservation(conn, release_id) is None:
+                return None
+            spent, _ = self._spent_and_held(conn, release_id)
+        return float(spent[0]), float(spent[1])
 
     def verify(self) -> VerifyReport:
         """Check the whole hash chain and head (see :func:`tasks.ledger_chain.verify_chain`)."""
@@ -493,29 +512,47 @@ class Ledger:
                            plan, closed[0] if closed else "open", row["created_at"],
                            row["flow_run_id"])
 
-    def _status(self, conn: sqlite3.Connection, dataset: str) -> BudgetStatus | None:
+    def _spent_and_held(self, conn: sqlite3.Connection, release_id: str
+                        ) -> tuple[tuple[Decimal, Decimal], tuple[Decimal, Decimal]]:
+        """(spent, still held) of a reserved release: closed => final spend, nothing held."""
+        close = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'close' AND "
+                             "release_id = ?", (release_id,)).fetchone()
+        if close is not None:
+            return (_dec(close[0]), _dec(close[1])), (Decimal(0), Decimal(0))
+        res = self._reservation(conn, release_id)
+        assert res is not None
+        total = (_dec(res.epsilon), _dec(res.delta))
+        part = partial_spend(res.planned, self._charged(conn, release_id), total)
+        with localcontext() as ctx:
+            ctx.prec = 60
+            return part, (total[0] - part[0], total[1] - part[1])
+
+    def _exact(self, conn: sqlite3.Connection, dataset: str
+               ) -> tuple[list[Decimal], list[Decimal], list[Decimal]] | None:
+        """Exact (lifetime, spent, held) of a dataset as [epsilon, delta] pairs; None: no budget."""
         last = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'budget' AND "
                             "dataset = ? ORDER BY seq DESC LIMIT 1", (dataset,)).fetchone()
         if last is None:
             return None
+        life = [_dec(last["epsilon"]), _dec(last["delta"])]
+        spent, held = [Decimal(0), Decimal(0)], [Decimal(0), Decimal(0)]
         with localcontext() as ctx:
             ctx.prec = 60
-            life = (_dec(last["epsilon"]), _dec(last["delta"]))
-            spent, held = [Decimal(0), Decimal(0)], [Decimal(0), Decimal(0)]
             for (release_id,) in conn.execute("SELECT release_id FROM ledger WHERE kind = "
                                               "'reserve' AND dataset = ?", (dataset,)).fetchall():
-                close = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'close' AND "
-                                     "release_id = ?", (release_id,)).fetchone()
-                if close is not None:
-                    spent[0] += _dec(close[0])
-                    spent[1] += _dec(close[1])
-                    continue
-                res = self._reservation(conn, release_id)
-                total = (_dec(res.epsilon), _dec(res.delta))  # type: ignore[union-attr]
-                part = partial_spend(res.planned, self._charged(conn, release_id), total)  # type: ignore[union-attr]
+                part, rest = self._spent_and_held(conn, release_id)
                 for i in (0, 1):
                     spent[i] += part[i]
-                    held[i] += total[i] - part[i]
+                    held[i] += rest[i]
+        return life, spent, held
+
+    def _status(self, conn: sqlite3.Connection, dataset: str) -> BudgetStatus | None:
+        exact = self._exact(conn, dataset)
+        if exact is None:
+            return None
+        life, spent, held = exact
+        with localcontext() as ctx:
+            ctx.prec = 60
             left = [life[i] - spent[i] - held[i] for i in (0, 1)]
         return BudgetStatus(dataset, float(life[0]), float(life[1]), float(spent[0]),
                             float(spent[1]), float(held[0]), float(held[1]), float(left[0]),
