@@ -211,7 +211,7 @@ def check_table_size(cards: Sequence[int], columns: Sequence[str], max_cells: in
         raise SdsInputError(
             f"contingency table over columns {list(columns)} has {cells:.3e} cells (each column's "
             f"values + empty), above max_cells={max_cells:.0e}; choose fewer or coarser columns "
-            "or raise max_cells if memory allows (~24 bytes per cell)"
+            "or raise max_cells if memory allows (~40 bytes per cell)"
         )
     return cells
 
@@ -265,3 +265,13 @@ def restrict_labels(
         maps.append(new)
         labels.append(tuple(lab for lab, m in zip(labs, mask.tolist(), strict=True) if m))
     return Domain(domain.columns, tuple(labels)), tuple(maps)
+
+
+def laplace_tv_per_draw(epsilon: float) -> float:
+    """Total-variation bound of one discrete-Laplace(1/ε) table draw (see noise.table_delta).
+
+    Reported (data-independently) so the ledger can add (1 + e^ε)·draws·tv to δ if it wants.
+    """
+    from sds_core import noise
+
+    return noise.noise_table("laplace", 1.0 / epsilon).tv_per_draw

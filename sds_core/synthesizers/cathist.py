@@ -33,6 +33,7 @@ from sds_core.synthesizers.base import (
     check_n,
     check_proportion,
     dp_record_count,
+    laplace_tv_per_draw,
     pure_spend,
     register,
     resolve_columns,
@@ -205,6 +206,7 @@ class CatHist:
             "mechanisms": [s.mechanism for s in spends],
             "rho": self.rho,
             "columns": report_cols,
+            "noise_tv_per_draw": {s.stage: laplace_tv_per_draw(s.epsilon) for s in spends},
             "randomness": "which/how many declared-but-unseen values pass and their counts: "
             "Binomial/Geometric draws from a PCG64 generator seeded by "
             "SHAKE-256(release key, label)",

@@ -28,6 +28,7 @@ from sds_core.synthesizers.base import (
     check_proportion,
     check_table_size,
     dp_record_count,
+    laplace_tv_per_draw,
     pure_spend,
     register,
     resolve_columns,
@@ -283,6 +284,9 @@ class _HistogramBase:
             "public_domain": self.public_domain,
             "stability_threshold": threshold,
             "number_of_records_epsilon_proportion": self.number_of_records_epsilon_proportion,
+            "noise_tv_per_draw": {
+                s.stage: laplace_tv_per_draw(s.epsilon) for s in spends if s.epsilon > 0
+            },
         }
         return FitResult(spends, self._model, report)
 
