@@ -265,7 +265,8 @@ class DirichletMultinomial:
         y_star = np.zeros(n_cells, dtype=np.int64)
         if total > 0:
             g = gen.standard_gamma(y + alpha)
-            theta = g / g.sum()
+            # all-zero only if every shape underflowed (empty table, tiny alpha): uniform theta
+            theta = g / g.sum() if g.sum() > 0 else np.full(n_cells, 1.0 / n_cells)
             y_star = gen.multinomial(total, theta).astype(np.int64)
         invariant(int(y_star.sum()) == total, "y* must sum to the synthetic total")
         nz = np.flatnonzero(y_star)
