@@ -9,14 +9,12 @@ rows are hash-chained by :mod:`tasks.ledger_chain`. Rules in docs/ledger.md.
 from __future__ import annotations
 
 import json
-import math
 import sqlite3
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from decimal import Decimal, localcontext
 from pathlib import Path
-from typing import Any
 
 from sds_core.errors import SdsInputError
 from tasks.ledger_chain import (
@@ -27,6 +25,20 @@ from tasks.ledger_chain import (
     append_row,
     verify_chain,
 )
+from tasks.ledger_types import (
+    BudgetExceededError,
+    BudgetStatus,
+    CancelResult,
+    ChargeRow,
+    LedgerConflictError,
+    PlannedCharge,
+    Reservation,
+    check_amount,
+    check_name,
+    dec,
+    partial_spend,
+    validate_plan,
+)
 
 __all__ = [
     "BudgetExceededError", "BudgetStatus", "CancelResult", "ChargeRow", "Ledger",
@@ -36,160 +48,6 @@ __all__ = [
 
 LEDGER_FILE = "ledger.sqlite"
 BUSY_TIMEOUT_S = 60.0
-_TOL = Decimal("1e-9")  # relative slack allowed when float stage shares are summed by the planner
-
-
-class BudgetExceededError(SdsInputError):
-    """A release needs more (epsilon, delta) than the dataset has left, or it has no budget."""
-
-
-class LedgerConflictError(SdsInputError):
-    """A call contradicts the record: other plan/amounts, unknown release/stage, closed."""
-
-
-def _dec(value: float | str) -> Decimal:
-    """Exact decimal of a float's shortest repr (0.1 -> Decimal('0.1')), so sums are exact."""
-    return Decimal(value) if isinstance(value, str) else Decimal(repr(float(value)))
-
-
-def _check_amount(name: str, value: object, *, upper: float = math.inf) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not 0 <= value < upper:  # type: ignore[operator]
-        rule = f"a finite number in [0, {upper:g})" if upper < math.inf else "a finite number >= 0"
-        raise SdsInputError(f"{name} must be {rule}, got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedCharge:
-    """One stage of a release plan: what it charges right before it draws noise.
-
-    Args:
-        stage: stage name, unique within the release (e.g. ``count``, ``aggregate-k2``).
-        mechanism: noise mechanism (``laplace``, ``gaussian``, ``exponential``...).
-        epsilon: the stage's share of the release epsilon (>= 0), for display and for pure stages.
-        delta: the stage's share of the release delta (0 <= delta < 1).
-        rho: the stage's zCDP cost if it composes in zCDP, else None (pure epsilon-DP).
-    """
-
-    stage: str
-    mechanism: str
-    epsilon: float
-    delta: float = 0.0
-    rho: float | None = None
-
-    def __post_init__(self) -> None:
-        """Validate names and amounts."""
-        for name in ("stage", "mechanism"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise SdsInputError(
-                    f"PlannedCharge.{name} must be a non-empty string, got {value!r}")
-        _check_amount(f"epsilon of stage {self.stage!r}", self.epsilon)
-        _check_amount(f"delta of stage {self.stage!r}", self.delta, upper=1.0)
-        if self.rho is not None:
-            _check_amount(f"rho of stage {self.stage!r}", self.rho)
-
-
-@dataclass(frozen=True, slots=True)
-class ChargeRow:
-    """One recorded stage charge: the contract's ledger row."""
-
-    seq: int
-    dataset: str
-    release_id: str
-    stage: str
-    mechanism: str
-    epsilon: float
-    delta: float
-    rho: float | None
-    created_at: str
-    flow_run_id: str | None
-    prev_hash: str
-    hash: str
-
-    @classmethod
-    def _from(cls, r: sqlite3.Row) -> ChargeRow:
-        return cls(seq=r["seq"], dataset=r["dataset"], release_id=r["release_id"],
-                   stage=r["stage"], mechanism=r["mechanism"], epsilon=float(r["epsilon"]),
-                   delta=float(r["delta"]), rho=None if r["rho"] is None else float(r["rho"]),
-                   created_at=r["created_at"], flow_run_id=r["flow_run_id"],
-                   prev_hash=r["prev_hash"], hash=r["hash"])
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    """A release's reservation: its total (epsilon, delta), its plan and its state."""
-
-    dataset: str
-    release_id: str
-    epsilon: float
-    delta: float
-    planned: tuple[PlannedCharge, ...]
-    status: str  # open | completed | cancelled
-    created_at: str
-    flow_run_id: str | None
-
-
-@dataclass(frozen=True, slots=True)
-class BudgetStatus:
-    """A dataset's lifetime budget and how much is spent, reserved (not yet drawn) and left."""
-
-    dataset: str
-    epsilon_lifetime: float
-    delta_lifetime: float
-    epsilon_spent: float
-    delta_spent: float
-    epsilon_reserved: float
-    delta_reserved: float
-    epsilon_remaining: float
-    delta_remaining: float
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for --json)."""
-        return asdict(self)
-
-
-@dataclass(frozen=True, slots=True)
-class CancelResult:
-    """What closing a reservation kept as spent and gave back to the dataset."""
-
-    release_id: str
-    status: str  # cancelled | completed
-    epsilon_spent: float
-    delta_spent: float
-    epsilon_returned: float
-    delta_returned: float
-    stages_charged: tuple[str, ...]
-    stages_returned: tuple[str, ...]
-
-
-def partial_spend(planned: Sequence[PlannedCharge], charged: set[str],
-                  total: tuple[Decimal, Decimal]) -> tuple[Decimal, Decimal]:
-    """Privacy spent by a release of which only the ``charged`` stages drew noise.
-
-    All stages charged: the reserved ``total``. None: zero. Otherwise pure stages (rho None) add
-    by basic composition; zCDP stages add their rho, converted by Bun-Steinke
-    rho + 2*sqrt(rho*ln(1/delta_z)) at the plan's zCDP delta delta_z (an upper bound of any
-    tighter conversion the planner used). Capped at ``total``; never below the charged shares.
-    """
-    if not charged:
-        return Decimal(0), Decimal(0)
-    if charged >= {p.stage for p in planned}:
-        return total
-    done = [p for p in planned if p.stage in charged]
-    with localcontext() as ctx:
-        ctx.prec = 60
-        shares = sum((_dec(p.epsilon) for p in done), Decimal(0))
-        eps = sum((_dec(p.epsilon) for p in done if p.rho is None), Decimal(0))
-        delta = sum((_dec(p.delta) for p in done if p.rho is None), Decimal(0))
-        rho = sum(p.rho for p in done if p.rho is not None)
-        if rho > 0:
-            delta_z = sum(p.delta for p in planned if p.rho is not None)
-            if delta_z <= 0:
-                return total
-            eps += _dec(rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta_z)))
-            delta += _dec(delta_z)
-        return min(total[0], max(eps, shares)), min(total[1], delta)
 
 
 class Ledger:
@@ -264,9 +122,9 @@ class Ledger:
             SdsInputError: epsilon not finite and > 0, delta not in [0, 1), or the new budget is
                 below what is already spent plus reserved.
         """
-        _check_name("dataset", dataset)
-        _check_amount("--epsilon", epsilon)
-        _check_amount("--delta", delta, upper=1.0)
+        check_name("dataset", dataset)
+        check_amount("--epsilon", epsilon)
+        check_amount("--delta", delta, upper=1.0)
         if epsilon <= 0:
             raise SdsInputError(f"--epsilon must be > 0, got {epsilon!r}")
         with self._write() as conn:
@@ -274,14 +132,14 @@ class Ledger:
             if exact is not None:
                 _, spent, held = exact
                 used = (spent[0] + held[0], spent[1] + held[1])
-                if _dec(epsilon) < used[0] or _dec(delta) < used[1]:
+                if dec(epsilon) < used[0] or dec(delta) < used[1]:
                     raise SdsInputError(
                         f"cannot set the budget of dataset {dataset!r} to (epsilon={epsilon}, "
                         f"delta={delta}): (epsilon={float(used[0])}, delta={float(used[1])}) is "
                         "already spent or reserved; choose a budget at least that large"
                     )
             append_row(conn, self.path, {"kind": "budget", "dataset": dataset,
-                                         "epsilon": str(_dec(epsilon)), "delta": str(_dec(delta))})
+                                         "epsilon": str(dec(epsilon)), "delta": str(dec(delta))})
             status = self._status(conn, dataset)
         return status  # type: ignore[return-value]
 
@@ -320,15 +178,15 @@ class Ledger:
             LedgerConflictError: the release id is already reserved with something else.
             SdsInputError: invalid plan or totals.
         """
-        _check_name("dataset", dataset)
-        _check_name("release id", release_id)
-        plan, total = _validate_plan(planned, epsilon, delta)
+        check_name("dataset", dataset)
+        check_name("release id", release_id)
+        plan, total = validate_plan(planned, epsilon, delta)
         detail = {"planned": [asdict(p) for p in plan]}
         with self._write() as conn:
             existing = self._reservation(conn, release_id)
             if existing is not None:
                 same = (existing.dataset == dataset and existing.planned == plan
-                        and (_dec(existing.epsilon), _dec(existing.delta)) == total)
+                        and (dec(existing.epsilon), dec(existing.delta)) == total)
                 if not same:
                     raise LedgerConflictError(
                         f"release id {release_id!r} is already reserved with another dataset, "
@@ -395,16 +253,16 @@ class Ledger:
             row = conn.execute("SELECT * FROM ledger WHERE kind = 'charge' AND release_id = ? "
                                "AND stage = ?", (release_id, stage)).fetchone()
             if row is not None:
-                return ChargeRow._from(row)
+                return ChargeRow.from_row(row)
             if res.status != "open":
                 raise LedgerConflictError(
                     f"release {release_id!r} is {res.status}; stage {stage!r} cannot draw noise")
             row = append_row(conn, self.path, {
                 "kind": "charge", "dataset": res.dataset, "release_id": release_id,
-                "stage": stage, "mechanism": p.mechanism, "epsilon": str(_dec(p.epsilon)),
-                "delta": str(_dec(p.delta)), "rho": None if p.rho is None else repr(p.rho),
+                "stage": stage, "mechanism": p.mechanism, "epsilon": str(dec(p.epsilon)),
+                "delta": str(dec(p.delta)), "rho": None if p.rho is None else repr(p.rho),
                 "flow_run_id": flow_run_id})
-            return ChargeRow._from(row)
+            return ChargeRow.from_row(row)
 
     def cancel(self, release_id: str) -> CancelResult:
         """Close an abandoned release: keep what its drawn stages spent, give back the rest.
@@ -439,7 +297,7 @@ class Ledger:
                 return CancelResult(release_id, status, float(row["epsilon"]),
                                     float(row["delta"]), float(back["epsilon_returned"]),
                                     float(back["delta_returned"]), *stages)
-            total = (_dec(res.epsilon), _dec(res.delta))
+            total = (dec(res.epsilon), dec(res.delta))
             spent = partial_spend(res.planned, charged, total)
             back = (total[0] - spent[0], total[1] - spent[1])
             append_row(conn, self.path, {
@@ -472,7 +330,7 @@ class Ledger:
             if value is not None:
                 sql, args = f"{sql} AND {column} = ?", [*args, value]
         with self._read() as conn:
-            return [ChargeRow._from(r) for r in conn.execute(sql + " ORDER BY seq", args)]
+            return [ChargeRow.from_row(r) for r in conn.execute(sql + " ORDER BY seq", args)]
 
     def spent(self, release_id: str) -> tuple[float, float] | None:
         """(epsilon, delta) the release has spent so far (final once closed); None if unknown."""
@@ -518,10 +376,10 @@ class Ledger:
         close = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'close' AND "
                              "release_id = ?", (release_id,)).fetchone()
         if close is not None:
-            return (_dec(close[0]), _dec(close[1])), (Decimal(0), Decimal(0))
+            return (dec(close[0]), dec(close[1])), (Decimal(0), Decimal(0))
         res = self._reservation(conn, release_id)
         assert res is not None
-        total = (_dec(res.epsilon), _dec(res.delta))
+        total = (dec(res.epsilon), dec(res.delta))
         part = partial_spend(res.planned, self._charged(conn, release_id), total)
         with localcontext() as ctx:
             ctx.prec = 60
@@ -534,7 +392,7 @@ class Ledger:
                             "dataset = ? ORDER BY seq DESC LIMIT 1", (dataset,)).fetchone()
         if last is None:
             return None
-        life = [_dec(last["epsilon"]), _dec(last["delta"])]
+        life = [dec(last["epsilon"]), dec(last["delta"])]
         spent, held = [Decimal(0), Decimal(0)], [Decimal(0), Decimal(0)]
         with localcontext() as ctx:
             ctx.prec = 60
@@ -557,39 +415,3 @@ class Ledger:
         return BudgetStatus(dataset, float(life[0]), float(life[1]), float(spent[0]),
                             float(spent[1]), float(held[0]), float(held[1]), float(left[0]),
                             float(left[1]))
-
-
-def _check_name(what: str, value: object) -> None:
-    if not isinstance(value, str) or not value.strip():
-        raise SdsInputError(f"{what} must be a non-empty string, got {value!r}")
-
-
-def _validate_plan(planned: Sequence[PlannedCharge], epsilon: float | None, delta: float | None
-                   ) -> tuple[tuple[PlannedCharge, ...], tuple[Decimal, Decimal]]:
-    """Check a plan (non-empty, unique stages) and its totals; return (plan, exact totals)."""
-    plan = tuple(planned)
-    if not plan or not all(isinstance(p, PlannedCharge) for p in plan):
-        raise SdsInputError("a release plan needs at least one PlannedCharge")
-    names = [p.stage for p in plan]
-    if len(set(names)) != len(names):
-        raise SdsInputError(f"stage names in a release plan must be unique, got {names}")
-    with localcontext() as ctx:
-        ctx.prec = 60
-        sums = (sum((_dec(p.epsilon) for p in plan), Decimal(0)),
-                sum((_dec(p.delta) for p in plan), Decimal(0)))
-        totals = []
-        for name, given, summed, upper in (("epsilon", epsilon, sums[0], math.inf),
-                                           ("delta", delta, sums[1], 1.0)):
-            if given is None:
-                totals.append(summed)
-                continue
-            _check_amount(f"release {name}", given, upper=upper)
-            if summed > _dec(given) * (1 + _TOL) + Decimal("1e-15"):
-                raise SdsInputError(
-                    f"the stage {name}s of the plan sum to {float(summed)}, more than the "
-                    f"release {name} {given}; the stage shares must fit in the release total")
-            totals.append(_dec(given))
-    if totals[0] <= 0 or totals[1] >= 1:
-        raise SdsInputError(f"release epsilon must be > 0 and delta < 1, got "
-                            f"epsilon={float(totals[0])}, delta={float(totals[1])}")
-    return plan, (totals[0], totals[1])

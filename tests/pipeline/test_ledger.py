@@ -216,7 +216,7 @@ def test_zcdp_partial_spend_is_conservative(ledger: Ledger) -> None:
     ledger.charge("r1", "count")
     ledger.charge("r1", "k1")
     result = ledger.cancel("r1")
-    expected = 0.4 + 0.1 + 2 * math.sqrt(0.1 * math.log(1 / 1e-6))
+    expected = 0.4 + 0.1 + 2 * math.sqrt(0.1 * math.log(1 / 5e-7))  # converted at delta/2
     assert result.epsilon_spent == pytest.approx(expected, rel=1e-12)
     assert 0.4 + 1.2 < result.epsilon_spent < 4.0
     assert result.delta_spent == pytest.approx(1e-6) and result.delta_returned == pytest.approx(0)
@@ -338,3 +338,25 @@ def test_concurrent_charges_of_one_stage_give_one_row(ledger: Ledger, tmp_path: 
     results = _run(_race_charge, tmp_path)
     assert len({seq for _, seq in results}) == 1
     assert len(ledger.charges(release_id="r1")) == 1 and ledger.verify().ok
+
+
+def test_real_sds_plan_reserves_and_cancels(ledger: Ledger) -> None:
+    """The accounting module's stage spends fit their totals; a cancel keeps a sound partial."""
+    accounting = pytest.importorskip("sds_core.accounting")
+    plan = accounting.plan_budget(epsilon=4.0, delta=1e-6, reporting_length=3,
+                                  percentile_epsilon_proportion=0.01,
+                                  number_of_records_epsilon_proportion=0.1,
+                                  sigma_proportions=(1.0, 1.0, 1.0))
+    stages = [PlannedCharge(s.stage, s.mechanism, s.epsilon, s.delta, s.rho)
+              for s in plan.stage_spends()]
+    ledger.set_budget("pums", epsilon=8.0, delta=1e-5)
+    ledger.reserve("pums", "r1", stages, epsilon=4.0, delta=1e-6)
+    assert ledger.budget("pums").epsilon_reserved == 4.0
+    ledger.charge("r1", "count")
+    ledger.charge("r1", "aggregate-1")
+    result = ledger.cancel("r1")
+    rho1 = plan.rho_by_len[0]
+    bs16 = plan.epsilon_records + rho1 + 2 * math.sqrt(rho1 * math.log(2 / 1e-6))
+    assert result.epsilon_spent == pytest.approx(min(4.0, bs16), rel=1e-12)
+    assert result.delta_spent == pytest.approx(1e-6)
+    assert result.stages_returned == ("aggregate-2", "aggregate-3")
