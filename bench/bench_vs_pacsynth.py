@@ -23,7 +23,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 PROJECT = HERE.parent
-CANDIDATES = [PROJECT.parent / "shared/data/pums/PUMS_ca_10k.csv", PROJECT / "examples/pums_ca_10k.csv"]
+CANDIDATES = [
+    PROJECT.parent / "shared/data/pums/PUMS_ca_10k.csv",
+    PROJECT / "examples/pums_ca_10k.csv",
+]
 
 
 def _data(rows: int, seed: int = 20261122):
@@ -43,7 +46,9 @@ def _peak_mib() -> float:
 def _mae_by_len(exact: dict[str, int], dp: dict[str, int], R: int) -> list[float]:
     out = []
     for k in range(1, R + 1):
-        errs = [abs(c - dp[key]) for key, c in exact.items() if key.count(";") == k - 1 and key in dp]
+        errs = [
+            abs(c - dp[key]) for key, c in exact.items() if key.count(";") == k - 1 and key in dp
+        ]
         out.append(sum(errs) / len(errs) if errs else float("nan"))
     return out
 
@@ -55,12 +60,7 @@ def run_pacsynth(rows: int, seed: int, R: int, eps: float) -> dict:
     df = _data(rows)
     t0 = time.perf_counter()
     ds = pacsynth.Dataset.from_data_frame(df)
-    params = (
-        pacsynth.DpAggregateSeededParametersBuilder()
-        .reporting_length(R)
-        .epsilon(eps)
-        .build()
-    )
+    params = pacsynth.DpAggregateSeededParametersBuilder().reporting_length(R).epsilon(eps).build()
     syn = pacsynth.DpAggregateSeededSynthesizer(params)
     syn.fit(ds)
     fit_s = time.perf_counter() - t0
@@ -100,10 +100,14 @@ def run_ours(rows: int, seed: int, R: int, eps: float, accounting: str, end_to_e
         from sds_core.synthesize import SynthesisParams, synthesize
 
         t1 = time.perf_counter()
-        synthetic = synthesize(result.aggregates, SynthesisParams(), rng=np.random.default_rng(seed))
+        synthetic = synthesize(
+            result.aggregates, SynthesisParams(), rng=np.random.default_rng(seed)
+        )
         out["synthesize_s"] = time.perf_counter() - t1
         t2 = time.perf_counter()
-        ev = evaluate_release(table, synthetic, result.aggregates, EvaluationParams(reporting_length=R))
+        ev = evaluate_release(
+            table, synthetic, result.aggregates, EvaluationParams(reporting_length=R)
+        )
         out["evaluate_s"] = time.perf_counter() - t2
         out["total_s"] = time.perf_counter() - t0
         mf = ev["marginal_fidelity"]
@@ -147,12 +151,16 @@ def main() -> None:
         rec: dict[str, list[dict]] = {"pacsynth": [], "ours-reference": [], "ours-tight": []}
         for s in seeds:
             if rows <= a.skip_pacsynth_above:
-                rec["pacsynth"].append(_child(["pacsynth", str(rows), str(s), str(R), str(eps), "-", "0"]))
+                rec["pacsynth"].append(
+                    _child(["pacsynth", str(rows), str(s), str(R), str(eps), "-", "0"])
+                )
             rec["ours-reference"].append(
                 _child(["ours", str(rows), str(s), str(R), str(eps), "reference", "0"])
             )
             rec["ours-tight"].append(
-                _child(["ours", str(rows), str(s), str(R), str(eps), "tight", "1" if s == 0 else "0"])
+                _child(
+                    ["ours", str(rows), str(s), str(R), str(eps), "tight", "1" if s == 0 else "0"]
+                )
             )
         print(f"\n## {rows:,} rows")
         for who, runs in rec.items():
@@ -169,7 +177,8 @@ def main() -> None:
             e2e = next((r for r in runs if "total_s" in r), None)
             if e2e:
                 line += (
-                    f"\n{'':15s} end-to-end {e2e['total_s']:.2f} s (synthesize {e2e['synthesize_s']:.2f}, "
+                    f"\n{'':15s} end-to-end {e2e['total_s']:.2f} s "
+                    f"(synthesize {e2e['synthesize_s']:.2f}, "
                     f"evaluate {e2e['evaluate_s']:.2f}); mean TVD by order {e2e['tvd']}, "
                     f"synthetic empty-cell share {e2e['empty_share']}"
                 )
@@ -177,7 +186,9 @@ def main() -> None:
         if rec["pacsynth"] and "fit_s" in rec["pacsynth"][0] and "fit_s" in rec["ours-tight"][0]:
             p = sorted(r["fit_s"] for r in rec["pacsynth"] if "fit_s" in r)
             o = sorted(r["fit_s"] for r in rec["ours-tight"] if "fit_s" in r)
-            print(f"speed-up of aggregation vs pac-synth fit: {p[len(p) // 2] / o[len(o) // 2]:.2f}x")
+            print(
+                f"speed-up of aggregation vs pac-synth fit: {p[len(p) // 2] / o[len(o) // 2]:.2f}x"
+            )
 
 
 if __name__ == "__main__":
