@@ -63,8 +63,11 @@ class Ledger:
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
-            try:  # a failed script leaves its transaction open: closing rolls it back
-                conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
+            try:
+                has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
+                                        "AND name = 'meta'").fetchone()
+                if not has_meta:  # a failed script leaves its transaction open: close rolls back
+                    conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
                 version = conn.execute(
                     "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
             finally:
