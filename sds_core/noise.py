@@ -179,7 +179,7 @@ def discrete_gaussian(
     """``size`` iid draws of the discrete Gaussian N_Z(0, σ²): P(x) ∝ exp(-x²/(2σ²)).
 
     Adding it to an integer vector of L2 sensitivity Δ is Δ²/(2σ²)-zCDP (Canonne, Kamath,
-    Steinke 2020, Thm 4 and additivity of Rényi divergence over coordinates).
+    Steinke 2020, and additivity of Rényi divergence over coordinates).
 
     Raises:
         SdsInputError: σ not finite or <= 0 (σ = 0 would release exact counts), bad size.
