@@ -13,6 +13,7 @@ import json
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 from numpy.typing import NDArray
 
 from sds_core.table import MultiValueColumn, PreparedTable
@@ -27,25 +28,31 @@ def unescape_text(text: str) -> str:
     return text.replace("<colon>", ":").replace("<semicolon>", ";")
 
 
+def _take(texts: list[str], index: NDArray[np.integer]) -> pa.Array:
+    """Arrow string array ``texts[index]`` (``index == -1`` picks the last text)."""
+    index = np.where(index < 0, len(texts) - 1, index)
+    return pa.array(texts, type=pa.large_string()).take(pa.array(index, type=pa.int64()))
+
+
 def _joined(
     present: NDArray[np.bool_], mv: MultiValueColumn, empty_value: str, unescape: bool
-) -> NDArray[np.object_]:
+) -> pa.Array:
     """Re-joined cells of one multi-value column: its present values, delimiter-separated."""
     values = [unescape_text(v) for v in mv.values] if unescape else list(mv.values)
     if present.shape[0] == 0:
-        return np.empty(0, dtype=object)
+        return pa.array([], type=pa.large_string())
     patterns, inverse = np.unique(present, axis=0, return_inverse=True)
     texts = [
         mv.delimiter.join(v for v, p in zip(values, row, strict=True) if p) or empty_value
         for row in patterns.tolist()
     ]
-    return np.asarray(texts, dtype=object)[inverse.reshape(-1)]
+    return _take(texts, inverse.reshape(-1))
 
 
 def _decoded_columns(
     table: PreparedTable, empty_value: str, join: bool, unescape: bool
-) -> tuple[list[str], list[NDArray[np.object_]]]:
-    """Column names and decoded cell arrays, multi-value columns re-joined when ``join``."""
+) -> tuple[list[str], list[pa.Array]]:
+    """Column names and decoded cells (Arrow strings), multi-value columns re-joined if ``join``."""
     domain, codes = table.domain, table.codes
     groups: dict[int, tuple[MultiValueColumn, list[int]]] = {}
     in_group: set[int] = set()
@@ -55,7 +62,7 @@ def _decoded_columns(
             groups[min(idx)] = (mv, idx)
             in_group.update(idx)
     names: list[str] = []
-    cells: list[NDArray[np.object_]] = []
+    cells: list[pa.Array] = []
     for c, (name, labels) in enumerate(zip(domain.columns, domain.labels, strict=True)):
         if c in groups:
             mv, idx = groups[c]
@@ -64,7 +71,7 @@ def _decoded_columns(
         elif c not in in_group:
             texts = [unescape_text(t) for t in labels] if unescape else list(labels)
             names.append(name)
-            cells.append(np.asarray([*texts, empty_value], dtype=object)[codes[:, c]])
+            cells.append(_take([*texts, empty_value], codes[:, c]))
     if unescape:
         names = [unescape_text(n) for n in names]
     return names, cells
@@ -88,7 +95,8 @@ def to_frame(
         unescape: turn ``<semicolon>``/``<colon>`` back into ``;``/``:`` in names and values.
     """
     names, cells = _decoded_columns(table, empty_value, join_multi_value_columns, unescape)
-    frame = pd.DataFrame({i: col for i, col in enumerate(cells)}, index=range(table.n_records))
+    frame = pa.table(cells, names=[str(i) for i in range(len(cells))]).to_pandas()
+    frame.index = pd.RangeIndex(table.n_records)
     frame.columns = pd.Index(names, dtype=object)
     return frame
 
@@ -113,7 +121,10 @@ def to_sorted_rows(
         non_empty += np.asarray([t != "" for t in texts], dtype=np.int64)[codes[:, c]]
     order = np.lexsort([*reversed(keys), -non_empty])
     names, cells = _decoded_columns(table, empty_value, join_multi_value_columns, False)
-    body = np.column_stack(cells)[order] if cells else np.empty((table.n_records, 0), dtype=object)
+    take = pa.array(order, type=pa.int64())
+    body = np.empty((table.n_records, len(cells)), dtype=object)
+    for j, col in enumerate(cells):
+        body[:, j] = col.take(take).to_numpy(zero_copy_only=False)
     return [list(names), *body.tolist()]
 
 
