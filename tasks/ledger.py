@@ -189,7 +189,7 @@ class Ledger:
             existing = self._reservation(conn, release_id)
             if existing is not None:
                 same = (existing.dataset == dataset and existing.planned == plan
-                        and (dec(existing.epsilon), dec(existing.delta)) == total)
+                        and self._total(conn, release_id) == total)
                 if not same:
                     raise LedgerConflictError(
                         f"release id {release_id!r} is already reserved with another dataset, "
@@ -300,7 +300,7 @@ class Ledger:
                 return CancelResult(release_id, status, float(row["epsilon"]),
                                     float(row["delta"]), float(back["epsilon_returned"]),
                                     float(back["delta_returned"]), *stages)
-            total = (dec(res.epsilon), dec(res.delta))
+            total = self._total(conn, release_id)
             spent = partial_spend(res.planned, charged, total)
             back = (total[0] - spent[0], total[1] - spent[1])
             append_row(conn, self.path, {
@@ -361,6 +361,13 @@ class Ledger:
             "SELECT stage FROM ledger WHERE kind = 'charge' AND release_id = ?", (release_id,))}
 
     @staticmethod
+    def _total(conn: sqlite3.Connection, release_id: str) -> tuple[Decimal, Decimal]:
+        """The exact reserved (epsilon, delta) of a release (from the stored decimal text)."""
+        row = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'reserve' AND "
+                           "release_id = ?", (release_id,)).fetchone()
+        return dec(row[0]), dec(row[1])
+
+    @staticmethod
     def _reservation(conn: sqlite3.Connection, release_id: str) -> Reservation | None:
         row = conn.execute("SELECT * FROM ledger WHERE kind = 'reserve' AND release_id = ?",
                            (release_id,)).fetchone()
@@ -382,7 +389,7 @@ class Ledger:
             return (dec(close[0]), dec(close[1])), (Decimal(0), Decimal(0))
         res = self._reservation(conn, release_id)
         assert res is not None
-        total = (dec(res.epsilon), dec(res.delta))
+        total = self._total(conn, release_id)
         part = partial_spend(res.planned, self._charged(conn, release_id), total)
         with localcontext() as ctx:
             ctx.prec = 60

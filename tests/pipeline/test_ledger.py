@@ -360,3 +360,15 @@ def test_real_sds_plan_reserves_and_cancels(ledger: Ledger) -> None:
     assert result.epsilon_spent == pytest.approx(min(4.0, bs16), rel=1e-12)
     assert result.delta_spent == pytest.approx(1e-6)
     assert result.stages_returned == ("aggregate-2", "aggregate-3")
+
+
+def test_long_decimal_totals_stay_exact(ledger: Ledger) -> None:
+    """Shares whose exact sum has more than 17 digits re-reserve idempotently and spend exactly."""
+    plan = [PlannedCharge("a", "laplace", 0.1234567890123456),
+            PlannedCharge("b", "laplace", 1e-20)]
+    first = ledger.reserve("pums", "r1", plan)
+    assert ledger.reserve("pums", "r1", plan) == first
+    for stage in ("a", "b"):
+        ledger.charge("r1", stage)
+    assert ledger.complete("r1").epsilon_returned == 0.0
+    assert ledger.budget("pums").epsilon_remaining == pytest.approx(1 - 0.1234567890123456)
