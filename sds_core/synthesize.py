@@ -46,10 +46,14 @@ class SynthesisParams:
             attribute budgets and synthetic counts whenever the budgets run out. None = stop
             when every single-attribute budget is used (reference behaviour); see
             :func:`default_target` for the pipeline's choice.
-        complete_records: when no candidate respects the budgets / synthetic counts any more,
-            keep adding the candidate drawn by the raw aggregate weights among those that create
-            no unreported combination, for columns still below their aggregate fill rate. The
-            reference (False) ends the record there, leaving those cells empty.
+        complete_records: our record-completion mode (reference: False). (1) Each step only
+            considers the free column ranked first by its aggregate fill rate (sum of its
+            1-counts / expected records; ties: fewer values first), so always-filled columns are
+            filled before sparse ones; (2) when no candidate respects the budgets / synthetic
+            counts any more, keep adding a candidate drawn by the raw aggregate weights among
+            those that create no unreported combination, in columns still below their fill
+            rate. The reference ends the record there, leaving those cells empty. The guarantee
+            (no unreported combination of length <= R) holds in both modes.
     """
 
     use_synthetic_counts: bool = True
@@ -219,6 +223,10 @@ def synthesize(
         np.bincount(attr_col, weights=budget0, minlength=n_cols) / max(expected_records, 1), 1.0
     )
     filled = np.zeros(n_cols, dtype=np.int64)
+    col_rank = np.empty(n_cols, dtype=np.int64)
+    card = np.bincount(attr_col[has1], minlength=n_cols)
+    # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
+    col_rank[np.lexsort((card, -np.round(fill_rate, 2)))] = np.arange(n_cols)
     syn = np.zeros(lay.counts.size, dtype=np.int64)
     avail = budget0.copy()
     state = np.array([total_budget, 0, int(target is not None), 0], dtype=np.int64)
@@ -234,7 +242,7 @@ def synthesize(
         n, _ = synthesize_records(
             out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals, lay.bits,
             lay.base, R, avail, budget0, state, params.use_synthetic_counts, pct,
-            params.complete_records, fill_rate, filled, sub_cap,
+            params.complete_records, fill_rate, filled, col_rank, sub_cap,
         )  # fmt: skip
         if state[3] == 2:
             raise SdsInternalError("synthesis stalled with attribute budget left (bug)")

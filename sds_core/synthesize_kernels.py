@@ -121,6 +121,7 @@ def synthesize_records(
     complete: bool,
     fill_rate: np.ndarray,
     filled: np.ndarray,
+    col_rank: np.ndarray,
     sub_cap: int,
 ) -> tuple[int, int]:
     """Build up to ``out.shape[0]`` records into ``out`` (global attribute ids, -1 = empty).
@@ -230,6 +231,20 @@ def synthesize_records(
                     break
             if n_c == 0:
                 break
+            if complete:
+                # fill columns in priority order: keep the candidates of the best-ranked column
+                best = n_cols
+                for t in range(n_c):
+                    best = min(best, col_rank[attr_col[cand[t]]])
+                m = 0
+                total = 0
+                for t in range(n_c):
+                    if col_rank[attr_col[cand[t]]] == best:
+                        cand[m] = cand[t]
+                        wts[m] = wts[t]
+                        total += wts[t]
+                        m += 1
+                n_c = m
             # integer-weighted choice: u in 1..total, first cumulative weight >= u
             u = np.int64(np.floor(uniforms[u_used] * total)) + 1
             u_used += 1
