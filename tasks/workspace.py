@@ -305,17 +305,18 @@ def discard_incomplete(release_dir: str | Path, *, reason: str | None = None) ->
 
     Deletes every file of ``release_dir`` except the manifest, then saves the manifest with
     status ``failed``, no artifacts and ``reason`` (which must not quote input values). A
-    directory without a manifest is removed entirely. Returns the names removed.
+    directory without a readable manifest is removed entirely. Returns the names removed.
     """
     release_dir = Path(release_dir)
     if not release_dir.is_dir():
         return []
     removed = sorted(str(p.relative_to(release_dir)) for p in release_dir.rglob("*")
                      if p.is_file() and p.name != MANIFEST)
-    if not (release_dir / MANIFEST).is_file():
+    try:
+        manifest = Manifest.load(release_dir / MANIFEST)
+    except SdsInputError:
         shutil.rmtree(release_dir)
         return removed
-    manifest = Manifest.load(release_dir)
     for name in removed:
         (release_dir / name).unlink(missing_ok=True)
     for d in sorted((p for p in release_dir.rglob("*") if p.is_dir()), reverse=True):

@@ -202,6 +202,9 @@ def test_discard_incomplete(tmp_path: Path) -> None:
     bare.mkdir()
     (bare / "synthetic.csv").write_text("x")
     assert ws.discard_incomplete(bare) == ["synthetic.csv"] and not bare.exists()
+    bare.mkdir()
+    (bare / "manifest.json").write_text("{truncated")
+    assert ws.discard_incomplete(bare) == [] and not bare.exists()
 
 
 def test_forbidden_content_check(tmp_path: Path) -> None:
