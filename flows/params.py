@@ -214,7 +214,7 @@ def available_synthesizers() -> tuple[str, ...]:
         from sds_core.synthesizers import available
     except ImportError:
         return SYNTHESIZERS
-    return tuple(available())
+    return tuple(dict.fromkeys(("aggregate-seeded", *available())))
 
 
 _RENAMES = {"schema": "table_schema", "budget": "default_budget"}

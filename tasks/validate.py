@@ -21,8 +21,8 @@ import pyarrow as pa
 from flows.params import ColumnSchema, TableSchema
 from sds_core.errors import SdsInputError
 
-INTEGER_RE = r"^\s*[-+]?\d+(\.0*)?\s*$"
-FLOAT_RE = r"^\s*[-+]?(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?\s*$"
+INTEGER_RE = r"^\s*[-+]?\d+(?:\.0*)?\s*$"
+FLOAT_RE = r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$"
 NUMERIC_SUFFIX = " (as number)"
 
 

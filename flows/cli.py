@@ -1,0 +1,277 @@
+"""The ``sds`` command line (typer + rich): release, resume, cancel, budget, audit, evaluate.
+
+Thin front end of the ``release`` flow and the ledger. Prefect and GX are imported inside the
+commands that need them, so ``sds --help`` stays fast. Errors become one paragraph on stderr
+and a non-zero exit; on success the last line printed is the release directory.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from sds_core.errors import SdsInputError
+
+app = typer.Typer(
+    name="sds", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    help="Differentially private data releases (SDS marginals + synthetic data) with a "
+    "privacy-budget ledger.",
+)
+budget_app = typer.Typer(no_args_is_help=True, help="Lifetime privacy budgets per dataset.")
+app.add_typer(budget_app, name="budget")
+
+HomeOpt = Annotated[
+    str | None, typer.Option("--home", help="SDS home (default $SDS_HOME or ./.sds).")
+]
+
+PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+    "PREFECT_LOGGING_LEVEL": "WARNING",
+    "GX_ANALYTICS_ENABLED": "false",
+}
+
+
+def prefect_environment(home: Path) -> None:
+    """Working, local-only Prefect defaults (only where the user set nothing); before import.
+
+    Without ``PREFECT_API_URL`` the flow runs against a temporary local server whose database
+    lives in ``<home>/prefect`` unless ``PREFECT_HOME`` is set. An empty ``PREFECT_API_URL`` is
+    removed: it breaks Prefect 3.8's event worker in that mode.
+    """
+    if os.environ.get("PREFECT_API_URL") == "":
+        del os.environ["PREFECT_API_URL"]
+    if "PREFECT_API_URL" not in os.environ:
+        os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+def fail(message: str, code: int = 1) -> typer.Exit:
+    """Print one paragraph to stderr; return the Exit to raise."""
+    typer.echo(f"sds: error: {' '.join(str(message).split())}", err=True)
+    return typer.Exit(code)
+
+
+def _csv_list(value: str | None) -> list[str] | None:
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+
+
+def _home(home: str | None) -> Path:
+    from tasks.workspace import resolve_home
+
+    try:
+        return resolve_home(home)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
+
+
+@app.command()
+def release(
+    input: Annotated[str, typer.Argument(help="Sensitive table: CSV (header row) or Parquet.")],
+    dataset: Annotated[str | None, typer.Option(help="Dataset id (budget is per dataset).")] = None,
+    config: Annotated[Path | None, typer.Option(help="TOML release configuration.")] = None,
+    epsilon: Annotated[float | None, typer.Option(help="Privacy loss ε of this release.")] = None,
+    delta: Annotated[float | None, typer.Option(help="δ (default: from the schema).")] = None,
+    reporting_length: Annotated[int | None, typer.Option(help="Longest combination R.")] = None,
+    synthesizer: Annotated[str | None, typer.Option(help="Synthesizer name.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Testing only: derive the key.")] = None,
+    use_columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
+    sensitive_zeros: Annotated[str | None, typer.Option(help="Columns where 0 is a value.")] = None,
+    delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default ',').")] = None,
+    record_limit: Annotated[int | None, typer.Option(help="Use the first N rows only.")] = None,
+    release_id: Annotated[str | None, typer.Option(help="Release id (default: new).")] = None,
+    home: HomeOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+) -> None:
+    """Run one DP release of INPUT; prints the release directory last."""
+    from flows.params import build_params, load_config
+
+    try:
+        cfg = load_config(config) if config is not None else {}
+        overrides: dict[str, Any] = {
+            "dataset": dataset, "epsilon": epsilon, "delta": delta,
+            "reporting_length": reporting_length, "synthesizer": synthesizer, "seed": seed,
+            "use_columns": _csv_list(use_columns), "sensitive_zeros": _csv_list(sensitive_zeros),
+            "delimiter": delimiter, "record_limit": record_limit, "release_id": release_id,
+            "home": home, "input": str(Path(input).expanduser().absolute()),
+        }
+        if "dataset" not in cfg and dataset is None:
+            raise SdsInputError("no dataset id: pass --dataset ID or set dataset in the config")
+        params = build_params(cfg, overrides)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
+    root = _home(params.home)
+    from tasks.workspace import new_release_id
+
+    params = params.model_copy(update={"home": str(root),
+                                       "release_id": params.release_id
+                                       or new_release_id(params.dataset)})
+    _run(params, root, quiet=quiet)
+
+
+def _run(params: Any, root: Path, *, quiet: bool) -> None:
+    prefect_environment(root)
+    from rich.console import Console
+
+    console = Console(stderr=True, quiet=quiet)
+    from flows.release import release as release_flow
+    from tasks import stages
+
+    with console.status(f"release {params.release_id}: starting (Prefect)") as status:
+        stages.PROGRESS = lambda text: status.update(f"release {params.release_id}: {text}")
+        try:
+            state = release_flow(params, return_state=True)
+        finally:
+            stages.PROGRESS = None
+    if not state.is_completed():
+        error = state.result(raise_on_failure=False)
+        message = str(error) if isinstance(error, BaseException) else str(state.message)
+        if not isinstance(error, SdsInputError):
+            message = f"{type(error).__name__}: {message}" if isinstance(
+                error, BaseException) else message
+        raise fail(f"release {params.release_id} failed: {message}", 1)
+    console.print(f"[green]release {params.release_id} complete[/green]")
+    typer.echo(state.result())
+
+
+@app.command()
+def resume(release_id: str, home: HomeOpt = None,
+           quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
+    """Continue an unfinished release from its first unfinished stage (no double spend)."""
+    from flows.params import ReleaseParams
+
+    root = _home(home)
+    saved = root / "private" / release_id / "params.json"
+    if not saved.is_file():
+        raise fail(f"no release {release_id!r} in {root} (no {saved}); check the id and --home",
+                   2)
+    data = json.loads(saved.read_text())
+    seed_file = saved.parent / "seed.json"
+    data["seed"] = json.loads(seed_file.read_text())["seed"] if seed_file.is_file() else None
+    data["home"] = str(root)
+    _run(ReleaseParams.model_validate(data), root, quiet=quiet)
+
+
+@app.command()
+def cancel(release_id: str, home: HomeOpt = None) -> None:
+    """Abandon an unfinished release: keep what its drawn stages spent, return the rest."""
+    from tasks.ledger import Ledger
+    from tasks.workspace import discard_incomplete
+
+    root = _home(home)
+    try:
+        res = Ledger.open(root).cancel(release_id)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
+    for d in (root / "releases").glob(f"*/{release_id}"):
+        discard_incomplete(d, reason="cancelled")
+    typer.echo(f"cancelled {release_id}: spent ε={res.epsilon_spent:.6g} δ={res.delta_spent:.3g},"
+               f" returned ε={res.epsilon_returned:.6g} δ={res.delta_returned:.3g}")
+
+
+@budget_app.command("set")
+def budget_set(dataset: str, epsilon: Annotated[float, typer.Option(help="Lifetime ε.")],
+               delta: Annotated[float, typer.Option(help="Lifetime δ.")] = 1e-5,
+               home: HomeOpt = None) -> None:
+    """Set a dataset's lifetime (ε, δ) budget."""
+    from tasks.ledger import Ledger
+
+    try:
+        st = Ledger.open(_home(home)).set_budget(dataset, epsilon=epsilon, delta=delta)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
+    typer.echo(f"{dataset}: lifetime ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g}, "
+               f"remaining ε={st.epsilon_remaining:.6g} δ={st.delta_remaining:.3g}")
+
+
+@budget_app.command("show")
+def budget_show(dataset: Annotated[str | None, typer.Argument()] = None, home: HomeOpt = None,
+                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+    """Show lifetime, spent, reserved and remaining budget per dataset."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tasks.ledger import Ledger
+
+    ledger = Ledger.open(_home(home))
+    rows = [ledger.budget(dataset)] if dataset else ledger.datasets()
+    rows = [r for r in rows if r is not None]
+    if dataset and not rows:
+        raise fail(f"dataset {dataset!r} has no budget; set one with `sds budget set {dataset} "
+                   "--epsilon E`", 1)
+    if as_json:
+        typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
+        return
+    table = Table("dataset", "ε lifetime", "ε spent", "ε reserved", "ε left", "δ left")
+    for r in rows:
+        table.add_row(r.dataset, f"{r.epsilon_lifetime:.6g}", f"{r.epsilon_spent:.6g}",
+                      f"{r.epsilon_reserved:.6g}", f"{r.epsilon_remaining:.6g}",
+                      f"{r.delta_remaining:.3g}")
+    Console().print(table)
+
+
+@app.command()
+def audit(dataset: Annotated[str | None, typer.Argument()] = None,
+          verify: Annotated[bool, typer.Option("--verify", help="Check hashes and chain.")] = False,
+          as_json: Annotated[bool, typer.Option("--json")] = False,
+          home: HomeOpt = None) -> None:
+    """List releases and budgets; --verify checks the ledger chain and every artifact hash."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from tasks.audit import audit as run_audit
+
+    report = run_audit(_home(home), dataset, verify=verify)
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
+    else:
+        rows = report.table_rows()
+        table = Table(*(rows[0].keys() if rows else ["release"]))
+        for row in rows:
+            table.add_row(*row.values())
+        console = Console()
+        console.print(table)
+        for p in report.problems:
+            console.print(f"[red]problem:[/red] {p}")
+        if verify and report.ok:
+            console.print("[green]verified: ledger chain and all artifacts intact[/green]")
+    if verify and not report.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def evaluate(original: str, synthetic: str,
+             reporting_length: Annotated[int, typer.Option(min=1)] = 3,
+             as_json: Annotated[bool, typer.Option("--json")] = False,
+             delimiter: str = ",") -> None:
+    """Compare a synthetic table with the original (not DP: reads the sensitive data)."""
+    from sds_core.evaluate import marginal_fidelity
+    from tasks.ingest import read_table
+
+    try:
+        a = read_table(original, delimiter=delimiter).to_pandas()
+        b = read_table(synthetic, delimiter=delimiter).to_pandas()
+        result = marginal_fidelity(a, b, max_order=reporting_length)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
+    if as_json:
+        typer.echo(json.dumps(result, indent=2, default=str))
+        return
+    for order, tvd in sorted(result.get("tvd_mean_by_order", {}).items()):
+        typer.echo(f"mean total variation distance of {order}-way marginals: {tvd:.4f}")
+
+
+def main() -> None:  # pragma: no cover - console entry point alias
+    """Entry point (``python -m flows.cli``)."""
+    app()
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

@@ -1,0 +1,173 @@
+"""Publish: write the release directory (DP artifacts + manifest + report) and Prefect artifacts.
+
+Last stage of the flow. Everything written here is DP output or public parameters: the DP
+aggregates, the synthetic records, the evaluation (marked as computed from the sensitive data),
+a redacted validation summary, and ``manifest.json`` with the sha256 of every artifact. The
+manifest turns ``complete`` only after every artifact is on disk.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+import json
+import platform
+import re
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from prefect import task
+
+from tasks.stages import ReleaseContext
+from tasks.workdir import atomic_write_bytes, atomic_write_json, now, sha256_file
+
+ARTIFACTS = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",
+             "evaluation.json", "validation.json", "report.html")
+
+
+def versions() -> dict[str, str]:
+    """Versions of the project and its main libraries (for the manifest)."""
+    out = {"python": platform.python_version()}
+    for name, dist in (("project", "sds-release"), ("numpy", "numpy"), ("pandas", "pandas"),
+                       ("pyarrow", "pyarrow"), ("prefect", "prefect"),
+                       ("great_expectations", "great-expectations")):
+        try:
+            out[name] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[name] = "unknown"
+    return out
+
+
+def aggregates_tsv(aggregates: Any) -> bytes:
+    """SDS text form: header, ``record_count`` line, then combinations by length, count desc."""
+    frame = aggregates.to_frame()
+    frame = frame.sort_values(["length", "count", "combination"], ascending=[True, False, True],
+                              kind="stable")
+    lines = ["selections\tprotected_count",
+             f"record_count\t{int(aggregates.protected_number_of_records)}"]
+    lines += [f"{c}\t{n}" for c, n in zip(frame["combination"], frame["count"], strict=True)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def _parquet_bytes(frame: Any) -> bytes:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    buf = io.BytesIO()
+    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
+    return buf.getvalue()
+
+
+_WITHHELD = re.compile(r"count|expansion|^n_combinations$|records_with")
+
+
+def public_evaluation(metrics: Any) -> Any:
+    """The evaluation without exact counts (combination counts, record expansion, record shares).
+
+    Those keys are derived from exact counts of the sensitive data (some reveal the true record
+    count); the full evaluation stays in the private workspace.
+    """
+    if isinstance(metrics, dict):
+        return {k: public_evaluation(v) for k, v in metrics.items()
+                if not _WITHHELD.search(str(k))}
+    return metrics
+
+
+def write_artifacts(ctx: ReleaseContext, aggregates: Any, synthetic: Any,
+                    evaluation: dict[str, Any], validation: dict[str, Any]) -> dict[str, str]:
+    """Write the publishable files; returns name -> sha256."""
+    from sds_core.prepare_output import to_frame
+
+    out = ctx.dirs.release_dir
+    atomic_write_bytes(out / "aggregates.parquet", _parquet_bytes(aggregates.to_frame()))
+    atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates))
+    syn = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
+    atomic_write_bytes(out / "synthetic.parquet", _parquet_bytes(syn))
+    atomic_write_bytes(out / "synthetic.csv", syn.to_csv(index=False).encode())
+    atomic_write_json(out / "evaluation.json", {
+        "note": "utility metrics computed from the sensitive data and the DP release; NOT "
+                "differentially private; metrics derived from exact counts are withheld",
+        "computed_from_sensitive_data": True,
+        "metrics": public_evaluation(evaluation)})
+    atomic_write_json(out / "validation.json", validation)
+    return {name: sha256_file(out / name) for name in ARTIFACTS if (out / name).is_file()}
+
+
+def report_html(manifest: dict[str, Any], evaluation: dict[str, Any]) -> bytes:
+    """A self-contained human-readable report of the release and its privacy spend."""
+    p = manifest["privacy"]
+    rows = "".join(
+        f"<tr><td>{html.escape(s['stage'])}</td><td>{html.escape(s['mechanism'])}</td>"
+        f"<td>{s['epsilon']:.6g}</td><td>{s['delta']:.3g}</td>"
+        f"<td>{'' if s['rho'] is None else format(s['rho'], '.6g')}</td></tr>"
+        for s in p["stages"])
+    params = html.escape(json.dumps(manifest["parameters"], indent=2))
+    metrics = html.escape(json.dumps(public_evaluation(evaluation), indent=2, default=str)[:20000])
+    return f"""<!doctype html><html><head><meta charset="utf-8">
+<title>DP release {html.escape(manifest['release_id'])}</title>
+<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
+td,th{{border:1px solid #ccc;padding:.2em .5em}}table{{border-collapse:collapse}}</style></head>
+<body><h1>DP release {html.escape(manifest['release_id'])}</h1>
+<p>Dataset <b>{html.escape(manifest['dataset'])}</b>, created {manifest['created_at']}.
+This release is (ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-differentially private: the
+aggregates and synthetic records reveal at most that much about any one record.</p>
+<p>Protected (noisy) number of records: {manifest['input']['rows']}.</p>
+<h2>Privacy spend by stage</h2><table><tr><th>stage</th><th>mechanism</th><th>ε</th>
+<th>δ</th><th>rho (zCDP)</th></tr>{rows}</table>
+<h2>Parameters</h2><pre>{params}</pre>
+<h2>Utility (computed from the sensitive data)</h2><pre>{metrics}</pre>
+</body></html>""".encode()
+
+
+@task(name="publish", persist_result=False)
+def publish(ctx: ReleaseContext, *, parameters: dict[str, Any], input_sha256: str,
+            aggregates: Any, synthetic: Any, evaluation: dict[str, Any],
+            validation: dict[str, Any], stages: list[dict[str, Any]],
+            flow_run_id: str | None = None) -> str:
+    """Write artifacts, the report and the complete manifest; close the ledger reservation."""
+    from tasks.ledger import Ledger
+
+    dirs = ctx.dirs
+    ledger = Ledger.open(ctx.home)
+    charges = ledger.charges(release_id=ctx.release_id)
+    hashes = write_artifacts(ctx, aggregates, synthetic, evaluation, validation)
+    old = dirs.manifest() or {}
+    manifest = {
+        "release_id": ctx.release_id, "dataset": ctx.dataset,
+        "created_at": old.get("created_at", now()), "finished_at": now(), "status": "running",
+        "parameters": parameters,
+        "privacy": {"epsilon": ctx.epsilon, "delta": ctx.delta, "composition":
+                    "zCDP for the marginals + Laplace record count (basic composition)",
+                    "stages": [{"stage": c.stage, "mechanism": c.mechanism, "epsilon": c.epsilon,
+                                "delta": c.delta, "rho": c.rho} for c in charges]},
+        "input": {"sha256": input_sha256,
+                  "rows": int(aggregates.protected_number_of_records),
+                  "rows_note": "DP (noisy) record count; the true count is never published"},
+        "stages": stages, "artifacts": hashes, "versions": versions(),
+    }
+    atomic_write_bytes(dirs.release_dir / "report.html", report_html(manifest, evaluation))
+    manifest["artifacts"]["report.html"] = sha256_file(dirs.release_dir / "report.html")
+    manifest["stages"] = [*stages, {"name": "publish", "status": "complete",
+                                    "finished": now(), "artifacts": sorted(manifest["artifacts"])}]
+    ledger.complete(ctx.release_id)
+    manifest["status"] = "complete"
+    dirs.write_manifest(manifest)
+    _prefect_artifacts(manifest)
+    return str(dirs.release_dir)
+
+
+def _prefect_artifacts(manifest: dict[str, Any]) -> None:
+    from prefect.artifacts import create_markdown_artifact, create_table_artifact
+
+    p = manifest["privacy"]
+    key = "".join(ch if ch.isalnum() else "-" for ch in manifest["dataset"].lower())
+    create_table_artifact(key=f"privacy-spend-{key}"[:100], table=p["stages"],
+                          description=f"Privacy spend of release {manifest['release_id']}")
+    files = "\n".join(f"| {n} | `{h[:16]}…` |" for n, h in sorted(manifest["artifacts"].items()))
+    create_markdown_artifact(key=f"release-{key}"[:100], markdown=(
+        f"# DP release {manifest['release_id']}\n\n"
+        f"(ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-DP, protected records: "
+        f"{manifest['input']['rows']}\n\nDirectory: `{Path(manifest.get('dir', ''))}`\n\n"
+        f"| artifact | sha256 |\n|---|---|\n{files}\n"),
+        description="DP release summary")
