@@ -6,8 +6,6 @@ Python loops. :func:`candidates_from_survivors` builds the DP candidate set V_k 
 surviving (k−1)-tuples (spec §1.5 step 1) and :class:`CliqueLookup` maps records to it.
 """
 
-# ruff: noqa: RUF002, RUF003  (docstrings use the spec's math notation: σ, ρ, Δ, −)
-
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -15,53 +13,75 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.aggregates import CombinationCounts, decode_keys, encode_keys
+from sds_core.aggregates import CombinationCounts, encode_keys
 from sds_core.domain import Domain
 from sds_core.errors import invariant
 
-DENSE_CLIQUE_LIMIT = 1 << 22
-"""Largest clique (product of cardinalities) counted with a dense array instead of sorting."""
+DENSE_CLIQUE_LIMIT = 1 << 25
+"""Largest clique (product of cardinalities + 1) that may use a dense lookup/count array."""
+
+SMALL_CLIQUE = 1 << 20
+"""Cliques up to this size are always dense; larger ones only when the data is big enough."""
+
+
+def use_dense(size: int, n_records: int, used: int, budget: int) -> bool:
+    """Dense array for a clique of ``size`` entries? (small, or big data; within the budget)."""
+    if size > DENSE_CLIQUE_LIMIT or used + size > budget:
+        return False
+    return size <= SMALL_CLIQUE or size <= 16 * n_records
 
 
 def clique_multipliers(domain: Domain, cols: tuple[int, ...]) -> tuple[NDArray[np.int64], int]:
-    """Mixed-radix multipliers of a clique's codes and the clique's size (product of cards)."""
-    cards = [domain.cardinalities[c] for c in cols]
+    """Mixed-radix multipliers of a clique's local keys and the key range (clique size).
+
+    A local key has one digit per column, ``code + 1`` in radix ``cardinality + 1``: digit 0
+    means "empty", so records with an empty cell get keys that no combination has.
+    """
+    radix = [domain.cardinalities[c] + 1 for c in cols]
     mult = np.ones(len(cols), dtype=np.int64)
     for i in range(len(cols) - 2, -1, -1):
-        mult[i] = mult[i + 1] * cards[i + 1]
-    size = int(mult[0]) * cards[0] if cols else 1
+        mult[i] = mult[i + 1] * radix[i + 1]
+    size = int(mult[0]) * radix[0] if cols else 1
     return mult, size
 
 
-def local_keys(
-    codes: NDArray[np.int32], cols: tuple[int, ...], mult: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.bool_]]:
-    """Local key of every record's combination in the clique, and which records have one.
+def shifted_columns(codes: NDArray[np.int32]) -> NDArray[np.int64]:
+    """(n_columns, n) contiguous ``code + 1`` digits of a partition, computed once per partition."""
+    return np.ascontiguousarray(codes.T, dtype=np.int64) + 1
 
-    Records with an empty cell in any of the clique's columns have no combination there;
-    their key is meaningless (the mask is False).
+
+def local_keys(
+    shifted: NDArray[np.int64], cols: tuple[int, ...], mult: NDArray[np.int64]
+) -> NDArray[np.int64]:
+    """Local key of every record's combination in the clique (see :func:`clique_multipliers`).
+
+    Keys of records with an empty cell in the clique contain a zero digit: use
+    :func:`valid_keys` to drop them, or look them up among combination keys (never found).
     """
-    first = codes[:, cols[0]]
-    valid = first >= 0
-    key = first.astype(np.int64) * mult[0]
-    for i in range(1, len(cols)):
-        col = codes[:, cols[i]]
-        valid &= col >= 0
-        key += col.astype(np.int64) * mult[i]
-    return key, valid
+    key = shifted[cols[-1]].copy()
+    for i in range(len(cols) - 1):
+        key += shifted[cols[i]] * mult[i]
+    return key
+
+
+def valid_keys(domain: Domain, cols: tuple[int, ...], keys: NDArray[np.int64]) -> NDArray[np.bool_]:
+    """Which local keys have no zero (empty) digit."""
+    mult, _ = clique_multipliers(domain, cols)
+    ok = np.ones(keys.shape[0], dtype=bool)
+    for i, c in enumerate(cols):
+        ok &= (keys // mult[i]) % (domain.cardinalities[c] + 1) != 0
+    return ok
 
 
 def keys_to_attrs(
     domain: Domain, cols: tuple[int, ...], keys: NDArray[np.int64]
 ) -> NDArray[np.int32]:
-    """Global attribute ids (m, k) of the combinations with these local keys in the clique."""
+    """Global attribute ids (m, k) of the combinations with these (valid) local keys."""
     mult, _ = clique_multipliers(domain, cols)
     out = np.empty((keys.shape[0], len(cols)), dtype=np.int32)
-    rest = keys
     for i, c in enumerate(cols):
-        code = rest // mult[i]
-        rest = rest - code * mult[i]
-        out[:, i] = code + domain.offsets[c]
+        digit = (keys // mult[i]) % (domain.cardinalities[c] + 1)
+        out[:, i] = digit - 1 + domain.offsets[c]
     return out
 
 
@@ -72,7 +92,7 @@ def attrs_to_local(
     mult, _ = clique_multipliers(domain, cols)
     key = np.zeros(attrs.shape[0], dtype=np.int64)
     for i, c in enumerate(cols):
-        key += (attrs[:, i].astype(np.int64) - domain.offsets[c]) * mult[i]
+        key += (attrs[:, i].astype(np.int64) - domain.offsets[c] + 1) * mult[i]
     return key
 
 
@@ -113,7 +133,7 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
     Apriori join: two survivors sharing their first k−2 attributes and ending in attributes
     of different columns form a candidate; candidates are then kept only if every other
     (k−1)-subset survived too. Because every S_l is downward closed this equals the spec's
-    "c ∪ {a}, every sub-combination of lengths 2..k−1 present" (§1.5 step 1).
+    "c + {a}, every sub-combination of lengths 2..k−1 present" (§1.5 step 1).
     """
     prev = survivors.attrs
     km1 = survivors.length
@@ -123,38 +143,45 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
     base = max(domain.n_attributes, 2)
     attr_col = domain.attribute_columns()
     p = km1 - 1
+    m = prev.shape[0]
+    last_col = attr_col[prev[:, km1 - 1]].astype(np.int64)
     if p == 0:
-        starts = np.array([0], dtype=np.int64)
-        sizes = np.array([prev.shape[0]], dtype=np.int64)
+        group_change = np.zeros(m, dtype=bool)
     else:
         pk = encode_keys(prev[:, :p], base)
-        bounds = np.flatnonzero(np.diff(pk)) + 1
-        starts = np.concatenate(([0], bounds)).astype(np.int64)
-        sizes = np.diff(np.concatenate((starts, [prev.shape[0]])))
-    parts: list[NDArray[np.int64]] = []
-    for g in np.unique(sizes[sizes >= 2]).tolist():
-        gs = starts[sizes == g]
-        iu, ju = np.triu_indices(g, 1)
-        ri = (gs[:, None] + iu[None, :]).ravel()
-        rj = (gs[:, None] + ju[None, :]).ravel()
-        li, lj = prev[ri, km1 - 1], prev[rj, km1 - 1]
-        ok = attr_col[li] != attr_col[lj]
-        ri, lj = ri[ok], lj[ok]
-        cand = np.empty((ri.shape[0], k), dtype=np.int64)
-        cand[:, :km1] = prev[ri]
-        cand[:, km1] = lj
-        parts.append(cand)
-    if not parts:
+        group_change = np.concatenate(([False], pk[1:] != pk[:-1]))
+    # rows sorted => inside a prefix group the last attributes ascend, so their columns form
+    # contiguous blocks; row i pairs with every row after its column block, up to group end
+    block_change = group_change | np.concatenate(([False], last_col[1:] != last_col[:-1]))
+    idx = np.arange(m, dtype=np.int64)
+    block_end = _segment_end(block_change, idx)
+    group_end = _segment_end(group_change, idx)
+    n_partners = group_end - block_end
+    total = int(n_partners.sum())
+    if total == 0:
         return np.zeros((0, k), dtype=np.int32)
-    cand = np.concatenate(parts)
-    keep = np.ones(cand.shape[0], dtype=bool)
+    ri = np.repeat(idx, n_partners)
+    offs = np.cumsum(n_partners) - n_partners
+    rj = np.repeat(block_end - offs, n_partners) + np.arange(total, dtype=np.int64)
+    cand = np.empty((total, k), dtype=np.int32)
+    cand[:, :km1] = prev[ri]
+    cand[:, km1] = prev[rj, km1 - 1]
+    keep = np.ones(total, dtype=bool)
     for drop in range(p):  # subsets dropping a prefix position; the two joined rows are present
         sub = np.delete(cand, drop, axis=1)
         keep &= contains(prev, sub, base)
-    keys = np.sort(encode_keys(cand[keep], base))
-    out = decode_keys(keys, base, k)
-    invariant(out.shape[0] == np.unique(keys).shape[0], "duplicate candidates from the join")
+    out = np.ascontiguousarray(cand[keep])
+    keys = encode_keys(out, base)
+    invariant(bool((keys[1:] > keys[:-1]).all()), "join output must be sorted and unique")
     return out
+
+
+def _segment_end(change: NDArray[np.bool_], idx: NDArray[np.int64]) -> NDArray[np.int64]:
+    """For each position, the end (exclusive) of its segment; segments start where change."""
+    starts = np.flatnonzero(change)
+    ends = np.concatenate((starts, [idx.shape[0]]))
+    seg = np.cumsum(change)
+    return ends[seg]
 
 
 @dataclass(frozen=True, eq=False)
@@ -176,34 +203,42 @@ class CliqueLookup:
     keys: NDArray[np.int64]
     table: NDArray[np.int32] | None
 
-    def lookup(self, codes: NDArray[np.int32]) -> NDArray[np.int32]:
-        """Local candidate index of each record's combination in this clique, -1 if none."""
-        key, valid = local_keys(codes, self.cols, self.mult)
+    def lookup(self, shifted: NDArray[np.int64]) -> NDArray[np.int32]:
+        """Local candidate index of each record's combination in this clique, -1 if none.
+
+        Args:
+            shifted: the partition's :func:`shifted_columns`.
+        """
+        key = local_keys(shifted, self.cols, self.mult)
         if self.table is not None:
-            idx = self.table[np.where(valid, key, 0)]
-            return np.where(valid, idx, -1).astype(np.int32, copy=False)
-        pos = np.minimum(np.searchsorted(self.keys, key), self.keys.shape[0] - 1)
-        hit = valid & (self.keys[pos] == key)
-        return np.where(hit, pos, -1).astype(np.int32)
+            return self.table[key]
+        if self.keys.shape[0] == 0:
+            return np.full(key.shape[0], -1, dtype=np.int32)
+        pos = np.searchsorted(self.keys, key)
+        np.minimum(pos, self.keys.shape[0] - 1, out=pos)
+        return np.where(self.keys[pos] == key, pos, -1).astype(np.int32)
 
 
 def build_lookups(
-    domain: Domain, candidates: NDArray[np.integer], *, dense_budget: int = 1 << 25
+    domain: Domain,
+    candidates: NDArray[np.integer],
+    *,
+    n_records: int = 0,
+    dense_budget: int = 1 << 26,
 ) -> list[CliqueLookup]:
     """One :class:`CliqueLookup` per clique that has candidates.
 
-    Small cliques get dense tables (fast fancy indexing) until ``dense_budget`` table
-    entries are used; the rest use binary search on sorted local keys.
+    Small cliques (and big ones when there are many records) get dense tables, one random
+    access per record, until ``dense_budget`` entries are used; the rest use binary search.
     """
-    groups = group_by_clique(domain, candidates)
     sized = []
-    for cols, rows in groups:
+    for cols, rows in group_by_clique(domain, candidates):
         mult, size = clique_multipliers(domain, cols)
         sized.append((size, cols, rows, mult))
     dense_ok: set[tuple[int, ...]] = set()
     used = 0
     for size, cols, _, _ in sorted(sized, key=lambda t: t[0]):
-        if size <= DENSE_CLIQUE_LIMIT and used + size <= dense_budget:
+        if use_dense(size, n_records, used, dense_budget):
             dense_ok.add(cols)
             used += size
     out = []

@@ -7,8 +7,6 @@ of the data, the previous stages' DP outputs and labelled randomness, so a pipel
 and resume them; :func:`dp_aggregate` runs them all.
 """
 
-# ruff: noqa: RUF002  (docstrings use the spec's math notation)
-
 from __future__ import annotations
 
 import math
@@ -28,6 +26,7 @@ from sds_core.combinations import (
     build_lookups,
     candidates_from_survivors,
     occurring_attributes,
+    shifted_columns,
 )
 from sds_core.domain import Domain
 from sds_core.errors import invariant, require
@@ -154,7 +153,7 @@ def _full_counts(
     local = [np.zeros(lk.rows.shape[0], dtype=np.int64) for lk in lookups]
     valid = np.zeros(n, dtype=np.int32)
     for start in range(0, n, chunk):
-        part = codes[start : start + chunk]
+        part = shifted_columns(codes[start : start + chunk])
         w = valid[start : start + chunk]
         for acc, lk in zip(local, lookups, strict=True):
             idx = lk.lookup(part)
@@ -172,8 +171,9 @@ def _record_pairs(
 ) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
     """(record, candidate) of every valid tuple of these records, sorted by record, candidate."""
     recs, cands = [], []
+    shifted = shifted_columns(codes)
     for lk in lookups:
-        idx = lk.lookup(codes)
+        idx = lk.lookup(shifted)
         hit = np.flatnonzero(idx >= 0)
         recs.append(hit)
         cands.append(lk.rows[idx[hit]])
@@ -242,7 +242,7 @@ def aggregate_length(
     stage = f"aggregate-{k}"
     prefix = f"{release_label}/{stage}"
     cands = _candidates(table, k, previous)
-    lookups = build_lookups(table.domain, cands)
+    lookups = build_lookups(table.domain, cands, n_records=table.n_records)
     counts, valid = _full_counts(table.codes, lookups, cands.shape[0], chunk_records)
 
     upper = comb(table.domain.n_columns, k)

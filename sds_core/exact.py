@@ -6,8 +6,6 @@ mixed-radix local keys (dense bincount for small cliques, sort + unique otherwis
 partial counts are summed.
 """
 
-# ruff: noqa: RUF002, RUF003  (docstrings use the spec's math notation: σ, ρ, Δ, −)
-
 from __future__ import annotations
 
 import itertools
@@ -17,7 +15,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.aggregates import AggregateSet, CombinationCounts
-from sds_core.combinations import DENSE_CLIQUE_LIMIT, clique_multipliers, keys_to_attrs, local_keys
+from sds_core.combinations import (
+    clique_multipliers,
+    keys_to_attrs,
+    local_keys,
+    shifted_columns,
+    use_dense,
+    valid_keys,
+)
 from sds_core.errors import require
 from sds_core.table import PreparedTable
 
@@ -54,10 +59,12 @@ def count_cliques(
     cliques: list[tuple[int, ...]],
     *,
     chunk_records: int = DEFAULT_CHUNK_RECORDS,
-    dense_budget: int = 1 << 25,
+    dense_budget: int = 1 << 26,
 ) -> dict[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]:
     """Exact counts per clique: ``{cols: (sorted local keys with count > 0, counts)}``.
 
+    Keys are :func:`sds_core.combinations.local_keys` (digit 0 = empty cell; such keys are
+    counted and dropped at the end, cheaper than masking every partition).
     Map: every partition of ``chunk_records`` records is counted per clique. Reduce: dense
     accumulators are summed in place, sparse (key, count) lists are merged by key.
     """
@@ -66,17 +73,16 @@ def count_cliques(
     used = 0
     for cols in cliques:
         mult, size = clique_multipliers(domain, cols)
-        dense = size <= DENSE_CLIQUE_LIMIT and used + size <= dense_budget
+        dense = use_dense(size, table.n_records, used, dense_budget)
         used += size if dense else 0
         plan.append((cols, mult, size, dense))
     dense_acc = {cols: np.zeros(size, dtype=np.int64) for cols, _, size, d in plan if d}
     sparse_acc: dict[tuple[int, ...], list] = {cols: [] for cols, _, _, d in plan if not d}
     codes = table.codes
     for start in range(0, table.n_records, chunk_records):
-        chunk = codes[start : start + chunk_records]
+        shifted = shifted_columns(codes[start : start + chunk_records])
         for cols, mult, size, dense in plan:
-            key, valid = local_keys(chunk, cols, mult)
-            key = key[valid]
+            key = local_keys(shifted, cols, mult)
             if dense:
                 dense_acc[cols] += np.bincount(key, minlength=size)
             elif key.size:
@@ -87,9 +93,11 @@ def count_cliques(
         if dense:
             acc = dense_acc.pop(cols)
             keys = np.flatnonzero(acc).astype(np.int64)
-            out[cols] = (keys, acc[keys])
+            counts = acc[keys]
         else:
-            out[cols] = _merge_sparse(sparse_acc.pop(cols))
+            keys, counts = _merge_sparse(sparse_acc.pop(cols))
+        ok = valid_keys(domain, cols, keys)  # drop records' keys with an empty cell
+        out[cols] = (keys[ok], counts[ok])
     return out
 
 

@@ -5,8 +5,6 @@ the last length of :mod:`sds_core.dp_aggregate`; all steps are vectorized over c
 with int64 mixed-radix keys and binary search.
 """
 
-# ruff: noqa: RUF002  (docstrings use the spec's math notation)
-
 from __future__ import annotations
 
 import itertools
@@ -84,23 +82,27 @@ def add_missing_parents(
 
 
 def normalize_children(
-    by_len: Mapping[int, CombinationCounts], base: int
-) -> dict[int, CombinationCounts]:
+    by_len: Mapping[int, CombinationCounts], base: int, *, stop_if_parent_missing: bool = False
+) -> dict[int, CombinationCounts] | None:
     """count'(c) = min(count(c), count(s) for every present proper sub-combination s of c).
 
     All minima use the counts before this pass (spec §1.8 step 4); since every proper
     sub-combination of every length is considered, one pass gives child ≤ parent everywhere.
+    With ``stop_if_parent_missing`` it returns None as soon as a sub-combination of length
+    >= 2 is absent (the caller then adds missing parents first).
     """
     out = {}
     for big, cc in by_len.items():
         new = cc.counts.copy()
         for sub_len in range(1, big):
-            target = by_len.get(sub_len)
-            if target is None or len(target) == 0 or len(cc) == 0:
+            target = by_len.get(sub_len, CombinationCounts.empty(sub_len))
+            if len(cc) == 0:
                 continue
             for pos in itertools.combinations(range(big), sub_len):
                 keys = encode_keys(cc.attrs[:, list(pos)], base)
                 present, idx = _lookup(target, keys, base)
+                if stop_if_parent_missing and sub_len >= 2 and not present.all():
+                    return None
                 np.minimum(new, np.where(present, target.counts[idx], new), out=new)
         out[big] = CombinationCounts(cc.attrs, new)
     return out
@@ -109,7 +111,17 @@ def normalize_children(
 def finalize_counts(
     by_len: Mapping[int, CombinationCounts], base: int
 ) -> dict[int, CombinationCounts]:
-    """Zero removal, missing parents and normalisation of integer noisy counts (§1.8 steps 2-4)."""
+    """Zero removal, missing parents and normalisation of integer noisy counts (§1.8 steps 2-4).
+
+    Survivors of :mod:`sds_core.dp_aggregate` are downward closed, so usually no parent is
+    missing: normalisation is tried first and the parent pass runs only when needed.
+    """
     for cc in by_len.values():
         invariant(cc.counts.dtype.kind == "i", "finalize_counts expects integer counts")
-    return normalize_children(add_missing_parents(remove_non_positive(by_len), base), base)
+    positive = remove_non_positive(by_len)
+    done = normalize_children(positive, base, stop_if_parent_missing=True)
+    if done is not None:
+        return done
+    result = normalize_children(add_missing_parents(positive, base), base)
+    invariant(result is not None, "normalisation without the stop flag always returns")
+    return result  # type: ignore[return-value]

@@ -5,8 +5,6 @@ and defaults; every field documents its privacy meaning. They are validated on c
 and consumed by :mod:`sds_core.dp_aggregate` and :mod:`sds_core.accounting`.
 """
 
-# ruff: noqa: RUF002, RUF003  (docstrings use the spec's math notation: σ, ρ, Δ, −)
-
 from __future__ import annotations
 
 import math

@@ -1,31 +1,13 @@
 """Tests of sds_core.dp_aggregate: stages, reproducibility, noise spread, thresholds, finalize."""
 
-# ruff: noqa: RUF002  (the spec's math notation)
-
 from __future__ import annotations
 
-import importlib.util
 import itertools
 import json
 import math
-import sys
-import types
 
 import numpy as np
 import pytest
-
-if importlib.util.find_spec("sds_core.percentile") is None:  # temporary shim until H2a lands it
-    _shim = types.ModuleType("sds_core.percentile")
-
-    def _dp_percentile(values, *, percentile, epsilon, upper, rnd, label, stage):
-        rnd.words(label, 1, stage=stage)
-        if len(values) == 0:
-            return 0
-        return min(upper, int(np.quantile(values, percentile / 100, method="median_unbiased")))
-
-    _shim.dp_percentile = _dp_percentile
-    sys.modules["sds_core.percentile"] = _shim
-
 from table_fixtures import table_from_rows
 
 from sds_core.accounting import default_delta
