@@ -32,7 +32,7 @@ from sds_core.domain import Domain
 from sds_core.errors import invariant, require
 from sds_core.exact import DEFAULT_CHUNK_RECORDS
 from sds_core.noise import discrete_gaussian, discrete_laplace, table_delta
-from sds_core.normalize import finalize_counts
+from sds_core.normalize import finalize_counts, round_half_away_from_zero
 from sds_core.params import DpParams
 from sds_core.percentile import dp_percentile
 from sds_core.randomness import ReleaseRandomness
@@ -292,11 +292,17 @@ def finalize(
     reporting_length: int,
     protected_number_of_records: int,
 ) -> AggregateSet:
-    """Rounding (a no-op for integer noise), zero removal, missing parents, normalisation."""
-    by_len = {
-        k: survivors_by_len.get(k, CombinationCounts.empty(k))
-        for k in range(1, reporting_length + 1)
-    }
+    """Rounding, zero removal, missing parents and normalisation (spec §1.8).
+
+    Counts from :func:`aggregate_length` are integers (discrete noise) so rounding is a no-op;
+    float counts (other noise paths) are rounded half away from zero.
+    """
+    by_len = {}
+    for k in range(1, reporting_length + 1):
+        cc = survivors_by_len.get(k, CombinationCounts.empty(k))
+        if cc.counts.dtype.kind == "f":
+            cc = CombinationCounts(cc.attrs, round_half_away_from_zero(cc.counts))
+        by_len[k] = cc
     final = finalize_counts(by_len, max(domain.n_attributes, 2))
     return AggregateSet(
         domain, reporting_length, final, int(protected_number_of_records), is_dp=True

@@ -224,3 +224,57 @@ def test_progress_messages_and_bad_input() -> None:
         aggregate_length(
             table, 4, {}, plan, params, ReleaseRandomness.from_seed(1), release_label="x"
         )
+
+
+def test_contribution_bounding_is_uniform_and_chunk_independent() -> None:
+    """Over-limit records keep exactly Δ random tuples, each with probability Δ/w, any chunking."""
+    from sds_core.combinations import build_lookups, occurring_attributes
+    from sds_core.dp_aggregate import _bound_contributions, _full_counts
+
+    table = _uniform_table(200, 5, 2, 8)  # every record: 5 attributes, 10 pairs
+    dom = table.domain
+    s1 = CombinationCounts(occurring_attributes(dom, table.codes), np.ones(10, dtype=np.int64))
+    from sds_core.combinations import candidates_from_survivors
+
+    cands = candidates_from_survivors(s1, dom)
+    lookups = build_lookups(dom, cands)
+    counts, valid = _full_counts(table.codes, lookups, cands.shape[0], 64)
+    assert (valid == 10).all() and counts.sum() == 2000
+    allowed = 3
+    gen = np.random.default_rng(0)
+    a = _bound_contributions(counts, table.codes, lookups, allowed, np.random.default_rng(1), 7)
+    b = _bound_contributions(counts, table.codes, lookups, allowed, np.random.default_rng(1), 500)
+    assert np.array_equal(a, b)
+    assert a.sum() == 200 * allowed and (a <= counts).all() and (a >= 0).all()
+    total = np.zeros_like(counts)
+    for _ in range(200):
+        total += _bound_contributions(counts, table.codes, lookups, allowed, gen, 64)
+    # E[bounded count] = exact count · Δ/w for every candidate
+    expected = counts * 200 * allowed / 10
+    assert np.abs(total - expected).max() < 5 * np.sqrt(expected.max())
+
+
+def test_zero_allowed_sensitivity_clears_the_length_and_longer() -> None:
+    """When the DP percentile returns Δ_k = 0, nothing of length >= k is released."""
+    rng = np.random.default_rng(4)
+    codes = np.full((50_000, 3), -1, dtype=np.int32)
+    codes[np.arange(50_000), rng.integers(0, 3, 50_000)] = rng.integers(
+        0, 2, 50_000
+    )  # one attr each
+    table = PreparedTable(Domain(("A", "B", "C"), (("a", "b"),) * 3), codes)
+    res = dp_aggregate(table, DpParams(reporting_length=3), ReleaseRandomness.from_seed(2))
+    assert res.report.allowed_sensitivity_by_len[1:] == (0, 0)
+    assert len(res.aggregates.counts_of(1)) == 6
+    assert len(res.aggregates.counts_of(2)) == 0 and len(res.aggregates.counts_of(3)) == 0
+    assert res.report.to_dict()["threshold_by_len"][1:] == [None, None]
+
+
+def test_finalize_rounds_float_counts_half_away_from_zero() -> None:
+    """Float survivor counts are rounded half away from zero; those rounding to 0 are dropped."""
+    dom = Domain(("A", "B"), (("a1", "a2", "a3"), ("b1",)))
+    s1 = CombinationCounts(
+        np.array([[0], [1], [2], [3]], dtype=np.int32), np.array([0.4, 0.5, 2.5, 7.0])
+    )
+    agg = finalize({1: s1}, domain=dom, reporting_length=2, protected_number_of_records=9)
+    assert agg.to_text_dict() == {"A:a2": 1, "A:a3": 3, "B:b1": 7}
+    assert agg.is_dp and agg.protected_number_of_records == 9
