@@ -1,0 +1,98 @@
+"""The release flow end to end on a tiny table: contract files, ledger, artifacts, no leaks."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from flows.params import build_params, load_config
+from tests.pipeline.conftest import N_ROWS, charges, run_cli
+
+
+@pytest.fixture(scope="module")
+def released(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path,
+             prefect_server: str) -> Path:
+    """One complete release (seed 11) shared by the tests of this module."""
+    home = tmp_path_factory.mktemp("flowhome")
+    code, out, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
+                             "--home", str(home), "--seed", "11", "--quiet")
+    assert code == 0, err
+    last = out.strip().splitlines()[-1]
+    assert Path(last).is_dir()
+    return Path(last)
+
+
+def test_release_directory_follows_the_contract(released: Path) -> None:
+    """manifest.json has the contract keys; every artifact is listed with a matching sha256."""
+    from tasks.workspace import verify_release
+
+    m = json.loads((released / "manifest.json").read_text())
+    for key in ("release_id", "dataset", "created_at", "status", "parameters", "privacy",
+                "input", "stages", "artifacts", "versions"):
+        assert key in m
+    assert m["status"] == "complete"
+    assert {"aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",
+            "evaluation.json", "report.html"} <= set(m["artifacts"])
+    assert [s["name"] for s in m["stages"]][:4] == ["budget", "validate", "count", "aggregate-1"]
+    assert m["parameters"]["seed"] == "given (withheld)"
+    assert verify_release(released) == []
+
+
+def test_aggregates_and_synthetic_shapes(released: Path) -> None:
+    """aggregates.parquet has length/combination/count + one column per input column."""
+    agg = pd.read_parquet(released / "aggregates.parquet")
+    assert list(agg.columns[:3]) == ["length", "combination", "count"]
+    assert {"sex", "age", "educ", "married", "inc_cat"} <= set(agg.columns)
+    assert set(agg["length"]) <= {1, 2}
+    tsv = (released / "aggregates.tsv").read_text().splitlines()
+    assert tsv[0] == "selections\tprotected_count"
+    assert tsv[1].startswith("record_count\t")
+    syn = pd.read_csv(released / "synthetic.csv", dtype=str, keep_default_na=False)
+    assert list(syn.columns) == ["sex", "age", "educ", "married", "inc_cat"]
+    assert set(syn["age"]) <= {"", "0-30", "30-50", "50-70", "70-121"}
+
+
+def test_ledger_charges_match_the_release(released: Path) -> None:
+    """One charge per noisy stage, summing to the release's ε."""
+    home = released.parents[2]
+    rows = charges(home)
+    assert [r.stage for r in rows] == ["count", "aggregate-1", "aggregate-2"]
+    assert math.isclose(math.fsum(r.epsilon for r in rows), 2.0, rel_tol=1e-9)
+    assert run_cli("audit", "--verify", "--home", str(home))[0] == 0
+
+
+def test_no_secret_in_the_release(released: Path) -> None:
+    """Neither the key, the seed file nor the true record count appears in a published file."""
+    from tasks.workspace import forbidden_content_check
+
+    home = released.parents[2]
+    rid = released.name
+    key = (home / "private" / rid / "release.key").read_bytes().hex()
+    m = json.loads((released / "manifest.json").read_text())
+    assert m["input"]["rows"] != N_ROWS  # the seed gives a noisy count different from n
+    assert forbidden_content_check(released, secrets=[key, str(N_ROWS)]) == []
+    assert (home / "private" / rid / "validation-input.json").is_file()
+    assert not (released / "validation-input.json").exists()
+
+
+def test_prefect_artifacts_are_created(released: Path) -> None:
+    """The flow publishes a markdown summary and a privacy-spend table in Prefect."""
+    from prefect.client.orchestration import get_client
+
+    with get_client(sync_client=True) as client:
+        keys = {a.key for a in client.read_artifacts()}
+    assert {"release-tiny", "privacy-spend-tiny"} <= keys
+
+
+def test_config_values_lose_to_the_command_line(tiny_config: Path) -> None:
+    """build_params: config values apply, explicit overrides win, None overrides are ignored."""
+    cfg = load_config(tiny_config)
+    p = build_params(cfg, {"input": "x.csv", "epsilon": 0.5, "delta": None})
+    assert p.epsilon == 0.5
+    assert p.reporting_length == 2
+    assert p.dataset == "tiny"
+    assert p.resolved_delta() < 1e-5  # 1/(N ln N) for the schema's max_rows
