@@ -21,13 +21,8 @@ from numpy.typing import NDArray
 
 from sds_core.accounting import BudgetPlan, StageSpend, default_delta, plan_budget
 from sds_core.aggregates import AggregateSet, CombinationCounts
-from sds_core.combinations import (
-    CliqueLookup,
-    build_lookups,
-    candidates_from_survivors,
-    occurring_attributes,
-    shifted_columns,
-)
+from sds_core.combinations import build_lookups, candidates_from_survivors, occurring_attributes
+from sds_core.contributions import bound_contributions, candidate_counts
 from sds_core.domain import Domain
 from sds_core.errors import invariant, require
 from sds_core.exact import DEFAULT_CHUNK_RECORDS
@@ -145,71 +140,6 @@ def _candidates(
     return candidates_from_survivors(prev, table.domain)
 
 
-def _full_counts(
-    codes: NDArray[np.int32], lookups: list[CliqueLookup], n_cands: int, chunk: int
-) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
-    """Map-reduce over partitions: unbounded candidate counts and |W_{j,k}| per record."""
-    n = codes.shape[0]
-    local = [np.zeros(lk.rows.shape[0], dtype=np.int64) for lk in lookups]
-    valid = np.zeros(n, dtype=np.int32)
-    for start in range(0, n, chunk):
-        part = shifted_columns(codes[start : start + chunk])
-        w = valid[start : start + chunk]
-        for acc, lk in zip(local, lookups, strict=True):
-            idx = lk.lookup(part)
-            hit = idx >= 0
-            w += hit
-            acc += np.bincount(idx[hit], minlength=acc.shape[0])
-    counts = np.zeros(n_cands, dtype=np.int64)
-    for acc, lk in zip(local, lookups, strict=True):
-        counts[lk.rows] = acc
-    return counts, valid
-
-
-def _record_pairs(
-    codes: NDArray[np.int32], lookups: list[CliqueLookup]
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """(record, candidate) of every valid tuple of these records, sorted by record, candidate."""
-    recs, cands = [], []
-    shifted = shifted_columns(codes)
-    for lk in lookups:
-        idx = lk.lookup(shifted)
-        hit = np.flatnonzero(idx >= 0)
-        recs.append(hit)
-        cands.append(lk.rows[idx[hit]])
-    rec = np.concatenate(recs) if recs else np.zeros(0, dtype=np.int64)
-    cand = np.concatenate(cands) if cands else np.zeros(0, dtype=np.int64)
-    order = np.lexsort((cand, rec))
-    return rec[order], cand[order]
-
-
-def _bound_contributions(
-    counts: NDArray[np.int64],
-    codes: NDArray[np.int32],
-    lookups: list[CliqueLookup],
-    allowed: int,
-    rng: np.random.Generator,
-    chunk: int,
-) -> NDArray[np.int64]:
-    """Replace the contributions of the given (over-limit) records by a uniform random subset
-    of size ``allowed`` of each record's valid tuples (without replacement, §1.5 step 4).
-
-    Priorities are drawn in canonical (record, candidate) order, so the result does not
-    depend on the partition size.
-    """
-    out = counts.copy()
-    for start in range(0, codes.shape[0], chunk):
-        rec, cand = _record_pairs(codes[start : start + chunk], lookups)
-        prio = rng.random(rec.shape[0])
-        order = np.lexsort((prio, rec))
-        rec_s = rec[order]
-        first = np.searchsorted(rec_s, rec_s, side="left")
-        keep = order[(np.arange(rec_s.shape[0]) - first) < allowed]
-        out -= np.bincount(cand, minlength=out.shape[0])
-        out += np.bincount(cand[keep], minlength=out.shape[0])
-    return out
-
-
 def aggregate_length(
     table: PreparedTable,
     k: int,
@@ -243,7 +173,7 @@ def aggregate_length(
     prefix = f"{release_label}/{stage}"
     cands = _candidates(table, k, previous)
     lookups = build_lookups(table.domain, cands, n_records=table.n_records)
-    counts, valid = _full_counts(table.codes, lookups, cands.shape[0], chunk_records)
+    counts, valid = candidate_counts(table.codes, lookups, cands.shape[0], chunk_records)
 
     upper = comb(table.domain.n_columns, k)
     if params.sensitivity_cap is not None:
@@ -267,7 +197,7 @@ def aggregate_length(
     over = valid > allowed
     if over.any():
         rng = rnd.generator(f"{prefix}/bounding")
-        counts = _bound_contributions(
+        counts = bound_contributions(
             counts, table.codes[over], lookups, allowed, rng, chunk_records
         )
     sigma = plan.sigma_by_len[k - 1]

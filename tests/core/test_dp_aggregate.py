@@ -229,7 +229,7 @@ def test_progress_messages_and_bad_input() -> None:
 def test_contribution_bounding_is_uniform_and_chunk_independent() -> None:
     """Over-limit records keep exactly Δ random tuples, each with probability Δ/w, any chunking."""
     from sds_core.combinations import build_lookups, occurring_attributes
-    from sds_core.dp_aggregate import _bound_contributions, _full_counts
+    from sds_core.contributions import bound_contributions, candidate_counts
 
     table = _uniform_table(200, 5, 2, 8)  # every record: 5 attributes, 10 pairs
     dom = table.domain
@@ -238,17 +238,17 @@ def test_contribution_bounding_is_uniform_and_chunk_independent() -> None:
 
     cands = candidates_from_survivors(s1, dom)
     lookups = build_lookups(dom, cands)
-    counts, valid = _full_counts(table.codes, lookups, cands.shape[0], 64)
+    counts, valid = candidate_counts(table.codes, lookups, cands.shape[0], 64)
     assert (valid == 10).all() and counts.sum() == 2000
     allowed = 3
     gen = np.random.default_rng(0)
-    a = _bound_contributions(counts, table.codes, lookups, allowed, np.random.default_rng(1), 7)
-    b = _bound_contributions(counts, table.codes, lookups, allowed, np.random.default_rng(1), 500)
+    a = bound_contributions(counts, table.codes, lookups, allowed, np.random.default_rng(1), 7)
+    b = bound_contributions(counts, table.codes, lookups, allowed, np.random.default_rng(1), 500)
     assert np.array_equal(a, b)
     assert a.sum() == 200 * allowed and (a <= counts).all() and (a >= 0).all()
     total = np.zeros_like(counts)
     for _ in range(200):
-        total += _bound_contributions(counts, table.codes, lookups, allowed, gen, 64)
+        total += bound_contributions(counts, table.codes, lookups, allowed, gen, 64)
     # E[bounded count] = exact count · Δ/w for every candidate
     expected = counts * 200 * allowed / 10
     assert np.abs(total - expected).max() < 5 * np.sqrt(expected.max())

@@ -1,0 +1,88 @@
+"""Per-record contributions to the DP candidates: counting and contribution bounding.
+
+Used by :func:`sds_core.dp_aggregate.aggregate_length` (spec §1.5 steps 2-4): a map-reduce
+over record partitions gives every candidate's count and every record's number of valid
+tuples |W_{j,k}|; records above the allowed sensitivity Δ_k then keep a uniform random subset.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.combinations import CliqueLookup, shifted_columns
+
+
+def candidate_counts(
+    codes: NDArray[np.int32], lookups: list[CliqueLookup], n_cands: int, chunk: int
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """Map-reduce over partitions: unbounded candidate counts and |W_{j,k}| per record.
+
+    Args:
+        codes: the records' codes (n, n_columns).
+        lookups: :func:`sds_core.combinations.build_lookups` of the candidates V_k.
+        n_cands: |V_k|.
+        chunk: records per partition (memory bound only; the result does not depend on it).
+
+    Returns:
+        (count of every candidate, number of valid tuples of every record).
+    """
+    n = codes.shape[0]
+    local = [np.zeros(lk.rows.shape[0], dtype=np.int64) for lk in lookups]
+    valid = np.zeros(n, dtype=np.int32)
+    for start in range(0, n, chunk):
+        part = shifted_columns(codes[start : start + chunk])
+        w = valid[start : start + chunk]
+        for acc, lk in zip(local, lookups, strict=True):
+            idx = lk.lookup(part)
+            hit = idx >= 0
+            w += hit
+            acc += np.bincount(idx[hit], minlength=acc.shape[0])
+    counts = np.zeros(n_cands, dtype=np.int64)
+    for acc, lk in zip(local, lookups, strict=True):
+        counts[lk.rows] = acc
+    return counts, valid
+
+
+def _record_pairs(
+    codes: NDArray[np.int32], lookups: list[CliqueLookup]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(record, candidate) of every valid tuple of these records, sorted by record, candidate."""
+    recs, cands = [], []
+    shifted = shifted_columns(codes)
+    for lk in lookups:
+        idx = lk.lookup(shifted)
+        hit = np.flatnonzero(idx >= 0)
+        recs.append(hit)
+        cands.append(lk.rows[idx[hit]])
+    rec = np.concatenate(recs) if recs else np.zeros(0, dtype=np.int64)
+    cand = np.concatenate(cands) if cands else np.zeros(0, dtype=np.int64)
+    order = np.lexsort((cand, rec))
+    return rec[order], cand[order]
+
+
+def bound_contributions(
+    counts: NDArray[np.int64],
+    codes: NDArray[np.int32],
+    lookups: list[CliqueLookup],
+    allowed: int,
+    rng: np.random.Generator,
+    chunk: int,
+) -> NDArray[np.int64]:
+    """Replace the contributions of the given (over-limit) records by a uniform random subset
+    of size ``allowed`` of each record's valid tuples (without replacement, §1.5 step 4).
+
+    Priorities are drawn in canonical (record, candidate) order, so the result does not
+    depend on the partition size.
+    """
+    out = counts.copy()
+    for start in range(0, codes.shape[0], chunk):
+        rec, cand = _record_pairs(codes[start : start + chunk], lookups)
+        prio = rng.random(rec.shape[0])
+        order = np.lexsort((prio, rec))
+        rec_s = rec[order]
+        first = np.searchsorted(rec_s, rec_s, side="left")
+        keep = order[(np.arange(rec_s.shape[0]) - first) < allowed]
+        out -= np.bincount(cand, minlength=out.shape[0])
+        out += np.bincount(cand[keep], minlength=out.shape[0])
+    return out
