@@ -124,9 +124,14 @@ class ReleaseParams(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
+    config: str | None = Field(
+        None, description="TOML release config; its values fill every parameter not given here."
+    )
     input: str = Field(description="Path of the sensitive table: CSV (header row) or Parquet.")
-    dataset: str = Field(
-        pattern=_ID, description="Dataset id: the privacy budget is tracked per dataset."
+    dataset: str | None = Field(
+        None, pattern=_ID,
+        description="Dataset id: the privacy budget is tracked per dataset (required; may "
+        "come from the config file).",
     )
     release_id: str | None = Field(
         None, pattern=_ID,
@@ -182,6 +187,21 @@ class ReleaseParams(BaseModel):
     resolution: int = Field(
         100, ge=1, description="Evaluation: counts are compared in bins of this many records."
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_config(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("config"):
+            cfg = load_config(data["config"])
+            cfg.pop("config", None)
+            data = {**cfg, **{k: v for k, v in data.items() if v is not None}}
+        return data
+
+    @model_validator(mode="after")
+    def _has_dataset(self) -> ReleaseParams:
+        if self.dataset is None:
+            raise ValueError("no dataset id: give dataset (--dataset ID or in the config file)")
+        return self
 
     @field_validator("synthesizer")
     @classmethod
