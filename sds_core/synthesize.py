@@ -19,12 +19,14 @@ from numpy.typing import NDArray
 from sds_core.aggregates import AggregateSet
 from sds_core.domain import EMPTY_CODE, Domain
 from sds_core.errors import SdsInputError, SdsInternalError, require
-from sds_core.synthesize_kernels import build_table, synthesize_records
+from sds_core.synthesize_kernels import _lookup, build_table, synthesize_records
 from sds_core.table import MultiValueColumn, PreparedTable
 
 CHUNK_RECORDS = 4096
 """Records built per kernel call (progress is reported between calls)."""
 MAX_CANDIDATE_CELLS = 64_000_000
+DENSE_PAIR_LIMIT = 2048
+"""Domains with at most this many attributes look pairs up in a dense table (<= 32 MiB)."""
 """Upper bound on attributes x sub-combinations per attribute held while building a record."""
 
 
@@ -170,6 +172,26 @@ def _layout(aggregates: AggregateSet, scale: float | None) -> _Layout:
     return _Layout(all_counts, idx1, tkeys, tvals, bits, base)
 
 
+def _dense_pairs(aggregates: AggregateSet, lay: _Layout) -> NDArray[np.int64]:
+    """Symmetric n_attr x n_attr table of pair indices (-1 = unreported) for small domains."""
+    n_attr = aggregates.domain.n_attributes
+    if n_attr > DENSE_PAIR_LIMIT or aggregates.reporting_length < 2:
+        return np.full(1, -1, dtype=np.int64)
+    table = np.full((n_attr, n_attr), -1, dtype=np.int64)
+    pairs = aggregates.counts_of(2).attrs.astype(np.int64)
+    if pairs.shape[0]:
+        keys = (pairs[:, 0] + 1) * lay.base + pairs[:, 1] + 1
+        slots = np.array([_probe(lay, int(k)) for k in keys], dtype=np.int64)
+        table[pairs[:, 0], pairs[:, 1]] = slots
+        table[pairs[:, 1], pairs[:, 0]] = slots
+    return table.ravel()
+
+
+def _probe(lay: _Layout, key: int) -> int:
+    """Index of ``key`` in the layout (hash table lookup, Python side)."""
+    return int(_lookup(lay.tkeys, lay.tvals, lay.bits, key))
+
+
 def synthesize(
     aggregates: AggregateSet,
     params: SynthesisParams = SynthesisParams(),
@@ -215,19 +237,22 @@ def synthesize(
         )
     attr_col = domain.attribute_columns().astype(np.int64)
     target = params.target_number_of_records
-    # expected share of non-empty cells per column, for the completion quota
-    expected_records = target if target is not None else aggregates.protected_number_of_records
-    if expected_records is None:
-        expected_records = int(np.bincount(attr_col, weights=budget0, minlength=n_cols).max())
-    fill_rate = np.minimum(
-        np.bincount(attr_col, weights=budget0, minlength=n_cols) / max(expected_records, 1), 1.0
-    )
+    # share of non-empty cells per column implied by the aggregates: column budget / records
+    # per budget cycle (protected count, scaled like the counts; else the fullest column)
+    col_budget = np.bincount(attr_col, weights=budget0, minlength=n_cols)
+    cycle = aggregates.protected_number_of_records
+    if cycle is not None and params.aggregate_counts_scale_factor is not None:
+        cycle = cycle * params.aggregate_counts_scale_factor
+    if cycle is None or cycle <= 0:
+        cycle = float(col_budget.max())
+    fill_rate = np.minimum(col_budget / cycle, 1.0)
     filled = np.zeros(n_cols, dtype=np.int64)
     col_rank = np.empty(n_cols, dtype=np.int64)
     card = np.bincount(attr_col[has1], minlength=n_cols)
     # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
     col_rank[np.lexsort((card, -np.round(fill_rate, 2)))] = np.arange(n_cols)
     syn = np.zeros(lay.counts.size, dtype=np.int64)
+    pair_idx = _dense_pairs(aggregates, lay)
     avail = budget0.copy()
     state = np.array([total_budget, 0, int(target is not None), 0], dtype=np.int64)
     pct = params.weight_selection_percentile / 100.0
@@ -242,7 +267,7 @@ def synthesize(
         n, _ = synthesize_records(
             out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals, lay.bits,
             lay.base, R, avail, budget0, state, params.use_synthetic_counts, pct,
-            params.complete_records, fill_rate, filled, col_rank, sub_cap,
+            params.complete_records, fill_rate, filled, col_rank, sub_cap, pair_idx,
         )  # fmt: skip
         if state[3] == 2:
             raise SdsInternalError("synthesis stalled with attribute budget left (bug)")

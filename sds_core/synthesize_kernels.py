@@ -79,6 +79,29 @@ def _quantile_r8(values: np.ndarray, n: int, p: float) -> float:
 
 
 @_jit
+def _insert_sorted(rows: np.ndarray, r: int, n: int, value: np.int64) -> None:
+    """Insert value into the ascending rows[r, :n] (one slot free at n)."""
+    p = n
+    while p > 0 and rows[r, p - 1] > value:
+        rows[r, p] = rows[r, p - 1]
+        p -= 1
+    rows[r, p] = value
+
+
+@_jit
+def _quantile_sorted(x: np.ndarray, r: int, n: int, p: float) -> float:
+    """R-8 quantile of the ascending x[r, :n] (same as :func:`_quantile_r8`)."""
+    h = (n + 1.0 / 3.0) * p + 1.0 / 3.0
+    hf = int(np.floor(h))
+    if hf <= 0 or p == 0.0:
+        return float(x[r, 0])
+    if hf >= n or p == 1.0:
+        return float(x[r, n - 1])
+    a = float(x[r, hf - 1])
+    return a + (h - hf) * (float(x[r, hf]) - a)
+
+
+@_jit
 def _combo_key(sub: np.ndarray, nsub: int, a: int, x: int, base: int) -> np.int64:
     """Key of sorted(sub[:nsub] + [a, x]) (x < 0 means only a): Horner over ids + 1."""
     key = np.int64(0)
@@ -123,16 +146,20 @@ def synthesize_records(
     filled: np.ndarray,
     col_rank: np.ndarray,
     sub_cap: int,
+    pair_idx: np.ndarray,
 ) -> tuple[int, int]:
     """Build up to ``out.shape[0]`` records into ``out`` (global attribute ids, -1 = empty).
 
-    ``state`` = [total remaining budget, records made so far, reset allowed (0/1), stop flag];
-    ``avail``, ``syn``, ``state`` and ``filled`` are updated in place so chunks can be chained.
+    ``pair_idx[a * n_attr + b]`` is the index of the pair {a, b} (-1 if absent) when dense
+    (length n_attr**2), otherwise a dummy of length 1. ``state`` = [total remaining budget,
+    records made so far, reset allowed (0/1), stop flag]; ``avail``, ``syn``, ``state`` and
+    ``filled`` are updated in place so chunks can be chained.
     Returns (records written, uniforms consumed). ``state[3]`` is set to 1 when the budget is
     exhausted and no reset is allowed (synthesis is complete).
     """
     n_attr = attr_col.shape[0]
     n_cols = out.shape[1]
+    dense_pairs = pair_idx.shape[0] == n_attr * n_attr  # else pairs go through the hash table
     R = reporting_length
     # per-attribute candidate state for the record being built
     live = np.empty(n_attr, dtype=np.int64)
@@ -141,7 +168,11 @@ def synthesize_records(
     full_idx = np.full(n_attr, -1, dtype=np.int64)  # index of r + {a} while |r + {a}| <= R
     cand = np.empty(n_attr, dtype=np.int64)
     wts = np.empty(n_attr, dtype=np.int64)
-    wbuf = np.empty(sub_cap, dtype=np.float64)
+    # sorted sub-combination weights per candidate: adjusted (A - syn) if use_syn else raw A;
+    # raw ones kept apart only when completion needs them next to adjusted ones
+    sw = np.empty((n_attr, sub_cap), dtype=np.int64)
+    two = use_syn and complete
+    sw_raw = np.empty((n_attr if two else 1, sub_cap if two else 1), dtype=np.int64)
     rec = np.empty(n_cols, dtype=np.int64)  # sorted attribute ids of the record
     col_used = np.zeros(n_cols, dtype=np.bool_)
     sub = np.empty(max(R, 1), dtype=np.int64)
@@ -208,19 +239,12 @@ def synthesize_records(
                                 w = counts[fi]
                         else:
                             ns = nsubs[a]
-                            ok = True
-                            for t in range(ns):
-                                si = subs[a, t]
-                                wv = counts[si]
-                                if use_syn and not in_completion:
-                                    wv -= syn[si]
-                                    if wv <= 0:
-                                        ok = False
-                                        break
-                                wbuf[t] = wv
-                            if not ok:
-                                continue
-                            q = _quantile_r8(wbuf, ns, percentile)
+                            if in_completion and two:
+                                q = _quantile_sorted(sw_raw, a, ns, percentile)
+                            else:
+                                if use_syn and not in_completion and sw[a, 0] <= 0:
+                                    continue  # an exhausted sub-combination
+                                q = _quantile_sorted(sw, a, ns, percentile)
                             w = np.int64(np.floor(q + 0.5))  # weights > 0: half away from zero
                         if w > 0:
                             cand[n_c] = a
@@ -276,7 +300,11 @@ def synthesize_records(
                     if idx1[a] >= 0 and attr_col[a] != attr_col[x]:
                         live[n_live] = a
                         n_live += 1
-                        subs[a, 0] = idx1[a]
+                        i1 = idx1[a]
+                        subs[a, 0] = i1
+                        sw[a, 0] = counts[i1] - syn[i1] if use_syn else counts[i1]
+                        if two:
+                            sw_raw[a, 0] = counts[i1]
                         nsubs[a] = 1
             # new sub-combinations {a, x} + S, S a subset of the record (|S| <= R - 2)
             j = 0
@@ -295,13 +323,19 @@ def synthesize_records(
                     while True:
                         for t in range(k):
                             sub[t] = rec[sidx[t]]
-                        key = _combo_key(sub, k, a, x, base)
-                        ci = _lookup(tkeys, tvals, bits, key)
+                        if k == 0 and dense_pairs:
+                            ci = pair_idx[a * n_attr + x]
+                        else:
+                            ci = _lookup(tkeys, tvals, bits, _combo_key(sub, k, a, x, base))
                         if ci < 0:
                             ok = False
                             break
-                        subs[a, nsubs[a]] = ci
-                        nsubs[a] += 1
+                        ns = nsubs[a]
+                        subs[a, ns] = ci
+                        _insert_sorted(sw, a, ns, counts[ci] - syn[ci] if use_syn else counts[ci])
+                        if two:
+                            _insert_sorted(sw_raw, a, ns, counts[ci])
+                        nsubs[a] = ns + 1
                         if k == s:
                             full_idx[a] = ci
                         # next subset

@@ -174,7 +174,7 @@ def test_percentile_weight_beyond_reporting_length(percentile: int, p_c1: float)
         "A:a1": 200, "B:b1": 200, "C:c1": 6000, "C:c2": 4000, "A:a1;B:b1": 200,
         "A:a1;C:c1": 5, "B:b1;C:c1": 10, "A:a1;C:c2": 30, "B:b1;C:c2": 30,
     }  # fmt: skip
-    agg = _agg(dom, counts, 2)
+    agg = _agg(dom, counts, 2, n=200)  # every column fill rate 1: ties go by cardinality
     params = SynthesisParams(
         use_synthetic_counts=False, target_number_of_records=1,
         weight_selection_percentile=percentile,
