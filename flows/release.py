@@ -63,6 +63,9 @@ def release(params: ReleaseParams) -> str:
         checked = stages.validate_input(ctx=ctx, params=params)
         done.append(_stage("validate", t))
 
+        if params.synthesizer != "aggregate-seeded":
+            return _release_with_registry_synthesizer(ctx, params, checked, done, run_id)
+
         # --- 3. count, 4. aggregate k = 1..R: charged, then drawn ----------------------------
         t = now()
         protected_n = stages.count_records(ctx=ctx, params=params, flow_run_id=run_id)
@@ -100,6 +103,27 @@ def release(params: ReleaseParams) -> str:
         raise
     finally:
         stages.forget_table(ctx)
+
+
+def _release_with_registry_synthesizer(ctx: stages.ReleaseContext, params: ReleaseParams,
+                                       checked: dict[str, Any], done: list[dict[str, Any]],
+                                       run_id: str | None) -> str:
+    """Stages for a non-SDS synthesizer: fit (charged) -> validate output -> evaluate -> publish."""
+    t = now()
+    synthetic, aggregates = stages.fit_synthesizer(ctx=ctx, params=params, flow_run_id=run_id)
+    done.append(_stage("fit", t))
+    t = now()
+    out_summary = validate_output(ctx=ctx, params=params, synthetic=synthetic)
+    done.append(_stage("validate-output", t))
+    t = now()
+    evaluation = stages.evaluate_release(ctx=ctx, params=params, aggregates=aggregates,
+                                         synthetic=synthetic)
+    done.append(_stage("evaluate", t))
+    return publish(ctx=ctx, parameters=params.public_dict() | {"release_id": ctx.release_id},
+                   input_sha256=checked["input_sha256"], aggregates=aggregates,
+                   synthetic=synthetic, evaluation=evaluation,
+                   validation={"input": checked["validation"], "output": out_summary},
+                   stages=done, flow_run_id=run_id)
 
 
 if __name__ == "__main__":

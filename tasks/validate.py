@@ -131,7 +131,8 @@ def _run_gx(frame: pd.DataFrame, checks: list[Check], *, name: str) -> list[dict
     import great_expectations.expectations as gxe
     from great_expectations.data_context.types.base import ProgressBarsConfig
 
-    logging.getLogger("great_expectations").setLevel(logging.WARNING)
+    for name in ("great_expectations", "great_expectations.data_context.types.base"):
+        logging.getLogger(name).setLevel(logging.WARNING)
     ctx = gx.get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
     batch_def = (ctx.data_sources.add_pandas(f"{name}-source").add_dataframe_asset(name)
