@@ -96,3 +96,16 @@ def test_config_values_lose_to_the_command_line(tiny_config: Path) -> None:
     assert p.reporting_length == 2
     assert p.dataset == "tiny"
     assert p.resolved_delta() < 1e-5  # 1/(N ln N) for the schema's max_rows
+
+
+def test_audit_verify_reports_tampering(released: Path, tmp_path: Path) -> None:
+    """Editing a published file makes `sds audit --verify` fail and name the file."""
+    import shutil
+
+    home = tmp_path / "copy"
+    shutil.copytree(released.parents[2], home)
+    target = home / "releases" / "tiny" / released.name / "synthetic.csv"
+    target.write_text(target.read_text() + "1,0-30,9,1,less 10k\n")
+    code, out, _ = run_cli("audit", "--verify", "--home", str(home))
+    assert code == 1
+    assert "synthetic.csv" in out
