@@ -106,6 +106,22 @@ def test_single_attribute_budgets_are_used_exactly_without_target() -> None:
         assert _unreported(table, agg) == 0
 
 
+def test_completion_fills_columns_the_reference_leaves_empty() -> None:
+    """Exhausted synthetic counts strand b1 in the reference; completion fills every cell."""
+    dom = Domain(("A", "B"), (("a1", "a2"), ("b1",)))
+    counts = {"A:a1": 10, "A:a2": 10, "B:b1": 20, "A:a1;B:b1": 5, "A:a2;B:b1": 10}
+    agg = _agg(dom, counts, 2, n=20)
+    for seed in range(3):
+        rng = np.random.default_rng(seed)
+        plain = SynthesisParams(complete_records=False, target_number_of_records=20)
+        full = SynthesisParams(complete_records=True, target_number_of_records=20)
+        assert (synthesize(agg, plain, rng=rng).codes < 0).sum() > 0
+        completed = synthesize(agg, full, rng=rng)
+        assert completed.n_records == 20
+        assert (completed.codes < 0).sum() == 0
+        assert _unreported(completed, agg) == 0
+
+
 def test_same_seed_same_table_and_different_seed_differs() -> None:
     """Seeded Generator => identical output; another seed gives another table."""
     rng = np.random.default_rng(3)
