@@ -153,11 +153,11 @@ def publish(ctx: ReleaseContext, *, parameters: dict[str, Any], input_sha256: st
     ledger.complete(ctx.release_id)
     manifest["status"] = "complete"
     dirs.write_manifest(manifest)
-    _prefect_artifacts(manifest)
+    _prefect_artifacts(manifest, dirs.release_dir)
     return str(dirs.release_dir)
 
 
-def _prefect_artifacts(manifest: dict[str, Any]) -> None:
+def _prefect_artifacts(manifest: dict[str, Any], release_dir: Path) -> None:
     from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
     p = manifest["privacy"]
@@ -168,6 +168,6 @@ def _prefect_artifacts(manifest: dict[str, Any]) -> None:
     create_markdown_artifact(key=f"release-{key}"[:100], markdown=(
         f"# DP release {manifest['release_id']}\n\n"
         f"(ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-DP, protected records: "
-        f"{manifest['input']['rows']}\n\nDirectory: `{Path(manifest.get('dir', ''))}`\n\n"
+        f"{manifest['input']['rows']}\n\nDirectory: `{release_dir}`\n\n"
         f"| artifact | sha256 |\n|---|---|\n{files}\n"),
         description="DP release summary")
