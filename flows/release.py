@@ -15,6 +15,7 @@ from prefect.cache_policies import NO_CACHE
 from flows.params import ReleaseParams
 from tasks import stages
 from tasks.publish import publish
+from tasks.registry_synth import fit_synthesizer
 from tasks.workdir import now
 
 
@@ -110,7 +111,7 @@ def _release_with_registry_synthesizer(ctx: stages.ReleaseContext, params: Relea
                                        run_id: str | None) -> str:
     """Stages for a non-SDS synthesizer: fit (charged) -> validate output -> evaluate -> publish."""
     t = now()
-    synthetic, aggregates = stages.fit_synthesizer(ctx=ctx, params=params, flow_run_id=run_id)
+    synthetic, aggregates = fit_synthesizer(ctx=ctx, params=params, flow_run_id=run_id)
     done.append(_stage("fit", t))
     t = now()
     out_summary = validate_output(ctx=ctx, params=params, synthetic=synthetic)

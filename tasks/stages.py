@@ -84,40 +84,12 @@ def planned_charges(params: ReleaseParams) -> list[Any]:
     from tasks.ledger import PlannedCharge
 
     if params.synthesizer != "aggregate-seeded":
-        spends = _synthesizer(params).budget(params.epsilon, params.resolved_delta())
+        from tasks.registry_synth import registry_synthesizer
+
+        spends = registry_synthesizer(params).budget(params.epsilon, params.resolved_delta())
     else:
         spends = plan_release(dp_params(params), 1).stage_spends()  # δ explicit: count unused
     return [PlannedCharge(s.stage, s.mechanism, s.epsilon, s.delta, s.rho) for s in spends]
-
-
-def _synthesizer(params: ReleaseParams) -> Any:
-    import dataclasses
-
-    from sds_core.synthesizers import create
-    from sds_core.synthesizers.base import _REGISTRY  # the class, to see its options
-
-    cls = _REGISTRY[params.synthesizer]
-    names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else ()
-    if "declared" in names and params.table_schema is not None:
-        from sds_core.declared import DeclaredDomain
-
-        declared = tuple(DeclaredDomain(c.name, values=tuple(c.values))
-                         for c in params.table_schema.columns if c.values is not None
-                         and (not params.use_columns or c.name in params.use_columns))
-        return create(params.synthesizer, declared=declared)
-    if "columns" not in names:
-        return create(params.synthesizer)
-    columns = list(params.use_columns) or (
-        [c.name for c in params.table_schema.columns] if params.table_schema else [])
-    if not columns:
-        raise SdsInputError(
-            f"synthesizer {params.synthesizer!r} splits its budget over the columns, which must "
-            "be known before the data is read: declare a [schema] or pass --use-columns a,b,c"
-        )
-    if "marginal_columns" in names:  # histogram-nway: one joint histogram over all columns
-        return create(params.synthesizer, columns=tuple(columns),
-                      marginal_columns=tuple(columns))
-    return create(params.synthesizer, columns=tuple(columns))
 
 
 def prepare_params(params: ReleaseParams) -> Any:
@@ -370,33 +342,3 @@ def mark_failed(ctx: ReleaseContext, error: BaseException, stages_done: list[dic
     dirs.write_manifest(manifest)
     discard_incomplete(dirs.release_dir,
                        reason=f"{type(error).__name__} (details in the private workspace)")
-
-
-@task(name="fit-synthesizer", **SENSITIVE)
-def fit_synthesizer(ctx: ReleaseContext, params: ReleaseParams,
-                    flow_run_id: str | None = None) -> tuple[Any, Any]:
-    """A registry synthesizer (not SDS): charge all its stages, fit, sample.
-
-    Returns the synthetic table and, as the published aggregates, the counts of the
-    synthetic records (post-processing of DP output, so DP as well).
-    """
-    _progress(f"fit {params.synthesizer}")
-    from sds_core.aggregates import AggregateSet
-    from sds_core.exact import exact_aggregates
-
-    dirs = ctx.dirs
-    done = dirs.load_checkpoint("fit")
-    if done is None:
-        synth = _synthesizer(params)
-        for spend in synth.budget(params.epsilon, params.resolved_delta()):
-            _charge(ctx, spend.stage, flow_run_id)
-        rnd = dirs.randomness(params.seed)
-        synth.fit(_table(ctx), epsilon=params.epsilon, delta=params.resolved_delta(), rnd=rnd,
-                  release_label=ctx.release_id)
-        _maybe_kill("fit")
-        synthetic = synth.sample(None, rng=rnd.generator(f"{ctx.release_id}/synthesis"))
-        counts = exact_aggregates(synthetic, params.reporting_length)
-        done = (synthetic, AggregateSet(synthetic.domain, params.reporting_length, counts.by_len,
-                                        synthetic.n_records, is_dp=True))
-        dirs.save_checkpoint("fit", done)
-    return done

@@ -109,3 +109,19 @@ def test_audit_verify_reports_tampering(released: Path, tmp_path: Path) -> None:
     code, out, _ = run_cli("audit", "--verify", "--home", str(home))
     assert code == 1
     assert "synthetic.csv" in out
+
+
+def test_registry_synthesizer_release(tiny_csv: Path, tiny_config: Path, tmp_path: Path,
+                                      prefect_server: str) -> None:
+    """A non-SDS synthesizer is one charged fit stage; the release is complete and verified."""
+    home = tmp_path / "home"
+    code, out, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
+                             "--home", str(home), "--synthesizer", "histogram-1way",
+                             "--seed", "2", "--quiet")
+    assert code == 0, err
+    m = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())
+    assert "fit" in [s["name"] for s in m["stages"]]
+    rows = charges(home)
+    assert rows and all(r.stage.startswith("histogram-1way") for r in rows)
+    assert math.fsum(r.epsilon for r in rows) <= 2.0 + 1e-12
+    assert run_cli("audit", "--verify", "--home", str(home))[0] == 0
