@@ -103,6 +103,18 @@ class LengthStep:
     spend: StageSpend
 
 
+DISCRETE_SHIFT = 1.0
+"""Added to ρ_1 because the noise is the *discrete* Gaussian N_Z(0, s²) (s = σ_1√Δ_1).
+
+The reference's ρ_1 makes P(Y > ρ_1 − 1) = 1 − (1 − δ/2)^{1/Δ_1} for a continuous Y ~ N(0, s²).
+For integer X ~ N_Z(0, s²) and m >= 1: P(X >= m) <= P(Y >= m − 1), because the normaliser
+Σ_x exp(−x²/2s²) >= √(2π)·s (Poisson summation) and each term exp(−x²/2s²), x >= 1, is at most
+the integral of the density kernel over [x − 1, x]. A unique tuple survives iff 1 + X > ρ_1 + 1,
+i.e. X >= m := ⌊ρ_1 − 1⌋ + 2, so P <= P(Y >= ⌊ρ_1 − 1⌋ + 1) <= P(Y > ρ_1 − 1): the δ/2 of the
+1-tuple threshold holds for the discrete noise. (pac-synth's continuous noise needs no shift.)
+"""
+
+
 def first_threshold(sigma: float, allowed: int, delta: float) -> float:
     """ρ_1 = 1 + σ_1√Δ_1·Φ⁻¹((1 − δ/2)^{1/Δ_1}), computed via the upper tail for precision.
 
@@ -122,7 +134,7 @@ def _length_threshold(
     k: int, sigma: float, allowed: int, plan: BudgetPlan, params: DpParams
 ) -> float:
     if k == 1:
-        return first_threshold(sigma, allowed, plan.delta)
+        return first_threshold(sigma, allowed, plan.delta) + DISCRETE_SHIFT
     value = params.fabrication_thresholds()[k]
     if params.fabrication_mode.kind == "fixed":
         return value

@@ -186,8 +186,8 @@ def test_report_and_thresholds() -> None:
     assert math.fsum(s.epsilon for s in rep.spends) == pytest.approx(4.0)
     assert [s.stage for s in rep.spends] == ["count", "aggregate-1", "aggregate-2", "aggregate-3"]
     assert rep.threshold_by_len[0] == pytest.approx(
-        first_threshold(rep.sigma_by_len[0], rep.allowed_sensitivity_by_len[0], rep.delta)
-    )
+        first_threshold(rep.sigma_by_len[0], rep.allowed_sensitivity_by_len[0], rep.delta) + 1
+    )  # + 1: the shift that keeps the δ/2 bound for discrete Gaussian noise
     assert rep.threshold_by_len[1] == 0.0  # uncontrolled: η = 1
     assert 0 < rep.table_delta < 1e-12 and rep.effective_delta > rep.delta
     json.dumps(rep.to_dict())
@@ -278,3 +278,22 @@ def test_finalize_rounds_float_counts_half_away_from_zero() -> None:
     agg = finalize({1: s1}, domain=dom, reporting_length=2, protected_number_of_records=9)
     assert agg.to_text_dict() == {"A:a2": 1, "A:a3": 3, "B:b1": 7}
     assert agg.is_dp and agg.protected_number_of_records == 9
+
+
+@pytest.mark.parametrize("s", [0.7, 2.0, 5.5, 21.3])
+def test_discrete_shift_keeps_the_first_threshold_tail_bound(s: float) -> None:
+    """With the +1 shift, P(N_Z(0,s²) > ρ_1 − 1 + 1) <= the continuous tail the proof uses.
+
+    (Without it the bound fails: s=2, z=3.9 gives 7.6e-5 discrete vs 4.8e-5 continuous.)
+    """
+    from statistics import NormalDist
+
+    from sds_core.dp_aggregate import DISCRETE_SHIFT
+
+    x = np.arange(-int(40 * s) - 10, int(40 * s) + 11)
+    pmf = np.exp(-(x.astype(float) ** 2) / (2 * s * s))
+    pmf /= pmf.sum()
+    for z in (0.3, 1.0, 2.5, 3.7, 4.4):
+        t = s * z  # = ρ_1 − 1 of the reference formula
+        discrete_tail = pmf[x > t + DISCRETE_SHIFT].sum()
+        assert discrete_tail <= 1 - NormalDist(0, s).cdf(t)
