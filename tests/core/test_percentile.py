@@ -1,4 +1,4 @@
-# ruff: noqa: RUF002, RUF003  (the DP literature's notation: σ, ρ, ε, −)
+# ruff: noqa: RUF002  (the DP literature's notation: σ, ρ, ε, −)
 """Tests for sds_core.percentile: R-8 quantile, reference scores, the DP percentile mechanism."""
 
 from __future__ import annotations
@@ -12,7 +12,9 @@ from hypothesis import strategies as st
 
 from sds_core.errors import SdsInputError
 from sds_core.percentile import (
+    base_measure_octave,
     dp_percentile,
+    log_base_measure,
     percentile_table,
     percentile_tv_bound,
     quantile_r8,
@@ -96,15 +98,63 @@ def test_rank_scores_peak_at_the_percentile() -> None:
 
 
 def test_table_probabilities_match_exponential_mechanism() -> None:
-    """Per-candidate probabilities equal exp(ε u/(2Δu)) normalised, computed in floats."""
+    """Per-candidate probabilities equal μ(v)·exp(ε u/(2Δu)) normalised, computed in floats."""
     x = np.array([0, 1, 1, 3, 7, 7, 7, 9])
-    eps, q, upper = 1.3, 75, 12
+    eps, q, upper = 1.3, 75, 40
     t = percentile_table(x, percentile=q, epsilon=eps, upper=upper)
     per_cand = np.repeat(t.probabilities / t.lengths, t.lengths)
+    cand = np.arange(upper + 1)
     u = rank_scores(x, q, upper).astype(float)
-    w = np.exp(eps * (u - u.max()) / (2 * max(q, 100 - q)))
+    mu = 4.0 ** -np.floor(np.log2(cand + 1))
+    w = mu * np.exp(eps * (u - u.max()) / (2 * max(q, 100 - q)))
     assert per_cand == pytest.approx(w / w.sum(), rel=1e-12)
     assert t.probabilities.sum() == pytest.approx(1.0)
+
+
+def test_base_measure_is_data_independent_and_decreasing() -> None:
+    """μ(v) = 4^-⌊log2(v+1)⌋: same for any data, non-increasing, halving mass per octave."""
+    cand = np.arange(0, 2**12 - 1)
+    lm = log_base_measure(cand)
+    assert np.all(np.diff(lm) <= 0)
+    octave_mass = np.bincount(base_measure_octave(cand), weights=np.exp(lm))
+    assert octave_mass == pytest.approx(0.5 ** np.arange(12))
+    assert base_measure_octave(np.array([2**31 - 2])).tolist() == [30]
+
+
+@settings(max_examples=100, deadline=None)
+@given(
+    values=st.lists(st.integers(0, 20), min_size=1, max_size=15),
+    extra=st.integers(0, 25),
+    q=st.integers(0, 100),
+    eps=st.floats(0.05, 3),
+)
+def test_log_ratio_range_is_at_most_epsilon(
+    values: list[int], extra: int, q: int, eps: float
+) -> None:
+    """On neighbours, ln P_D(v) − ln P_D′(v) spans <= ε over v and stays in [−ε, ε]."""
+    upper = 24
+    a = percentile_table(np.array(values), percentile=q, epsilon=eps, upper=upper)
+    b = percentile_table(np.array([*values, extra]), percentile=q, epsilon=eps, upper=upper)
+    pa = np.repeat(a.probabilities / a.lengths, a.lengths)
+    pb = np.repeat(b.probabilities / b.lengths, b.lengths)
+    lr = np.log(pa) - np.log(pb)
+    assert lr.max() - lr.min() <= eps * (1 + 1e-9)
+    assert np.abs(lr).max() <= eps * (1 + 1e-9)
+
+
+def test_base_measure_reduces_over_selection_above_the_maximum() -> None:
+    """Small ε·n, wide range: far less mass above the data maximum than a uniform base."""
+    x = np.concatenate([np.random.default_rng(7).integers(0, 40, 9900), np.full(100, 60)])
+    eps, upper = 0.05, 165
+    t = percentile_table(x, percentile=99, epsilon=eps, upper=upper)
+    per_cand = np.repeat(t.probabilities / t.lengths, t.lengths)
+    u = rank_scores(x, 99, upper).astype(float)
+    flat = np.exp(eps * (u - u.max()) / 198)
+    flat /= flat.sum()
+    above = slice(int(x.max()) + 1, None)
+    assert per_cand[above].sum() < 0.6 * flat[above].sum()
+    mean_ours = per_cand @ np.arange(upper + 1)
+    assert mean_ours < flat @ np.arange(upper + 1)
 
 
 def test_sampler_distribution_matches_table() -> None:
@@ -112,12 +162,12 @@ def test_sampler_distribution_matches_table() -> None:
     from scipy import stats
 
     x = np.array([2, 3, 3, 5, 8, 8, 9, 13])
-    t = percentile_table(x, percentile=60, epsilon=2.0, upper=20)
+    t = percentile_table(x, percentile=60, epsilon=2.0, upper=40)
     words = ReleaseRandomness.from_seed(5).words("em", 800_000, stage="audit")
     draws = sample_percentile(t, words)
-    obs = np.bincount(draws, minlength=21)
+    obs = np.bincount(draws, minlength=41)
     expected = np.repeat(t.probabilities / t.lengths, t.lengths) * len(draws)
-    assert obs.sum() == len(draws) and obs.size == 21
+    assert obs.sum() == len(draws) and obs.size == 41
     assert stats.chisquare(obs, expected).pvalue > 1e-6
 
 

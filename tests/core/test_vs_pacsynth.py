@@ -137,15 +137,16 @@ def _mean_errors(table, params: DpParams, exact: dict[str, int]) -> tuple[dict, 
 @pytest.mark.pacsynth
 @pytest.mark.shared
 def test_mean_error_within_20_percent_of_pac_synth(reference: dict) -> None:
-    """Per-length MAE (mean over seeds) within 1.2x pac-synth's, for two configurations.
+    """Per-length MAE (mean over seeds) within 1.2x pac-synth's, for three configurations.
 
     1. ``accounting="reference"`` with the DP-percentile range capped at pac-synth's own
        (data-dependent) range for the longest length: same noise parameters and candidate
        range, so this isolates bounding, noise, thresholds and finalisation.
-    2. The product default (``"tight"`` accounting, data-independent range 0..C(d, k)).
-    Not asserted, measured when written: reference accounting with the uncapped range gives
-    a ~24% higher MAE at k=3 (the flat tail of the percentile's quality function above the
-    data maximum inflates Δ_3 when ε_Q is small), see the module report.
+    2. ``accounting="reference"`` with our data-independent range 0..C(d, k): passes since the
+       percentile's base measure μ(v) ≈ (v+1)^-2 (before it, k = 3 was ~24% above pac-synth).
+    3. The product default (``"tight"`` accounting, data-independent range 0..C(d, k)).
+    Measured over 10 seeds when written, MAE ratio ours/pac-synth for k = 1, 2, 3:
+    (1) 1.01, 1.10, 1.04; (2) 1.01, 1.10, 1.12; (3) 0.90, 0.91, 0.90.
     """
     exact = reference["exact"]
     table = prepare(pd.read_csv(reference["csv"], dtype=str, keep_default_na=False))
@@ -157,6 +158,7 @@ def test_mean_error_within_20_percent_of_pac_synth(reference: dict) -> None:
     cap = max(run["log"]["max"][-1] for run in reference["runs"])
     configs = {
         "reference, pac-synth range": DpParams(accounting="reference", sensitivity_cap=cap),
+        "reference, data-independent range": DpParams(accounting="reference"),
         "tight default": DpParams(),
     }
     for name, params in configs.items():
