@@ -11,10 +11,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from math import comb
 from statistics import NormalDist
-from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,17 +22,37 @@ from sds_core.accounting import BudgetPlan, StageSpend, default_delta, plan_budg
 from sds_core.aggregates import AggregateSet, CombinationCounts
 from sds_core.combinations import build_lookups, candidates_from_survivors, occurring_attributes
 from sds_core.contributions import bound_contributions, candidate_counts
+from sds_core.declared import declared_one_tuples
+from sds_core.declared_step import (
+    active_counts_by_column,
+    check_declared,
+    declared_threshold,
+    reencode,
+)
 from sds_core.domain import Domain
 from sds_core.errors import invariant, require
 from sds_core.exact import DEFAULT_CHUNK_RECORDS
-from sds_core.noise import discrete_gaussian, discrete_laplace, table_delta
+from sds_core.noise import discrete_gaussian, discrete_laplace
 from sds_core.normalize import finalize_counts, round_half_away_from_zero
 from sds_core.params import DpParams
 from sds_core.percentile import dp_percentile
+from sds_core.privacy_report import PrivacyReport, privacy_report
 from sds_core.randomness import ReleaseRandomness
 from sds_core.table import PreparedTable
 
 _NORMAL = NormalDist()
+__all__ = [
+    "DpResult",
+    "LengthStep",
+    "PrivacyReport",
+    "RecordCountStep",
+    "aggregate_length",
+    "dp_aggregate",
+    "finalize",
+    "plan_release",
+    "privacy_report",
+    "protect_record_count",
+]
 
 
 # ---------------------------------------------------------------- stage 1: record count
@@ -55,6 +74,7 @@ def protect_record_count(
         SdsInputError: empty table.
     """
     require(table.n_records > 0, "the table is empty: DP aggregation needs at least one record")
+    check_declared(table.domain, params.declared_domains)  # refuse before any noise is drawn
     eps_n = params.epsilon * params.number_of_records_epsilon_proportion
     noise = discrete_laplace(
         rnd, f"{release_label}/count/laplace", scale=1.0 / eps_n, size=1, stage="count"
@@ -91,8 +111,11 @@ class LengthStep:
         threshold: ρ_k (inf when Δ_k = 0 and nothing is released).
         n_candidates: |V_k|. For k >= 2 a function of DP outputs; for k = 1 it is the number
             of distinct attributes in the data, which is NOT differentially private: keep it
-            out of published artifacts.
+            out of published artifacts (with declared domains: the total declared size).
         spend: this length's ledger entry.
+        domain: k = 1 with declared domains only: the released (DP) domain the survivors and
+            all later lengths are coded in (pass it to later lengths and to :func:`finalize`).
+        private_notes: for the custodian's private log ONLY (undeclared data values).
     """
 
     length: int
@@ -101,6 +124,8 @@ class LengthStep:
     threshold: float
     n_candidates: int
     spend: StageSpend
+    domain: Domain | None = None
+    private_notes: Mapping[str, object] = field(default_factory=dict)
 
 
 DISCRETE_SHIFT = 1.0
@@ -162,8 +187,14 @@ def aggregate_length(
     *,
     release_label: str,
     chunk_records: int = DEFAULT_CHUNK_RECORDS,
+    domain: Domain | None = None,
 ) -> LengthStep:
     """Run length k of the level-wise loop (spec §1.5 steps 1-7).
+
+    With ``params.declared_domains`` length 1 noises every declared value (Gaussian tail for
+    those absent from the data, :func:`sds_core.declared.declared_one_tuples`) and returns the
+    released domain in ``LengthStep.domain``; lengths k >= 2 need it as ``domain`` and run on
+    the table re-encoded into it (:func:`sds_core.declared_step.reencode`, deterministic).
 
     Args:
         table: the sensitive prepared table.
@@ -174,13 +205,23 @@ def aggregate_length(
         rnd: the release randomness; labels ``{release_label}/aggregate-{k}/...``.
         release_label: prefix of every noise label of this release.
         chunk_records: records per partition (memory bound; does not change the result).
+        domain: with declared domains and k >= 2, the released domain of length 1.
 
     Raises:
-        SdsInputError: k outside 1..R, missing previous survivors, empty table.
+        SdsInputError: k outside 1..R, missing previous survivors, empty table, partial
+            declared domains, missing ``domain`` for k >= 2 with declared domains.
     """
     r = params.reporting_length
     require(1 <= k <= r, f"length k must be in 1..reporting_length ({r}), got {k}")
     require(table.n_records > 0, "the table is empty: DP aggregation needs at least one record")
+    declared = check_declared(table.domain, params.declared_domains)
+    if declared and k >= 2:
+        require(
+            domain is not None,
+            f"aggregate_length({k}) with declared domains needs domain= the released domain "
+            "of length 1 (LengthStep.domain of k = 1)",
+        )
+        table = reencode(table, domain)
     stage = f"aggregate-{k}"
     prefix = f"{release_label}/{stage}"
     cands = _candidates(table, k, previous)
@@ -203,7 +244,10 @@ def aggregate_length(
     )
     invariant(0 <= allowed <= upper, f"percentile returned {allowed} outside 0..{upper}")
     spend = next(s for s in plan.stage_spends() if s.stage == stage)
-    if allowed == 0 or cands.shape[0] == 0:
+    if declared and k == 1 and allowed == 0:  # sensitivity 0: nothing can be released
+        nothing = Domain(table.domain.columns, tuple(() for _ in table.domain.columns))
+        return LengthStep(1, CombinationCounts.empty(1), 0, math.inf, 0, spend, nothing)
+    if allowed == 0 or (cands.shape[0] == 0 and not declared):
         return LengthStep(k, CombinationCounts.empty(k), allowed, math.inf, cands.shape[0], spend)
 
     over = valid > allowed
@@ -213,6 +257,9 @@ def aggregate_length(
             counts, table.codes[over], lookups, allowed, rng, chunk_records
         )
     sigma = plan.sigma_by_len[k - 1]
+    if declared and k == 1:
+        return _declared_length_one(table, cands, counts, allowed, sigma, spend, params, rnd,
+                                    prefix=prefix, stage=stage)
     noisy = counts + discrete_gaussian(
         rnd,
         f"{prefix}/gaussian",
@@ -224,6 +271,38 @@ def aggregate_length(
     keep = (noisy > threshold) & (noisy > 0)
     survivors = CombinationCounts(np.ascontiguousarray(cands[keep]), noisy[keep])
     return LengthStep(k, survivors, allowed, threshold, cands.shape[0], spend)
+
+
+def _declared_length_one(
+    table: PreparedTable,
+    cands: NDArray[np.int32],
+    counts: NDArray[np.int64],
+    allowed: int,
+    sigma: float,
+    spend: StageSpend,
+    params: DpParams,
+    rnd: ReleaseRandomness,
+    *,
+    prefix: str,
+    stage: str,
+) -> LengthStep:
+    """Length 1 over declared domains: N_Z(0, σ_1²Δ_1) on every declared value (analytic for
+    those absent from the data), threshold :func:`declared_threshold` (post-processing)."""
+    scale = sigma * math.sqrt(allowed)
+    n_declared = sum(d.total_size for d in params.declared_domains)
+    threshold = declared_threshold(scale, n_declared, params.declared_tolerance)
+    out = declared_one_tuples(
+        table.domain,
+        active_counts_by_column(table.domain, cands, counts),
+        params.declared_domains,
+        sigma=scale,
+        threshold=threshold,
+        rnd=rnd,
+        label=f"{prefix}/declared",
+        stage=stage,
+    )
+    return LengthStep(1, out.one_tuples, allowed, float(threshold), n_declared, spend,
+                      out.domain, out.private_notes)
 
 
 # ---------------------------------------------------------------- stage 3: finalize
@@ -251,89 +330,7 @@ def finalize(
     )
 
 
-# ---------------------------------------------------------------- report and driver
-def _json_float(x: float) -> float | None:
-    return x if math.isfinite(x) else None
-
-
-@dataclass(frozen=True)
-class PrivacyReport:
-    """What a ledger records about one DP aggregation (all values are DP or public).
-
-    ``table_delta`` is the total-variation bound of the table-based noise samplers; the
-    guarantee including it is (ε, δ + (1 + e^ε)·table_delta), see
-    :func:`sds_core.noise.table_delta`.
-    Per-length tuples are indexed k−1; a threshold of inf means nothing was released.
-    """
-
-    epsilon: float
-    delta: float
-    rho: float
-    epsilon_percentile: float
-    sigma_by_len: tuple[float, ...]
-    allowed_sensitivity_by_len: tuple[int, ...]
-    threshold_by_len: tuple[float, ...]
-    rho_by_len: tuple[float, ...]
-    spends: tuple[StageSpend, ...]
-    accounting: str
-    table_delta: float
-
-    @property
-    def effective_delta(self) -> float:
-        """δ including the noise samplers' table approximation."""
-        return self.delta + (1 + math.exp(self.epsilon)) * self.table_delta
-
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-ready dict (inf thresholds become None)."""
-        return {
-            "epsilon": self.epsilon,
-            "delta": self.delta,
-            "effective_delta": self.effective_delta,
-            "rho": self.rho,
-            "epsilon_percentile": self.epsilon_percentile,
-            "sigma_by_len": list(self.sigma_by_len),
-            "allowed_sensitivity_by_len": list(self.allowed_sensitivity_by_len),
-            "threshold_by_len": [_json_float(t) for t in self.threshold_by_len],
-            "rho_by_len": list(self.rho_by_len),
-            "spends": [
-                {
-                    "stage": s.stage,
-                    "mechanism": s.mechanism,
-                    "epsilon": s.epsilon,
-                    "delta": s.delta,
-                    "rho": s.rho,
-                }
-                for s in self.spends
-            ],
-            "accounting": self.accounting,
-            "table_delta": self.table_delta,
-        }
-
-
-def privacy_report(
-    plan: BudgetPlan, count: RecordCountStep, steps: list[LengthStep]
-) -> PrivacyReport:
-    """Assemble the report from the plan and the stage outputs."""
-    tv = table_delta("laplace", 1.0 / plan.epsilon_records, 1)
-    for st in steps:
-        if st.allowed_sensitivity > 0 and st.n_candidates > 0:
-            scale = plan.sigma_by_len[st.length - 1] * math.sqrt(st.allowed_sensitivity)
-            tv += table_delta("gaussian", scale, st.n_candidates)
-    return PrivacyReport(
-        epsilon=plan.epsilon,
-        delta=plan.delta,
-        rho=plan.rho,
-        epsilon_percentile=plan.epsilon_percentile,
-        sigma_by_len=plan.sigma_by_len,
-        allowed_sensitivity_by_len=tuple(st.allowed_sensitivity for st in steps),
-        threshold_by_len=tuple(st.threshold for st in steps),
-        rho_by_len=plan.rho_by_len,
-        spends=(count.spend, *(st.spend for st in steps)),
-        accounting=plan.accounting,
-        table_delta=tv,
-    )
-
-
+# ---------------------------------------------------------------- driver
 @dataclass(frozen=True)
 class DpResult:
     """DP aggregates (publishable) and the privacy report."""
@@ -363,9 +360,11 @@ def dp_aggregate(
     say(f"protected record count: {count.protected_number_of_records}")
     plan = plan_release(params, count.protected_number_of_records)
     survivors: dict[int, CombinationCounts] = {}
-    steps = []
+    steps: list[LengthStep] = []
     for k in range(1, params.reporting_length + 1):
-        step = aggregate_length(table, k, survivors, plan, params, rnd, release_label=release_label)
+        released = steps[0].domain if steps else None
+        step = aggregate_length(table, k, survivors, plan, params, rnd,
+                                release_label=release_label, domain=released)
         survivors[k] = step.survivors
         steps.append(step)
         say(
@@ -374,7 +373,7 @@ def dp_aggregate(
         )
     aggregates = finalize(
         survivors,
-        domain=table.domain,
+        domain=steps[0].domain or table.domain,
         reporting_length=params.reporting_length,
         protected_number_of_records=count.protected_number_of_records,
     )

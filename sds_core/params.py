@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sds_core.declared import DeclaredDomain
 from sds_core.errors import SdsInputError, require
 
 _ACCURACY_KINDS = ("prioritize_long", "prioritize_short", "balanced", "custom")
@@ -224,6 +225,13 @@ class DpParams:
             ``"reference"`` (pac-synth's formulas exactly, for comparison).
         sensitivity_cap: optional upper bound on the DP-percentile candidate range; the range
             is ``0..min(C(n_columns, k), cap)``, data-independent either way (§9.1). >= 1.
+        declared_domains: the global domain of every column, declared before seeing the data
+            (all columns or none). Then length 1 noises the declared values instead of the
+            values seen in the data, releases only declared labels (undeclared data values are
+            dropped), and its threshold is post-processing (no δ/2 set-union term is needed).
+        declared_tolerance: with declared domains, the length-1 threshold is the smallest t
+            with P(no declared value absent from the data is released) >= this (CatHist's ρ,
+            Gaussian tail, over all declared values). In (0, 1); utility only, not privacy.
 
     >>> DpParams(epsilon=1.0).reporting_length
     3
@@ -239,6 +247,8 @@ class DpParams:
     fabrication_mode: FabricationMode = FabricationMode()
     accounting: str = "tight"
     sensitivity_cap: int | None = None
+    declared_domains: tuple[DeclaredDomain, ...] = ()
+    declared_tolerance: float = 0.5
 
     def __post_init__(self) -> None:
         require(
@@ -291,6 +301,25 @@ class DpParams:
                 isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1,
                 f"sensitivity_cap must be an integer >= 1 (or None), got {cap!r}",
             )
+        self._check_declared()
+
+    def _check_declared(self) -> None:
+        declared = self.declared_domains
+        require(
+            isinstance(declared, tuple | list)
+            and all(isinstance(d, DeclaredDomain) for d in declared),
+            "declared_domains must be a tuple of DeclaredDomain (one per column), "
+            f"got {type(declared).__name__}",
+        )
+        names = [d.column for d in declared]
+        dup = sorted({n for n in names if names.count(n) > 1})
+        require(not dup, f"declared_domains declare these columns twice: {dup}")
+        object.__setattr__(self, "declared_domains", tuple(declared))
+        tol = self.declared_tolerance
+        require(
+            _finite(tol) and 0 < tol < 1,
+            f"declared_tolerance must be in (0, 1) (exclusive), got {tol!r}",
+        )
 
     @property
     def sigma_proportions(self) -> tuple[float, ...]:
