@@ -75,7 +75,31 @@ def dp_params(params: ReleaseParams) -> Any:
         percentile_percentage=params.percentile_percentage,
         percentile_epsilon_proportion=params.percentile_epsilon_proportion,
         number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,
+        declared_domains=declared_domains(params),
     )
+
+
+def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
+    """DeclaredDomains when the schema declares ``values`` for every used column, else ().
+
+    Used columns are ``use_columns``, or all schema columns when extra input columns are not
+    allowed. Binned columns (their labels are bins, not values) disable declaration.
+    """
+    from sds_core.declared import DeclaredDomain
+    from sds_core.prepare import normalize_text
+
+    schema = params.table_schema
+    if schema is None or (not params.use_columns and schema.allow_extra_columns):
+        return ()
+    cols = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
+    if not cols or any(c is None or c.values is None or c.bins is not None for c in cols):
+        return ()
+    out = []
+    for c in cols:
+        empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
+        values = sorted({normalize_text(v) for v in c.values} - empty)
+        out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
+    return tuple(out)
 
 
 def planned_charges(params: ReleaseParams) -> list[Any]:
@@ -247,15 +271,17 @@ def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protect
     done = dirs.load_checkpoint(stage)
     if done is None:
         previous = {j: dirs.load_checkpoint(f"aggregate-{j}")["survivors"] for j in range(1, k)}
+        released = dirs.load_checkpoint("aggregate-1").get("domain") if k > 1 else None
         dp = dp_params(params)
         plan = dp_aggregate.plan_release(dp, protected_n)
         _charge(ctx, stage, flow_run_id)
         step = dp_aggregate.aggregate_length(_table(ctx), k, previous, plan, dp,
                                              dirs.randomness(params.seed),
-                                             release_label=ctx.release_id)
+                                             release_label=ctx.release_id, domain=released)
         _maybe_kill(stage)
         done = {"survivors": step.survivors, "allowed_sensitivity": step.allowed_sensitivity,
-                "threshold": step.threshold}
+                "threshold": step.threshold, "domain": step.domain,
+                "private_notes": dict(step.private_notes)}
         dirs.save_checkpoint(stage, done)
     return {"length": k, "survivors": len(done["survivors"]),
             "allowed_sensitivity": int(done["allowed_sensitivity"])}
@@ -272,7 +298,8 @@ def finalize_aggregates(ctx: ReleaseContext, params: ReleaseParams, protected_n:
     if done is None:
         by_len = {k: dirs.load_checkpoint(f"aggregate-{k}")["survivors"]
                   for k in range(1, params.reporting_length + 1)}
-        done = dp_aggregate.finalize(by_len, domain=_table(ctx).domain,
+        released = dirs.load_checkpoint("aggregate-1").get("domain")
+        done = dp_aggregate.finalize(by_len, domain=released or _table(ctx).domain,
                                      reporting_length=params.reporting_length,
                                      protected_number_of_records=protected_n)
         dirs.save_checkpoint("normalize", done)
