@@ -333,10 +333,11 @@ def finalize(
 # ---------------------------------------------------------------- driver
 @dataclass(frozen=True)
 class DpResult:
-    """DP aggregates (publishable) and the privacy report."""
+    """DP aggregates and the privacy report (publishable); private notes (private log ONLY)."""
 
     aggregates: AggregateSet
     report: PrivacyReport
+    private_notes: Mapping[str, object] = field(default_factory=dict)
 
 
 def dp_aggregate(
@@ -377,4 +378,4 @@ def dp_aggregate(
         reporting_length=params.reporting_length,
         protected_number_of_records=count.protected_number_of_records,
     )
-    return DpResult(aggregates, privacy_report(plan, count, steps))
+    return DpResult(aggregates, privacy_report(plan, count, steps), steps[0].private_notes)

@@ -19,13 +19,9 @@ from tasks.stages import SENSITIVE, ReleaseContext, _charge, _maybe_kill, _progr
 
 def registry_synthesizer(params: ReleaseParams) -> Any:
     """The registry synthesizer of ``params``, with options from the declared schema."""
-    import dataclasses
+    from sds_core.synthesizers import create, option_names
 
-    from sds_core.synthesizers import create
-    from sds_core.synthesizers.base import _REGISTRY  # the class, to see its options
-
-    cls = _REGISTRY[params.synthesizer]
-    names = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else ()
+    names = set(option_names(params.synthesizer))
     if "declared" in names and params.table_schema is not None:
         from sds_core.declared import DeclaredDomain
 

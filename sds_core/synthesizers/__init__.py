@@ -1,16 +1,18 @@
 """Synthesizers selectable by name: the interface, the registry and the seeds' methods.
 
-``histogram-1way`` / ``histogram-nway`` (Programming DP), ``dirichlet-multinomial`` (Hu) and
-``cathist`` (Rodriguez & Howe) are registered on import; ``aggregate-seeded`` (SDS) is
-registered by its adapter. Use :func:`create` to build one by name.
+``aggregate-seeded`` (SDS), ``histogram-1way`` / ``histogram-nway`` (Programming DP),
+``dirichlet-multinomial`` (Hu) and ``cathist`` (Rodriguez & Howe) are registered on import.
+Use :func:`create` to build one by name and :func:`option_names` to see its options.
 """
 
+from sds_core.synthesizers.aggregate_seeded import AggregateSeeded, AggregateSeededModel
 from sds_core.synthesizers.base import (
     FitResult,
     Synthesizer,
     SynthesizerSpend,
     available,
     create,
+    option_names,
     register,
 )
 from sds_core.synthesizers.cathist import CatHist, CatHistModel
@@ -18,6 +20,8 @@ from sds_core.synthesizers.dirichlet import DirichletModel, DirichletMultinomial
 from sds_core.synthesizers.histogram import Histogram1Way, HistogramModel, HistogramNWay
 
 __all__ = [
+    "AggregateSeeded",
+    "AggregateSeededModel",
     "CatHist",
     "CatHistModel",
     "DirichletModel",
@@ -30,5 +34,6 @@ __all__ = [
     "SynthesizerSpend",
     "available",
     "create",
+    "option_names",
     "register",
 ]

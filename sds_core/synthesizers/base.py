@@ -126,18 +126,35 @@ def available() -> tuple[str, ...]:
     return tuple(sorted(_REGISTRY))
 
 
+def option_names(name: str) -> tuple[str, ...]:
+    """The keyword options ``create(name, ...)`` accepts, in declaration order.
+
+    Raises:
+        SdsInputError: unknown name (the message lists the known names).
+    """
+    import inspect
+
+    factory = _factory(name)
+    params = inspect.signature(factory).parameters.values()
+    return tuple(p.name for p in params if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD))
+
+
+def _factory(name: str) -> Callable[..., Synthesizer]:
+    try:
+        return _REGISTRY[name]
+    except KeyError:
+        raise SdsInputError(
+            f"unknown synthesizer {name!r}; choose one of {list(available())}"
+        ) from None
+
+
 def create(name: str, **options: object) -> Synthesizer:
     """The synthesizer registered as ``name``, built with ``options``.
 
     Raises:
         SdsInputError: unknown name (the message lists the known names) or bad options.
     """
-    try:
-        factory = _REGISTRY[name]
-    except KeyError:
-        raise SdsInputError(
-            f"unknown synthesizer {name!r}; choose one of {list(available())}"
-        ) from None
+    factory = _factory(name)
     try:
         return factory(**options)
     except TypeError as e:

@@ -13,10 +13,19 @@ from synth_helpers import make_table
 from sds_core.declared import DeclaredDomain
 from sds_core.errors import SdsInputError
 from sds_core.randomness import ReleaseRandomness
-from sds_core.synthesizers import Synthesizer, SynthesizerSpend, available, base, create, register
+from sds_core.synthesizers import (
+    Synthesizer,
+    SynthesizerSpend,
+    available,
+    base,
+    create,
+    option_names,
+    register,
+)
 from sds_core.synthesizers.base import cell_codes, cell_index, sample_cells
 
 OPTIONS = {
+    "aggregate-seeded": {"reporting_length": 2},
     "histogram-1way": {"columns": ("a", "b")},
     "histogram-nway": {"columns": ("a", "b"), "marginal_columns": ("a", "b")},
     "dirichlet-multinomial": {"columns": ("a", "b")},
@@ -33,8 +42,53 @@ def _table():
 
 
 def test_seed_synthesizers_are_registered() -> None:
-    """The four seed synthesizers are available by name."""
-    assert set(OPTIONS) <= set(available())
+    """All five synthesizers (SDS + the four seed methods) are available by name."""
+    assert len(OPTIONS) == 5 and set(OPTIONS) <= set(available())
+    for name in OPTIONS:
+        assert set(OPTIONS[name]) <= set(option_names(name))
+    assert "declared" in option_names("aggregate-seeded")
+    with pytest.raises(SdsInputError, match="unknown synthesizer 'gan'"):
+        option_names("gan")
+
+
+def test_aggregate_seeded_equals_dp_aggregate_plus_synthesize() -> None:
+    """fit/sample give exactly dp_aggregate + synthesize(SynthesisParams()) with the same key."""
+    from sds_core.dp_aggregate import dp_aggregate
+    from sds_core.params import DpParams
+    from sds_core.synthesize import SynthesisParams, synthesize
+
+    table = _table()
+    synth = create("aggregate-seeded", reporting_length=2, accounting="reference")
+    fit = synth.fit(table, epsilon=3.0, delta=1e-5, rnd=ReleaseRandomness.from_seed(4),
+                    release_label="rel")
+    ref = dp_aggregate(table, DpParams(epsilon=3.0, delta=1e-5, reporting_length=2,
+                                       accounting="reference"),
+                       ReleaseRandomness.from_seed(4), release_label="rel")
+    assert fit.model.aggregates.to_text_dict() == ref.aggregates.to_text_dict()
+    assert fit.privacy_report == ref.report.to_dict()
+    ours = synth.sample(None, rng=np.random.default_rng(8))
+    theirs = synthesize(ref.aggregates, SynthesisParams(), rng=np.random.default_rng(8))
+    assert ours.domain == theirs.domain
+    assert np.array_equal(ours.codes, theirs.codes)
+    assert synth.sample(0, rng=np.random.default_rng(0)).n_records == 0
+
+
+def test_aggregate_seeded_budget_matches_fit_with_declared_domains() -> None:
+    """budget() (no data) == fit's spends, also with declared domains; δ must be explicit."""
+    declared = (DeclaredDomain("a", values=("x", "y", "z")), DeclaredDomain("b", size=1000))
+    synth = create("aggregate-seeded", reporting_length=2, declared=declared)
+    fit = synth.fit(_table(), epsilon=2.0, delta=1e-6, rnd=ReleaseRandomness.from_seed(1),
+                    release_label="r")
+    assert fit.spends == synth.budget(2.0, 1e-6)
+    assert [s.stage for s in fit.spends] == [
+        "aggregate-seeded/count", "aggregate-seeded/aggregate-1", "aggregate-seeded/aggregate-2"
+    ]
+    assert fit.private_notes == {"b": {"undeclared_values": ["q"], "n_undeclared_values": 1}}
+    assert "q" not in fit.model.domain.labels[1]
+    with pytest.raises(SdsInputError, match="explicit delta"):
+        synth.budget(2.0, None)
+    with pytest.raises(SdsInputError, match="call fit"):
+        create("aggregate-seeded").sample(3, rng=np.random.default_rng(0))
 
 
 def test_unknown_name_lists_known_ones() -> None:
