@@ -264,7 +264,9 @@ def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protect
                      flow_run_id: str | None = None) -> dict[str, Any]:
     """DP counts of the length-k combinations: charged, drawn, survivors checkpointed privately."""
     _progress(f"aggregate-{k} (DP combinations of length {k})")
-    from sds_core import dp_aggregate
+    import importlib
+
+    dp_aggregate = importlib.import_module("sds_core.dp_aggregate")  # the module
 
     dirs = ctx.dirs
     stage = f"aggregate-{k}"
@@ -291,7 +293,9 @@ def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protect
 def finalize_aggregates(ctx: ReleaseContext, params: ReleaseParams, protected_n: int) -> Any:
     """Round, add missing parents, normalize: the published DP AggregateSet."""
     _progress("normalize")
-    from sds_core import dp_aggregate
+    import importlib
+
+    dp_aggregate = importlib.import_module("sds_core.dp_aggregate")  # the module
 
     dirs = ctx.dirs
     done = dirs.load_checkpoint("normalize")

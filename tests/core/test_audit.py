@@ -215,7 +215,9 @@ E2E_RUNS = 2000
 
 def _e2e_outputs(monkeypatch: pytest.MonkeyPatch | None, sigma_factor: float) -> tuple:
     """Sum of the released 1-counts of the added record's cells, over many release keys."""
-    from sds_core import dp_aggregate
+    import importlib
+
+    dp_aggregate = importlib.import_module("sds_core.dp_aggregate")  # the module
     from sds_core.domain import Domain
     from sds_core.params import DpParams
     from sds_core.table import PreparedTable
