@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from math import ceil, comb, log2
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -187,6 +188,40 @@ def _dense_pairs(aggregates: AggregateSet, lay: _Layout) -> NDArray[np.int64]:
     return table.ravel()
 
 
+def _triples_by_pair(
+    aggregates: AggregateSet, lay: _Layout, pair_idx: NDArray[np.int64]
+) -> tuple[Any, ...]:
+    """CSR lists for the kernel: for each reported pair, the third attribute of its triples.
+
+    Returns (start, third attribute, triple index, triple count, synthetic count (zeros),
+    CSR positions of each triple (m3, 3), index of the first triple); dummies without triples.
+    """
+    n_attr = aggregates.domain.n_attributes
+    triples = aggregates.counts_of(3).attrs.astype(np.int64)
+    if pair_idx.size != n_attr * n_attr or aggregates.reporting_length < 3 or not len(triples):
+        z64, z32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
+        return np.zeros(1, np.int64), z32, z32, z64, z64.copy(), np.zeros((0, 3), np.int64), 0
+    first = sum(len(cc) for k, cc in aggregates.by_len.items() if k < 3)  # layout order
+    m3 = triples.shape[0]
+    t_idx = first + np.arange(m3, dtype=np.int64)
+    p = np.concatenate(
+        [pair_idx[triples[:, i] * n_attr + triples[:, j]] for i, j in ((0, 1), (0, 2), (1, 2))]
+    )
+    third = np.concatenate([triples[:, 2], triples[:, 1], triples[:, 0]])
+    combo = np.tile(t_idx, 3)
+    slot = np.repeat(np.arange(3), m3)  # which of the triple's 3 pairs an entry belongs to
+    keep = np.flatnonzero(p >= 0)
+    order = keep[np.argsort(p[keep], kind="stable")]
+    start = np.searchsorted(p[order], np.arange(lay.counts.size + 1)).astype(np.int64)
+    trip_pos = np.full((m3, 3), -1, dtype=np.int64)
+    trip_pos[combo[order] - first, slot[order]] = np.arange(order.size)
+    counts = lay.counts[combo[order]]
+    return (
+        start, third[order].astype(np.int32), combo[order].astype(np.int32), counts,
+        np.zeros(order.size, np.int64), trip_pos, first,
+    )  # fmt: skip
+
+
 def _probe(lay: _Layout, key: int) -> int:
     """Index of ``key`` in the layout (hash table lookup, Python side)."""
     return int(_lookup(lay.tkeys, lay.tvals, lay.bits, key))
@@ -253,6 +288,7 @@ def synthesize(
     col_rank[np.lexsort((card, -np.round(fill_rate, 2)))] = np.arange(n_cols)
     syn = np.zeros(lay.counts.size, dtype=np.int64)
     pair_idx = _dense_pairs(aggregates, lay)
+    csr = _triples_by_pair(aggregates, lay, pair_idx)
     avail = budget0.copy()
     state = np.array([total_budget, 0, int(target is not None), 0], dtype=np.int64)
     pct = params.weight_selection_percentile / 100.0
@@ -267,7 +303,7 @@ def synthesize(
         n, _ = synthesize_records(
             out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals, lay.bits,
             lay.base, R, avail, budget0, state, params.use_synthetic_counts, pct,
-            params.complete_records, fill_rate, filled, col_rank, sub_cap, pair_idx,
+            params.complete_records, fill_rate, filled, col_rank, sub_cap, pair_idx, *csr,
         )  # fmt: skip
         if state[3] == 2:
             raise SdsInternalError("synthesis stalled with attribute budget left (bug)")

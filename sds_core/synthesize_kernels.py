@@ -24,10 +24,6 @@ def _jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     return _njit(cache=True, nogil=True)(fn) if HAVE_NUMBA else fn
 
 
-_EMPTY_SLOT = np.int64(-1)
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
-
-
 @_jit
 def _slot(key: np.int64, bits: np.int64) -> np.int64:
     h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
@@ -64,21 +60,6 @@ def _lookup(tkeys: np.ndarray, tvals: np.ndarray, bits: np.int64, key: np.int64)
 
 
 @_jit
-def _quantile_r8(values: np.ndarray, n: int, p: float) -> float:
-    """R-8 (median-unbiased) quantile of values[:n] (statrs / numpy ``median_unbiased``)."""
-    x = np.sort(values[:n])
-    h = (n + 1.0 / 3.0) * p + 1.0 / 3.0
-    hf = int(np.floor(h))
-    if hf <= 0 or p == 0.0:
-        return x[0]
-    if hf >= n or p == 1.0:
-        return x[n - 1]
-    a = x[hf - 1]
-    b = x[hf]
-    return a + (h - hf) * (b - a)
-
-
-@_jit
 def _insert_sorted(rows: np.ndarray, r: int, n: int, value: np.int64) -> None:
     """Insert value into the ascending rows[r, :n] (one slot free at n)."""
     p = n
@@ -89,8 +70,29 @@ def _insert_sorted(rows: np.ndarray, r: int, n: int, value: np.int64) -> None:
 
 
 @_jit
+def _append_sub(
+    subs: np.ndarray,
+    sw: np.ndarray,
+    sw_raw: np.ndarray,
+    nsubs: np.ndarray,
+    a: int,
+    ci: int,
+    w_adj: np.int64,
+    w_raw: np.int64,
+    two: bool,
+) -> None:
+    """Record sub-combination ``ci`` of candidate ``a``: its index and its sorted weight(s)."""
+    ns = nsubs[a]
+    subs[a, ns] = ci
+    _insert_sorted(sw, a, ns, w_adj)
+    if two:
+        _insert_sorted(sw_raw, a, ns, w_raw)
+    nsubs[a] = ns + 1
+
+
+@_jit
 def _quantile_sorted(x: np.ndarray, r: int, n: int, p: float) -> float:
-    """R-8 quantile of the ascending x[r, :n] (same as :func:`_quantile_r8`)."""
+    """R-8 (median-unbiased) quantile of the ascending x[r, :n], as statrs / numpy."""
     h = (n + 1.0 / 3.0) * p + 1.0 / 3.0
     hf = int(np.floor(h))
     if hf <= 0 or p == 0.0:
@@ -147,18 +149,32 @@ def synthesize_records(
     col_rank: np.ndarray,
     sub_cap: int,
     pair_idx: np.ndarray,
+    csr_start: np.ndarray,
+    csr_attr: np.ndarray,
+    csr_combo: np.ndarray,
+    csr_count: np.ndarray,
+    csr_syn: np.ndarray,
+    trip_pos: np.ndarray,
+    trip_first: int,
 ) -> tuple[int, int]:
     """Build up to ``out.shape[0]`` records into ``out`` (global attribute ids, -1 = empty).
 
     ``pair_idx[a * n_attr + b]`` is the index of the pair {a, b} (-1 if absent) when dense
-    (length n_attr**2), otherwise a dummy of length 1. ``state`` = [total remaining budget,
-    records made so far, reset allowed (0/1), stop flag]; ``avail``, ``syn``, ``state`` and
-    ``filled`` are updated in place so chunks can be chained.
+    (length n_attr**2), otherwise a dummy of length 1. With dense pairs and R >= 3, the triples
+    holding pair p are ``csr_attr / csr_combo[csr_start[p]:csr_start[p + 1]]`` (third attribute,
+    triple index; ``csr_start`` has one entry per combination + 1, else length 1), with the
+    triple's count and synthetic count copied alongside (``csr_count``, ``csr_syn``) so the walk
+    reads memory in order; ``trip_pos[t]`` lists the 3 CSR positions of triple ``trip_first + t``.
+    ``state`` = [total remaining budget, records made so far, reset allowed (0/1), stop flag];
+    ``avail``, ``syn``, ``state`` and ``filled`` are updated in place so chunks can be chained.
     Returns (records written, uniforms consumed). ``state[3]`` is set to 1 when the budget is
     exhausted and no reset is allowed (synthesis is complete).
     """
     n_attr = attr_col.shape[0]
     n_cols = out.shape[1]
+    has_csr = csr_start.shape[0] > 1 and reporting_length >= 3
+    is_live = np.zeros(n_attr, dtype=np.bool_)
+    found = np.zeros(n_attr, dtype=np.int64)
     dense_pairs = pair_idx.shape[0] == n_attr * n_attr  # else pairs go through the hash table
     R = reporting_length
     # per-attribute candidate state for the record being built
@@ -188,6 +204,7 @@ def synthesize_records(
             for a in range(n_attr):
                 avail[a] = budget0[a]
             syn[:] = 0
+            csr_syn[:] = 0
             state[0] = budget0.sum()
             if state[0] <= 0:
                 state[3] = 1
@@ -291,7 +308,13 @@ def synthesize_records(
                     syn[idx1[x]] += 1
             elif use_syn:
                 for t in range(nsubs[x]):
-                    syn[subs[x, t]] += 1
+                    ci = subs[x, t]
+                    syn[ci] += 1
+                    if has_csr and trip_first <= ci < trip_first + trip_pos.shape[0]:
+                        for q in range(3):
+                            pos = trip_pos[ci - trip_first, q]
+                            if pos >= 0:
+                                csr_syn[pos] += 1
             col_used[attr_col[x]] = True
             filled[attr_col[x]] += 1
             if s == 0:
@@ -299,6 +322,7 @@ def synthesize_records(
                 for a in range(n_attr):
                     if idx1[a] >= 0 and attr_col[a] != attr_col[x]:
                         live[n_live] = a
+                        is_live[a] = True
                         n_live += 1
                         i1 = idx1[a]
                         subs[a, 0] = i1
@@ -307,16 +331,42 @@ def synthesize_records(
                             sw_raw[a, 0] = counts[i1]
                         nsubs[a] = 1
             # new sub-combinations {a, x} + S, S a subset of the record (|S| <= R - 2)
+            use_csr = has_csr and s >= 1
+            if use_csr:
+                # triples {a, x, y}, y in the record: walk the reported third attributes of each
+                # pair {x, y} (sequential reads) instead of probing the hash per candidate
+                for j in range(n_live):
+                    found[live[j]] = 0
+                for t in range(s):
+                    p = pair_idx[x * n_attr + rec[t]]
+                    if p < 0:
+                        continue
+                    for e in range(csr_start[p], csr_start[p + 1]):
+                        a = csr_attr[e]
+                        if is_live[a]:
+                            found[a] += 1
+                            ci = csr_combo[e]
+                            w = csr_count[e]  # counts and synthetic counts read in walk order
+                            wa = w - csr_syn[e] if use_syn else w
+                            _append_sub(subs, sw, sw_raw, nsubs, a, ci, wa, w, two)
+                            if s == 1:
+                                full_idx[a] = ci
             j = 0
             while j < n_live:
                 a = live[j]
                 if col_used[attr_col[a]]:
+                    is_live[a] = False
                     live[j] = live[n_live - 1]
                     n_live -= 1
                     continue
                 ok = True
                 kmax = min(R - 2, s)
                 for k in range(kmax + 1):
+                    if k == 1 and use_csr:
+                        if found[a] < s:
+                            ok = False
+                            break
+                        continue
                     # enumerate k-subsets of rec[:s] in lexicographic index order
                     for t in range(k):
                         sidx[t] = t
@@ -324,18 +374,15 @@ def synthesize_records(
                         for t in range(k):
                             sub[t] = rec[sidx[t]]
                         if k == 0 and dense_pairs:
-                            ci = pair_idx[a * n_attr + x]
+                            ci = pair_idx[x * n_attr + a]
                         else:
                             ci = _lookup(tkeys, tvals, bits, _combo_key(sub, k, a, x, base))
                         if ci < 0:
                             ok = False
                             break
-                        ns = nsubs[a]
-                        subs[a, ns] = ci
-                        _insert_sorted(sw, a, ns, counts[ci] - syn[ci] if use_syn else counts[ci])
-                        if two:
-                            _insert_sorted(sw_raw, a, ns, counts[ci])
-                        nsubs[a] = ns + 1
+                        w = counts[ci]
+                        wa = w - syn[ci] if use_syn else w
+                        _append_sub(subs, sw, sw_raw, nsubs, a, ci, wa, w, two)
                         if k == s:
                             full_idx[a] = ci
                         # next subset
@@ -352,6 +399,7 @@ def synthesize_records(
                 if ok:
                     j += 1
                 else:  # an unreported combination: a is out for the rest of this record
+                    is_live[a] = False
                     live[j] = live[n_live - 1]
                     n_live -= 1
             # insert x into the sorted record
@@ -364,6 +412,8 @@ def synthesize_records(
             if s >= n_cols:
                 break
         # ---- record done ------------------------------------------------------------------
+        for j in range(n_live):
+            is_live[live[j]] = False
         if s == 0:
             # no attribute has positive weight although budget remains: cannot progress
             state[3] = 2

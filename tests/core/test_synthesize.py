@@ -20,7 +20,7 @@ from sds_core.synthesize import (
     domain_from_text_keys,
     synthesize,
 )
-from sds_core.synthesize_kernels import _quantile_r8
+from sds_core.synthesize_kernels import _insert_sorted, _quantile_sorted
 from sds_core.table import PreparedTable
 
 AB = Domain(("A", "B"), (("a1", "a2"), ("b1", "b2")))
@@ -204,14 +204,18 @@ def test_percentile_weight_beyond_reporting_length(percentile: int, p_c1: float)
 
 
 def test_quantile_r8_matches_numpy_median_unbiased() -> None:
-    """The kernel's R-8 quantile equals numpy's 'median_unbiased' quantile."""
+    """Sorted insertion + the kernel's R-8 quantile equal numpy's 'median_unbiased' quantile."""
     rng = np.random.default_rng(5)
     for _ in range(200):
         n = int(rng.integers(1, 30))
         x = rng.integers(1, 100, size=n).astype(np.float64)
         p = float(rng.choice([0.0, 0.05, 0.5, 0.95, 1.0, rng.random()]))
         expected = np.quantile(x, p, method="median_unbiased")
-        assert _quantile_r8(x.copy(), n, p) == pytest.approx(expected)
+        rows = np.zeros((2, n), dtype=np.int64)
+        for i, v in enumerate(x.astype(np.int64)):
+            _insert_sorted(rows, 1, i, v)
+        assert rows[1].tolist() == sorted(x.astype(np.int64).tolist())
+        assert _quantile_sorted(rows, 1, n, p) == pytest.approx(expected)
 
 
 def test_progress_is_reported_and_default_target() -> None:
