@@ -26,6 +26,13 @@ os.environ.update(
 )
 
 import pytest  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+# Property tests are derandomized so that CI runs are repeatable; set HYPOTHESIS_PROFILE=explore
+# locally to search new examples.
+settings.register_profile("repeatable", derandomize=True, print_blob=True)
+settings.register_profile("explore", derandomize=False, print_blob=True)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT.parent / "shared"

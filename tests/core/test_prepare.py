@@ -560,6 +560,8 @@ def test_random_tables_round_trip(case: tuple[list[list[str]], dict[str, object]
     except SdsInputError as e:
         assert "duplicated IDs" in str(e)
         return
+    if t.domain.n_columns == 0:  # every column was an all-empty multi-value column
+        return
     frame = to_frame(t, join_multi_value_columns=True)
     decoded = PrepareParams(
         sensitive_zeros=tuple(frame.columns),  # a "0" that survived preparation is a value

@@ -12,6 +12,7 @@ import os
 from collections.abc import Iterator
 from pathlib import Path
 
+import prefect  # noqa: F401  (configure Prefect logging on the real stderr, not a CliRunner buffer)
 import pytest
 
 PROJECT = Path(__file__).resolve().parents[2]

@@ -308,10 +308,28 @@ def _race_charge(home: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
     out.put(("ok", row.seq))
 
 
+def _child(target, home: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
+    """Run ``target`` in a forked child and leave with ``os._exit``.
+
+    A fork inherits the parent's atexit handlers and threads (a Prefect test server may be
+    running in the session); skipping them keeps the child's exit code about the ledger only.
+    """
+    code = 0
+    try:
+        target(home, i, barrier, out)
+    except BaseException:
+        code = 1
+    out.close()
+    out.join_thread()
+    os._exit(code)
+
+
 def _run(target, home: Path, n: int = 8) -> list[tuple[str, int]]:
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(n), ctx.Queue()
-    procs = [ctx.Process(target=target, args=(str(home), i, barrier, out)) for i in range(n)]
+    procs = [
+        ctx.Process(target=_child, args=(target, str(home), i, barrier, out)) for i in range(n)
+    ]
     for p in procs:
         p.start()
     results = [out.get(timeout=120) for _ in procs]
