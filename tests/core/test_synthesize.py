@@ -158,7 +158,7 @@ def _thin(agg: AggregateSet, rng: np.random.Generator, keep: float) -> Aggregate
     return AggregateSet(agg.domain, agg.reporting_length, by_len, agg.protected_number_of_records)
 
 
-@pytest.mark.parametrize("r", [2, 3])
+@pytest.mark.parametrize("r", [1, 2, 3, 4])
 def test_guarantee_on_random_aggregates(r: int) -> None:
     """No synthesized record contains a combination (length <= R) absent from random aggregates."""
     rng = np.random.default_rng(2024 + r)
