@@ -6,6 +6,7 @@ Environment variables must be set before anything imports prefect.
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,6 +34,15 @@ from hypothesis import settings  # noqa: E402
 settings.register_profile("repeatable", derandomize=True, print_blob=True)
 settings.register_profile("explore", derandomize=False, print_blob=True)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+try:  # dp_accounting (a dev dependency) imports absl, whose log handler keeps the stderr of
+    # import time: pytest's capture file. Prefect's logging.config.dictConfig later closes all
+    # handlers, and absl's handler would then close pytest's capture file mid-run.
+    import absl.logging as _absl_logging
+
+    _absl_logging.get_absl_handler().python_handler.stream = sys.__stderr__
+except ImportError:  # pragma: no cover - absl is only there with the dev extra
+    pass
 
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT.parent / "shared"
