@@ -1,12 +1,15 @@
 """The ``release`` flow: one DP data release, stage by stage, as Prefect tasks.
 
 budget (reserve) -> validate (GX gate, nothing charged) -> count -> aggregate k=1..R -> normalize
--> synthesize -> validate output -> evaluate -> publish. Re-running with the same release id
-resumes: finished stages load their hash-checked checkpoints, nothing is charged twice.
+-> synthesize (a registry synthesizer instead: fit) -> validate output -> evaluate -> publish.
+Re-running with the same release id resumes: finished stages load their hash-checked
+checkpoints, nothing is charged twice.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime, task
@@ -42,8 +45,19 @@ def validate_output(ctx: stages.ReleaseContext, params: ReleaseParams,
                           what="output")
 
 
-def _stage(name: str, started: str) -> dict[str, Any]:
-    return {"name": name, "status": "complete", "started": started, "finished": now()}
+class _Stages:
+    """The finished stages of a run, in order, with their start and finish times (manifest)."""
+
+    def __init__(self) -> None:
+        self.done: list[dict[str, Any]] = []
+
+    @contextmanager
+    def run(self, name: str) -> Iterator[None]:
+        """Time one stage; it is recorded only when its body finishes."""
+        started = now()
+        yield
+        self.done.append({"name": name, "status": "complete", "started": started,
+                          "finished": now()})
 
 
 @flow(name="sds-release", flow_run_name=_run_name, persist_result=False,
@@ -52,79 +66,57 @@ def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     run_id = str(runtime.flow_run.id) if runtime.flow_run.id else None
     log = get_run_logger()
-    done: list[dict[str, Any]] = []
+    timeline = _Stages()
 
     # --- 1. budget: reserve (ε, δ) before the data is read -----------------------------------
-    t = now()
-    ctx = stages.reserve_budget(params=params, flow_run_id=run_id)
-    done.append(_stage("budget", t))
+    with timeline.run("budget"):
+        ctx = stages.reserve_budget(params=params, flow_run_id=run_id)
     try:
         # --- 2. validate the input (GX gate); nothing charged yet -----------------------------
-        t = now()
-        checked = stages.validate_input(ctx=ctx, params=params)
-        done.append(_stage("validate", t))
+        with timeline.run("validate"):
+            checked = stages.validate_input(ctx=ctx, params=params)
 
         if params.synthesizer != "aggregate-seeded":
-            return _release_with_registry_synthesizer(ctx, params, checked, done, run_id)
+            # --- 3. fit a registry synthesizer (charged, then drawn) ------------------------
+            with timeline.run("fit"):
+                synthetic, aggregates = fit_synthesizer(ctx=ctx, params=params,
+                                                        flow_run_id=run_id)
+        else:
+            # --- 3. count, 4. aggregate k = 1..R: charged, then drawn ------------------------
+            with timeline.run("count"):
+                protected_n = stages.count_records(ctx=ctx, params=params, flow_run_id=run_id)
+            for k in range(1, params.reporting_length + 1):
+                with timeline.run(f"aggregate-{k}"):
+                    step = stages.aggregate_length(ctx=ctx, params=params, k=k,
+                                                   protected_n=protected_n, flow_run_id=run_id)
+                log.info("aggregate-%d: %d DP combinations survive", k, step["survivors"])
 
-        # --- 3. count, 4. aggregate k = 1..R: charged, then drawn ----------------------------
-        t = now()
-        protected_n = stages.count_records(ctx=ctx, params=params, flow_run_id=run_id)
-        done.append(_stage("count", t))
-        for k in range(1, params.reporting_length + 1):
-            t = now()
-            step = stages.aggregate_length(ctx=ctx, params=params, k=k, protected_n=protected_n,
-                                           flow_run_id=run_id)
-            log.info("aggregate-%d: %d DP combinations survive", k, step["survivors"])
-            done.append(_stage(f"aggregate-{k}", t))
+            # --- 5. normalize, 6. synthesize (post-processing, no spend) ---------------------
+            with timeline.run("normalize"):
+                aggregates = stages.finalize_aggregates(ctx=ctx, params=params,
+                                                        protected_n=protected_n)
+            with timeline.run("synthesize"):
+                synthetic = stages.synthesize_records(ctx=ctx, params=params,
+                                                      aggregates=aggregates)
 
-        # --- 5. normalize, 6. synthesize, 7. validate output, 8. evaluate --------------------
-        t = now()
-        aggregates = stages.finalize_aggregates(ctx=ctx, params=params, protected_n=protected_n)
-        done.append(_stage("normalize", t))
-        t = now()
-        synthetic = stages.synthesize_records(ctx=ctx, params=params, aggregates=aggregates)
-        done.append(_stage("synthesize", t))
-        t = now()
-        out_summary = validate_output(ctx=ctx, params=params, synthetic=synthetic)
-        done.append(_stage("validate-output", t))
-        t = now()
-        evaluation = stages.evaluate_release(ctx=ctx, params=params, aggregates=aggregates,
-                                             synthetic=synthetic)
-        done.append(_stage("evaluate", t))
+        # --- 7. validate output, 8. evaluate -------------------------------------------------
+        with timeline.run("validate-output"):
+            out_summary = validate_output(ctx=ctx, params=params, synthetic=synthetic)
+        with timeline.run("evaluate"):
+            evaluation = stages.evaluate_release(ctx=ctx, params=params, aggregates=aggregates,
+                                                 synthetic=synthetic)
 
-        # --- 9. publish -------------------------------------------------------------------
+        # --- 9. publish (the manifest turns complete, anchored to the ledger head) ----------
         return publish(ctx=ctx, parameters=params.public_dict() | {"release_id": ctx.release_id},
                        input_sha256=checked["input_sha256"], aggregates=aggregates,
                        synthetic=synthetic, evaluation=evaluation,
                        validation={"input": checked["validation"], "output": out_summary},
-                       stages=done, flow_run_id=run_id)
+                       stages=timeline.done, flow_run_id=run_id)
     except BaseException as e:
-        stages.mark_failed(ctx, e, done)
+        stages.mark_failed(ctx, e, timeline.done)
         raise
     finally:
         stages.forget_table(ctx)
-
-
-def _release_with_registry_synthesizer(ctx: stages.ReleaseContext, params: ReleaseParams,
-                                       checked: dict[str, Any], done: list[dict[str, Any]],
-                                       run_id: str | None) -> str:
-    """Stages for a non-SDS synthesizer: fit (charged) -> validate output -> evaluate -> publish."""
-    t = now()
-    synthetic, aggregates = fit_synthesizer(ctx=ctx, params=params, flow_run_id=run_id)
-    done.append(_stage("fit", t))
-    t = now()
-    out_summary = validate_output(ctx=ctx, params=params, synthetic=synthetic)
-    done.append(_stage("validate-output", t))
-    t = now()
-    evaluation = stages.evaluate_release(ctx=ctx, params=params, aggregates=aggregates,
-                                         synthetic=synthetic)
-    done.append(_stage("evaluate", t))
-    return publish(ctx=ctx, parameters=params.public_dict() | {"release_id": ctx.release_id},
-                   input_sha256=checked["input_sha256"], aggregates=aggregates,
-                   synthetic=synthetic, evaluation=evaluation,
-                   validation={"input": checked["validation"], "output": out_summary},
-                   stages=done, flow_run_id=run_id)
 
 
 if __name__ == "__main__":

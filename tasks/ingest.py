@@ -9,7 +9,6 @@ persisted: the table stays in memory of the process running the flow.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
 from pathlib import Path
 
@@ -18,15 +17,6 @@ import pyarrow as pa
 from sds_core.errors import SdsInputError
 
 _OTHER_DELIMITERS = (",", ";", "\t", "|")
-
-
-def sha256_of(path: str | Path) -> str:
-    """Hex sha256 of a file's bytes (the input fingerprint recorded in the manifest)."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def check_input_path(path: str | Path) -> Path:

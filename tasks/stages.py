@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import os
 import signal
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +20,9 @@ from prefect.cache_policies import NO_CACHE
 from flows.params import ReleaseParams
 from sds_core.errors import SdsInputError
 from sds_core.table import PreparedTable
-from tasks.workdir import ReleaseDirs, atomic_write_json, new_release_id, now, resolve_home
+from tasks import progress
+from tasks.workdir import ReleaseDirs, atomic_write_json, now
+from tasks.workspace import Manifest, new_release_id, resolve_home, sha256_file
 
 KILL_ENV = "SDS_TEST_KILL_AT"
 """Test-only hook: a stage name (e.g. ``aggregate-2``); that stage SIGKILLs its own process
@@ -31,15 +32,6 @@ _TABLES: dict[str, PreparedTable] = {}
 """Sensitive prepared tables of the releases running in this process (never persisted)."""
 
 SENSITIVE = {"persist_result": False, "cache_policy": NO_CACHE}
-
-PROGRESS: Callable[[str], None] | None = None
-"""Set by the CLI to show the running stage (rich status on stderr); None elsewhere."""
-
-
-def _progress(text: str) -> None:
-    if PROGRESS is not None:
-        PROGRESS(text)
-
 
 @dataclass(frozen=True, slots=True)
 class ReleaseContext:
@@ -141,7 +133,7 @@ def prepare_params(params: ReleaseParams) -> Any:
 @task(name="budget", **SENSITIVE)
 def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseContext:
     """Reserve the whole release's (ε, δ) before any data is read; refuse if it does not fit."""
-    _progress("reserving the privacy budget")
+    progress.stage("reserving the privacy budget")
     from tasks.ledger import Ledger
 
     home = resolve_home(params.home)
@@ -174,19 +166,14 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
                           delta=params.default_budget.delta)
     ledger.reserve(params.dataset, release_id, planned_charges(params),
                    epsilon=ctx.epsilon, delta=ctx.delta, flow_run_id=flow_run_id)
-    dirs.private_dir.mkdir(parents=True, exist_ok=True)
-    os.chmod(dirs.private_dir, 0o700)
-    atomic_write_json(saved, public)
+    dirs.paths.create(exist_ok=True)
+    atomic_write_json(saved, public, private=True)
     if params.seed is not None:
-        atomic_write_json(dirs.private_dir / "seed.json", {"seed": params.seed})
+        atomic_write_json(dirs.private_dir / "seed.json", {"seed": params.seed}, private=True)
     dirs.randomness(params.seed)
     if manifest is None:
-        dirs.release_dir.mkdir(parents=True, exist_ok=True)
-        dirs.write_manifest({
-            "release_id": release_id, "dataset": params.dataset, "created_at": now(),
-            "status": "running", "parameters": params.public_dict() | {"release_id": release_id},
-            "stages": [], "artifacts": {},
-        })
+        dirs.write_manifest(Manifest.new(release_id=release_id, dataset=params.dataset,
+                                         parameters=public).data)
     get_run_logger().info("reserved ε=%s δ=%.3g for release %s", ctx.epsilon, ctx.delta,
                           release_id)
     return ctx
@@ -195,10 +182,10 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
 @task(name="validate", **SENSITIVE)
 def validate_input(ctx: ReleaseContext, params: ReleaseParams) -> dict[str, Any]:
     """Read the input, run the GX gate on it, prepare it; nothing is charged here."""
-    _progress("validating the input (Great Expectations)")
+    progress.stage("validating the input (Great Expectations)")
     from sds_core.prepare import prepare
     from sds_core.prepare_output import fingerprint
-    from tasks.ingest import read_table, sha256_of
+    from tasks.ingest import read_table
     from tasks.validate import validate_table
 
     dirs = ctx.dirs
@@ -213,7 +200,7 @@ def validate_input(ctx: ReleaseContext, params: ReleaseParams) -> dict[str, Any]
         summary = validate_table(table, schema, name="input", private_dir=dirs.private_dir)
     prepared = prepare(table, prepare_params(params))
     fp = fingerprint(prepared)
-    input_sha = sha256_of(params.input)
+    input_sha = sha256_file(params.input)
     state = dirs.state()
     if state.get("fingerprint") not in (None, fp):
         raise SdsInputError(
@@ -243,7 +230,7 @@ def _charge(ctx: ReleaseContext, stage: str, flow_run_id: str | None) -> None:
 def count_records(ctx: ReleaseContext, params: ReleaseParams,
                   flow_run_id: str | None = None) -> int:
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
-    _progress("count (DP record count)")
+    progress.stage("count (DP record count)")
     from sds_core.dp_aggregate import protect_record_count
 
     dirs = ctx.dirs
@@ -263,7 +250,8 @@ def count_records(ctx: ReleaseContext, params: ReleaseParams,
 def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protected_n: int,
                      flow_run_id: str | None = None) -> dict[str, Any]:
     """DP counts of the length-k combinations: charged, drawn, survivors checkpointed privately."""
-    _progress(f"aggregate-{k} (DP combinations of length {k})")
+    progress.stage(f"aggregate-{k} (DP combinations of length {k})")
+    progress.advance(k - 1, params.reporting_length)
     import importlib
 
     dp_aggregate = importlib.import_module("sds_core.dp_aggregate")  # the module
@@ -285,6 +273,7 @@ def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protect
                 "threshold": step.threshold, "domain": step.domain,
                 "private_notes": dict(step.private_notes)}
         dirs.save_checkpoint(stage, done)
+    progress.advance(k, params.reporting_length)
     return {"length": k, "survivors": len(done["survivors"]),
             "allowed_sensitivity": int(done["allowed_sensitivity"])}
 
@@ -292,7 +281,7 @@ def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protect
 @task(name="normalize", **SENSITIVE)
 def finalize_aggregates(ctx: ReleaseContext, params: ReleaseParams, protected_n: int) -> Any:
     """Round, add missing parents, normalize: the published DP AggregateSet."""
-    _progress("normalize")
+    progress.stage("normalize")
     import importlib
 
     dp_aggregate = importlib.import_module("sds_core.dp_aggregate")  # the module
@@ -313,7 +302,7 @@ def finalize_aggregates(ctx: ReleaseContext, params: ReleaseParams, protected_n:
 @task(name="synthesize", **SENSITIVE)
 def synthesize_records(ctx: ReleaseContext, params: ReleaseParams, aggregates: Any) -> Any:
     """Aggregate-seeded synthesis from the DP aggregates only (post-processing, no spend)."""
-    _progress("synthesize")
+    progress.stage("synthesize (synthetic records)")
     from sds_core.synthesize import SynthesisParams, default_target, synthesize
 
     dirs = ctx.dirs
@@ -322,7 +311,8 @@ def synthesize_records(ctx: ReleaseContext, params: ReleaseParams, aggregates: A
         rng = dirs.randomness(params.seed).generator(f"{ctx.release_id}/synthesis")
         done = synthesize(aggregates,
                           SynthesisParams(target_number_of_records=default_target(aggregates)),
-                          rng=rng, multi_value_columns=_table(ctx).multi_value_columns)
+                          rng=rng, multi_value_columns=_table(ctx).multi_value_columns,
+                          progress=progress.advance)
         _maybe_kill("synthesize")
         dirs.save_checkpoint("synthesize", done)
     return done
@@ -332,7 +322,7 @@ def synthesize_records(ctx: ReleaseContext, params: ReleaseParams, aggregates: A
 def evaluate_release(ctx: ReleaseContext, params: ReleaseParams, aggregates: Any,
                      synthetic: PreparedTable) -> dict[str, Any]:
     """Utility metrics (computed from the sensitive data; no raw count is returned)."""
-    _progress("evaluate")
+    progress.stage("evaluate")
     from sds_core import evaluate as core
 
     dirs = ctx.dirs
@@ -365,10 +355,12 @@ def mark_failed(ctx: ReleaseContext, error: BaseException, stages_done: list[dic
     ledger = Ledger.open(ctx.home)
     charged = ledger.charges(release_id=ctx.release_id)
     atomic_write_json(dirs.private_dir / "failure.json",
-                      {"at": now(), "type": type(error).__name__, "message": str(error)})
+                      {"at": now(), "type": type(error).__name__, "message": str(error)},
+                      private=True)
     if not charged:
         ledger.cancel(ctx.release_id)
-    manifest = dirs.manifest() or {"release_id": ctx.release_id, "dataset": ctx.dataset}
+    manifest = dirs.manifest() or {"release_id": ctx.release_id, "dataset": ctx.dataset,
+                                   "status": "failed"}
     manifest.update({"stages": stages_done, "resumable": bool(charged)})
     dirs.write_manifest(manifest)
     discard_incomplete(dirs.release_dir,

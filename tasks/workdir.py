@@ -1,9 +1,9 @@
-"""Release working state: paths, the private key, stage checkpoints and the manifest file.
+"""Release working state: the private key, stage checkpoints, the private state and the manifest.
 
-Used by the flow's tasks. ``$SDS_HOME/private/<release-id>/`` holds the key, resolved params,
-validation details and one checkpoint per finished stage (sha256 recorded in ``state.json``);
-``$SDS_HOME/releases/<dataset>/<release-id>/`` receives only publishable artifacts. Every write
-is atomic (temporary file + rename), so a killed process never leaves a half-written file.
+Used by the flow's tasks. Paths, ids, atomic writes and hashing come from
+:mod:`tasks.workspace` (one implementation); this module adds what only a running release needs:
+``private/<release-id>/release.key``, one checkpoint per finished stage (sha256 recorded in
+``state.json``) and the manifest as a dict, anchored to the ledger head when it turns complete.
 """
 
 from __future__ import annotations
@@ -16,64 +16,73 @@ from typing import Any
 
 from sds_core.errors import SdsInputError
 from sds_core.randomness import ReleaseRandomness
-from tasks.workspace import atomic_write_bytes as _atomic_bytes
-from tasks.workspace import atomic_write_json as _atomic_json
-from tasks.workspace import new_release_id, resolve_home, sha256_file, utc_now
+from tasks.workspace import (
+    Manifest,
+    ReleasePaths,
+    atomic_write_bytes,
+    atomic_write_json,
+    new_release_id,
+    resolve_home,
+    sha256_file,
+    utc_now,
+)
 
 __all__ = ["ReleaseDirs", "atomic_write_bytes", "atomic_write_json", "new_release_id", "now",
            "resolve_home", "sha256_file"]
 
 KEY_FILE = "release.key"
 STATE_FILE = "state.json"
-MANIFEST = "manifest.json"
 
-
-def now() -> str:
-    """UTC timestamp in ISO 8601."""
-    return utc_now()
-
-
-def atomic_write_bytes(path: Path, data: bytes, *, mode: int | None = None) -> None:
-    """Write ``data`` atomically; ``mode`` 0o600 marks a private file."""
-    _atomic_bytes(path, data, private=mode is not None)
-
-
-def atomic_write_json(path: Path, obj: Any) -> None:
-    """Atomic JSON write."""
-    _atomic_json(path, obj)
+now = utc_now
+"""UTC timestamp in ISO 8601 (alias of :func:`tasks.workspace.utc_now`)."""
 
 
 @dataclass(frozen=True, slots=True)
 class ReleaseDirs:
-    """Where one release lives."""
+    """Where one release lives (:class:`ReleasePaths`) plus its key, checkpoints and manifest."""
 
     home: Path
     dataset: str
     release_id: str
 
     @property
+    def paths(self) -> ReleasePaths:
+        """The contract layout of this release."""
+        return ReleasePaths(Path(self.home), self.dataset, self.release_id)
+
+    @property
     def release_dir(self) -> Path:
         """Publishable artifacts."""
-        return self.home / "releases" / self.dataset / self.release_id
+        return self.paths.release_dir
 
     @property
     def private_dir(self) -> Path:
         """Never published: key, params, validation details, checkpoints."""
-        return self.home / "private" / self.release_id
+        return self.paths.private_dir
 
     @property
     def checkpoint_dir(self) -> Path:
         """Stage checkpoints (noisy DP intermediates, hash-checked on resume)."""
         return self.private_dir / "checkpoints"
 
+    # -- the manifest --------------------------------------------------------------------
     def manifest(self) -> dict[str, Any] | None:
-        """The current manifest, or None."""
-        p = self.release_dir / MANIFEST
-        return json.loads(p.read_text()) if p.is_file() else None
+        """The current manifest as a dict, or None when there is none yet."""
+        path = self.paths.manifest
+        return Manifest.load(path).data if path.is_file() else None
 
     def write_manifest(self, manifest: dict[str, Any]) -> None:
-        """Atomically replace the manifest."""
-        atomic_write_json(self.release_dir / MANIFEST, manifest)
+        """Atomically replace the manifest.
+
+        A manifest written with status ``complete`` and no ``ledger_head`` gets the ledger's
+        head at that moment (:func:`tasks.audit.ledger_anchor`), so that ``sds audit --verify``
+        detects a ledger truncated or rewritten after the release.
+        """
+        if manifest.get("status") == "complete" and "ledger_head" not in manifest:
+            from tasks.audit import ledger_anchor
+
+            manifest = {**manifest, "ledger_head": ledger_anchor(self.home)}
+        Manifest(manifest).save(self.paths.manifest)
 
     # -- the key -------------------------------------------------------------------------
     def randomness(self, seed: int | None) -> ReleaseRandomness:
@@ -82,7 +91,7 @@ class ReleaseDirs:
         if p.is_file():
             return ReleaseRandomness(p.read_bytes())
         rnd = ReleaseRandomness.from_seed(seed) if seed is not None else ReleaseRandomness.fresh()
-        atomic_write_bytes(p, rnd.key, mode=0o600)
+        atomic_write_bytes(p, rnd.key, private=True)
         return rnd
 
     # -- stage checkpoints ---------------------------------------------------------------
@@ -93,17 +102,15 @@ class ReleaseDirs:
 
     def update_state(self, **fields: Any) -> None:
         """Merge top-level ``fields`` into the private state."""
-        st = self.state()
-        st.update(fields)
-        atomic_write_json(self.private_dir / STATE_FILE, st)
+        atomic_write_json(self.private_dir / STATE_FILE, self.state() | fields, private=True)
 
     def save_checkpoint(self, stage: str, obj: Any) -> None:
         """Persist a stage's private result and record its sha256."""
         path = self.checkpoint_dir / f"{stage}.pkl"
-        atomic_write_bytes(path, pickle.dumps(obj, protocol=5), mode=0o600)
+        atomic_write_bytes(path, pickle.dumps(obj, protocol=5), private=True)
         st = self.state()
         st["stages"][stage] = {"file": path.name, "sha256": sha256_file(path), "at": now()}
-        atomic_write_json(self.private_dir / STATE_FILE, st)
+        atomic_write_json(self.private_dir / STATE_FILE, st, private=True)
 
     def load_checkpoint(self, stage: str) -> Any | None:
         """A finished stage's result (sha256-checked), or None when the stage never finished.
