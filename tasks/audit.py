@@ -2,7 +2,8 @@
 
 Lists the releases under ``$SDS_HOME/releases`` and the ledger's reservations; with
 ``verify=True`` also checks the ledger hash chain, each release directory against its
-manifest (:func:`tasks.workspace.verify_release`) and the manifest against the ledger.
+manifest (:func:`tasks.workspace.verify_release`), the manifest against the ledger, and the
+ledger head each complete manifest recorded (:func:`ledger_anchor`) against the chain.
 """
 
 from __future__ import annotations
@@ -70,6 +71,33 @@ class AuditReport:
         } for r in self.releases]
 
 
+def ledger_anchor(home: str | Path) -> dict[str, Any]:
+    """The ledger head ``{"seq", "hash"}`` to record in a manifest as it turns complete.
+
+    The hash chain alone cannot reveal a ledger truncated or rewritten as a whole (with its
+    head moved along); a head recorded outside the ledger can.
+    """
+    seq, digest = Ledger.open(home).head()
+    return {"seq": seq, "hash": digest}
+
+
+def anchor_problems(ledger: Ledger | None, anchor: object) -> list[str]:
+    """Problems of a complete manifest's ``ledger_head`` against the ledger (empty = anchored)."""
+    if not (isinstance(anchor, dict) and isinstance(anchor.get("seq"), int)
+            and isinstance(anchor.get("hash"), str)):
+        return ["manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
+                "not anchored by this release"]
+    seq = anchor["seq"]
+    actual = ledger.hash_at(seq) if ledger is not None else None
+    if actual is None:
+        return [f"the ledger has no row {seq}, the head recorded when this release completed: "
+                "the ledger was truncated or replaced"]
+    if actual != anchor["hash"]:
+        return [f"ledger row {seq} no longer has the hash recorded when this release "
+                "completed: the ledger was rewritten"]
+    return []
+
+
 def _manifests(home: Path, dataset: str | None) -> list[Path]:
     root = home / "releases"
     pattern = f"{dataset}/*" if dataset else "*/*"
@@ -110,6 +138,7 @@ def audit(home: str | Path, dataset: str | None = None, *, verify: bool = False)
                 if claim is None or not math.isclose(float(claim), res.epsilon, rel_tol=1e-12):
                     found.append(f"manifest epsilon {claim} differs from the ledger's "
                                  f"reserved epsilon {res.epsilon}")
+            found += anchor_problems(ledger, m.get("ledger_head"))
         releases.append(ReleaseAudit(
             dataset=release_dir.parent.name, release_id=rid, status=str(m.get("status")),
             created_at=m.get("created_at"), epsilon=privacy.get("epsilon"),

@@ -354,6 +354,12 @@ class Ledger:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
         return int(meta["head_seq"]), meta["head_hash"]
 
+    def hash_at(self, seq: int) -> str | None:
+        """The stored hash of row ``seq``, or None when the ledger has no such row."""
+        with self._read() as conn:
+            row = conn.execute("SELECT hash FROM ledger WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
     # -- internals -------------------------------------------------------------------------
     @staticmethod
     def _charged(conn: sqlite3.Connection, release_id: str) -> set[str]:

@@ -17,7 +17,7 @@ import pytest
 
 from sds_core.errors import SdsInputError
 from tasks import workspace as ws
-from tasks.audit import audit
+from tasks.audit import audit, ledger_anchor
 from tasks.ledger import Ledger, PlannedCharge
 
 
@@ -226,7 +226,9 @@ def _home_with_ledger(tmp_path: Path) -> tuple[Path, Ledger]:
     for stage in ("count", "k1"):
         led.charge("r1", stage)
     led.complete("r1")
-    _complete_release(tmp_path)
+    m = ws.Manifest.load(_complete_release(tmp_path).manifest)
+    m.data["ledger_head"] = ledger_anchor(tmp_path)  # as publish records it
+    m.save(ws.release_paths(tmp_path, "pums", "r1").manifest)
     led.reserve("pums", "r2", plan)  # running elsewhere: ledger only
     led.charge("r2", "count")
     return tmp_path, led
@@ -269,7 +271,61 @@ def test_audit_flags_manifest_ledger_mismatch(tmp_path: Path) -> None:
     _complete_release(tmp_path, rid="ghost")
     Ledger.open(tmp_path)
     report = audit(tmp_path, verify=True)
-    assert report.problems == ("pums/ghost: complete release has no reservation in the ledger",)
+    assert report.problems == (
+        "pums/ghost: complete release has no reservation in the ledger",
+        "pums/ghost: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
+        "not anchored by this release")
+
+
+def _rewrite_chain(path: Path, sql: str) -> None:
+    """Edit the ledger and re-hash every row and the head, as a careful attacker would."""
+    from tasks.ledger_chain import FIELDS, GENESIS_HASH, row_hash
+
+    conn = sqlite3.connect(path)
+    conn.row_factory = sqlite3.Row
+    conn.execute("DROP TRIGGER ledger_no_update")
+    conn.execute("DROP TRIGGER ledger_no_delete")
+    conn.execute(sql)
+    prev, seq = GENESIS_HASH, 0
+    for row in conn.execute("SELECT * FROM ledger ORDER BY seq").fetchall():
+        content = {k: row[k] for k in FIELDS} | {"prev_hash": prev}
+        prev, seq = row_hash(content), row["seq"]
+        conn.execute("UPDATE ledger SET prev_hash = ?, hash = ? WHERE seq = ?",
+                     (content["prev_hash"], prev, seq))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(seq),))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (prev,))
+    conn.commit()
+    conn.close()
+
+
+@pytest.mark.parametrize(("sql", "expected"), [
+    ("UPDATE ledger SET epsilon = '0.01' WHERE kind = 'charge' AND stage = 'k1'",
+     "no longer has the hash recorded when this release completed: the ledger was rewritten"),
+    ("DELETE FROM ledger WHERE release_id = 'r1' AND kind = 'close' OR release_id = 'r2'",
+     "the ledger has no row 5, the head recorded when this release completed: the ledger was "
+     "truncated or replaced"),
+])
+def test_audit_detects_a_consistently_rewritten_ledger(tmp_path: Path, sql: str,
+                                                       expected: str) -> None:
+    """A re-hashed (chain-valid) edit or truncation is caught by the manifest's ledger head."""
+    home, led = _home_with_ledger(tmp_path)
+    assert json.loads(ws.release_paths(home, "pums", "r1").manifest.read_text())[
+        "ledger_head"]["seq"] == 5  # budget, reserve, 2 charges, close
+    _rewrite_chain(led.path, sql)
+    report = audit(home, verify=True)
+    assert report.ledger.ok  # the chain alone no longer shows anything
+    assert any(p.startswith("pums/r1: ") and expected in p for p in report.problems)
+
+
+def test_audit_requires_the_ledger_head(tmp_path: Path) -> None:
+    """A complete manifest whose ledger_head was removed is a problem (the anchor is mandatory)."""
+    home, _ = _home_with_ledger(tmp_path)
+    m = ws.Manifest.load(ws.release_paths(home, "pums", "r1").manifest)
+    del m.data["ledger_head"]
+    m.save(ws.release_paths(home, "pums", "r1").manifest)
+    assert audit(home, verify=True).problems == (
+        "pums/r1: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
+        "not anchored by this release",)
 
 
 def test_audit_empty_home_creates_nothing(tmp_path: Path) -> None:
@@ -280,11 +336,12 @@ def test_audit_empty_home_creates_nothing(tmp_path: Path) -> None:
 
 
 def test_modules_do_not_import_prefect() -> None:
-    """Ledger, workspace and audit import without Prefect or GX (the CLI loads them fast)."""
+    """The ledger and workspace modules import without Prefect or GX (the CLI loads them fast)."""
     import subprocess
     import sys
 
-    code = ("import sys, tasks.ledger, tasks.workspace, tasks.audit\n"
+    code = ("import sys, tasks.ledger, tasks.workspace, tasks.audit, tasks.workdir\n"
+            "import tasks.progress\n"
             "print(','.join(m for m in sys.modules "
             "if m.split('.')[0] in ('prefect', 'great_expectations')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

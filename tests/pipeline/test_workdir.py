@@ -1,0 +1,60 @@
+"""The flow's private working state: layout from tasks.workspace, key, checkpoints, manifest."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+
+import pytest
+
+from sds_core.errors import SdsInputError
+from tasks.ledger import Ledger, PlannedCharge
+from tasks.workdir import ReleaseDirs
+from tasks.workspace import release_paths
+
+
+def test_layout_is_the_workspace_layout(tmp_path: Path) -> None:
+    """ReleaseDirs places a release exactly where tasks.workspace.ReleasePaths says."""
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    paths = release_paths(tmp_path, "pums", "r1")
+    assert (dirs.release_dir, dirs.private_dir) == (paths.release_dir, paths.private_dir)
+    assert dirs.checkpoint_dir == paths.private_dir / "checkpoints"
+
+
+def test_key_is_private_and_stable(tmp_path: Path) -> None:
+    """The release key is written once with mode 0600 and loaded back unchanged."""
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    key = dirs.randomness(7).key
+    path = dirs.private_dir / "release.key"
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert dirs.randomness(None).key == key == dirs.randomness(8).key
+
+
+def test_checkpoint_round_trip_and_tamper_check(tmp_path: Path) -> None:
+    """A checkpoint loads back; an edited one is refused naming the stage and `sds cancel`."""
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    assert dirs.load_checkpoint("count") is None
+    dirs.save_checkpoint("count", {"n": 41})
+    dirs.update_state(fingerprint="f")
+    assert dirs.load_checkpoint("count") == {"n": 41}
+    assert dirs.state()["fingerprint"] == "f" and "count" in dirs.state()["stages"]
+    (dirs.checkpoint_dir / "count.pkl").write_bytes(b"x")
+    with pytest.raises(SdsInputError, match=r"checkpoint of stage 'count'.*sds cancel r1"):
+        dirs.load_checkpoint("count")
+
+
+def test_complete_manifest_is_anchored_to_the_ledger_head(tmp_path: Path) -> None:
+    """Writing a manifest as complete records the ledger head; a running one does not."""
+    led = Ledger.open(tmp_path)
+    led.set_budget("pums", epsilon=1.0, delta=1e-5)
+    led.reserve("pums", "r1", [PlannedCharge("count", "laplace", 0.5)])
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    dirs.write_manifest({"release_id": "r1", "dataset": "pums", "status": "running"})
+    assert "ledger_head" not in dirs.manifest()
+    led.charge("r1", "count")
+    led.complete("r1")
+    dirs.write_manifest(dirs.manifest() | {"status": "complete"})
+    seq, digest = led.head()
+    assert dirs.manifest()["ledger_head"] == {"seq": seq, "hash": digest}
+    assert json.loads(dirs.paths.manifest.read_text())["ledger_head"]["seq"] == 4
