@@ -120,16 +120,13 @@ def _run(params: Any, root: Path, *, quiet: bool) -> None:
     prefect_environment(root)
     from rich.console import Console
 
-    console = Console(stderr=True, quiet=quiet)
     from flows.release import release as release_flow
-    from tasks import stages
+    from tasks.progress import RichProgress, reporting
 
-    with console.status(f"release {params.release_id}: starting (Prefect)") as status:
-        stages.PROGRESS = lambda text: status.update(f"release {params.release_id}: {text}")
-        try:
-            state = release_flow(params, return_state=True)
-        finally:
-            stages.PROGRESS = None
+    console = Console(stderr=True, quiet=quiet)
+    shown = RichProgress(f"release {params.release_id}", disable=quiet, console=console)
+    with shown, reporting(shown):
+        state = release_flow(params, return_state=True)
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
         message = str(error) if isinstance(error, BaseException) else str(state.message)

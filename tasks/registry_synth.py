@@ -14,7 +14,8 @@ from prefect import task
 
 from flows.params import ReleaseParams
 from sds_core.errors import SdsInputError
-from tasks.stages import SENSITIVE, ReleaseContext, _charge, _maybe_kill, _progress, _table
+from tasks import progress
+from tasks.stages import SENSITIVE, ReleaseContext, _charge, _maybe_kill, _table
 
 
 def registry_synthesizer(params: ReleaseParams) -> Any:
@@ -52,7 +53,7 @@ def fit_synthesizer(ctx: ReleaseContext, params: ReleaseParams,
     Returns the synthetic table and, as the published aggregates, the counts of the
     synthetic records (post-processing of DP output, so DP as well).
     """
-    _progress(f"fit {params.synthesizer}")
+    progress.stage(f"fit {params.synthesizer}")
     from sds_core.aggregates import AggregateSet
     from sds_core.exact import exact_aggregates
 

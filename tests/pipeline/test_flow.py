@@ -14,16 +14,40 @@ from tests.pipeline.conftest import N_ROWS, charges, run_cli
 
 
 @pytest.fixture(scope="module")
-def released(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path,
-             prefect_server: str) -> Path:
-    """One complete release (seed 11) shared by the tests of this module."""
+def released_run(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path,
+                 prefect_server: str) -> tuple[Path, str]:
+    """One complete release (seed 11, progress shown) and its stderr, shared by this module."""
     home = tmp_path_factory.mktemp("flowhome")
     code, out, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
-                             "--home", str(home), "--seed", "11", "--quiet")
+                             "--home", str(home), "--seed", "11")
     assert code == 0, err
     last = out.strip().splitlines()[-1]
     assert Path(last).is_dir()
-    return Path(last)
+    return Path(last), err
+
+
+@pytest.fixture(scope="module")
+def released(released_run: tuple[Path, str]) -> Path:
+    """The release directory of ``released_run``."""
+    return released_run[0]
+
+
+def test_progress_is_shown_without_leaking_counts(released_run: tuple[Path, str]) -> None:
+    """stderr ends on the last stage's display; no true count appears in it."""
+    import re
+
+    path, err = released_run
+    assert f"release {path.name}: evaluate" in err
+    assert not re.search(rf"(?<![0-9,]){N_ROWS}(?![0-9,])", err)
+
+
+def test_manifest_anchors_the_ledger_head(released: Path) -> None:
+    """The complete manifest records the ledger head as it was when the release completed."""
+    from tasks.ledger import Ledger
+
+    m = json.loads((released / "manifest.json").read_text())
+    seq, digest = Ledger.open(released.parents[2]).head()  # nothing was written after it
+    assert m["ledger_head"] == {"seq": seq, "hash": digest}
 
 
 def test_release_directory_follows_the_contract(released: Path) -> None:
@@ -119,6 +143,7 @@ def test_registry_synthesizer_release(tiny_csv: Path, tiny_config: Path, tmp_pat
                              "--home", str(home), "--synthesizer", "histogram-1way",
                              "--seed", "2", "--quiet")
     assert code == 0, err
+    assert "release " not in err  # --quiet: no progress display
     m = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())
     assert "fit" in [s["name"] for s in m["stages"]]
     rows = charges(home)

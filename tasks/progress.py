@@ -1,0 +1,85 @@
+"""Progress of a running release: hooks the stages call, and the CLI's rich display on stderr.
+
+Stages call :func:`stage` when they start and :func:`advance` for countable work (aggregation
+lengths k of R, synthetic records made of the target); both do nothing unless a reporter is
+installed with :func:`reporting`. Only public or DP numbers may pass through here, never a
+count of the sensitive data. No Prefect import (the CLI's ``--help`` stays fast).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Protocol
+
+
+class Reporter(Protocol):
+    """Receives progress: a stage's description, then countable work within it."""
+
+    def stage(self, text: str) -> None:
+        """A new stage started (``text`` names it; no data values)."""
+
+    def advance(self, done: int, total: int) -> None:
+        """``done`` of ``total`` units of the current stage are finished (DP/public numbers)."""
+
+
+_REPORTER: Reporter | None = None
+
+
+@contextmanager
+def reporting(reporter: Reporter | None) -> Iterator[None]:
+    """Send the progress of the stages run inside the ``with`` block to ``reporter``."""
+    global _REPORTER
+    previous, _REPORTER = _REPORTER, reporter
+    try:
+        yield
+    finally:
+        _REPORTER = previous
+
+
+def stage(text: str) -> None:
+    """Report that a stage started."""
+    if _REPORTER is not None:
+        _REPORTER.stage(text)
+
+
+def advance(done: int, total: int) -> None:
+    """Report countable progress of the current stage (e.g. synthetic records of the target)."""
+    if _REPORTER is not None:
+        _REPORTER.advance(int(done), int(total))
+
+
+class RichProgress:
+    """A one-line rich display on stderr: spinner, stage, bar with done/total, elapsed time.
+
+    Stages without countable work show a pulsing bar and no numbers. ``disable=True`` (the
+    CLI's ``--quiet``) prints nothing. Use as a context manager around the flow run.
+    """
+
+    def __init__(self, prefix: str, *, disable: bool = False, console: Any = None) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+
+        self.prefix = prefix
+        self._progress = Progress(
+            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
+            TextColumn("{task.fields[count]}"), TimeElapsedColumn(),
+            console=console or Console(stderr=True), disable=disable)
+        self._task = self._progress.add_task(f"{prefix}: starting", total=None, count="")
+
+    def __enter__(self) -> RichProgress:
+        self._progress.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._progress.stop()
+
+    def stage(self, text: str) -> None:
+        """Show a new stage (indeterminate until :meth:`advance` is called)."""
+        self._progress.update(self._task, description=f"{self.prefix}: {text}", total=None,
+                              completed=0, count="")
+
+    def advance(self, done: int, total: int) -> None:
+        """Fill the bar to ``done`` of ``total`` and show both numbers."""
+        self._progress.update(self._task, total=max(total, 1), completed=min(done, total),
+                              count=f"{done:,}/{total:,}")
