@@ -34,7 +34,11 @@ PREFECT_DEFAULTS = {
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
     "PREFECT_LOGGING_LEVEL": "WARNING",
+    # failures reach the user as one paragraph from `fail`; Prefect's console tracebacks would
+    # bury it (they stay in the run's logs on the server and in private/<id>/failure.json)
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "CRITICAL",
     "GX_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",  # Prefect's client-side telemetry (and its first-run notice on stderr)
 }
 
 
@@ -105,6 +109,9 @@ def release(
         if "dataset" not in cfg and dataset is None:
             raise SdsInputError("no dataset id: pass --dataset ID or set dataset in the config")
         params = build_params(cfg, overrides)
+        from tasks.ingest import check_input_path
+
+        check_input_path(params.input)  # before any budget is reserved or Prefect started
     except SdsInputError as e:
         raise fail(str(e), 2) from None
     root = _home(params.home)
@@ -244,25 +251,30 @@ def audit(dataset: Annotated[str | None, typer.Argument()] = None,
 
 
 @app.command()
-def evaluate(original: str, synthetic: str,
-             reporting_length: Annotated[int, typer.Option(min=1)] = 3,
-             as_json: Annotated[bool, typer.Option("--json")] = False,
-             delimiter: str = ",") -> None:
-    """Compare a synthetic table with the original (not DP: reads the sensitive data)."""
-    from sds_core.evaluate import marginal_fidelity
-    from tasks.ingest import read_table
+def evaluate(
+    original: Annotated[str, typer.Argument(help="The sensitive table (CSV or Parquet).")],
+    synthetic: Annotated[str, typer.Argument(help="The synthetic table, e.g. synthetic.csv.")],
+    reporting_length: Annotated[int, typer.Option(min=1, help="Longest combination.")] = 3,
+    config: Annotated[Path | None, typer.Option(
+        help="Release config: preprocess ORIGINAL as the release did (columns, zeros, bins)."
+    )] = None,
+    resolution: Annotated[int, typer.Option(min=1, help="k of the preservation metrics.")] = 10,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default ',').")] = None,
+) -> None:
+    """Compare SYNTHETIC with ORIGINAL: SDS aggregate metrics and marginal TVD (NOT DP)."""
+    from tasks.compare import compare_tables, summary_lines
 
     try:
-        a = read_table(original, delimiter=delimiter).to_pandas()
-        b = read_table(synthetic, delimiter=delimiter).to_pandas()
-        result = marginal_fidelity(a, b, max_order=reporting_length)
+        result = compare_tables(original, synthetic, reporting_length=reporting_length,
+                                resolution=resolution, config=config, delimiter=delimiter)
     except SdsInputError as e:
         raise fail(str(e), 2) from None
     if as_json:
         typer.echo(json.dumps(result, indent=2, default=str))
         return
-    for order, tvd in sorted(result.get("tvd_mean_by_order", {}).items()):
-        typer.echo(f"mean total variation distance of {order}-way marginals: {tvd:.4f}")
+    for line in summary_lines(result):
+        typer.echo(line)
 
 
 def main() -> None:  # pragma: no cover - console entry point alias

@@ -1,8 +1,9 @@
 """ReleaseParams: the one typed parameter object of the ``release`` flow, and config loading.
 
 The Prefect UI renders this pydantic model as the run form; the ``sds`` CLI builds it from a TOML
-config file plus command-line options (the command line wins). :meth:`ReleaseParams.dp_params`
-and friends convert it once, at the task boundary, into the frozen ``sds_core`` dataclasses.
+config file plus command-line options (the command line wins). :func:`dp_params` and
+:func:`prepare_params` convert it once, at the task boundary, into the frozen ``sds_core``
+dataclasses.
 """
 
 from __future__ import annotations
@@ -279,3 +280,63 @@ def describe_validation_error(e: ValidationError) -> str:
         shown = "" if isinstance(given, dict | list) else f" (got {given!r})"
         parts.append(f"parameter '{loc}': {msg}{shown}")
     return "; ".join(parts) + ". Fix it in the config file or on the command line."
+
+
+# -- conversion to the core parameter objects (no data needed) ----------------------------------
+def dp_params(params: ReleaseParams) -> Any:
+    """The core DpParams of a release (δ always explicit, fixed before reading the data)."""
+    from sds_core.params import DpParams
+
+    return DpParams(
+        epsilon=params.epsilon,
+        delta=params.resolved_delta(),
+        reporting_length=params.reporting_length,
+        percentile_percentage=params.percentile_percentage,
+        percentile_epsilon_proportion=params.percentile_epsilon_proportion,
+        number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,
+        declared_domains=declared_domains(params),
+    )
+
+
+def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
+    """DeclaredDomains when the schema declares ``values`` for every used column, else ().
+
+    Used columns are ``use_columns``, or all schema columns when extra input columns are not
+    allowed. Binned columns (their labels are bins, not values) disable declaration.
+    """
+    from sds_core.declared import DeclaredDomain
+    from sds_core.prepare import normalize_text
+
+    schema = params.table_schema
+    if schema is None or (not params.use_columns and schema.allow_extra_columns):
+        return ()
+    cols = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
+    if not cols or any(c is None or c.values is None or c.bins is not None for c in cols):
+        return ()
+    out = []
+    for c in cols:
+        empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
+        values = sorted({normalize_text(v) for v in c.values} - empty)
+        out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
+    return tuple(out)
+
+
+def prepare_params(params: ReleaseParams) -> Any:
+    """The core PrepareParams (declared bins from the schema)."""
+    from sds_core.binning import Binning
+    from sds_core.prepare import PrepareParams
+
+    bins = []
+    for col in params.table_schema.columns if params.table_schema else []:
+        if col.bins is not None and (not params.use_columns or col.name in params.use_columns):
+            if col.bins.edges is not None:
+                bins.append(Binning(col.name, edges=tuple(col.bins.edges)))
+            else:
+                bins.append(Binning(col.name, width=col.bins.width, origin=col.bins.origin))
+    return PrepareParams(
+        use_columns=tuple(params.use_columns),
+        sensitive_zeros=tuple(c for c in params.sensitive_zeros
+                              if not params.use_columns or c in params.use_columns),
+        record_limit=params.record_limit,
+        binning=tuple(bins),
+    )

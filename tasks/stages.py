@@ -17,7 +17,7 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.params import ReleaseParams
+from flows.params import ReleaseParams, dp_params, prepare_params
 from sds_core.errors import SdsInputError
 from sds_core.table import PreparedTable
 from tasks import progress
@@ -56,44 +56,6 @@ def _maybe_kill(stage: str) -> None:
         os.kill(os.getpid(), signal.SIGKILL)
 
 
-def dp_params(params: ReleaseParams) -> Any:
-    """The core DpParams of a release (δ always explicit, fixed before reading the data)."""
-    from sds_core.params import DpParams
-
-    return DpParams(
-        epsilon=params.epsilon,
-        delta=params.resolved_delta(),
-        reporting_length=params.reporting_length,
-        percentile_percentage=params.percentile_percentage,
-        percentile_epsilon_proportion=params.percentile_epsilon_proportion,
-        number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,
-        declared_domains=declared_domains(params),
-    )
-
-
-def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
-    """DeclaredDomains when the schema declares ``values`` for every used column, else ().
-
-    Used columns are ``use_columns``, or all schema columns when extra input columns are not
-    allowed. Binned columns (their labels are bins, not values) disable declaration.
-    """
-    from sds_core.declared import DeclaredDomain
-    from sds_core.prepare import normalize_text
-
-    schema = params.table_schema
-    if schema is None or (not params.use_columns and schema.allow_extra_columns):
-        return ()
-    cols = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
-    if not cols or any(c is None or c.values is None or c.bins is not None for c in cols):
-        return ()
-    out = []
-    for c in cols:
-        empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
-        values = sorted({normalize_text(v) for v in c.values} - empty)
-        out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
-    return tuple(out)
-
-
 def planned_charges(params: ReleaseParams) -> list[Any]:
     """The ledger plan of a release, computed without the data."""
     from sds_core.dp_aggregate import plan_release
@@ -106,27 +68,6 @@ def planned_charges(params: ReleaseParams) -> list[Any]:
     else:
         spends = plan_release(dp_params(params), 1).stage_spends()  # δ explicit: count unused
     return [PlannedCharge(s.stage, s.mechanism, s.epsilon, s.delta, s.rho) for s in spends]
-
-
-def prepare_params(params: ReleaseParams) -> Any:
-    """The core PrepareParams (declared bins from the schema)."""
-    from sds_core.binning import Binning
-    from sds_core.prepare import PrepareParams
-
-    bins = []
-    for col in params.table_schema.columns if params.table_schema else []:
-        if col.bins is not None and (not params.use_columns or col.name in params.use_columns):
-            if col.bins.edges is not None:
-                bins.append(Binning(col.name, edges=tuple(col.bins.edges)))
-            else:
-                bins.append(Binning(col.name, width=col.bins.width, origin=col.bins.origin))
-    return PrepareParams(
-        use_columns=tuple(params.use_columns),
-        sensitive_zeros=tuple(c for c in params.sensitive_zeros
-                              if not params.use_columns or c in params.use_columns),
-        record_limit=params.record_limit,
-        binning=tuple(bins),
-    )
 
 
 # ---------------------------------------------------------------------------------------------

@@ -69,12 +69,42 @@ def test_missing_dataset_id(tiny_csv: Path, home: Path) -> None:
 
 
 def test_evaluate_identical_tables(tiny_csv: Path) -> None:
-    """Comparing a table with itself gives zero total variation distance."""
+    """A table against itself: zero TVD, nothing suppressed or fabricated, labelled not DP."""
     code, out, _ = run_cli("evaluate", str(tiny_csv), str(tiny_csv), "--reporting-length", "2",
                            "--json")
     assert code == 0
     result = json.loads(out)
-    assert all(v == pytest.approx(0.0) for v in result["tvd_mean_by_order"].values())
+    assert result["differentially_private"] is False and "NOT differentially" in result["note"]
+    fid, agg = result["marginal_fidelity"], result["aggregates"]
+    assert all(v == pytest.approx(0.0) for v in fid["tvd_mean_by_order"].values())
+    assert set(fid["tvd_mean_by_order"]) == {"1", "2"}
+    assert (agg["suppressed_pct"], agg["fabricated_pct"], agg["mean_error"]) == (0.0, 0.0, 0.0)
+    assert set(agg["by_length"]) == {"1", "2"}
+    assert agg["record_expansion_pct"] == 0.0
+
+
+def test_evaluate_text_summary(tiny_csv: Path, tmp_path: Path) -> None:
+    """The text form says it is not DP and reports suppression per length and TVD per order."""
+    rows = tiny_csv.read_text().splitlines()
+    half = tmp_path / "half.csv"
+    half.write_text("\n".join(rows[: len(rows) // 2]) + "\n")
+    code, out, _ = run_cli("evaluate", str(tiny_csv), str(half), "--reporting-length", "2")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].startswith("NOT differentially private")
+    assert any(ln.split()[:1] == ["2"] for ln in lines)  # the length-2 row
+    assert "mean total variation distance of 2-way marginals" in out
+    assert "suppressed" in out and "fabricated" in out
+
+
+def test_evaluate_bad_input(tiny_csv: Path, tmp_path: Path) -> None:
+    """A missing synthetic file or mismatched columns fail with one paragraph, exit 2."""
+    code, _, err = run_cli("evaluate", str(tiny_csv), str(tmp_path / "none.csv"))
+    assert code == 2 and "none.csv' does not exist" in err
+    other = tmp_path / "other.csv"
+    other.write_text("x,y\n1,2\n")
+    code, _, err = run_cli("evaluate", str(tiny_csv), str(other))
+    assert code == 2 and "columns differ" in err
 
 
 def test_prefect_environment_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -85,8 +115,12 @@ def test_prefect_environment_defaults(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.delenv("PREFECT_HOME", raising=False)
     monkeypatch.setenv("PREFECT_LOGGING_LEVEL", "DEBUG")
     monkeypatch.delenv("PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS", raising=False)
+    monkeypatch.delenv("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", raising=False)
+    monkeypatch.delenv("DO_NOT_TRACK", raising=False)
     prefect_environment(tmp_path)
     assert "PREFECT_API_URL" not in os.environ
     assert os.environ["PREFECT_HOME"] == str(tmp_path / "prefect")
     assert os.environ["PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS"] == "180"
     assert os.environ["PREFECT_LOGGING_LEVEL"] == "DEBUG"
+    assert os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] == "CRITICAL"
+    assert os.environ["DO_NOT_TRACK"] == "1"

@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from flows.params import build_params, load_config
-from tasks.stages import declared_domains, dp_params
+from flows.params import build_params, declared_domains, dp_params, load_config
 from tests.pipeline.conftest import run_cli
 
 DECLARED_COLUMNS = "sex,educ,married,inc_cat"
