@@ -52,8 +52,10 @@ def advance(done: int, total: int) -> None:
 class RichProgress:
     """A one-line rich display on stderr: spinner, stage, bar with done/total, elapsed time.
 
-    Stages without countable work show a pulsing bar and no numbers. ``disable=True`` (the
-    CLI's ``--quiet``) prints nothing. Use as a context manager around the flow run.
+    Stages without countable work show a pulsing bar and no numbers. The line is erased when
+    the run ends (so a failure leaves only its one-paragraph message) and is drawn only on a
+    terminal; ``disable=True`` (the CLI's ``--quiet``) draws nothing. Use as a context manager
+    around the flow run.
     """
 
     def __init__(self, prefix: str, *, disable: bool = False, console: Any = None) -> None:
@@ -61,10 +63,11 @@ class RichProgress:
         from rich.progress import BarColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
         self.prefix = prefix
+        console = console or Console(stderr=True)
         self._progress = Progress(
             SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
             TextColumn("{task.fields[count]}"), TimeElapsedColumn(),
-            console=console or Console(stderr=True), disable=disable)
+            console=console, disable=disable or not console.is_terminal, transient=True)
         self._task = self._progress.add_task(f"{prefix}: starting", total=None, count="")
 
     def __enter__(self) -> RichProgress:

@@ -41,19 +41,28 @@ def _case_file(case: str, tmp_path: Path, tiny_csv: Path) -> str:
         return _write(tmp_path, "ragged.csv", (body + "1,30,9\n").encode())
     if case == "outside-domain":
         return _write(tmp_path, "domain.csv", (body + "1,30,9,1,a million\n").encode())
+    if case == "schema-column-not-in-file":
+        return _write(tmp_path, "fewer.csv", ("\n".join(
+            r.rsplit(",", 1)[0] for r in rows) + "\n").encode())
     raise AssertionError(case)
 
 
-CASES = {
-    "missing": "does not exist",
-    "empty": "is empty",
-    "header-only": "no data rows",
-    "wrong-delimiter": "--delimiter ';'",
-    "duplicate-columns": "duplicate column names",
-    "column-not-in-schema": "not in the schema",
-    "not-utf8": "not valid UTF-8",
-    "ragged": "has 3 fields but the header has 5",
-    "outside-domain": "column 'inc_cat': values must be one of the 10 declared values",
+FIX_SCHEMA = "Fix the data or the declared schema in the config"
+CASES = {  # case: (the problem, named with file/column/row, and the fix)
+    "missing": ("nope.csv' does not exist", "check the path"),
+    "empty": ("empty.csv' is empty", "it needs a header row and at least one data row"),
+    "header-only": ("header.csv' has a header row but no data rows", "give a file with data"),
+    "wrong-delimiter": ("the file looks ';'-delimited", "pass --delimiter ';'"),
+    "duplicate-columns": ("duplicate column names ['age']", "rename them"),
+    "column-not-in-schema": ("input column(s) ['zip'] are not in the schema",
+                             "declare them or drop them with use_columns"),
+    "schema-column-not-in-file": ("declared column(s) ['inc_cat'] are missing from the input",
+                                  FIX_SCHEMA),
+    "not-utf8": ("latin.csv' is not valid UTF-8: undecodable byte at line 402",
+                 "re-save the file as UTF-8"),
+    "ragged": ("data row 401 (line 402) has 3 fields but the header has 5", "fix that row"),
+    "outside-domain": ("column 'inc_cat': values must be one of the 10 declared values (first "
+                       "failing data row 401)", FIX_SCHEMA),
 }
 
 
@@ -65,11 +74,14 @@ def test_bad_file_is_refused_without_charge(
     path = _case_file(case, tmp_path, tiny_csv)
     code, _out, err = run_cli("release", path, "--config", str(tiny_config), "--home", str(home),
                              "--quiet")
+    problem, fix = CASES[case]
     assert code != 0
-    assert CASES[case] in err
-    assert "sds: error:" in err
+    assert problem in err and fix in err
+    assert err.count("sds: error:") == 1 and "Traceback" not in err
     assert charges(home) == []
     assert complete_releases(home) == []
+    if case == "missing":  # refused before any budget is reserved
+        assert not (home / "ledger.sqlite").exists()
 
 
 @pytest.mark.parametrize(
@@ -121,6 +133,47 @@ def test_zero_budget_left(tiny_csv: Path, tiny_config: Path, home: Path,
     assert "needs (epsilon=2.0" in err and "only (epsilon=1.0" in err
     assert charges(home) == []
     assert not (home / "releases").exists() or complete_releases(home) == []
+
+
+def test_exactly_zero_budget_left(tiny_csv: Path, tiny_config: Path, home: Path,
+                                  prefect_server: str) -> None:
+    """A dataset whose lifetime budget is fully spent refuses the next release, naming it."""
+    from tasks.ledger import Ledger, PlannedCharge
+
+    ledger = Ledger.open(home)
+    ledger.set_budget("tiny", epsilon=2.0, delta=0.001)
+    ledger.reserve("tiny", "earlier", [PlannedCharge("count", "laplace", 2.0)])
+    ledger.charge("earlier", "count")
+    ledger.complete("earlier")
+    before = charges(home)
+    code, _, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
+                           "--home", str(home), "--quiet")
+    assert code == 1
+    assert "'tiny'" in err and "only (epsilon=0" in err
+    assert "sds budget set" in err  # the fix
+    assert charges(home) == before
+    assert complete_releases(home) == []
+
+
+def test_failure_is_one_paragraph_in_a_real_process(tmp_path: Path, tiny_csv: Path,
+                                                    tiny_config: Path, prefect_server: str) -> None:
+    """Run as a program, a failing release prints exactly one stderr paragraph (no tracebacks)."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.pipeline.conftest import PROJECT
+
+    bad = _case_file("outside-domain", tmp_path, tiny_csv)
+    env = {**os.environ, "PREFECT_API_URL": prefect_server}
+    env.pop("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", None)
+    done = subprocess.run([sys.executable, "-m", "flows.cli", "release", bad, "--config",
+                           str(tiny_config), "--home", str(tmp_path / "home")],
+                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 1
+    lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("sds: error: release "), done.stderr[-3000:]
+    assert FIX_SCHEMA in lines[0]
 
 
 def test_existing_release_id(tiny_csv: Path, tiny_config: Path, home: Path,
