@@ -208,7 +208,8 @@ def collect_versions() -> dict[str, str]:
     """Versions for the manifest (from package metadata: nothing heavy is imported)."""
     out = {"python": platform.python_version()}
     for key, dist in (("project", "sds-release"), ("numpy", "numpy"), ("pandas", "pandas"),
-                      ("pyarrow", "pyarrow"), ("prefect", "prefect")):
+                      ("pyarrow", "pyarrow"), ("prefect", "prefect"),
+                      ("great_expectations", "great-expectations")):
         try:
             out[key] = metadata.version(dist)
         except metadata.PackageNotFoundError:

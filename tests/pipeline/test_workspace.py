@@ -157,7 +157,7 @@ def test_manifest_round_trip(tmp_path: Path) -> None:
     assert {"release_id", "dataset", "created_at", "status", "parameters", "privacy", "input",
             "stages", "artifacts", "versions"} <= m.data.keys()
     assert set(m.data["versions"]) == {"project", "python", "numpy", "pandas", "pyarrow",
-                                       "prefect"}
+                                       "prefect", "great_expectations"}
     stage = m.stage("synthesize")
     assert stage["status"] == "complete" and stage["artifacts"] == ["synthetic.csv",
                                                                     "synthetic.parquet"]
