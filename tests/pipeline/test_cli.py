@@ -14,11 +14,11 @@ from tests.pipeline.conftest import PROJECT, run_cli
 
 
 def test_help_does_not_import_prefect_or_gx() -> None:
-    """`sds --help` loads neither Prefect nor Great Expectations (it stays fast)."""
+    """`sds --help` loads neither Prefect, Great Expectations nor pandas (it stays fast)."""
     code = ("import sys; from typer.testing import CliRunner; from flows.cli import app; "
             "r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0, r.output; "
             "assert 'release' in r.output; "
-            "bad = [m for m in ('prefect', 'great_expectations') if m in sys.modules]; "
+            "bad = [m for m in ('prefect', 'great_expectations', 'pandas') if m in sys.modules]; "
             "assert not bad, bad")
     done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True,
                           timeout=120)
