@@ -197,7 +197,9 @@ class Ledger:
                         "settings)")
                 if existing.status == "cancelled":
                     raise LedgerConflictError(
-                        f"release {release_id!r} was cancelled; start a new release id")
+                        f"release id {release_id!r} was already used by a release that failed "
+                        "or was cancelled; start a new release id (leave out --release-id to "
+                        "get a fresh one)")
                 return existing
             exact = self._exact(conn, dataset)
             if exact is None:

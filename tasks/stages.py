@@ -88,6 +88,14 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
             f"release id {release_id!r} already exists and is complete ({dirs.release_dir}); "
             "choose another --release-id or leave it out to get a new one"
         )
+    ledger = Ledger.open(home)
+    earlier = ledger.reservation(release_id)
+    if earlier is not None and earlier.status != "open":
+        raise SdsInputError(
+            f"release id {release_id!r} was already used by a release that "
+            f"{'failed or was cancelled' if earlier.status == 'cancelled' else 'completed'}; "
+            "start a new release id (leave out --release-id to get a fresh one)"
+        )
     saved = dirs.private_dir / "params.json"
     public = params.public_dict() | {"release_id": release_id}
     if saved.is_file():
@@ -101,7 +109,6 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
                 f"release {release_id!r} was started with other parameters; resume it with "
                 f"`sds resume {release_id}` (same parameters) or start a new release id"
             )
-    ledger = Ledger.open(home)
     if ledger.budget(params.dataset) is None and params.default_budget is not None:
         ledger.set_budget(params.dataset, epsilon=params.default_budget.epsilon,
                           delta=params.default_budget.delta)

@@ -188,3 +188,16 @@ def test_existing_release_id(tiny_csv: Path, tiny_config: Path, home: Path,
     assert code == 1
     assert "already exists" in err
     assert charges(home) == before
+
+
+def test_release_id_of_a_failed_release(tmp_path: Path, tiny_csv: Path, tiny_config: Path,
+                                        home: Path, prefect_server: str) -> None:
+    """Re-using the id of a release that failed (and was cancelled) is refused, naming the fix."""
+    bad = _case_file("outside-domain", tmp_path, tiny_csv)
+    args = ["--config", str(tiny_config), "--home", str(home), "--release-id", "r9", "--quiet"]
+    assert run_cli("release", bad, *args)[0] == 1
+    code, _, err = run_cli("release", str(tiny_csv), *args)
+    assert code == 1
+    assert "release id 'r9' was already used by a release that failed" in err
+    assert "leave out --release-id" in err
+    assert charges(home) == [] and complete_releases(home) == []
