@@ -92,18 +92,18 @@ def _count_of(
     return np.where(keys[pos] == query, counts[pos], 0).astype(np.int64)
 
 
-def _bucket(items: list[tuple[float, float, float, float]]) -> dict[str, float]:
-    """Mean of (preservation, length, syn count, proportional error) over items (zeros if none)."""
-    if not items:
+def _bucket(rows: NDArray[np.float64]) -> dict[str, float]:
+    """Means of the (preservation, length, syn count, proportional error) rows (zeros if none)."""
+    if not rows.shape[0]:
         return {
             "count_preservation": 0.0, "mean_combo_length": 0.0,
             "mean_combo_count": 0.0, "mean_proportional_error": 0.0, "n_combinations": 0,
         }  # fmt: skip
-    a = np.asarray(items, dtype=np.float64)
+    m = rows.mean(axis=0)
     return {
-        "count_preservation": float(a[:, 0].mean()), "mean_combo_length": float(a[:, 1].mean()),
-        "mean_combo_count": float(a[:, 2].mean()),
-        "mean_proportional_error": float(a[:, 3].mean()), "n_combinations": len(items),
+        "count_preservation": float(m[0]), "mean_combo_length": float(m[1]),
+        "mean_combo_count": float(m[2]), "mean_proportional_error": float(m[3]),
+        "n_combinations": int(rows.shape[0]),
     }  # fmt: skip
 
 
@@ -137,7 +137,7 @@ def aggregate_metrics(
     )
     aligned = _aligned_keys(sensitive, target)
     by_length: dict[int, dict[str, float]] = {}
-    items: list[tuple[int, float, float]] = []  # (length, sen, syn)
+    items: list[tuple[int, NDArray[np.int64], NDArray[np.int64]]] = []  # (length, sen, syn)
     tot = {"s": 0, "supp": 0, "fab": 0, "err_sum": 0.0, "n_common": 0, "val_sum": 0.0}
     max_t = 0
     for k, (sk, sc, tk, tc) in aligned.items():
@@ -162,29 +162,26 @@ def aggregate_metrics(
         # preservation items: S with count >= k, plus every T combination not yet included
         syn_of_s = _count_of(tk, tc, sk)
         keep = sc >= resolution
-        items += [(k, float(a), float(b)) for a, b in zip(sc[keep], syn_of_s[keep], strict=True)]
+        items.append((k, sc[keep], syn_of_s[keep]))
         sen_of_t = _count_of(sk, sc, tk)
         extra = sen_of_t < resolution  # fabricated (0) or rare in S: not included yet
-        items += [(k, float(a), float(b)) for a, b in zip(sen_of_t[extra], tc[extra], strict=True)]
+        items.append((k, sen_of_t[extra], tc[extra].astype(np.int64)))
 
-    def per_item(sen: float, syn: float) -> tuple[float, float]:
-        if sen > 0:
-            return min(syn / sen, 1.0), abs(syn - sen) / sen
-        return 0.0, 1.0
-
-    by_len_items: dict[int, list[tuple[float, float, float, float]]] = {k: [] for k in aligned}
+    # rows (preservation, length, syn count, proportional error), vectorized over all items
+    lens = np.concatenate([np.full(a.size, k, dtype=np.float64) for k, a, _ in items])
+    sen = np.concatenate([a for _, a, _ in items]).astype(np.float64)
+    syn = np.concatenate([b for _, _, b in items]).astype(np.float64)
+    pos = sen > 0
+    safe = np.where(pos, sen, 1.0)
+    pres = np.where(pos, np.minimum(syn / safe, 1.0), 0.0)
+    perr = np.where(pos, np.abs(syn - sen) / safe, 1.0)
+    rows = np.column_stack([pres, lens, syn, perr])
     bins = [FIRST_COUNT_BIN]
     while bins[-1] < max_t:
         bins.append(bins[-1] * 2)
-    by_bin: dict[int, list[tuple[float, float, float, float]]] = {b: [] for b in bins}
     bin_arr = np.asarray(bins)
-    for k, sen, syn in items:
-        pres, perr = per_item(sen, syn)
-        row = (pres, float(k), syn, perr)
-        by_len_items[k].append(row)
-        b = int(bin_arr[min(int(np.searchsorted(bin_arr, syn)), len(bins) - 1)])
-        by_bin[b].append(row)
-    pres_by_count = {b: _bucket(by_bin[b]) for b in sorted(by_bin, reverse=True)}
+    which = np.minimum(np.searchsorted(bin_arr, syn), len(bins) - 1)
+    pres_by_count = {bins[i]: _bucket(rows[which == i]) for i in reversed(range(len(bins)))}
     mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
     expansion = None
     if n_sensitive and n_target is not None:
@@ -197,7 +194,7 @@ def aggregate_metrics(
         "mean_count": tot["val_sum"] / tot["s"] if tot["s"] else 0.0,
         "mean_error": tot["err_sum"] / tot["n_common"] if tot["n_common"] else 0.0,
         "by_length": by_length,
-        "preservation_by_length": {k: _bucket(v) for k, v in by_len_items.items()},
+        "preservation_by_length": {k: _bucket(rows[lens == k]) for k in aligned},
         "preservation_by_count": pres_by_count,
         "mean_proportional_error": mpe,
         "record_expansion_pct": expansion,

@@ -11,8 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from math import ceil, comb, log2
-from typing import Any
+from math import comb
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,14 +19,14 @@ from numpy.typing import NDArray
 from sds_core.aggregates import AggregateSet
 from sds_core.domain import EMPTY_CODE, Domain
 from sds_core.errors import SdsInputError, SdsInternalError, require
-from sds_core.synthesize_kernels import _lookup, build_table, synthesize_records
+from sds_core.synthesize_kernels import synthesize_records
+from sds_core.synthesize_layout import build_layout
+from sds_core.synthesize_ordered import synthesize_records_ordered
 from sds_core.table import MultiValueColumn, PreparedTable
 
 CHUNK_RECORDS = 4096
 """Records built per kernel call (progress is reported between calls)."""
 MAX_CANDIDATE_CELLS = 64_000_000
-DENSE_PAIR_LIMIT = 2048
-"""Domains with at most this many attributes look pairs up in a dense table (<= 32 MiB)."""
 """Upper bound on attributes x sub-combinations per attribute held while building a record."""
 
 
@@ -105,128 +104,6 @@ def default_target(aggregates: AggregateSet) -> int:
     return int(n)
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class _Layout:
-    """Aggregates flattened for the kernel: counts of all lengths + hash table over their keys."""
-
-    counts: NDArray[np.int64]
-    idx1: NDArray[np.int64]
-    tkeys: NDArray[np.int64]
-    tvals: NDArray[np.int64]
-    bits: int
-    base: int
-
-
-def _layout(aggregates: AggregateSet, scale: float | None) -> _Layout:
-    domain = aggregates.domain
-    n_attr = domain.n_attributes
-    base = n_attr + 1
-    R = aggregates.reporting_length
-    if R * log2(base) >= 62.9:
-        raise SdsInputError(
-            f"{n_attr} attributes with reporting_length {R}: combination keys overflow int64; "
-            "bin or merge high-cardinality columns, or lower the reporting length"
-        )
-    keys, counts = [], []
-    idx1 = np.full(n_attr, -1, dtype=np.int64)
-    for k in sorted(aggregates.by_len):
-        cc = aggregates.by_len[k]
-        if k > R or len(cc) == 0:
-            continue
-        attrs = cc.attrs.astype(np.int64)
-        require(
-            bool((attrs >= 0).all() and (attrs < n_attr).all()),
-            f"aggregates of length {k} hold attribute ids outside the domain (0..{n_attr - 1})",
-        )
-        if k > 1:
-            require(
-                bool((np.diff(attrs, axis=1) > 0).all()),
-                f"aggregates of length {k}: attribute ids in a combination must be ascending",
-            )
-            cols = np.asarray(domain.attribute_columns())[attrs]
-            require(
-                bool((np.diff(cols, axis=1) > 0).all()),
-                f"aggregates of length {k}: a combination uses two values of one column",
-            )
-        c = cc.counts.astype(np.int64)
-        require(
-            bool((c > 0).all()),
-            f"aggregates of length {k} contain counts <= 0; drop them before synthesis",
-        )
-        if scale is not None:
-            c = np.ceil(c * float(scale)).astype(np.int64)
-        key = np.zeros(len(cc), dtype=np.int64)
-        for j in range(k):
-            key = key * base + attrs[:, j] + 1
-        if k == 1:
-            idx1[attrs[:, 0]] = sum(len(x) for x in keys) + np.arange(len(cc))
-        keys.append(key)
-        counts.append(c)
-    all_keys = np.concatenate(keys) if keys else np.zeros(0, dtype=np.int64)
-    require(
-        np.unique(all_keys).size == all_keys.size,
-        "aggregates contain a combination twice; each combination must appear once",
-    )
-    bits = max(4, ceil(log2(max(2 * all_keys.size, 2))) + 1)
-    tkeys, tvals = build_table(all_keys, bits)
-    all_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
-    return _Layout(all_counts, idx1, tkeys, tvals, bits, base)
-
-
-def _dense_pairs(aggregates: AggregateSet, lay: _Layout) -> NDArray[np.int64]:
-    """Symmetric n_attr x n_attr table of pair indices (-1 = unreported) for small domains."""
-    n_attr = aggregates.domain.n_attributes
-    if n_attr > DENSE_PAIR_LIMIT or aggregates.reporting_length < 2:
-        return np.full(1, -1, dtype=np.int64)
-    table = np.full((n_attr, n_attr), -1, dtype=np.int64)
-    pairs = aggregates.counts_of(2).attrs.astype(np.int64)
-    if pairs.shape[0]:
-        keys = (pairs[:, 0] + 1) * lay.base + pairs[:, 1] + 1
-        slots = np.array([_probe(lay, int(k)) for k in keys], dtype=np.int64)
-        table[pairs[:, 0], pairs[:, 1]] = slots
-        table[pairs[:, 1], pairs[:, 0]] = slots
-    return table.ravel()
-
-
-def _triples_by_pair(
-    aggregates: AggregateSet, lay: _Layout, pair_idx: NDArray[np.int64]
-) -> tuple[Any, ...]:
-    """CSR lists for the kernel: for each reported pair, the third attribute of its triples.
-
-    Returns (start, third attribute, triple index, triple count, synthetic count (zeros),
-    CSR positions of each triple (m3, 3), index of the first triple); dummies without triples.
-    """
-    n_attr = aggregates.domain.n_attributes
-    triples = aggregates.counts_of(3).attrs.astype(np.int64)
-    if pair_idx.size != n_attr * n_attr or aggregates.reporting_length < 3 or not len(triples):
-        z64, z32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
-        return np.zeros(1, np.int64), z32, z32, z64, z64.copy(), np.zeros((0, 3), np.int64), 0
-    first = sum(len(cc) for k, cc in aggregates.by_len.items() if k < 3)  # layout order
-    m3 = triples.shape[0]
-    t_idx = first + np.arange(m3, dtype=np.int64)
-    p = np.concatenate(
-        [pair_idx[triples[:, i] * n_attr + triples[:, j]] for i, j in ((0, 1), (0, 2), (1, 2))]
-    )
-    third = np.concatenate([triples[:, 2], triples[:, 1], triples[:, 0]])
-    combo = np.tile(t_idx, 3)
-    slot = np.repeat(np.arange(3), m3)  # which of the triple's 3 pairs an entry belongs to
-    keep = np.flatnonzero(p >= 0)
-    order = keep[np.argsort(p[keep], kind="stable")]
-    start = np.searchsorted(p[order], np.arange(lay.counts.size + 1)).astype(np.int64)
-    trip_pos = np.full((m3, 3), -1, dtype=np.int64)
-    trip_pos[combo[order] - first, slot[order]] = np.arange(order.size)
-    counts = lay.counts[combo[order]]
-    return (
-        start, third[order].astype(np.int32), combo[order].astype(np.int32), counts,
-        np.zeros(order.size, np.int64), trip_pos, first,
-    )  # fmt: skip
-
-
-def _probe(lay: _Layout, key: int) -> int:
-    """Index of ``key`` in the layout (hash table lookup, Python side)."""
-    return int(_lookup(lay.tkeys, lay.tvals, lay.bits, key))
-
-
 def synthesize(
     aggregates: AggregateSet,
     params: SynthesisParams = SynthesisParams(),
@@ -257,7 +134,7 @@ def synthesize(
     require(isinstance(rng, np.random.Generator), "rng must be a numpy.random.Generator")
     domain = aggregates.domain
     n_cols, n_attr, R = domain.n_columns, domain.n_attributes, aggregates.reporting_length
-    lay = _layout(aggregates, params.aggregate_counts_scale_factor)
+    lay = build_layout(aggregates, params.aggregate_counts_scale_factor)
     budget0 = np.zeros(n_attr, dtype=np.int64)
     has1 = lay.idx1 >= 0
     budget0[has1] = lay.counts[lay.idx1[has1]]
@@ -285,10 +162,12 @@ def synthesize(
     col_rank = np.empty(n_cols, dtype=np.int64)
     card = np.bincount(attr_col[has1], minlength=n_cols)
     # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
-    col_rank[np.lexsort((card, -np.round(fill_rate, 2)))] = np.arange(n_cols)
+    col_order = np.lexsort((card, -np.round(fill_rate, 2))).astype(np.int64)
+    col_rank[col_order] = np.arange(n_cols)
+    col_lo = np.asarray(domain.offsets[:-1], dtype=np.int64)
+    col_hi = np.asarray(domain.offsets[1:], dtype=np.int64)
     syn = np.zeros(lay.counts.size, dtype=np.int64)
-    pair_idx = _dense_pairs(aggregates, lay)
-    csr = _triples_by_pair(aggregates, lay, pair_idx)
+    pair_idx, csr = lay.pair_idx, lay.csr
     avail = budget0.copy()
     state = np.array([total_budget, 0, int(target is not None), 0], dtype=np.int64)
     pct = params.weight_selection_percentile / 100.0
@@ -300,11 +179,19 @@ def synthesize(
             break
         out = np.empty((want, n_cols), dtype=np.int64)
         uniforms = rng.random(want * n_cols)
-        n, _ = synthesize_records(
-            out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals, lay.bits,
-            lay.base, R, avail, budget0, state, params.use_synthetic_counts, pct,
-            params.complete_records, fill_rate, filled, col_rank, sub_cap, pair_idx, *csr,
-        )  # fmt: skip
+        if params.complete_records:
+            n, _ = synthesize_records_ordered(
+                out, uniforms, attr_col, col_lo, col_hi, col_order, lay.counts, syn, lay.idx1,
+                lay.tkeys, lay.tvals, lay.bits, lay.base, R, avail, budget0, state,
+                params.use_synthetic_counts, pct, fill_rate, filled, sub_cap, pair_idx, *csr,
+                lay.pair_col_start, lay.pair_first,
+            )  # fmt: skip
+        else:
+            n, _ = synthesize_records(
+                out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals,
+                lay.bits, lay.base, R, avail, budget0, state, params.use_synthetic_counts, pct,
+                False, fill_rate, filled, col_rank, sub_cap, pair_idx, *csr,
+            )  # fmt: skip
         if state[3] == 2:
             raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
         chunks.append(out[:n])

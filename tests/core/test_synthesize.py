@@ -21,6 +21,8 @@ from sds_core.synthesize import (
     synthesize,
 )
 from sds_core.synthesize_kernels import _insert_sorted, _quantile_sorted
+from sds_core.synthesize_layout import build_layout
+from sds_core.synthesize_ordered import quantile_r8
 from sds_core.table import PreparedTable
 
 AB = Domain(("A", "B"), (("a1", "a2"), ("b1", "b2")))
@@ -216,6 +218,45 @@ def test_quantile_r8_matches_numpy_median_unbiased() -> None:
             _insert_sorted(rows, 1, i, v)
         assert rows[1].tolist() == sorted(x.astype(np.int64).tolist())
         assert _quantile_sorted(rows, 1, n, p) == pytest.approx(expected)
+
+
+def test_unsorted_quantile_r8_matches_numpy() -> None:
+    """The completion kernel's partial-selection R-8 quantile equals numpy on unsorted rows."""
+    rng = np.random.default_rng(6)
+    for _ in range(300):
+        n = int(rng.integers(1, 60))
+        x = rng.integers(-5, 100, size=n)
+        p = float(rng.choice([0.0, 0.05, 0.5, 0.95, 1.0, rng.random()]))
+        rows = np.zeros((2, n), dtype=np.int64)
+        rows[1] = x
+        got = quantile_r8(rows, 1, n, p, np.zeros(n + 2, dtype=np.int64))
+        assert got == pytest.approx(np.quantile(x.astype(float), p, method="median_unbiased"))
+
+
+def test_layout_triple_lists_sorted_and_split_by_column() -> None:
+    """Each pair's CSR list holds exactly its triples' third attributes, ascending, by column."""
+    rng = np.random.default_rng(3)
+    frame = pd.DataFrame({c: rng.choice(list("abcd"), size=60) for c in "PQRST"})
+    from sds_core.prepare import prepare
+
+    agg = exact_aggregates(prepare(frame), 3)
+    lay = build_layout(agg, None)
+    start, third, combo, _, _, trip_pos, t_first = lay.csr
+    n_cols, attr_col = agg.domain.n_columns, agg.domain.attribute_columns()
+    triples = agg.counts_of(3).attrs
+    for pl, (a, b) in enumerate(agg.counts_of(2).attrs):
+        p = lay.pair_first + pl
+        lst = third[start[p] : start[p + 1]]
+        want = sorted(
+            int(x) for t in triples for x in t if a in t and b in t and x not in (a, b)
+        )
+        assert lst.tolist() == want
+        for c in range(n_cols):
+            lo, hi = lay.pair_col_start[pl * n_cols + c], lay.pair_col_start[pl * n_cols + c + 1]
+            assert (attr_col[third[lo:hi]] == c).all()
+            assert np.count_nonzero(attr_col[lst] == c) == hi - lo
+    for t in range(len(triples)):  # every triple sits in its three pair lists
+        assert (combo[trip_pos[t]] == t_first + t).all()
 
 
 def test_progress_is_reported_and_default_target() -> None:

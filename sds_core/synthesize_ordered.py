@@ -1,0 +1,396 @@
+"""Compiled kernel of the default synthesis mode (``complete_records=True``), column by column.
+
+Used only by :mod:`sds_core.synthesize`. In completion mode each step keeps only the candidates
+of the best-ranked free column, so this kernel evaluates columns lazily in rank order and stops
+at the first one with a positive candidate weight, instead of keeping every free attribute's
+sub-combinations up to date after each pick (:mod:`sds_core.synthesize_kernels`, which stays
+the kernel of the reference mode). Same candidates, weights and sampling distribution.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sds_core.synthesize_kernels import HAVE_NUMBA, _combo_key, _jit, _lookup
+
+if HAVE_NUMBA:
+    from numba import njit as _njit
+
+
+def _inline(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Compile ``fn`` to be inlined at numba-IR level into its callers.
+
+    A non-inlined call increments and decrements the reference count of every array argument
+    (atomic instructions); in the per-candidate loops that cost more than the work itself.
+    """
+    return _njit(cache=True, nogil=True, inline="always")(fn) if HAVE_NUMBA else fn
+
+
+_lookup_i = _inline(getattr(_lookup, "py_func", _lookup))
+_combo_key_i = _inline(getattr(_combo_key, "py_func", _combo_key))
+
+
+@_inline
+def quantile_r8(x: np.ndarray, r: int, n: int, p: float, tmp: np.ndarray) -> float:
+    """R-8 quantile at p of the unsorted x[r, :n] (same value as sorting, then R-8).
+
+    Only the two order statistics around ``h`` are needed, so it keeps the few largest (or
+    smallest) values in ``tmp`` (insertion, O(n * kept)) instead of sorting the row.
+    """
+    h = (n + 1.0 / 3.0) * p + 1.0 / 3.0
+    hf = int(np.floor(h))
+    if hf <= 0 or p == 0.0:
+        v = x[r, 0]
+        for i in range(1, n):
+            v = min(v, x[r, i])
+        return float(v)
+    if hf >= n or p == 1.0:
+        v = x[r, 0]
+        for i in range(1, n):
+            v = max(v, x[r, i])
+        return float(v)
+    # ascending order statistics hf-1 (lo) and hf (hi), 0-based
+    top = n - hf + 1  # elements at ascending positions hf-1 .. n-1
+    if top <= hf + 1:
+        m = 0  # tmp[:m] = largest values seen, descending
+        for i in range(n):
+            v = x[r, i]
+            if m == top and v <= tmp[m - 1]:
+                continue
+            q = m if m < top else top - 1
+            while q > 0 and tmp[q - 1] < v:
+                tmp[q] = tmp[q - 1]
+                q -= 1
+            tmp[q] = v
+            if m < top:
+                m += 1
+        lo_v, hi_v = tmp[top - 1], tmp[top - 2]
+    else:
+        keep = hf + 1  # ascending positions 0 .. hf
+        m = 0  # tmp[:m] = smallest values seen, ascending
+        for i in range(n):
+            v = x[r, i]
+            if m == keep and v >= tmp[m - 1]:
+                continue
+            q = m if m < keep else keep - 1
+            while q > 0 and tmp[q - 1] > v:
+                tmp[q] = tmp[q - 1]
+                q -= 1
+            tmp[q] = v
+            if m < keep:
+                m += 1
+        lo_v, hi_v = tmp[hf - 1], tmp[hf]
+    a = float(lo_v)
+    return a + (h - hf) * (float(hi_v) - a)
+
+
+@_jit
+def synthesize_records_ordered(
+    out: np.ndarray, uniforms: np.ndarray, attr_col: np.ndarray, col_lo: np.ndarray,
+    col_hi: np.ndarray, col_order: np.ndarray, counts: np.ndarray, syn: np.ndarray,
+    idx1: np.ndarray, tkeys: np.ndarray, tvals: np.ndarray, bits: int, base: int,
+    reporting_length: int, avail: np.ndarray, budget0: np.ndarray, state: np.ndarray,
+    use_syn: bool, percentile: float, fill_rate: np.ndarray, filled: np.ndarray,
+    sub_cap: int, pair_idx: np.ndarray, csr_start: np.ndarray, csr_attr: np.ndarray,
+    csr_combo: np.ndarray, csr_count: np.ndarray, csr_syn: np.ndarray, trip_pos: np.ndarray,
+    trip_first: int, pair_col_start: np.ndarray, pair_first: int,
+) -> tuple[int, int]:  # fmt: skip
+    """Completion-mode twin of :func:`sds_core.synthesize_kernels.synthesize_records`.
+
+    Same arguments and state contract, plus ``col_lo``/``col_hi`` (attribute id range of each
+    column) and ``col_order`` (columns best-ranked first), with ``csr_attr`` ascending within
+    each pair's list. At each step the free columns are evaluated in rank order (attempt 0:
+    budgets and synthetic counts; attempt 1, completion: raw weights, columns below their fill
+    rate) and the first with a positive total weight is sampled from; columns that cannot
+    become valid again in this record are skipped. Returns (records written, uniforms used).
+    """
+    n_attr = attr_col.shape[0]
+    n_cols = out.shape[1]
+    R = reporting_length
+    has_csr = csr_start.shape[0] > 1 and R >= 3
+    dense = pair_idx.shape[0] == n_attr * n_attr
+    max_card = 1
+    for c in range(n_cols):
+        max_card = max(max_card, col_hi[c] - col_lo[c])
+    cand = np.empty(max_card, dtype=np.int64)
+    alive = np.empty(max_card, dtype=np.int64)
+    subs = np.empty((max_card, sub_cap), dtype=np.int64)
+    wraw = np.empty((max_card, sub_cap), dtype=np.int64)
+    wadj = np.empty((max_card, sub_cap), dtype=np.int64)
+    nsub = np.zeros(max_card, dtype=np.int64)
+    full = np.zeros(max_card, dtype=np.int64)
+    pick_slot = np.empty(max_card, dtype=np.int64)
+    wts = np.empty(max_card, dtype=np.int64)
+    tmp = np.empty(sub_cap + 2, dtype=np.int64)
+    rec = np.empty(n_cols, dtype=np.int64)
+    rb0 = np.empty(max(1, n_cols * (n_cols - 1) // 2), dtype=np.int64)  # CSR ranges per pair
+    rb1 = np.empty_like(rb0)
+    col_used = np.zeros(n_cols, dtype=np.bool_)
+    dead = np.zeros((2, n_cols), dtype=np.bool_)
+    sub = np.empty(max(R, 1), dtype=np.int64)
+    sidx = np.empty(max(R, 1), dtype=np.int64)
+    n_written = 0
+    u_used = 0
+    n_out = out.shape[0]
+    while n_written < n_out:
+        if state[0] <= 0:
+            if state[2] == 0:
+                state[3] = 1
+                break
+            for a in range(n_attr):
+                avail[a] = budget0[a]
+            syn[:] = 0
+            csr_syn[:] = 0
+            state[0] = budget0.sum()
+            if state[0] <= 0:
+                state[3] = 1
+                break
+        if u_used + n_cols > uniforms.shape[0]:
+            break
+        s = 0
+        col_used[:] = False
+        dead[:, :] = False
+        while s < n_cols:
+            m = 0
+            total = np.int64(0)
+            for attempt in range(2):
+                if attempt == 1 and s == 0:
+                    break
+                for oi in range(n_cols):
+                    c = col_order[oi]
+                    if col_used[c] or dead[attempt, c]:
+                        continue
+                    if attempt == 1 and filled[c] >= fill_rate[c] * (state[1] + 1):
+                        continue  # completion fills a column only below its fill rate
+                    # ---- candidates of column c (inlined: a call, or a helper taking arrays,
+                    # reference-counts every array argument with atomic instructions)
+                    lo, hi = col_lo[c], col_hi[c]
+                    adjusted = use_syn and attempt == 0
+                    # with R >= 3, a candidate must be a third attribute of every pair of the
+                    # record: seed the candidates from the shortest such list (within lo..hi)
+                    seed = -1
+                    n_pairs = 0
+                    if has_csr and s >= 2:
+                        best = hi - lo + 1
+                        for t in range(s):
+                            for t2 in range(t + 1, s):
+                                pi = pair_idx[rec[t] * n_attr + rec[t2]]
+                                b0 = np.int64(0)
+                                b1 = np.int64(0)
+                                if pi >= 0:  # column c's slice of pair pi's list
+                                    o = (pi - pair_first) * n_cols + c
+                                    b0 = pair_col_start[o]
+                                    b1 = pair_col_start[o + 1]
+                                rb0[n_pairs] = b0
+                                rb1[n_pairs] = b1
+                                if b1 - b0 < best:
+                                    best = b1 - b0
+                                    seed = n_pairs
+                                n_pairs += 1
+                    n_alive = 0
+                    n_from = rb0[seed] if seed >= 0 else lo
+                    n_to = rb1[seed] if seed >= 0 else hi
+                    for e in range(n_from, n_to):
+                        a = csr_attr[e] if seed >= 0 else e
+                        i1 = idx1[a]
+                        if i1 < 0 or (attempt == 0 and avail[a] <= 0):
+                            continue
+                        cnt = counts[i1]
+                        cand[n_alive] = a
+                        subs[n_alive, 0] = i1
+                        wraw[n_alive, 0] = cnt
+                        wadj[n_alive, 0] = cnt - syn[i1] if use_syn else cnt
+                        nsub[n_alive] = 1
+                        full[n_alive] = 0
+                        if seed >= 0:  # the seed pair's triple
+                            cnt = csr_count[e]
+                            subs[n_alive, 1] = csr_combo[e]
+                            wraw[n_alive, 1] = cnt
+                            wadj[n_alive, 1] = cnt - csr_syn[e] if use_syn else cnt
+                            nsub[n_alive] = 2
+                            if s == 2:
+                                full[n_alive] = 1
+                        alive[n_alive] = n_alive
+                        n_alive += 1
+                    # pairs {a, r}, r in the record: one row of the dense pair table per r
+                    if R >= 2:
+                        for t in range(s):
+                            if n_alive == 0:
+                                break
+                            r = rec[t]
+                            k = 0
+                            for i in range(n_alive):
+                                j = alive[i]
+                                a = cand[j]
+                                if dense:
+                                    pi = pair_idx[r * n_attr + a]
+                                else:
+                                    key = np.int64(min(r, a) + 1) * base + max(r, a) + 1
+                                    pi = _lookup_i(tkeys, tvals, bits, key)
+                                if pi >= 0:
+                                    cnt = counts[pi]
+                                    ns = nsub[j]
+                                    subs[j, ns] = pi
+                                    wraw[j, ns] = cnt
+                                    wadj[j, ns] = cnt - syn[pi] if use_syn else cnt
+                                    nsub[j] = ns + 1
+                                    if s == 1:
+                                        full[j] = ns
+                                    alive[k] = j
+                                    k += 1
+                            n_alive = k
+                    # triples {a, r, r'}: pair {r, r'}'s third attributes in lo..hi (sorted CSR;
+                    # CSR lists exist only with the dense pair table)
+                    if seed >= 0:
+                        for pp in range(n_pairs):
+                            if n_alive == 0:
+                                break
+                            if pp != seed:
+                                b0 = rb0[pp]
+                                b1 = rb1[pp]
+                                walk = b1 - b0 <= 8 * n_alive  # else binary search per candidate
+                                k = 0
+                                e = b0
+                                for i in range(n_alive):
+                                    j = alive[i]
+                                    a = cand[j]
+                                    if walk:
+                                        while e < b1 and csr_attr[e] < a:
+                                            e += 1
+                                    else:
+                                        e2 = b1
+                                        while e < e2:
+                                            mid = (e + e2) >> 1
+                                            if csr_attr[mid] < a:
+                                                e = mid + 1
+                                            else:
+                                                e2 = mid
+                                    if e < b1 and csr_attr[e] == a:
+                                        cnt = csr_count[e]
+                                        ns = nsub[j]
+                                        subs[j, ns] = csr_combo[e]
+                                        wraw[j, ns] = cnt
+                                        wadj[j, ns] = cnt - csr_syn[e] if use_syn else cnt
+                                        nsub[j] = ns + 1
+                                        if s == 2:
+                                            full[j] = ns
+                                        alive[k] = j
+                                        k += 1
+                                n_alive = k
+                    # the rest through the hash table: |S| = 2 without CSR lists, |S| >= 3
+                    for k in range(3 if has_csr else 2, min(R - 1, s) + 1):
+                        n_keep = 0
+                        for i in range(n_alive):
+                            j = alive[i]
+                            a = cand[j]
+                            ok = True
+                            for t in range(k):
+                                sidx[t] = t
+                            while True:
+                                for t in range(k):
+                                    sub[t] = rec[sidx[t]]
+                                key = _combo_key_i(sub, k, a, -1, base)
+                                ci = _lookup_i(tkeys, tvals, bits, key)
+                                if ci < 0:
+                                    ok = False
+                                    break
+                                cnt = counts[ci]
+                                ns = nsub[j]
+                                subs[j, ns] = ci
+                                wraw[j, ns] = cnt
+                                wadj[j, ns] = cnt - syn[ci] if use_syn else cnt
+                                nsub[j] = ns + 1
+                                if k == s:
+                                    full[j] = ns
+                                t = k - 1  # next k-subset of the record, lexicographic
+                                while t >= 0 and sidx[t] == s - k + t:
+                                    t -= 1
+                                if t < 0:
+                                    break
+                                sidx[t] += 1
+                                for t3 in range(t + 1, k):
+                                    sidx[t3] = sidx[t3 - 1] + 1
+                            if ok:
+                                alive[n_keep] = j
+                                n_keep += 1
+                        n_alive = n_keep
+                    # weights: the full combination while |r + {a}| <= R, else the percentile
+                    m = 0
+                    total = np.int64(0)
+                    for i in range(n_alive):
+                        j = alive[i]
+                        if s + 1 <= R:
+                            w = wadj[j, full[j]] if adjusted else wraw[j, full[j]]
+                        else:
+                            ns = nsub[j]
+                            if adjusted:
+                                mn = wadj[j, 0]
+                                for t in range(1, ns):
+                                    mn = min(mn, wadj[j, t])
+                                if mn <= 0:
+                                    continue  # an exhausted sub-combination
+                                qv = quantile_r8(wadj, j, ns, percentile, tmp)
+                            else:
+                                qv = quantile_r8(wraw, j, ns, percentile, tmp)
+                            w = np.int64(np.floor(qv + 0.5))  # weights > 0: half away from 0
+                        if w > 0:
+                            pick_slot[m] = j
+                            wts[m] = w
+                            total += w
+                            m += 1
+                    if total > 0:
+                        break
+                    # invalid / out-of-budget candidates stay so for the record; a zero
+                    # A - syn weight of the full combination (|r + {a}| <= R) may not
+                    if attempt == 1 or s >= R or not use_syn:
+                        dead[attempt, c] = True
+                if total > 0:
+                    break
+            if total <= 0:
+                break
+            # integer-weighted choice: u in 1..total, first cumulative weight >= u
+            u = np.int64(np.floor(uniforms[u_used] * total)) + 1
+            u_used += 1
+            if u > total:
+                u = total
+            acc = np.int64(0)
+            j = pick_slot[m - 1]
+            for t in range(m):
+                acc += wts[t]
+                if acc >= u:
+                    j = pick_slot[t]
+                    break
+            x = cand[j]
+            if avail[x] > 0:
+                avail[x] -= 1
+                state[0] -= 1
+            if use_syn:
+                for t in range(nsub[j]):
+                    ci = subs[j, t]
+                    if has_csr and trip_first <= ci < trip_first + trip_pos.shape[0]:
+                        for q in range(3):  # triples are read only from the CSR lists
+                            pos = trip_pos[ci - trip_first, q]
+                            if pos >= 0:
+                                csr_syn[pos] += 1
+                    else:
+                        syn[ci] += 1
+            col_used[attr_col[x]] = True
+            filled[attr_col[x]] += 1
+            p = s
+            while p > 0 and rec[p - 1] > x:
+                rec[p] = rec[p - 1]
+                p -= 1
+            rec[p] = x
+            s += 1
+        if s == 0:
+            state[3] = 2  # budget left but no attribute has positive weight: cannot progress
+            break
+        out[n_written, :] = -1
+        for t in range(s):
+            out[n_written, attr_col[rec[t]]] = rec[t]
+        n_written += 1
+        state[1] += 1
+    return n_written, u_used
