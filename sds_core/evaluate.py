@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from sds_core.aggregates import AggregateSet
 from sds_core.errors import require
+from sds_core.evaluate_publish import PUBLISHABLE_NOTE, publishable_evaluation
 from sds_core.exact import exact_aggregates
 from sds_core.table import PreparedTable
 
@@ -24,6 +25,10 @@ NOT_DP_NOTE = (
     "computed from the sensitive data: NOT differentially private; do not publish without the "
     "data owner's decision"
 )
+__all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported here
+    "NOT_DP_NOTE", "PUBLISHABLE_NOTE", "EvaluationParams", "aggregate_metrics",
+    "evaluate_release", "marginal_fidelity", "publishable_evaluation", "risk_metrics",
+]  # fmt: skip
 FIRST_COUNT_BIN = 10
 DENSE_MARGINAL_CELLS = 1 << 22
 
@@ -385,3 +390,4 @@ def evaluate_release(
         "synthetic_risk": risk_metrics(synth, synthetic, resolution=k),
         "marginal_fidelity": marginal_fidelity(original, synthetic, max_order=order),
     }  # fmt: skip
+

@@ -12,7 +12,6 @@ import html
 import io
 import json
 import platform
-import re
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -59,19 +58,18 @@ def _parquet_bytes(frame: Any) -> bytes:
     return buf.getvalue()
 
 
-_WITHHELD = re.compile(r"count|expansion|^n_combinations$|records_with")
+def public_evaluation(evaluation: Any) -> dict[str, Any]:
+    """The publishable evaluation: :func:`sds_core.evaluate.publishable_evaluation`.
 
-
-def public_evaluation(metrics: Any) -> Any:
-    """The evaluation without exact counts (combination counts, record expansion, record shares).
-
-    Those keys are derived from exact counts of the sensitive data (some reveal the true record
-    count); the full evaluation stays in the private workspace.
+    Rounded ratios only (TVD, empty shares, suppressed/fabricated %, preservation, proportional
+    error, synthetic risk); nothing that reveals the true record count or an exact count. The
+    full evaluation stays in the private workspace (checkpoint).
     """
-    if isinstance(metrics, dict):
-        return {k: public_evaluation(v) for k, v in metrics.items()
-                if not _WITHHELD.search(str(k))}
-    return metrics
+    from sds_core.evaluate import publishable_evaluation
+
+    if not isinstance(evaluation, dict) or "marginal_fidelity" not in evaluation:
+        return {"differentially_private": False, "status": "no evaluation in this release"}
+    return publishable_evaluation(evaluation)
 
 
 def write_artifacts(ctx: ReleaseContext, aggregates: Any, synthetic: Any,
@@ -87,8 +85,9 @@ def write_artifacts(ctx: ReleaseContext, aggregates: Any, synthetic: Any,
     atomic_write_bytes(out / "synthetic.csv", syn.to_csv(index=False).encode())
     atomic_write_json(out / "evaluation.json", {
         "note": "utility metrics computed from the sensitive data and the DP release; NOT "
-                "differentially private; metrics derived from exact counts are withheld",
-        "computed_from_sensitive_data": True,
+                "differentially private; only rounded ratios that reveal neither the true "
+                "record count nor exact counts are published",
+        "computed_from_sensitive_data": True, "differentially_private": False,
         "metrics": public_evaluation(evaluation)})
     atomic_write_json(out / "validation.json", validation)
     return {name: sha256_file(out / name) for name in ARTIFACTS if (out / name).is_file()}

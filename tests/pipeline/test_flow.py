@@ -124,6 +124,27 @@ def test_no_secret_in_the_release(released: Path) -> None:
     assert not (released / "validation-input.json").exists()
 
 
+def test_published_evaluation_has_no_true_record_count(released: Path) -> None:
+    """evaluation.json is the publishable subset: ratios only, no true n, no exact counts."""
+    from tasks.workspace import forbidden_content_check
+
+    home, rid = released.parents[2], released.name
+    only = home / "evaluation-only" / rid
+    only.mkdir(parents=True)
+    text = (released / "evaluation.json").read_text()
+    (only / "evaluation.json").write_text(text)
+    assert forbidden_content_check(only, secrets=[str(N_ROWS)]) == []
+    ev = json.loads(text)
+    assert ev["differentially_private"] is False and ev["computed_from_sensitive_data"] is True
+    metrics = ev["metrics"]
+    assert metrics["differentially_private"] is False
+    assert set(metrics["marginal_fidelity"]["tvd_mean_by_order"]) == {"1", "2", "3"}
+    assert "sensitive_risk" not in metrics
+    for word in ("expansion", "mean_count", "mean_error", "n_sensitive", "n_target",
+                 "n_combinations"):
+        assert word not in text
+
+
 def test_prefect_artifacts_are_created(released: Path) -> None:
     """The flow publishes a markdown summary and a privacy-spend table in Prefect."""
     from prefect.client.orchestration import get_client
