@@ -245,9 +245,14 @@ def risk_metrics(
         n_all, n_unique, n_rare = n_all + len(cc), n_unique + u, n_rare + r
         if len(cc) == 0 or k > table.domain.n_columns:
             continue
-        keys = _keys(cc.attrs.astype(np.int64), base)
+        # only rare combinations can make a record's minimum count matter (== 1 or < k):
+        # look records up among those alone (a small sorted array instead of all keys)
+        rare = c < resolution
+        keys = _keys(cc.attrs[rare].astype(np.int64), base)
         order = np.argsort(keys)
-        keys, counts = keys[order], c[order].astype(np.int64)
+        keys, counts = keys[order], c[rare][order].astype(np.int64)
+        if keys.size == 0:
+            continue
         for cols in itertools.combinations(range(table.domain.n_columns), k):
             sub = ids[:, cols]
             ok = (sub >= 0).all(axis=1)

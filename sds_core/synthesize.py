@@ -27,6 +27,8 @@ from sds_core.table import MultiValueColumn, PreparedTable
 CHUNK_RECORDS = 4096
 """Records built per kernel call (progress is reported between calls)."""
 MAX_CANDIDATE_CELLS = 64_000_000
+AUTO_BATCH_RECORDS = 200_000
+"""From this many records on, ``parallel_batches=None`` builds 2 batches on 2 threads."""
 """Upper bound on attributes x sub-combinations per attribute held while building a record."""
 
 
@@ -56,6 +58,13 @@ class SynthesisParams:
             those that create no unreported combination, in columns still below their fill
             rate. The reference ends the record there, leaving those cells empty. The guarantee
             (no unreported combination of length <= R) holds in both modes.
+        parallel_batches: B >= 1 independent batches built on parallel threads, each from the
+            aggregates scaled by 1/B (``ceil(count * f / B)``) with its own budgets and synthetic
+            counts, producing 1/B of the records; outputs are concatenated. An approximation of
+            one sequential run (synthetic counts steer within a batch only; docs/synthesis.md
+            measures it). None = automatic: 2 when the run makes at least
+            ``AUTO_BATCH_RECORDS`` records, else 1 (sequential, exact). The choice depends on the
+            parameters and aggregates only, never on the machine, so seeds replay.
     """
 
     use_synthetic_counts: bool = True
@@ -63,6 +72,7 @@ class SynthesisParams:
     aggregate_counts_scale_factor: float | None = None
     target_number_of_records: int | None = None
     complete_records: bool = True
+    parallel_batches: int | None = None
 
     def __post_init__(self) -> None:
         for name in ("use_synthetic_counts", "complete_records"):
@@ -79,6 +89,11 @@ class SynthesisParams:
             or (isinstance(f, int | float) and not isinstance(f, bool) and 0 < f < float("inf")),
             f"aggregate_counts_scale_factor must be None or a finite number > 0, got {f!r}",
         )
+        b = self.parallel_batches
+        require(
+            b is None or (isinstance(b, int) and not isinstance(b, bool) and b >= 1),
+            f"parallel_batches must be None or an integer >= 1, got {b!r}",
+        )
         t = self.target_number_of_records
         require(
             t is None or (isinstance(t, int) and not isinstance(t, bool) and t > 0),
@@ -86,7 +101,9 @@ class SynthesisParams:
         )
 
 
-REFERENCE_PARAMS = SynthesisParams(use_synthetic_counts=False, complete_records=False)
+REFERENCE_PARAMS = SynthesisParams(
+    use_synthetic_counts=False, complete_records=False, parallel_batches=1
+)
 """pac-synth 0.0.8's behaviour (its ``sample()`` without a target)."""
 
 
@@ -134,7 +151,13 @@ def synthesize(
     require(isinstance(rng, np.random.Generator), "rng must be a numpy.random.Generator")
     domain = aggregates.domain
     n_cols, n_attr, R = domain.n_columns, domain.n_attributes, aggregates.reporting_length
-    lay = build_layout(aggregates, params.aggregate_counts_scale_factor)
+    target = params.target_number_of_records
+    scale = params.aggregate_counts_scale_factor
+    f = 1.0 if scale is None else scale
+    batches = params.parallel_batches or (
+        2 if _expected_records(aggregates, target, f) >= AUTO_BATCH_RECORDS else 1
+    )
+    lay = build_layout(aggregates, scale if batches == 1 else f / batches)
     budget0 = np.zeros(n_attr, dtype=np.int64)
     has1 = lay.idx1 >= 0
     budget0[has1] = lay.counts[lay.idx1[has1]]
@@ -148,17 +171,15 @@ def synthesize(
             "high-cardinality columns"
         )
     attr_col = domain.attribute_columns().astype(np.int64)
-    target = params.target_number_of_records
     # share of non-empty cells per column implied by the aggregates: column budget / records
     # per budget cycle (protected count, scaled like the counts; else the fullest column)
     col_budget = np.bincount(attr_col, weights=budget0, minlength=n_cols)
     cycle = aggregates.protected_number_of_records
-    if cycle is not None and params.aggregate_counts_scale_factor is not None:
-        cycle = cycle * params.aggregate_counts_scale_factor
+    if cycle is not None and (params.aggregate_counts_scale_factor is not None or batches > 1):
+        cycle = cycle * f / batches
     if cycle is None or cycle <= 0:
         cycle = float(col_budget.max())
     fill_rate = np.minimum(col_budget / cycle, 1.0)
-    filled = np.zeros(n_cols, dtype=np.int64)
     col_rank = np.empty(n_cols, dtype=np.int64)
     card = np.bincount(attr_col[has1], minlength=n_cols)
     # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
@@ -166,48 +187,91 @@ def synthesize(
     col_rank[col_order] = np.arange(n_cols)
     col_lo = np.asarray(domain.offsets[:-1], dtype=np.int64)
     col_hi = np.asarray(domain.offsets[1:], dtype=np.int64)
-    syn = np.zeros(lay.counts.size, dtype=np.int64)
-    pair_idx, csr = lay.pair_idx, lay.csr
-    avail = budget0.copy()
-    state = np.array([total_budget, 0, int(target is not None), 0], dtype=np.int64)
     pct = params.weight_selection_percentile / 100.0
-    chunks: list[NDArray[np.int64]] = []
-    made = 0
-    while True:
-        want = CHUNK_RECORDS if target is None else min(CHUNK_RECORDS, target - made)
-        if want <= 0:
-            break
-        out = np.empty((want, n_cols), dtype=np.int64)
-        uniforms = rng.random(want * n_cols)
-        if params.complete_records:
-            n, _ = synthesize_records_ordered(
-                out, uniforms, attr_col, col_lo, col_hi, col_order, lay.counts, syn, lay.idx1,
-                lay.tkeys, lay.tvals, lay.bits, lay.base, R, avail, budget0, state,
-                params.use_synthetic_counts, pct, fill_rate, filled, sub_cap, pair_idx, *csr,
-                lay.pair_col_start, lay.pair_first,
-            )  # fmt: skip
-        else:
-            n, _ = synthesize_records(
-                out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals,
-                lay.bits, lay.base, R, avail, budget0, state, params.use_synthetic_counts, pct,
-                False, fill_rate, filled, col_rank, sub_cap, pair_idx, *csr,
-            )  # fmt: skip
-        if state[3] == 2:
-            raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
-        chunks.append(out[:n])
-        made += n
-        if progress is not None:
-            if target is None:
-                progress(total_budget - int(state[0]), total_budget)
+    done = np.zeros(batches, dtype=np.int64)  # records made (or budget used) per batch
+
+    def run(b: int, b_rng: np.random.Generator, b_target: int | None) -> list[NDArray[np.int64]]:
+        """One batch: its own budgets, synthetic counts and fill counters."""
+        syn = np.zeros(lay.counts.size, dtype=np.int64)
+        csr = (*lay.csr[:4], np.zeros_like(lay.csr[4]), *lay.csr[5:])
+        avail, filled = budget0.copy(), np.zeros(n_cols, dtype=np.int64)
+        state = np.array([total_budget, 0, int(b_target is not None), 0], dtype=np.int64)
+        chunks: list[NDArray[np.int64]] = []
+        made = 0
+        while True:
+            want = CHUNK_RECORDS if b_target is None else min(CHUNK_RECORDS, b_target - made)
+            if want <= 0:
+                break
+            out = np.empty((want, n_cols), dtype=np.int64)
+            uniforms = b_rng.random(want * n_cols)
+            if params.complete_records:
+                n, _ = synthesize_records_ordered(
+                    out, uniforms, attr_col, col_lo, col_hi, col_order, lay.counts, syn,
+                    lay.idx1, lay.tkeys, lay.tvals, lay.bits, lay.base, R, avail, budget0, state,
+                    params.use_synthetic_counts, pct, fill_rate, filled, sub_cap, lay.pair_idx,
+                    *csr, lay.pair_col_start, lay.pair_first,
+                )  # fmt: skip
             else:
-                progress(made, target)
-        if state[3] == 1:
-            break
+                n, _ = synthesize_records(
+                    out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals,
+                    lay.bits, lay.base, R, avail, budget0, state, params.use_synthetic_counts,
+                    pct, False, fill_rate, filled, col_rank, sub_cap, lay.pair_idx, *csr,
+                )  # fmt: skip
+            if state[3] == 2:
+                raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
+            chunks.append(out[:n])
+            made += n
+            done[b] = total_budget - int(state[0]) if b_target is None else made
+            if progress is not None and batches == 1:
+                progress(int(done[0]), total_budget if b_target is None else b_target)
+            if state[3] == 1:
+                break
+        return chunks
+
+    if batches == 1:
+        chunks = run(0, rng, target)
+    else:
+        targets = [None if target is None else target // batches + (b < target % batches)
+                   for b in range(batches)]  # fmt: skip
+        chunks = _run_parallel(run, rng.spawn(batches), targets, done, progress,
+                               total_budget * batches if target is None else target)  # fmt: skip
     ids = np.concatenate(chunks) if chunks else np.zeros((0, n_cols), dtype=np.int64)
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
     codes = np.where(ids >= 0, ids - offsets[None, :], EMPTY_CODE).astype(np.int32)
     codes = codes[rng.permutation(codes.shape[0])]
     return PreparedTable(domain, codes, multi_value_columns)
+
+
+def _expected_records(aggregates: AggregateSet, target: int | None, f: float) -> float:
+    """Records a run will make: the target, else one budget cycle (protected count or fullest
+    column's 1-count sum), scaled."""
+    if target is not None:
+        return float(target)
+    if aggregates.protected_number_of_records:
+        return float(aggregates.protected_number_of_records) * f
+    c1 = aggregates.counts_of(1)
+    cols = aggregates.domain.attribute_columns()[c1.attrs[:, 0]] if len(c1) else np.zeros(0, int)
+    return float(np.bincount(cols, weights=c1.counts).max() * f) if len(c1) else 0.0
+
+
+def _run_parallel(
+    run: Callable[[int, np.random.Generator, int | None], list[NDArray[np.int64]]],
+    rngs: list[np.random.Generator], targets: list[int | None], done: NDArray[np.int64],
+    progress: Callable[[int, int], None] | None, total: int,
+) -> list[NDArray[np.int64]]:  # fmt: skip
+    """Run the batches on threads (the kernels release the GIL); progress from this thread."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    with ThreadPoolExecutor(max_workers=len(rngs)) as pool:
+        futures = [
+            pool.submit(run, b, r, t) for b, (r, t) in enumerate(zip(rngs, targets, strict=True))
+        ]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+            if progress is not None:
+                progress(int(done.sum()), total)
+        return [chunk for fut in futures for chunk in fut.result()]
 
 
 def domain_from_text_keys(keys: Iterable[str], columns: Sequence[str] | None = None) -> Domain:

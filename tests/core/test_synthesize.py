@@ -174,10 +174,34 @@ def test_guarantee_on_random_aggregates(r: int) -> None:
                     complete_records=params.complete_records,
                     target_number_of_records=target,
                     weight_selection_percentile=int(rng.integers(0, 101)),
+                    parallel_batches=1 + trial % 3,
                 )
                 out = synthesize(agg, p, rng=np.random.default_rng(trial))
                 assert out.n_records > 0
                 assert _unreported(out, agg) == 0
+
+
+def test_parallel_batches_replay_and_split_the_target() -> None:
+    """Batches: same seed => same table, exactly the target, budgets scaled by 1/B per batch."""
+    rng = np.random.default_rng(9)
+    table = _random_table(rng, 600, (2, 3, 4, 3, 5))
+    agg = exact_aggregates(table, 3)
+    agg = AggregateSet(agg.domain, 3, agg.by_len, protected_number_of_records=600, is_dp=True)
+    p = SynthesisParams(target_number_of_records=1001, parallel_batches=2)
+    a = synthesize(agg, p, rng=np.random.default_rng(4))
+    b = synthesize(agg, p, rng=np.random.default_rng(4))
+    assert a.n_records == 1001 and np.array_equal(a.codes, b.codes)
+    assert _unreported(a, agg) == 0
+    one = synthesize(agg, SynthesisParams(target_number_of_records=1001, parallel_batches=1),
+                     rng=np.random.default_rng(4))  # fmt: skip
+    assert not np.array_equal(one.codes, a.codes)
+    # without a target each of B batches uses its ceil(count / B) budgets once
+    c1 = agg.counts_of(1).counts
+    for batches in (1, 3):
+        p = SynthesisParams(use_synthetic_counts=False, complete_records=False,
+                            parallel_batches=batches)  # fmt: skip
+        out = synthesize(agg, p, rng=np.random.default_rng(1))
+        assert int((out.codes >= 0).sum()) == batches * int(np.ceil(c1 / batches).sum())
 
 
 @pytest.mark.parametrize(("percentile", "p_c1"), [(95, 0.6), (50, 0.25), (0, 5 / 35)])
@@ -292,6 +316,8 @@ def test_domain_from_text_keys() -> None:
         ({"target_number_of_records": True}, "target_number_of_records"),
         ({"use_synthetic_counts": 1}, "use_synthetic_counts"),
         ({"complete_records": "yes"}, "complete_records"),
+        ({"parallel_batches": 0}, "parallel_batches"),
+        ({"parallel_batches": 2.0}, "parallel_batches"),
     ],
 )
 def test_bad_parameters_are_rejected(kwargs: dict, match: str) -> None:
