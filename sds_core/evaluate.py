@@ -229,10 +229,14 @@ def risk_metrics(
     n = table.n_records
     by_length: dict[int, dict[str, float]] = {}
     n_all = n_unique = n_rare = 0
-    min_count = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
+    big = np.iinfo(np.int64).max
+    min_count = np.full(n, big, dtype=np.int64)
     offsets = np.asarray(table.domain.offsets[:-1], dtype=np.int64)
     base = table.domain.n_attributes + 1
-    ids = np.where(table.codes >= 0, table.codes.astype(np.int64) + offsets[None, :], -1)
+    # digit of a cell: attribute id + 1, 0 when empty (a key with a 0 digit matches nothing)
+    digits = [np.where(table.codes[:, j] >= 0, table.codes[:, j].astype(np.int64) + offsets[j] + 1,
+                       0) for j in range(table.domain.n_columns)]  # fmt: skip
+    attr_col = np.asarray(table.domain.attribute_columns(), dtype=np.int64)
     for k in range(1, aggregates.reporting_length + 1):
         cc = aggregates.counts_of(k)
         c = cc.counts
@@ -243,22 +247,26 @@ def risk_metrics(
             "rare_pct": 100.0 * r / len(cc) if len(cc) else 0.0,
         }
         n_all, n_unique, n_rare = n_all + len(cc), n_unique + u, n_rare + r
-        if len(cc) == 0 or k > table.domain.n_columns:
+        if r == 0 or k > table.domain.n_columns:
             continue
-        # only rare combinations can make a record's minimum count matter (== 1 or < k):
-        # look records up among those alone (a small sorted array instead of all keys)
-        rare = c < resolution
-        keys = _keys(cc.attrs[rare].astype(np.int64), base)
-        order = np.argsort(keys)
-        keys, counts = keys[order], c[rare][order].astype(np.int64)
-        if keys.size == 0:
-            continue
+        # only rare combinations can make a record's minimum count matter (== 1 or < k): look
+        # records up among the rare combinations of the same columns (small sorted arrays)
+        attrs = cc.attrs[c < resolution].astype(np.int64)
+        keys, counts = _keys(attrs, base), c[c < resolution].astype(np.int64)
+        colset = _keys(attr_col[attrs], table.domain.n_columns + 1)
+        order = np.lexsort((keys, colset))
+        keys, counts, colset = keys[order], counts[order], colset[order]
         for cols in itertools.combinations(range(table.domain.n_columns), k):
-            sub = ids[:, cols]
-            ok = (sub >= 0).all(axis=1)
-            got = _count_of(keys, counts, _keys(sub[ok], base))
-            got[got == 0] = np.iinfo(np.int64).max
-            min_count[ok] = np.minimum(min_count[ok], got)
+            cs = _keys(np.asarray([cols], dtype=np.int64), table.domain.n_columns + 1)[0]
+            lo, hi = np.searchsorted(colset, cs), np.searchsorted(colset, cs, side="right")
+            if lo == hi:
+                continue
+            key = digits[cols[0]].copy()
+            for j in cols[1:]:
+                key *= base
+                key += digits[j]
+            got = _count_of(keys[lo:hi], counts[lo:hi], key)
+            np.minimum(min_count, np.where(got == 0, big, got), out=min_count)
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
@@ -328,28 +336,28 @@ def marginal_fidelity(
         cards.append(max(len(union), 1))
         e = union.get("", -1)
         empty_o[col], empty_s[col] = float((c_o == e).mean()), float((joint[n_o:] == e).mean())
-    means: dict[int, float] = {}
-    maxes: dict[int, float] = {}
-    counts: dict[int, int] = {}
-    for order in range(1, min(max_order, len(codes)) + 1):
-        tvds = []
-        for cols in itertools.combinations(range(len(codes)), order):
-            key = np.zeros(codes[0].size, dtype=np.int64)
-            size = 1
-            for j in cols:
-                key = key * cards[j] + codes[j]
-                size *= cards[j]
-            if size > DENSE_MARGINAL_CELLS:  # sparse marginal: compact the occurring cells
-                key, uniq = pd.factorize(key)
-                size = len(uniq)
-            p = np.bincount(key[:n_o], minlength=size) / n_o
-            q = np.bincount(key[n_o:], minlength=size) / (key.size - n_o)
-            tvds.append(0.5 * float(np.abs(p - q).sum()))
-        means[order], maxes[order], counts[order] = (
-            float(np.mean(tvds)),
-            float(np.max(tvds)),
-            len(tvds),
-        )
+    top = min(max_order, len(codes))
+    tvds: dict[int, list[float]] = {order: [] for order in range(1, top + 1)}
+
+    def visit(prefix: NDArray[np.int64] | None, size: int, last: int, order: int) -> None:
+        """TVD of every marginal extending the columns behind ``prefix`` (mixed-radix keys)."""
+        for j in range(last + 1, len(codes)):
+            key = codes[j] if prefix is None else prefix * cards[j] + codes[j]
+            cells = size * cards[j]
+            dense = key
+            if cells > DENSE_MARGINAL_CELLS:  # sparse marginal: compact the occurring cells
+                dense, uniq = pd.factorize(key)
+                cells = len(uniq)
+            p = np.bincount(dense[:n_o], minlength=cells) / n_o
+            q = np.bincount(dense[n_o:], minlength=cells) / (key.size - n_o)
+            tvds[order].append(0.5 * float(np.abs(p - q).sum()))
+            if order < top:  # longer marginals reuse this key (one multiply-add per column)
+                visit(key, cells if dense is key else size * cards[j], j, order + 1)
+
+    visit(None, 1, -1, 1)
+    means = {o: float(np.mean(v)) for o, v in tvds.items()}
+    maxes = {o: float(np.max(v)) for o, v in tvds.items()}
+    counts = {o: len(v) for o, v in tvds.items()}
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
