@@ -103,12 +103,12 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
         size += len(cc)
     all_counts = np.concatenate(counts) if counts else np.zeros(0, dtype=np.int64)
     dense = R >= 2 and n_attr <= DENSE_PAIR_LIMIT
-    pair_idx = np.full(1, -1, dtype=np.int64)
+    pair_idx = np.full(1, -1, dtype=np.int32)
     if dense:
-        table = np.full((n_attr, n_attr), -1, dtype=np.int64)
+        table = np.full((n_attr, n_attr), -1, dtype=np.int32)  # int32: half the cache lines
         if 2 in attrs_by_len:
             pairs = attrs_by_len[2]
-            slots = first[2] + np.arange(pairs.shape[0], dtype=np.int64)
+            slots = first[2] + np.arange(pairs.shape[0], dtype=np.int32)
             table[pairs[:, 0], pairs[:, 1]] = slots
             table[pairs[:, 1], pairs[:, 0]] = slots
         pair_idx = table.ravel()
@@ -166,7 +166,7 @@ def _fill_csr(
     fill = start[:-1].copy()
     third = np.empty(n, dtype=np.int32)
     combo = np.empty(n, dtype=np.int32)
-    trip_pos = np.full((m3, 3), -1, dtype=np.int64)
+    trip_pos = np.full((m3, 3), -1, dtype=np.int32)
     for e in range(n):
         t, q = order[e] // 3, order[e] % 3
         p = pair_idx[triples[t, ii[q]] * n_attr + triples[t, jj[q]]]
@@ -177,7 +177,7 @@ def _fill_csr(
         trip_pos[t, q] = pos
     # pair_col_start[(p - pair_first) * n_cols + c]: first position of pair p's list whose third
     # attribute is in column >= c (so column c's thirds are [.. c], [.. c + 1]) )
-    pcs = np.empty(n_pairs * n_cols + 1, dtype=np.int64)
+    pcs = np.empty(n_pairs * n_cols + 1, dtype=np.int32)
     for pl in range(n_pairs):
         p = pair_first + pl
         e = start[p]
@@ -202,14 +202,16 @@ def _triples_by_pair(
     """
     if not enabled or triples is None or not len(triples):
         z64, z32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
-        dummy = (np.zeros(1, np.int64), z32, z32, z64, z64.copy(), np.zeros((0, 3), np.int64), 0)
-        return dummy, np.zeros(1, np.int64)
+        dummy = (np.zeros(1, np.int64), z32, z32, z64, z64.copy(), np.zeros((0, 3), np.int32), 0)
+        return dummy, np.zeros(1, np.int32)
     n_attr = attr_col.shape[0]
     n_pairs = int(np.count_nonzero(pair_idx >= 0)) // 2
     start, third, combo, trip_pos, pcs = _fill_csr(
         triples, t_first, pair_idx, n_attr, counts.size, pair_first, n_pairs,
         attr_col.astype(np.int64), n_cols,
     )  # fmt: skip
-    csr_count = counts[combo]
-    csr = (start, third, combo, csr_count, np.zeros(third.size, np.int64), trip_pos, t_first)
+    # int32 copies for the walk (half the memory traffic) unless a count could overflow
+    small = counts.size == 0 or int(counts.max()) < 2**30
+    csr_count = counts[combo].astype(np.int32 if small else np.int64)
+    csr = (start, third, combo, csr_count, np.zeros(third.size, csr_count.dtype), trip_pos, t_first)
     return csr, pcs
