@@ -1,11 +1,12 @@
 """Aggregate-seeded synthesis: synthetic records built from an AggregateSet alone (spec §2.1).
 
 Last privacy-relevant stage of a release: it reads only the (DP) aggregates, so the records it
-produces inherit their guarantee by post-processing. The per-attribute loop lives in
-:mod:`sds_core.synthesize_kernels`; this module validates parameters, lays the aggregates out as
-flat arrays + a hash table, feeds the kernel uniforms from the caller's Generator, and returns
-a :class:`PreparedTable` over ``aggregates.domain``.
-"""
+produces inherit their guarantee by post-processing. The compiled loops live in
+:mod:`sds_core.synthesize_ordered` (default completion mode) and
+:mod:`sds_core.synthesize_kernels` (reference mode), the flat arrays they read in
+:mod:`sds_core.synthesize_layout`; this module validates parameters, feeds the kernels uniforms
+from the caller's Generator (one sequential run, or parallel batches), and returns a
+:class:`PreparedTable` over ``aggregates.domain``."""
 
 from __future__ import annotations
 
