@@ -11,7 +11,8 @@ Map of the package (stages in pipeline order):
   marginals engine, stage by stage
 - declared, declared_step: declared (weakly constrained) domains, CatHist, and the engine's
   1-tuple step over declared domains
-- synthesize (synthesize_kernels): aggregate-seeded synthesis; evaluate: utility and risk
+- synthesize (synthesize_layout, synthesize_ordered, synthesize_kernels): aggregate-seeded
+  synthesis; evaluate (evaluate_publish): utility and risk
 - synthesizers: registry of all synthesizers (aggregate-seeded and the seeds' other methods)
 
 The functions ``prepare``, ``dp_aggregate`` and ``synthesize`` share their module's name: at
@@ -44,7 +45,12 @@ from sds_core.dp_aggregate import (
     protect_record_count,
 )
 from sds_core.errors import SdsInputError, SdsInternalError
-from sds_core.evaluate import EvaluationParams, evaluate_release, marginal_fidelity
+from sds_core.evaluate import (
+    EvaluationParams,
+    evaluate_release,
+    marginal_fidelity,
+    publishable_evaluation,
+)
 from sds_core.exact import exact_aggregates, record_sensitivities
 from sds_core.noise import discrete_gaussian, discrete_laplace, table_delta
 from sds_core.params import AccuracyMode, DpParams, FabricationMode
@@ -101,6 +107,7 @@ __all__ = [
     "dp_percentile",
     "epsilon_to_zcdp",
     "evaluate_release",
+    "publishable_evaluation",
     "exact_aggregates",
     "finalize",
     "fingerprint",
