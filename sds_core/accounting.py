@@ -1,4 +1,3 @@
-# ruff: noqa: RUF002, RUF003  (the DP literature's notation: σ, ρ, ε, −)
 """Privacy accounting for one DP release: the budget split (ε_N, ρ, ε_Q, σ_k) and zCDP ↔ (ε, δ).
 
 ``plan_budget`` turns the user's (ε, δ) and proportions into the noise scales every stage uses,

@@ -85,7 +85,9 @@ class CombinationCounts:
         if attrs.shape[0] == 0:
             return cls(attrs.astype(np.int32).reshape(0, attrs.shape[1]), counts.astype(np.int64))
         order = np.lexsort(attrs.T[::-1])
-        return cls(np.ascontiguousarray(attrs[order], dtype=np.int32), counts[order].astype(np.int64))
+        return cls(
+            np.ascontiguousarray(attrs[order], dtype=np.int32), counts[order].astype(np.int64)
+        )
 
 
 @dataclass(frozen=True, eq=False)

@@ -53,7 +53,8 @@ class Domain:
         for col, labs in zip(self.columns, self.labels, strict=True):
             if list(labs) != sorted(set(labs)):
                 raise SdsInputError(
-                    f"Domain labels of column {col!r} must be sorted and unique, got {list(labs)[:10]}"
+                    f"Domain labels of column {col!r} must be sorted and unique, "
+                    f"got {list(labs)[:10]}"
                 )
             if "" in labs:
                 raise SdsInputError(f"Domain labels of column {col!r} contain the empty string")
@@ -103,7 +104,9 @@ class Domain:
     def attribute_texts(self) -> tuple[str, ...]:
         """``Column:value`` for every global attribute id, in id order."""
         return tuple(
-            f"{col}:{lab}" for col, labs in zip(self.columns, self.labels, strict=True) for lab in labs
+            f"{col}:{lab}"
+            for col, labs in zip(self.columns, self.labels, strict=True)
+            for lab in labs
         )
 
     def project(self, columns: Sequence[str]) -> Domain:

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF002, RUF003  (the DP literature's notation: σ, ρ, ε, −)
 """Exact, reproducible integer noise for every DP stage (discrete Gaussian, discrete Laplace).
 
 A cumulative distribution table (CDT) of the target distribution is built once per scale at

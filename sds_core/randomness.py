@@ -27,7 +27,8 @@ class ReleaseRandomness:
         key: exactly 32 secret bytes. Use :meth:`fresh` for a release, never reuse a key.
 
     >>> r = ReleaseRandomness(bytes(32))
-    >>> bool((r.words("rel/count", 4, stage="count") == r.words("rel/count", 4, stage="count")).all())
+    >>> a = r.words("rel/count", 4, stage="count")
+    >>> bool((a == r.words("rel/count", 4, stage="count")).all())
     True
     >>> r.generator("synthesis").integers(0, 10, 3).shape
     (3,)

@@ -56,7 +56,9 @@ class PreparedTable:
         if codes.size:
             card = np.asarray(self.domain.cardinalities, dtype=np.int64)
             if (codes < EMPTY_CODE).any() or (codes >= card[None, :]).any():
-                raise SdsInputError("codes out of range for the domain (allowed: -1..cardinality-1)")
+                raise SdsInputError(
+                    "codes out of range for the domain (allowed: -1..cardinality-1)"
+                )
 
     @property
     def n_records(self) -> int:

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF002, RUF003  (the DP literature's notation: σ, ρ, ε, −)
 """Tests for sds_core.accounting: budget split, reference formulas, CKS20 conversion."""
 
 from __future__ import annotations

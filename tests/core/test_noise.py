@@ -1,4 +1,3 @@
-# ruff: noqa: RUF002, RUF003  (the DP literature's notation: σ, ρ, ε, −)
 """Tests for sds_core.noise: exact CDT samplers for the discrete Gaussian and discrete Laplace."""
 
 from __future__ import annotations
