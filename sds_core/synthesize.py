@@ -181,11 +181,9 @@ def synthesize(
     if cycle is None or cycle <= 0:
         cycle = float(col_budget.max())
     fill_rate = np.minimum(col_budget / cycle, 1.0)
-    col_rank = np.empty(n_cols, dtype=np.int64)
     card = np.bincount(attr_col[has1], minlength=n_cols)
     # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
     col_order = np.lexsort((card, -np.round(fill_rate, 2))).astype(np.int64)
-    col_rank[col_order] = np.arange(n_cols)
     col_lo = np.asarray(domain.offsets[:-1], dtype=np.int64)
     col_hi = np.asarray(domain.offsets[1:], dtype=np.int64)
     pct = params.weight_selection_percentile / 100.0
@@ -216,7 +214,7 @@ def synthesize(
                 n, _ = synthesize_records(
                     out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals,
                     lay.bits, lay.base, R, avail, budget0, state, params.use_synthetic_counts,
-                    pct, False, fill_rate, filled, col_rank, sub_cap, lay.pair_idx, *csr,
+                    pct, sub_cap, lay.pair_idx, *csr,
                 )  # fmt: skip
             if state[3] == 2:
                 raise SdsInternalError("synthesis stalled with attribute budget left (bug)")

@@ -1,7 +1,8 @@
 """Compiled inner loops of aggregate-seeded synthesis (used only by :mod:`sds_core.synthesize`).
 
 One record is built attribute by attribute exactly as the reference does (spec §2.1), sequentially,
-so budgets and synthetic counts evolve per attribute. Functions are numba-compiled when numba is
+so budgets and synthetic counts evolve per attribute: the kernel of ``complete_records=False``
+(completion mode is :mod:`sds_core.synthesize_ordered`, which reuses the lookups below). Functions are numba-compiled when numba is
 installed; without it they run as plain (slow, same-result) Python, which is enough for tiny tests.
 """
 
@@ -73,20 +74,15 @@ def _insert_sorted(rows: np.ndarray, r: int, n: int, value: np.int64) -> None:
 def _append_sub(
     subs: np.ndarray,
     sw: np.ndarray,
-    sw_raw: np.ndarray,
     nsubs: np.ndarray,
     a: int,
     ci: int,
-    w_adj: np.int64,
-    w_raw: np.int64,
-    two: bool,
+    w: np.int64,
 ) -> None:
-    """Record sub-combination ``ci`` of candidate ``a``: its index and its sorted weight(s)."""
+    """Record sub-combination ``ci`` of candidate ``a``: its index and its sorted weight."""
     ns = nsubs[a]
     subs[a, ns] = ci
-    _insert_sorted(sw, a, ns, w_adj)
-    if two:
-        _insert_sorted(sw_raw, a, ns, w_raw)
+    _insert_sorted(sw, a, ns, w)
     nsubs[a] = ns + 1
 
 
@@ -143,10 +139,6 @@ def synthesize_records(
     state: np.ndarray,
     use_syn: bool,
     percentile: float,
-    complete: bool,
-    fill_rate: np.ndarray,
-    filled: np.ndarray,
-    col_rank: np.ndarray,
     sub_cap: int,
     pair_idx: np.ndarray,
     csr_start: np.ndarray,
@@ -166,7 +158,7 @@ def synthesize_records(
     triple's count and synthetic count copied alongside (``csr_count``, ``csr_syn``) so the walk
     reads memory in order; ``trip_pos[t]`` lists the 3 CSR positions of triple ``trip_first + t``.
     ``state`` = [total remaining budget, records made so far, reset allowed (0/1), stop flag];
-    ``avail``, ``syn``, ``state`` and ``filled`` are updated in place so chunks can be chained.
+    ``avail``, ``syn`` and ``state`` are updated in place so chunks can be chained.
     Returns (records written, uniforms consumed). ``state[3]`` is set to 1 when the budget is
     exhausted and no reset is allowed (synthesis is complete).
     """
@@ -184,11 +176,8 @@ def synthesize_records(
     full_idx = np.full(n_attr, -1, dtype=np.int64)  # index of r + {a} while |r + {a}| <= R
     cand = np.empty(n_attr, dtype=np.int64)
     wts = np.empty(n_attr, dtype=np.int64)
-    # sorted sub-combination weights per candidate: adjusted (A - syn) if use_syn else raw A;
-    # raw ones kept apart only when completion needs them next to adjusted ones
+    # sorted sub-combination weights per candidate: adjusted (A - syn) if use_syn else raw A
     sw = np.empty((n_attr, sub_cap), dtype=np.int64)
-    two = use_syn and complete
-    sw_raw = np.empty((n_attr if two else 1, sub_cap if two else 1), dtype=np.int64)
     rec = np.empty(n_cols, dtype=np.int64)  # sorted attribute ids of the record
     col_used = np.zeros(n_cols, dtype=np.bool_)
     sub = np.empty(max(R, 1), dtype=np.int64)
@@ -218,74 +207,38 @@ def synthesize_records(
         while True:
             n_c = 0
             total = np.int64(0)
-            in_completion = False
-            for attempt in range(2):
-                if attempt == 1:
-                    if not complete or s == 0:
-                        break
-                    in_completion = True
-                if s == 0:
-                    for a in range(n_attr):
-                        i1 = idx1[a]
-                        if avail[a] > 0 and i1 >= 0:
-                            w = counts[i1] - syn[i1] if use_syn else counts[i1]
-                            if w > 0:
-                                cand[n_c] = a
-                                wts[n_c] = w
-                                total += w
-                                n_c += 1
-                else:
-                    j = 0
-                    while j < n_live:
-                        a = live[j]
-                        j += 1
-                        if col_used[attr_col[a]]:
-                            continue
-                        if in_completion:
-                            c = attr_col[a]
-                            # fill a column only while it is below its aggregate fill rate
-                            if filled[c] >= fill_rate[c] * (state[1] + 1):
-                                continue
-                        elif avail[a] <= 0:
-                            continue
-                        if s + 1 <= R:
-                            fi = full_idx[a]
-                            if use_syn and not in_completion:
-                                w = counts[fi] - syn[fi]
-                            else:
-                                w = counts[fi]
-                        else:
-                            ns = nsubs[a]
-                            if in_completion and two:
-                                q = _quantile_sorted(sw_raw, a, ns, percentile)
-                            else:
-                                if use_syn and not in_completion and sw[a, 0] <= 0:
-                                    continue  # an exhausted sub-combination
-                                q = _quantile_sorted(sw, a, ns, percentile)
-                            w = np.int64(np.floor(q + 0.5))  # weights > 0: half away from zero
+            if s == 0:
+                for a in range(n_attr):
+                    i1 = idx1[a]
+                    if avail[a] > 0 and i1 >= 0:
+                        w = counts[i1] - syn[i1] if use_syn else counts[i1]
                         if w > 0:
                             cand[n_c] = a
                             wts[n_c] = w
                             total += w
                             n_c += 1
-                if n_c > 0:
-                    break
+            else:
+                j = 0
+                while j < n_live:
+                    a = live[j]
+                    j += 1
+                    if col_used[attr_col[a]] or avail[a] <= 0:
+                        continue
+                    if s + 1 <= R:
+                        fi = full_idx[a]
+                        w = counts[fi] - syn[fi] if use_syn else counts[fi]
+                    else:
+                        if use_syn and sw[a, 0] <= 0:
+                            continue  # an exhausted sub-combination
+                        q = _quantile_sorted(sw, a, nsubs[a], percentile)
+                        w = np.int64(np.floor(q + 0.5))  # weights > 0: half away from zero
+                    if w > 0:
+                        cand[n_c] = a
+                        wts[n_c] = w
+                        total += w
+                        n_c += 1
             if n_c == 0:
                 break
-            if complete:
-                # fill columns in priority order: keep the candidates of the best-ranked column
-                best = n_cols
-                for t in range(n_c):
-                    best = min(best, col_rank[attr_col[cand[t]]])
-                m = 0
-                total = 0
-                for t in range(n_c):
-                    if col_rank[attr_col[cand[t]]] == best:
-                        cand[m] = cand[t]
-                        wts[m] = wts[t]
-                        total += wts[t]
-                        m += 1
-                n_c = m
             # integer-weighted choice: u in 1..total, first cumulative weight >= u
             u = np.int64(np.floor(uniforms[u_used] * total)) + 1
             u_used += 1
@@ -316,7 +269,6 @@ def synthesize_records(
                             if pos >= 0:
                                 csr_syn[pos] += 1
             col_used[attr_col[x]] = True
-            filled[attr_col[x]] += 1
             if s == 0:
                 # every attribute of another column with a reported 1-combination is live
                 for a in range(n_attr):
@@ -327,8 +279,6 @@ def synthesize_records(
                         i1 = idx1[a]
                         subs[a, 0] = i1
                         sw[a, 0] = counts[i1] - syn[i1] if use_syn else counts[i1]
-                        if two:
-                            sw_raw[a, 0] = counts[i1]
                         nsubs[a] = 1
             # new sub-combinations {a, x} + S, S a subset of the record (|S| <= R - 2)
             use_csr = has_csr and s >= 1
@@ -347,8 +297,7 @@ def synthesize_records(
                             found[a] += 1
                             ci = csr_combo[e]
                             w = csr_count[e]  # counts and synthetic counts read in walk order
-                            wa = w - csr_syn[e] if use_syn else w
-                            _append_sub(subs, sw, sw_raw, nsubs, a, ci, wa, w, two)
+                            _append_sub(subs, sw, nsubs, a, ci, w - csr_syn[e] if use_syn else w)
                             if s == 1:
                                 full_idx[a] = ci
             j = 0
@@ -381,8 +330,7 @@ def synthesize_records(
                             ok = False
                             break
                         w = counts[ci]
-                        wa = w - syn[ci] if use_syn else w
-                        _append_sub(subs, sw, sw_raw, nsubs, a, ci, wa, w, two)
+                        _append_sub(subs, sw, nsubs, a, ci, w - syn[ci] if use_syn else w)
                         if k == s:
                             full_idx[a] = ci
                         # next subset
