@@ -2,8 +2,9 @@
 
 One record is built attribute by attribute exactly as the reference does (spec §2.1), sequentially,
 so budgets and synthetic counts evolve per attribute: the kernel of ``complete_records=False``
-(completion mode is :mod:`sds_core.synthesize_ordered`, which reuses the lookups below). Functions are numba-compiled when numba is
-installed; without it they run as plain (slow, same-result) Python, which is enough for tiny tests.
+(completion mode is :mod:`sds_core.synthesize_ordered`, which reuses the lookups below).
+Functions are numba-compiled when numba is installed; without it they run as plain (slow,
+same-result) Python, which is enough for tiny tests.
 """
 
 from __future__ import annotations
