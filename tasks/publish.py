@@ -11,31 +11,17 @@ from __future__ import annotations
 import html
 import io
 import json
-import platform
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from prefect import task
 
 from tasks.stages import ReleaseContext
-from tasks.workdir import atomic_write_bytes, atomic_write_json, now, sha256_file
+from tasks.workdir import now
+from tasks.workspace import atomic_write_bytes, atomic_write_json, collect_versions, sha256_file
 
 ARTIFACTS = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",
              "evaluation.json", "validation.json", "report.html")
-
-
-def versions() -> dict[str, str]:
-    """Versions of the project and its main libraries (for the manifest)."""
-    out = {"python": platform.python_version()}
-    for name, dist in (("project", "sds-release"), ("numpy", "numpy"), ("pandas", "pandas"),
-                       ("pyarrow", "pyarrow"), ("prefect", "prefect"),
-                       ("great_expectations", "great-expectations")):
-        try:
-            out[name] = metadata.version(dist)
-        except metadata.PackageNotFoundError:
-            out[name] = "unknown"
-    return out
 
 
 def aggregates_tsv(aggregates: Any) -> bytes:
@@ -143,7 +129,7 @@ def publish(ctx: ReleaseContext, *, parameters: dict[str, Any], input_sha256: st
         "input": {"sha256": input_sha256,
                   "rows": int(aggregates.protected_number_of_records),
                   "rows_note": "DP (noisy) record count; the true count is never published"},
-        "stages": stages, "artifacts": hashes, "versions": versions(),
+        "stages": stages, "artifacts": hashes, "versions": collect_versions(),
     }
     atomic_write_bytes(dirs.release_dir / "report.html", report_html(manifest, evaluation))
     manifest["artifacts"]["report.html"] = sha256_file(dirs.release_dir / "report.html")

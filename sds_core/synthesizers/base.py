@@ -195,6 +195,13 @@ def resolve_columns(domain: Domain, columns: Sequence[str] | None) -> tuple[int,
     return tuple(sorted(domain.column_index(c) for c in columns))
 
 
+def select_columns(table: PreparedTable, columns: Sequence[str] | None) -> PreparedTable:
+    """``table`` restricted to ``columns`` (all when None), in table order, codes copied."""
+    cols = resolve_columns(table.domain, columns)
+    domain = table.domain.project([table.domain.columns[i] for i in cols])
+    return PreparedTable(domain, np.ascontiguousarray(table.codes[:, list(cols)]))
+
+
 def cell_index(codes: NDArray[np.int32], cards: Sequence[int]) -> NDArray[np.int64]:
     """Mixed-radix cell of each row of ``codes`` where empty (-1) is the last category."""
     cell = np.zeros(codes.shape[0], dtype=np.int64)

@@ -29,8 +29,8 @@ from sds_core.synthesizers.base import (
     dp_record_count,
     pure_spend,
     register,
-    resolve_columns,
     restrict_labels,
+    select_columns,
 )
 from sds_core.synthesizers.histogram import DEFAULT_MAX_CELLS, noisy_marginal, stability_threshold
 from sds_core.table import PreparedTable
@@ -214,9 +214,8 @@ class DirichletMultinomial:
             self.columns = table.domain.columns
         spends = self.budget(epsilon, delta)
         eps_count, eps_dom, d_col, eps_post = self._shares(epsilon, delta)
-        cols = resolve_columns(table.domain, self.columns)
-        dom = table.domain.project(self.columns)
-        codes = np.ascontiguousarray(table.codes[:, list(cols)])
+        selected = select_columns(table, self.columns)
+        dom, codes = selected.domain, selected.codes
         check_table_size(dom.cardinalities, dom.columns, self.max_cells)  # before any noise
         by_stage = {s.stage: s for s in spends}
         if self.public_total:

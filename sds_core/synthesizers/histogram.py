@@ -31,9 +31,9 @@ from sds_core.synthesizers.base import (
     laplace_tv_per_draw,
     pure_spend,
     register,
-    resolve_columns,
     restrict_labels,
     sample_cells,
+    select_columns,
 )
 from sds_core.table import PreparedTable
 
@@ -245,8 +245,7 @@ class _HistogramBase:
         if self.columns is None:
             self.columns = table.domain.columns
         spends = self.budget(epsilon, delta)
-        cols = resolve_columns(table.domain, self.columns)
-        table = PreparedTable(table.domain.project(self.columns), table.codes[:, list(cols)])
+        table = select_columns(table, self.columns)
         dom = table.domain
         cliques = [tuple(sorted(dom.column_index(c) for c in cl)) for cl in self._cliques()]
         eps_count, eps_m, d_m = self._shares(epsilon, delta)
