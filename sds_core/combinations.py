@@ -9,12 +9,20 @@ surviving (k−1)-tuples (spec §1.5 step 1) and :class:`CliqueLookup` maps reco
 from __future__ import annotations
 
 from dataclasses import dataclass
+from math import comb
 
 import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.aggregates import CombinationCounts, encode_keys
 from sds_core.domain import Domain
+from sds_core.dp_kernels import (
+    HAVE_NUMBA,
+    clique_ranks,
+    join_fill,
+    join_keep,
+    stable_counting_order,
+)
 from sds_core.errors import invariant
 
 DENSE_CLIQUE_LIMIT = 1 << 25
@@ -102,6 +110,11 @@ def group_by_clique(
     """Split combination rows by clique: ``[(cols, row indices ascending)]`` in clique order."""
     if attrs.shape[0] == 0:
         return []
+    n_cliques = comb(domain.n_columns, attrs.shape[1])
+    if HAVE_NUMBA and n_cliques <= MAX_COUNTING_SORT:
+        groups = _group_by_rank(domain, attrs, n_cliques)
+        if groups is not None:
+            return groups
     cols = domain.attribute_columns()[attrs]
     ckeys = encode_keys(cols, max(domain.n_columns, 2))
     order = np.argsort(ckeys, kind="stable")
@@ -113,6 +126,31 @@ def group_by_clique(
         (tuple(int(c) for c in cols[order[s]]), order[s:e].astype(np.int64))
         for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
     ]
+
+
+MAX_COUNTING_SORT = 1 << 22
+"""Most cliques of one length for which :func:`group_by_clique` uses a counting sort."""
+
+
+def _group_by_rank(
+    domain: Domain, attrs: NDArray[np.integer], n_cliques: int
+) -> list[tuple[tuple[int, ...], NDArray[np.int64]]] | None:
+    """:func:`group_by_clique` by a stable counting sort on each row's colex clique rank."""
+    k = attrs.shape[1]
+    binom = np.array(
+        [[comb(c, q) for q in range(k + 1)] for c in range(domain.n_columns)], dtype=np.int64
+    )
+    attr_col = domain.attribute_columns()
+    ranks = clique_ranks(attrs, attr_col, binom)
+    if int(ranks.min()) < 0:  # not combinations (a repeated column): the general path
+        return None
+    order, start = stable_counting_order(ranks, n_cliques)
+    groups = []
+    for v in np.flatnonzero(np.diff(start)).tolist():
+        s, e = int(start[v]), int(start[v + 1])
+        groups.append((tuple(int(c) for c in attr_col[attrs[order[s]]]), order[s:e]))
+    groups.sort(key=lambda g: g[0])  # clique (lexicographic) order, as encode_keys sorts
+    return groups
 
 
 def contains(
@@ -160,6 +198,31 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
     total = int(n_partners.sum())
     if total == 0:
         return np.zeros((0, k), dtype=np.int32)
+    if HAVE_NUMBA:
+        offsets = np.concatenate(([0], np.cumsum(n_partners)))
+        prefix_keys = encode_keys(prev[:, :p], base)
+        prev32 = np.ascontiguousarray(prev, dtype=np.int32)
+        keep = join_keep(prev32, prefix_keys, block_end, group_end, offsets, base)
+        out = join_fill(prev32, keep, block_end, group_end, offsets, int(keep.sum()))
+    else:
+        out = _join_numpy(prev, block_end, group_end, n_partners, base)
+    keys = encode_keys(out, base)
+    invariant(bool((keys[1:] > keys[:-1]).all()), "join output must be sorted and unique")
+    return out
+
+
+def _join_numpy(
+    prev: NDArray[np.int32],
+    block_end: NDArray[np.int64],
+    group_end: NDArray[np.int64],
+    n_partners: NDArray[np.int64],
+    base: int,
+) -> NDArray[np.int32]:
+    """The join of :func:`candidates_from_survivors` in numpy (fallback without numba)."""
+    m, km1 = prev.shape
+    k, p = km1 + 1, km1 - 1
+    total = int(n_partners.sum())
+    idx = np.arange(m, dtype=np.int64)
     ri = np.repeat(idx, n_partners)
     offs = np.cumsum(n_partners) - n_partners
     rj = np.repeat(block_end - offs, n_partners) + np.arange(total, dtype=np.int64)
@@ -170,10 +233,7 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
     for drop in range(p):  # subsets dropping a prefix position; the two joined rows are present
         sub = np.delete(cand, drop, axis=1)
         keep &= contains(prev, sub, base)
-    out = np.ascontiguousarray(cand[keep])
-    keys = encode_keys(out, base)
-    invariant(bool((keys[1:] > keys[:-1]).all()), "join output must be sorted and unique")
-    return out
+    return np.ascontiguousarray(cand[keep])
 
 
 def _segment_end(change: NDArray[np.bool_], idx: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -244,8 +304,9 @@ def build_lookups(
     out = []
     for size, cols, rows, mult in sized:
         keys = attrs_to_local(domain, cols, candidates[rows])
-        order = np.argsort(keys, kind="stable")
-        keys, rows = keys[order], rows[order]
+        if not bool((keys[1:] >= keys[:-1]).all()):  # sorted candidates give sorted keys
+            order = np.argsort(keys, kind="stable")
+            keys, rows = keys[order], rows[order]
         table = None
         if cols in dense_ok:
             table = np.full(size, -1, dtype=np.int32)

@@ -11,6 +11,12 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.combinations import CliqueLookup, shifted_columns
+from sds_core.dp_kernels import (
+    HAVE_NUMBA,
+    count_clique_dense,
+    count_clique_sorted,
+    key_buckets,
+)
 
 
 def candidate_counts(
@@ -27,6 +33,20 @@ def candidate_counts(
     Returns:
         (count of every candidate, number of valid tuples of every record).
     """
+    if HAVE_NUMBA:
+        local, valid = _count_compiled(codes, lookups, chunk)
+    else:
+        local, valid = _count_numpy(codes, lookups, chunk)
+    counts = np.zeros(n_cands, dtype=np.int64)
+    for acc, lk in zip(local, lookups, strict=True):
+        counts[lk.rows] = acc
+    return counts, valid
+
+
+def _count_numpy(
+    codes: NDArray[np.int32], lookups: list[CliqueLookup], chunk: int
+) -> tuple[list[NDArray[np.int64]], NDArray[np.int32]]:
+    """Per-clique local counts and |W_{j,k}| with numpy (fallback without numba)."""
     n = codes.shape[0]
     local = [np.zeros(lk.rows.shape[0], dtype=np.int64) for lk in lookups]
     valid = np.zeros(n, dtype=np.int32)
@@ -38,10 +58,27 @@ def candidate_counts(
             hit = idx >= 0
             w += hit
             acc += np.bincount(idx[hit], minlength=acc.shape[0])
-    counts = np.zeros(n_cands, dtype=np.int64)
-    for acc, lk in zip(local, lookups, strict=True):
-        counts[lk.rows] = acc
-    return counts, valid
+    return local, valid
+
+
+def _count_compiled(
+    codes: NDArray[np.int32], lookups: list[CliqueLookup], chunk: int
+) -> tuple[list[NDArray[np.int64]], NDArray[np.int32]]:
+    """As :func:`_count_numpy` with the compiled kernels, clique by clique per partition."""
+    n = codes.shape[0]
+    acc1 = [np.zeros(lk.rows.shape[0] + 1, dtype=np.int64) for lk in lookups]  # [0]: misses
+    cols = [np.asarray(lk.cols, dtype=np.int64) for lk in lookups]
+    buckets = [None if lk.table is not None else key_buckets(lk.keys) for lk in lookups]
+    valid = np.zeros(n, dtype=np.int32)
+    for start in range(0, n, chunk):
+        codes_t = np.ascontiguousarray(codes[start : start + chunk].T, dtype=np.int32)
+        w = valid[start : start + chunk]
+        for acc, c, bk, lk in zip(acc1, cols, buckets, lookups, strict=True):
+            if bk is None:
+                count_clique_dense(codes_t, c, lk.mult, lk.table, acc, w)
+            else:
+                count_clique_sorted(codes_t, c, lk.mult, lk.keys, bk[0], bk[1], acc, w)
+    return [a[1:] for a in acc1], valid
 
 
 def _record_pairs(

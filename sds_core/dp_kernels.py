@@ -1,0 +1,261 @@
+"""Compiled inner loops of DP aggregation (used by :mod:`sds_core.combinations`,
+:mod:`sds_core.contributions`, :mod:`sds_core.normalize` and :mod:`sds_core.noise`).
+
+Each kernel returns exactly what the numpy code it replaces returns (the callers keep that code
+as the fallback when numba is absent and the tests compare both); they only avoid the big
+temporaries and repeated passes of the vectorized form.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
+
+__all__ = [
+    "HAVE_NUMBA",
+    "cdf_guide",
+    "clique_ranks",
+    "count_clique_dense",
+    "count_clique_sorted",
+    "join_fill",
+    "join_keep",
+    "key_buckets",
+    "sample_guided",
+    "stable_counting_order",
+]
+
+
+@_jit
+def join_keep(
+    prev: np.ndarray,
+    prefix_keys: np.ndarray,
+    block_end: np.ndarray,
+    group_end: np.ndarray,
+    offsets: np.ndarray,
+    base: np.int64,
+) -> np.ndarray:
+    """Apriori join check: which joined pairs have every dropped-prefix subset in ``prev``.
+
+    Pair t = offsets[i] + (j − block_end[i]) joins row i with row j; the candidate is
+    prev[i] + prev[j, −1]. For every prefix position d, the subset without d has the prefix
+    prev[i] minus d (rows [lo, hi) of ``prev`` by ``prefix_keys``, whose last attributes
+    ascend) and the last attribute prev[j, −1] (ascending in j), so one merge per (i, d) does.
+    """
+    m, km1 = prev.shape
+    p = km1 - 1
+    total = offsets[m]
+    keep = np.ones(total, dtype=np.bool_)
+    for i in range(m):
+        b0 = block_end[i]
+        b1 = group_end[i]
+        if b1 <= b0:
+            continue
+        base_t = offsets[i] - b0
+        for d in range(p):
+            key = np.int64(0)
+            for q in range(km1):
+                if q != d:
+                    key = key * base + np.int64(prev[i, q])
+            lo = np.searchsorted(prefix_keys, key, side="left")
+            hi = np.searchsorted(prefix_keys, key, side="right")
+            ptr = lo
+            for j in range(b0, b1):
+                t = base_t + j
+                if not keep[t]:
+                    continue
+                target = prev[j, km1 - 1]
+                while ptr < hi and prev[ptr, km1 - 1] < target:
+                    ptr += 1
+                if ptr >= hi or prev[ptr, km1 - 1] != target:
+                    keep[t] = False
+    return keep
+
+
+@_jit
+def join_fill(
+    prev: np.ndarray,
+    keep: np.ndarray,
+    block_end: np.ndarray,
+    group_end: np.ndarray,
+    offsets: np.ndarray,
+    n_out: np.int64,
+) -> np.ndarray:
+    """The kept joined candidates (n_out, k), in (i, j) order (= lexicographic order)."""
+    m, km1 = prev.shape
+    out = np.empty((n_out, km1 + 1), dtype=np.int32)
+    r = 0
+    for i in range(m):
+        b0 = block_end[i]
+        for j in range(b0, group_end[i]):
+            if keep[offsets[i] + j - b0]:
+                for q in range(km1):
+                    out[r, q] = prev[i, q]
+                out[r, km1] = prev[j, km1 - 1]
+                r += 1
+    return out
+
+
+@_jit
+def clique_ranks(attrs: np.ndarray, attr_col: np.ndarray, binom: np.ndarray) -> np.ndarray:
+    """Colex rank Σ C(c_q, q + 1) of each row's ascending columns c_q (a bijection onto
+    0..C(d, k) − 1); -1 for a row whose columns do not strictly ascend."""
+    m, k = attrs.shape
+    out = np.empty(m, dtype=np.int64)
+    for r in range(m):
+        s = np.int64(0)
+        last = -1
+        for q in range(k):
+            c = attr_col[attrs[r, q]]
+            if c <= last:
+                s = -1
+                break
+            last = c
+            s += binom[c, q + 1]
+        out[r] = s
+    return out
+
+
+@_jit
+def stable_counting_order(ranks: np.ndarray, n_ranks: np.int64) -> tuple[np.ndarray, np.ndarray]:
+    """Stable sort permutation of small non-negative ``ranks`` and each rank's start in it."""
+    start = np.zeros(n_ranks + 1, dtype=np.int64)
+    for r in range(ranks.shape[0]):
+        start[ranks[r] + 1] += 1
+    for v in range(n_ranks):
+        start[v + 1] += start[v]
+    fill = start[:-1].copy()
+    order = np.empty(ranks.shape[0], dtype=np.int64)
+    for r in range(ranks.shape[0]):
+        v = ranks[r]
+        order[fill[v]] = r
+        fill[v] += 1
+    return order, start
+
+
+@_jit
+def _clique_keys(codes_t: np.ndarray, cols: np.ndarray, mult: np.ndarray) -> np.ndarray:
+    """Local key of every record of the partition (digit = code + 1), column by column."""
+    n = codes_t.shape[1]
+    keys = np.zeros(n, dtype=np.int64)
+    for q in range(cols.shape[0]):
+        col = codes_t[cols[q]]
+        mq = mult[q]
+        for r in range(n):
+            keys[r] += (np.int64(col[r]) + 1) * mq
+    return keys
+
+
+@_jit
+def count_clique_dense(
+    codes_t: np.ndarray,
+    cols: np.ndarray,
+    mult: np.ndarray,
+    table: np.ndarray,
+    acc1: np.ndarray,
+    valid: np.ndarray,
+) -> None:
+    """acc1[1 + table[key]] += 1 and valid[r] += (table[key] >= 0) for every record r.
+
+    ``codes_t`` is the partition's codes transposed (n_columns, n); ``acc1[0]`` collects the
+    records whose key is no candidate (branch-free counting), ``acc1[1 + i]`` local index i.
+    """
+    keys = _clique_keys(codes_t, cols, mult)
+    for r in range(keys.shape[0]):
+        idx = table[keys[r]]
+        acc1[idx + 1] += 1
+        valid[r] += idx >= 0
+
+
+@_jit
+def count_clique_sorted(
+    codes_t: np.ndarray,
+    cols: np.ndarray,
+    mult: np.ndarray,
+    keys: np.ndarray,
+    bucket_start: np.ndarray,
+    shift: np.int64,
+    acc1: np.ndarray,
+    valid: np.ndarray,
+) -> None:
+    """As :func:`count_clique_dense` with a search in the sorted candidate ``keys``, started
+    from the bucket of ``key >> shift`` (``bucket_start[b]`` = #{keys < b << shift})."""
+    rec_keys = _clique_keys(codes_t, cols, mult)
+    n_keys = keys.shape[0]
+    top = keys[n_keys - 1] if n_keys > 0 else np.int64(-1)
+    for r in range(rec_keys.shape[0]):
+        key = rec_keys[r]
+        if key > top:
+            acc1[0] += 1
+            continue
+        b = key >> shift
+        lo = bucket_start[b]
+        hi = bucket_start[b + 1]
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if keys[mid] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        idx = -1
+        if lo < bucket_start[b + 1] and keys[lo] == key:
+            idx = lo
+        acc1[idx + 1] += 1
+        valid[r] += idx >= 0
+
+
+def key_buckets(keys: np.ndarray, max_buckets: int = 1 << 20) -> tuple[np.ndarray, int]:
+    """(bucket_start, shift) of the sorted non-negative ``keys`` for :func:`count_clique_sorted`:
+    buckets of 2**shift keys cover 0..keys[-1], at most ~``max_buckets`` and ~2 keys each."""
+    top = int(keys[-1]) if keys.shape[0] else 0
+    target = max(1, min(max_buckets, 2 * keys.shape[0]))
+    shift = 0
+    while ((top >> shift) + 1) > target:
+        shift += 1
+    bounds = np.arange((top >> shift) + 2, dtype=np.int64) << shift
+    return np.searchsorted(keys, bounds, side="left").astype(np.int64), shift
+
+
+GUIDE_BITS = 16
+
+
+@_jit
+def cdf_guide(cdf: np.ndarray) -> np.ndarray:
+    """guide[b] = #{i : cdf[i] < b·2^48} for b = 0..2^16 (the last entry is len(cdf))."""
+    n_buckets = 1 << GUIDE_BITS
+    guide = np.empty(n_buckets + 1, dtype=np.int64)
+    i = 0
+    n = cdf.shape[0]
+    for b in range(n_buckets):
+        lower = np.uint64(b) << np.uint64(64 - GUIDE_BITS)
+        while i < n and cdf[i] < lower:
+            i += 1
+        guide[b] = i
+    guide[n_buckets] = n
+    return guide
+
+
+@_jit
+def sample_guided(
+    cdf: np.ndarray, guide: np.ndarray, words: np.ndarray, offset: np.int64
+) -> np.ndarray:
+    """offset + searchsorted(cdf, w, side="right") for every word, via the bucket ``guide``.
+
+    All w in bucket b = w >> 48 satisfy guide[b] <= #{cdf <= w} <= guide[b + 1]: the entries
+    below guide[b] are < b·2^48 <= w and those from guide[b + 1] on are >= (b + 1)·2^48 > w.
+    """
+    out = np.empty(words.shape[0], dtype=np.int64)
+    shift = np.uint64(64 - GUIDE_BITS)
+    for t in range(words.shape[0]):
+        w = words[t]
+        b = np.int64(w >> shift)
+        lo = guide[b]
+        hi = guide[b + 1]
+        while lo < hi:  # binary search: the bucket may hold many tail entries
+            mid = (lo + hi) >> 1
+            if cdf[mid] <= w:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[t] = offset + lo
+    return out
