@@ -16,6 +16,13 @@ import pandas as pd
 from numpy.typing import NDArray
 
 from sds_core.aggregates import AggregateSet
+from sds_core.count_kernels import (
+    abs_difference,
+    compact_codes,
+    min_rank_dense,
+    min_rank_sorted,
+)
+from sds_core.domain import Domain
 from sds_core.errors import require
 from sds_core.evaluate_publish import PUBLISHABLE_NOTE, publishable_evaluation
 from sds_core.exact import exact_aggregates
@@ -31,6 +38,7 @@ __all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported her
 ]  # fmt: skip
 FIRST_COUNT_BIN = 10
 DENSE_MARGINAL_CELLS = 1 << 22
+RISK_DENSE_BYTES = 1 << 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,22 +70,42 @@ class EvaluationParams:
 def _aligned_keys(
     sensitive: AggregateSet, target: AggregateSet
 ) -> dict[int, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]]:
-    """Per length: (S keys, S counts, T keys, T counts) in one attribute-id space, keys sorted."""
-    s_texts = sensitive.domain.attribute_texts()
-    union = {t: i for i, t in enumerate(s_texts)}
-    t_map = np.empty(len(target.domain.attribute_texts()), dtype=np.int64)
-    for i, t in enumerate(target.domain.attribute_texts()):
-        t_map[i] = union.setdefault(t, len(union))
-    base = len(union) + 1
+    """Per length: (S keys, S counts, T keys, T counts) in one attribute-id space, keys sorted.
+
+    Equal domains share their attribute ids; otherwise T's ids are mapped through the texts.
+    """
+    same = sensitive.domain == target.domain
+    t_map = None
+    if same:
+        base = sensitive.domain.n_attributes + 1
+    else:
+        union = {t: i for i, t in enumerate(sensitive.domain.attribute_texts())}
+        t_map = np.empty(len(target.domain.attribute_texts()), dtype=np.int64)
+        for i, t in enumerate(target.domain.attribute_texts()):
+            t_map[i] = union.setdefault(t, len(union))
+        base = len(union) + 1
     out = {}
     for k in range(1, sensitive.reporting_length + 1):
         sc, tc = sensitive.counts_of(k), target.counts_of(k)
         s_keys = _keys(sc.attrs.astype(np.int64), base)
-        t_attrs = np.sort(t_map[tc.attrs], axis=1) if len(tc) else tc.attrs.astype(np.int64)
+        t_attrs = tc.attrs.astype(np.int64)
+        if t_map is not None and len(tc):
+            t_attrs = np.sort(t_map[tc.attrs], axis=1)
         t_keys = _keys(t_attrs, base)
-        so, to = np.argsort(s_keys), np.argsort(t_keys)
-        out[k] = (s_keys[so], sc.counts[so].astype(np.int64), t_keys[to], tc.counts[to])
+        s_keys, s_counts = _sorted(s_keys, sc.counts.astype(np.int64))
+        t_keys, t_counts = _sorted(t_keys, tc.counts)
+        out[k] = (s_keys, s_counts, t_keys, t_counts)
     return out
+
+
+def _sorted(
+    keys: NDArray[np.int64], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(keys, counts) ordered by key; aggregate rows are normally sorted already (no copy)."""
+    if bool((keys[1:] > keys[:-1]).all()):
+        return keys, counts
+    order = np.argsort(keys)
+    return keys[order], counts[order]
 
 
 def _keys(attrs: NDArray[np.int64], base: int) -> NDArray[np.int64]:
@@ -87,29 +115,29 @@ def _keys(attrs: NDArray[np.int64], base: int) -> NDArray[np.int64]:
     return key
 
 
-def _count_of(
-    keys: NDArray[np.int64], counts: NDArray[np.int64], query: NDArray[np.int64]
-) -> NDArray[np.int64]:
-    """Count of each query key in (sorted keys, counts), 0 when absent."""
-    if keys.size == 0:
-        return np.zeros(query.size, dtype=np.int64)
-    pos = np.minimum(np.searchsorted(keys, query), keys.size - 1)
-    return np.where(keys[pos] == query, counts[pos], 0).astype(np.int64)
+def _buckets(
+    group: NDArray[np.intp], n_groups: int, columns: list[NDArray[np.float64]]
+) -> list[dict[str, float]]:
+    """Per group: means of the (preservation, length, syn count, proportional error) columns.
 
-
-def _bucket(rows: NDArray[np.float64]) -> dict[str, float]:
-    """Means of the (preservation, length, syn count, proportional error) rows (zeros if none)."""
-    if not rows.shape[0]:
-        return {
-            "count_preservation": 0.0, "mean_combo_length": 0.0,
-            "mean_combo_count": 0.0, "mean_proportional_error": 0.0, "n_combinations": 0,
-        }  # fmt: skip
-    m = rows.mean(axis=0)
-    return {
-        "count_preservation": float(m[0]), "mean_combo_length": float(m[1]),
-        "mean_combo_count": float(m[2]), "mean_proportional_error": float(m[3]),
-        "n_combinations": int(rows.shape[0]),
-    }  # fmt: skip
+    Sums run item by item in order (as a mean over rows would); empty groups are all zeros.
+    """
+    n = np.bincount(group, minlength=n_groups)
+    means = [np.bincount(group, weights=c, minlength=n_groups) / np.maximum(n, 1) for c in columns]
+    names = (
+        "count_preservation",
+        "mean_combo_length",
+        "mean_combo_count",
+        "mean_proportional_error",
+    )
+    out = []
+    for g in range(n_groups):
+        bucket: dict[str, float] = {
+            name: float(m[g]) if n[g] else 0.0 for name, m in zip(names, means, strict=True)
+        }
+        bucket["n_combinations"] = int(n[g])
+        out.append(bucket)
+    return out
 
 
 def aggregate_metrics(
@@ -165,28 +193,33 @@ def aggregate_metrics(
         if tc.size:
             max_t = max(max_t, int(tc.max()))
         # preservation items: S with count >= k, plus every T combination not yet included
-        syn_of_s = _count_of(tk, tc, sk)
+        syn_of_s = np.zeros(sk.size, dtype=np.int64)
+        syn_of_s[si] = tc[ti]
         keep = sc >= resolution
         items.append((k, sc[keep], syn_of_s[keep]))
-        sen_of_t = _count_of(sk, sc, tk)
+        sen_of_t = np.zeros(tk.size, dtype=np.int64)
+        sen_of_t[ti] = sc[si]
         extra = sen_of_t < resolution  # fabricated (0) or rare in S: not included yet
         items.append((k, sen_of_t[extra], tc[extra].astype(np.int64)))
 
     # rows (preservation, length, syn count, proportional error), vectorized over all items
     lens = np.concatenate([np.full(a.size, k, dtype=np.float64) for k, a, _ in items])
+    len_group = np.concatenate([np.full(a.size, i // 2, dtype=np.intp) for i, (_, a, _) in
+                                enumerate(items)])  # fmt: skip
     sen = np.concatenate([a for _, a, _ in items]).astype(np.float64)
     syn = np.concatenate([b for _, _, b in items]).astype(np.float64)
     pos = sen > 0
     safe = np.where(pos, sen, 1.0)
     pres = np.where(pos, np.minimum(syn / safe, 1.0), 0.0)
     perr = np.where(pos, np.abs(syn - sen) / safe, 1.0)
-    rows = np.column_stack([pres, lens, syn, perr])
     bins = [FIRST_COUNT_BIN]
     while bins[-1] < max_t:
         bins.append(bins[-1] * 2)
     bin_arr = np.asarray(bins)
     which = np.minimum(np.searchsorted(bin_arr, syn), len(bins) - 1)
-    pres_by_count = {bins[i]: _bucket(rows[which == i]) for i in reversed(range(len(bins)))}
+    columns = [pres, lens, syn, perr]
+    by_bin = _buckets(which, len(bins), columns)
+    pres_by_count = {bins[i]: by_bin[i] for i in reversed(range(len(bins)))}
     mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
     expansion = None
     if n_sensitive and n_target is not None:
@@ -199,7 +232,9 @@ def aggregate_metrics(
         "mean_count": tot["val_sum"] / tot["s"] if tot["s"] else 0.0,
         "mean_error": tot["err_sum"] / tot["n_common"] if tot["n_common"] else 0.0,
         "by_length": by_length,
-        "preservation_by_length": {k: _bucket(rows[lens == k]) for k in aligned},
+        "preservation_by_length": dict(
+            zip(aligned, _buckets(len_group, len(aligned), columns), strict=True)
+        ),
         "preservation_by_count": pres_by_count,
         "mean_proportional_error": mpe,
         "record_expansion_pct": expansion,
@@ -207,6 +242,63 @@ def aggregate_metrics(
 
 
 # ---- privacy risk of a table -------------------------------------------------------------------
+
+
+def _radix_multipliers(domain: Domain, cols: tuple[int, ...]) -> tuple[NDArray[np.int64], int]:
+    """Multipliers of the local key ``sum((code + 1) * mult)`` of a clique, and its key range."""
+    radix = [domain.cardinalities[c] + 1 for c in cols]
+    mult = np.ones(len(cols), dtype=np.int64)
+    for i in range(len(cols) - 2, -1, -1):
+        mult[i] = mult[i + 1] * radix[i + 1]
+    return mult, int(mult[0]) * radix[0]
+
+
+def _record_min_counts(
+    domain: Domain,
+    codes: NDArray[np.int32],
+    rare: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]],
+) -> NDArray[np.int64]:
+    """Per record, the smallest count among the given combinations it holds (int64 max: none).
+
+    ``rare`` maps a length to (attrs, counts); rows whose columns are not strictly ascending
+    match no record, and of repeated rows the first counts. Counts are replaced by their rank
+    among the distinct counts, so each clique's lookup table is small (a dense array, or
+    sorted keys when the clique is too big), and one compiled pass per clique updates the
+    records' smallest rank.
+    """
+    n = codes.shape[0]
+    big = np.iinfo(np.int64).max
+    if not rare:
+        return np.full(n, big, dtype=np.int64)
+    values = np.unique(np.concatenate([c for _, c in rare.values()]))
+    none = values.size + 1  # rank of "no such combination"
+    rank_dtype = np.uint8 if none <= 255 else np.uint16 if none <= 65535 else np.int32
+    best = np.full(n, none, dtype=rank_dtype)
+    codes_t = compact_codes(codes)
+    offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
+    attr_col = np.asarray(domain.attribute_columns(), dtype=np.int64)
+    for attrs, counts in rare.values():
+        cols = attr_col[attrs]
+        ok = (np.diff(cols, axis=1) > 0).all(axis=1)
+        attrs, counts, cols = attrs[ok], counts[ok], cols[ok]
+        clique = _keys(cols, domain.n_columns + 1)
+        order = np.argsort(clique, kind="stable")
+        bounds = np.flatnonzero(np.diff(clique[order])) + 1
+        for rows in np.split(order, bounds) if order.size else []:
+            cl = tuple(int(c) for c in cols[rows[0]])
+            mult, size = _radix_multipliers(domain, cl)
+            digits = attrs[rows].astype(np.int64) - offsets[list(cl)] + 1
+            keys, first = np.unique(digits @ mult, return_index=True)
+            ranks = (np.searchsorted(values, counts[rows][first]) + 1).astype(rank_dtype)
+            col_arr = np.asarray(cl, dtype=np.int64)
+            if size * np.dtype(rank_dtype).itemsize <= RISK_DENSE_BYTES and size <= 64 * n + 4096:
+                table = np.full(size, none, dtype=rank_dtype)
+                table[keys] = ranks
+                min_rank_dense(codes_t, col_arr, mult, table, best)
+            else:
+                min_rank_sorted(codes_t, col_arr, mult, keys, ranks, best)
+    found = best < none
+    return np.where(found, values[np.where(found, best, 1).astype(np.int64) - 1], big)
 
 
 def risk_metrics(
@@ -226,17 +318,10 @@ def risk_metrics(
         table.domain == aggregates.domain,
         "risk_metrics needs the table and the aggregates over the same domain",
     )
-    n = table.n_records
+    n, domain = table.n_records, table.domain
     by_length: dict[int, dict[str, float]] = {}
     n_all = n_unique = n_rare = 0
-    big = np.iinfo(np.int64).max
-    min_count = np.full(n, big, dtype=np.int64)
-    offsets = np.asarray(table.domain.offsets[:-1], dtype=np.int64)
-    base = table.domain.n_attributes + 1
-    # digit of a cell: attribute id + 1, 0 when empty (a key with a 0 digit matches nothing)
-    digits = [np.where(table.codes[:, j] >= 0, table.codes[:, j].astype(np.int64) + offsets[j] + 1,
-                       0) for j in range(table.domain.n_columns)]  # fmt: skip
-    attr_col = np.asarray(table.domain.attribute_columns(), dtype=np.int64)
+    rare_by_len = {}
     for k in range(1, aggregates.reporting_length + 1):
         cc = aggregates.counts_of(k)
         c = cc.counts
@@ -247,26 +332,12 @@ def risk_metrics(
             "rare_pct": 100.0 * r / len(cc) if len(cc) else 0.0,
         }
         n_all, n_unique, n_rare = n_all + len(cc), n_unique + u, n_rare + r
-        if r == 0 or k > table.domain.n_columns:
-            continue
-        # only rare combinations can make a record's minimum count matter (== 1 or < k): look
-        # records up among the rare combinations of the same columns (small sorted arrays)
-        attrs = cc.attrs[c < resolution].astype(np.int64)
-        keys, counts = _keys(attrs, base), c[c < resolution].astype(np.int64)
-        colset = _keys(attr_col[attrs], table.domain.n_columns + 1)
-        order = np.lexsort((keys, colset))
-        keys, counts, colset = keys[order], counts[order], colset[order]
-        for cols in itertools.combinations(range(table.domain.n_columns), k):
-            cs = _keys(np.asarray([cols], dtype=np.int64), table.domain.n_columns + 1)[0]
-            lo, hi = np.searchsorted(colset, cs), np.searchsorted(colset, cs, side="right")
-            if lo == hi:
-                continue
-            key = digits[cols[0]].copy()
-            for j in cols[1:]:
-                key *= base
-                key += digits[j]
-            got = _count_of(keys[lo:hi], counts[lo:hi], key)
-            np.minimum(min_count, np.where(got == 0, big, got), out=min_count)
+        if r and k <= domain.n_columns:
+            # only rare combinations can make a record's minimum count matter (== 1 or < k);
+            # a count of 0 is treated as absent
+            keep = (c < resolution) & (c != 0)
+            rare_by_len[k] = (cc.attrs[keep], c[keep].astype(np.int64))
+    min_count = _record_min_counts(domain, table.codes, rare_by_len)
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
@@ -301,6 +372,12 @@ def _columns(x: pd.DataFrame | PreparedTable) -> dict[str, tuple[list[str], NDAr
     return out
 
 
+def _narrow(codes: NDArray[np.int32]) -> NDArray[np.integer]:
+    """The same (non-negative) codes in the smallest integer dtype that holds them."""
+    top = int(codes.max(initial=0))
+    return codes.astype(np.int8 if top < 1 << 7 else np.int16 if top < 1 << 15 else np.int32)
+
+
 def marginal_fidelity(
     original: pd.DataFrame | PreparedTable,
     synthetic: pd.DataFrame | PreparedTable,
@@ -326,35 +403,44 @@ def marginal_fidelity(
     )
     n_o, n_s = len(next(iter(o.values()))[1]), len(next(iter(s.values()))[1])
     require(n_o > 0 and n_s > 0, "marginal_fidelity needs two non-empty tables")
-    codes, cards, empty_o, empty_s = [], [], {}, {}
-    for col in o:
+    require(n_o * n_s < 1 << 61, f"tables too large to compare: {n_o} x {n_s} records")
+    codes_o = np.empty((len(o), n_o), dtype=np.int32)  # per column: codes into the label union
+    codes_s = np.empty((len(o), n_s), dtype=np.int32)
+    cards, empty_o, empty_s = [], {}, {}
+    for j, col in enumerate(o):
         (lab_o, c_o), (lab_s, c_s) = o[col], s[col]
         union = {lab: i for i, lab in enumerate(lab_o)}
         map_s = np.asarray([union.setdefault(lab, len(union)) for lab in lab_s], dtype=np.int64)
-        joint = np.concatenate([c_o, map_s[c_s] if map_s.size else c_s])
-        codes.append(joint)
+        codes_o[j], codes_s[j] = c_o, map_s[c_s] if map_s.size else c_s
         cards.append(max(len(union), 1))
         e = union.get("", -1)
-        empty_o[col], empty_s[col] = float((c_o == e).mean()), float((joint[n_o:] == e).mean())
-    top = min(max_order, len(codes))
+        empty_o[col], empty_s[col] = float((c_o == e).mean()), float((codes_s[j] == e).mean())
+    codes_o, codes_s = _narrow(codes_o), _narrow(codes_s)
+    top = min(max_order, len(cards))
     tvds: dict[int, list[float]] = {order: [] for order in range(1, top + 1)}
-
-    def visit(prefix: NDArray[np.int64] | None, size: int, last: int, order: int) -> None:
-        """TVD of every marginal extending the columns behind ``prefix`` (mixed-radix keys)."""
-        for j in range(last + 1, len(codes)):
-            key = codes[j] if prefix is None else prefix * cards[j] + codes[j]
-            cells = size * cards[j]
-            dense = key
+    # TVD = 0.5 * sum |c_o / n_o - c_s / n_s| = 0.5 * sum |n_s c_o - n_o c_s| / (n_o n_s): the
+    # sum is exact in int64, cell by cell in one compiled pass over both tables per marginal
+    acc = np.zeros(0, dtype=np.int64)
+    for order in range(1, top + 1):
+        for cols in itertools.combinations(range(len(cards)), order):
+            mult = np.ones(order, dtype=np.int64)
+            for i in range(order - 2, -1, -1):
+                mult[i] = mult[i + 1] * cards[cols[i + 1]]
+            cells = int(np.prod([cards[c] for c in cols], dtype=object))
+            col_arr = np.asarray(cols, dtype=np.int64)
+            a, b = codes_o, codes_s
             if cells > DENSE_MARGINAL_CELLS:  # sparse marginal: compact the occurring cells
+                key = np.zeros(n_o + n_s, dtype=np.int64)
+                for i, c in enumerate(cols):
+                    key[:n_o] += codes_o[c] * mult[i]
+                    key[n_o:] += codes_s[c] * mult[i]
                 dense, uniq = pd.factorize(key)
-                cells = len(uniq)
-            p = np.bincount(dense[:n_o], minlength=cells) / n_o
-            q = np.bincount(dense[n_o:], minlength=cells) / (key.size - n_o)
-            tvds[order].append(0.5 * float(np.abs(p - q).sum()))
-            if order < top:  # longer marginals reuse this key (one multiply-add per column)
-                visit(key, cells if dense is key else size * cards[j], j, order + 1)
-
-    visit(None, 1, -1, 1)
+                a, b = dense[None, :n_o], dense[None, n_o:]
+                col_arr, mult, cells = np.zeros(1, np.int64), np.ones(1, np.int64), len(uniq)
+            if acc.size < cells:
+                acc = np.zeros(cells, dtype=np.int64)
+            total = abs_difference(a, b, col_arr, mult, n_s, n_o, acc, cells)
+            tvds[order].append(0.5 * float(total) / float(n_o * n_s))
     means = {o: float(np.mean(v)) for o, v in tvds.items()}
     maxes = {o: float(np.max(v)) for o, v in tvds.items()}
     counts = {o: len(v) for o, v in tvds.items()}
@@ -403,4 +489,3 @@ def evaluate_release(
         "synthetic_risk": risk_metrics(synth, synthetic, resolution=k),
         "marginal_fidelity": marginal_fidelity(original, synthetic, max_order=order),
     }  # fmt: skip
-

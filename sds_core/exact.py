@@ -1,9 +1,8 @@
 """Exact (non-private) aggregation: counts of every combination of length 1..R, and sensitivities.
 
 Used by evaluation and tests; the result has ``is_dp=False`` and must never be released.
-Counting is a map-reduce over record partitions: each partition is counted per clique with
-mixed-radix local keys (dense bincount for small cliques, sort + unique otherwise), and the
-partial counts are summed.
+Counting goes clique by clique over mixed-radix local keys: a compiled pass into a dense array
+for small cliques, a map-reduce over record partitions (sort + unique, merged) otherwise.
 """
 
 from __future__ import annotations
@@ -15,14 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.aggregates import AggregateSet, CombinationCounts
-from sds_core.combinations import (
-    clique_multipliers,
-    keys_to_attrs,
-    local_keys,
-    shifted_columns,
-    use_dense,
-    valid_keys,
-)
+from sds_core.combinations import clique_multipliers, keys_to_attrs, use_dense, valid_keys
+from sds_core.count_kernels import compact_codes, count_dense, local_keys_of
 from sds_core.errors import require
 from sds_core.table import PreparedTable
 
@@ -64,38 +57,28 @@ def count_cliques(
     """Exact counts per clique: ``{cols: (sorted local keys with count > 0, counts)}``.
 
     Keys are :func:`sds_core.combinations.local_keys` (digit 0 = empty cell; such keys are
-    counted and dropped at the end, cheaper than masking every partition).
-    Map: every partition of ``chunk_records`` records is counted per clique. Reduce: dense
-    accumulators are summed in place, sparse (key, count) lists are merged by key.
+    counted and dropped at the end, cheaper than testing every record). Cliques are counted one
+    at a time: small ones (and big ones on big data, up to ``dense_budget`` entries) in one
+    compiled pass over the records into a dense array; the rest map-reduce: every partition of
+    ``chunk_records`` records is sorted and counted, and the (key, count) lists are merged.
     """
     domain = table.domain
-    plan = []
-    used = 0
+    codes = compact_codes(table.codes)  # (n_columns, n): a clique reads k contiguous rows
+    out = {}
     for cols in cliques:
         mult, size = clique_multipliers(domain, cols)
-        dense = use_dense(size, table.n_records, used, dense_budget)
-        used += size if dense else 0
-        plan.append((cols, mult, size, dense))
-    dense_acc = {cols: np.zeros(size, dtype=np.int64) for cols, _, size, d in plan if d}
-    sparse_acc: dict[tuple[int, ...], list] = {cols: [] for cols, _, _, d in plan if not d}
-    codes = table.codes
-    for start in range(0, table.n_records, chunk_records):
-        shifted = shifted_columns(codes[start : start + chunk_records])
-        for cols, mult, size, dense in plan:
-            key = local_keys(shifted, cols, mult)
-            if dense:
-                dense_acc[cols] += np.bincount(key, minlength=size)
-            elif key.size:
-                uk, uc = np.unique(key, return_counts=True)
-                sparse_acc[cols].append((uk, uc.astype(np.int64)))
-    out = {}
-    for cols, _, _, dense in plan:
-        if dense:
-            acc = dense_acc.pop(cols)
+        col_arr = np.asarray(cols, dtype=np.int64)
+        if use_dense(size, table.n_records, 0, dense_budget):
+            acc = count_dense(codes, col_arr, mult, size)
             keys = np.flatnonzero(acc).astype(np.int64)
             counts = acc[keys]
         else:
-            keys, counts = _merge_sparse(sparse_acc.pop(cols))
+            parts = []
+            for start in range(0, table.n_records, chunk_records):
+                key = local_keys_of(codes[:, start : start + chunk_records], col_arr, mult)
+                uk, uc = np.unique(key, return_counts=True)
+                parts.append((uk, uc.astype(np.int64)))
+            keys, counts = _merge_sparse(parts)
         ok = valid_keys(domain, cols, keys)  # drop records' keys with an empty cell
         out[cols] = (keys[ok], counts[ok])
     return out
