@@ -21,6 +21,9 @@ from sds_core.dp_kernels import (
     clique_ranks,
     join_fill,
     join_keep,
+    present_attributes,
+    row_local_keys,
+    rows_ascending,
     stable_counting_order,
 )
 from sds_core.errors import invariant
@@ -183,11 +186,8 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
     p = km1 - 1
     m = prev.shape[0]
     last_col = attr_col[prev[:, km1 - 1]].astype(np.int64)
-    if p == 0:
-        group_change = np.zeros(m, dtype=bool)
-    else:
-        pk = encode_keys(prev[:, :p], base)
-        group_change = np.concatenate(([False], pk[1:] != pk[:-1]))
+    pk = encode_keys(prev[:, :p], base)  # all zero when p == 0
+    group_change = np.concatenate(([False], pk[1:] != pk[:-1]))
     # rows sorted => inside a prefix group the last attributes ascend, so their columns form
     # contiguous blocks; row i pairs with every row after its column block, up to group end
     block_change = group_change | np.concatenate(([False], last_col[1:] != last_col[:-1]))
@@ -200,12 +200,12 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
         return np.zeros((0, k), dtype=np.int32)
     if HAVE_NUMBA:
         offsets = np.concatenate(([0], np.cumsum(n_partners)))
-        prefix_keys = encode_keys(prev[:, :p], base)
         prev32 = np.ascontiguousarray(prev, dtype=np.int32)
-        keep = join_keep(prev32, prefix_keys, block_end, group_end, offsets, base)
+        keep = join_keep(prev32, pk, block_end, group_end, offsets, base)
         out = join_fill(prev32, keep, block_end, group_end, offsets, int(keep.sum()))
-    else:
-        out = _join_numpy(prev, block_end, group_end, n_partners, base)
+        invariant(rows_ascending(out), "join output must be sorted and unique")
+        return out
+    out = _join_numpy(prev, block_end, group_end, n_partners, base)
     keys = encode_keys(out, base)
     invariant(bool((keys[1:] > keys[:-1]).all()), "join output must be sorted and unique")
     return out
@@ -303,8 +303,13 @@ def build_lookups(
             used += size
     out = []
     for size, cols, rows, mult in sized:
-        keys = attrs_to_local(domain, cols, candidates[rows])
-        if not bool((keys[1:] >= keys[:-1]).all()):  # sorted candidates give sorted keys
+        if HAVE_NUMBA:
+            digit_offset = np.array([domain.offsets[c] - 1 for c in cols], dtype=np.int64)
+            keys, ascending = row_local_keys(candidates, rows, digit_offset, mult)
+        else:
+            keys = attrs_to_local(domain, cols, candidates[rows])
+            ascending = bool((keys[1:] >= keys[:-1]).all())
+        if not ascending:  # sorted candidates give ascending keys (no sort needed)
             order = np.argsort(keys, kind="stable")
             keys, rows = keys[order], rows[order]
         table = None
@@ -317,6 +322,10 @@ def build_lookups(
 
 def occurring_attributes(domain: Domain, codes: NDArray[np.int32]) -> NDArray[np.int32]:
     """V_1: the global ids of the attributes that occur in at least one record, as (m, 1)."""
+    if HAVE_NUMBA:
+        offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
+        present = present_attributes(codes, offsets, domain.n_attributes)
+        return np.flatnonzero(present).astype(np.int32).reshape(-1, 1)
     present = np.zeros(domain.n_attributes, dtype=bool)
     for c in range(domain.n_columns):
         col = codes[:, c]

@@ -120,6 +120,8 @@ def bound_contributions(
         rec_s = rec[order]
         first = np.searchsorted(rec_s, rec_s, side="left")
         keep = order[(np.arange(rec_s.shape[0]) - first) < allowed]
-        out -= np.bincount(cand, minlength=out.shape[0])
-        out += np.bincount(cand[keep], minlength=out.shape[0])
+        dropped = np.ones(cand.shape[0], dtype=bool)
+        dropped[keep] = False
+        ids, times = np.unique(cand[dropped], return_counts=True)
+        out[ids] -= times
     return out

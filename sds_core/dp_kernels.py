@@ -21,6 +21,9 @@ __all__ = [
     "join_fill",
     "join_keep",
     "key_buckets",
+    "present_attributes",
+    "row_local_keys",
+    "rows_ascending",
     "sample_guided",
     "stable_counting_order",
 ]
@@ -94,6 +97,54 @@ def join_fill(
                 out[r, km1] = prev[j, km1 - 1]
                 r += 1
     return out
+
+
+@_jit
+def row_local_keys(
+    cands: np.ndarray, rows: np.ndarray, digit_offset: np.ndarray, mult: np.ndarray
+) -> tuple[np.ndarray, bool]:
+    """Local keys Σ (cands[rows[i], q] − digit_offset[q])·mult[q] and whether they ascend."""
+    k = mult.shape[0]
+    keys = np.empty(rows.shape[0], dtype=np.int64)
+    ascending = True
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        key = np.int64(0)
+        for q in range(k):
+            key += (np.int64(cands[r, q]) - digit_offset[q]) * mult[q]
+        keys[i] = key
+        if i > 0 and key < keys[i - 1]:
+            ascending = False
+    return keys, ascending
+
+
+@_jit
+def present_attributes(
+    codes: np.ndarray, offsets: np.ndarray, n_attributes: np.int64
+) -> np.ndarray:
+    """Which global attribute ids (offsets[c] + code) occur in the (n, n_columns) codes."""
+    present = np.zeros(n_attributes, dtype=np.bool_)
+    for r in range(codes.shape[0]):
+        for c in range(codes.shape[1]):
+            v = codes[r, c]
+            if v >= 0:
+                present[offsets[c] + v] = True
+    return present
+
+
+@_jit
+def rows_ascending(rows: np.ndarray) -> bool:
+    """Whether the rows are strictly ascending in lexicographic order (sorted and unique)."""
+    m, k = rows.shape
+    for r in range(1, m):
+        for q in range(k):
+            a = rows[r - 1, q]
+            b = rows[r, q]
+            if a < b:
+                break
+            if a > b or q == k - 1:
+                return False
+    return True
 
 
 @_jit

@@ -17,6 +17,7 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
+from sds_core.dp_kernels import HAVE_NUMBA, cdf_guide, sample_guided
 from sds_core.errors import SdsInputError, invariant
 from sds_core.randomness import ReleaseRandomness
 
@@ -25,6 +26,7 @@ TAIL_EXPONENT = 72  # truncate where the unnormalised weight is <= exp(-72) ~ 2^
 MAX_TABLE_ENTRIES = 1 << 23
 _CTX = Context(prec=60)
 _TWO64 = Decimal(1 << 64)
+GUIDED_MIN_DRAWS = 4096  # fewer draws: plain searchsorted (the guide costs 2^16 steps)
 
 
 @dataclass(frozen=True, slots=True)
@@ -168,6 +170,8 @@ def sample_discrete(
     if cdf.dtype != np.uint64 or cdf.ndim != 1:
         raise SdsInputError(f"cdf_u64 must be a 1-D uint64 array, got {cdf.dtype} ndim={cdf.ndim}")
     words = rnd.words(label, size, stage=stage)
+    if HAVE_NUMBA and size >= GUIDED_MIN_DRAWS:  # same values as the searchsorted below
+        return sample_guided(cdf, cdf_guide(cdf), words, np.int64(offset))
     idx = np.searchsorted(cdf, words, side="right")
     return idx.astype(np.int64, copy=False) + np.int64(offset)
 

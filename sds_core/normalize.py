@@ -27,15 +27,41 @@ def round_half_away_from_zero(x: NDArray[np.floating]) -> NDArray[np.int64]:
     return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
 
 
-def _lookup(
-    cc: CombinationCounts, keys: NDArray[np.int64], base: int
-) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
-    """(present mask, index into cc) of each key among cc's rows."""
-    if len(cc) == 0:
-        return np.zeros(keys.shape[0], dtype=bool), np.zeros(keys.shape[0], dtype=np.int64)
-    hay = encode_keys(cc.attrs, base)
-    pos = np.minimum(np.searchsorted(hay, keys), hay.shape[0] - 1)
-    return hay[pos] == keys, pos
+DENSE_INDEX_LIMIT = 1 << 22
+"""Largest key range (base ** length) for which a target length gets a dense key → row table."""
+
+
+class _Index:
+    """Row of each key among one length's combinations: a dense table when the key range is
+    small (one random access per key), else binary search in the sorted keys."""
+
+    def __init__(self, cc: CombinationCounts, base: int) -> None:
+        self.n = len(cc)
+        self.dense: NDArray[np.int32] | None = None
+        self.hay = encode_keys(cc.attrs, base) if self.n else np.zeros(0, dtype=np.int64)
+        if self.n and base**cc.length <= DENSE_INDEX_LIMIT:
+            self.dense = np.full(base**cc.length, -1, dtype=np.int32)
+            self.dense[self.hay] = np.arange(self.n, dtype=np.int32)
+
+    def find(self, keys: NDArray[np.int64]) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+        """(present mask, row) of each key; the row of an absent key is some valid row."""
+        if self.n == 0:
+            return np.zeros(keys.shape[0], dtype=bool), np.zeros(keys.shape[0], dtype=np.int64)
+        if self.dense is not None:
+            row = self.dense[keys]
+            present = row >= 0
+            return present, np.maximum(row, 0).astype(np.int64)
+        pos = np.minimum(np.searchsorted(self.hay, keys), self.n - 1)
+        return self.hay[pos] == keys, pos
+
+
+def _sub_keys(attrs: NDArray[np.int32], pos: tuple[int, ...], base: int) -> NDArray[np.int64]:
+    """:func:`encode_keys` of the columns ``pos`` of ``attrs`` without copying them out."""
+    keys = attrs[:, pos[0]].astype(np.int64)
+    for p in pos[1:]:
+        keys *= base
+        keys += attrs[:, p]
+    return keys
 
 
 def remove_non_positive(by_len: Mapping[int, CombinationCounts]) -> dict[int, CombinationCounts]:
@@ -43,7 +69,7 @@ def remove_non_positive(by_len: Mapping[int, CombinationCounts]) -> dict[int, Co
     out = {}
     for k, cc in by_len.items():
         keep = cc.counts > 0
-        out[k] = CombinationCounts(cc.attrs[keep], cc.counts[keep])
+        out[k] = cc if keep.all() else CombinationCounts(cc.attrs[keep], cc.counts[keep])
     return out
 
 
@@ -55,14 +81,16 @@ def add_missing_parents(
     Computed against the map before any insertion (spec §1.8 step 3); 1-tuples are never added.
     """
     found: dict[int, list[tuple[NDArray[np.int64], NDArray[np.int64]]]] = {}
+    index: dict[int, _Index] = {}
     for big, cc in by_len.items():
         if len(cc) == 0:
             continue
         for sub_len in range(2, big):
-            target = by_len.get(sub_len, CombinationCounts.empty(sub_len))
+            if sub_len not in index:
+                index[sub_len] = _Index(by_len.get(sub_len, CombinationCounts.empty(sub_len)), base)
             for pos in itertools.combinations(range(big), sub_len):
-                keys = encode_keys(cc.attrs[:, list(pos)], base)
-                present, _ = _lookup(target, keys, base)
+                keys = _sub_keys(cc.attrs, pos, base)
+                present, _ = index[sub_len].find(keys)
                 if not present.all():
                     found.setdefault(sub_len, []).append((keys[~present], cc.counts[~present]))
     out = dict(by_len)
@@ -92,15 +120,17 @@ def normalize_children(
     >= 2 is absent (the caller then adds missing parents first).
     """
     out = {}
+    index: dict[int, _Index] = {}
     for big, cc in by_len.items():
         new = cc.counts.copy()
         for sub_len in range(1, big):
             target = by_len.get(sub_len, CombinationCounts.empty(sub_len))
             if len(cc) == 0:
                 continue
+            if sub_len not in index:
+                index[sub_len] = _Index(target, base)
             for pos in itertools.combinations(range(big), sub_len):
-                keys = encode_keys(cc.attrs[:, list(pos)], base)
-                present, idx = _lookup(target, keys, base)
+                present, idx = index[sub_len].find(_sub_keys(cc.attrs, pos, base))
                 if stop_if_parent_missing and sub_len >= 2 and not present.all():
                     return None
                 np.minimum(new, np.where(present, target.counts[idx], new), out=new)
