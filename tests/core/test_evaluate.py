@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from sds_core.aggregates import AggregateSet
+from sds_core.aggregates import AggregateSet, CombinationCounts
 from sds_core.domain import Domain
 from sds_core.errors import SdsInputError
 from sds_core.evaluate import (
+    NOT_DP_NOTE,
     EvaluationParams,
     aggregate_metrics,
     evaluate_release,
@@ -182,8 +184,16 @@ def test_publishable_evaluation_keeps_rounded_ratios_only() -> None:
         assert pub["differentially_private"] is False and "NOT" in pub["note"]
         leaves = _leaves(pub)
         names = " ".join(leaves)
-        for gone in ("expansion", "mean_count", "mean_error", "n_sensitive", "n_target",
-                     "n_combinations", "mean_combo_count", "sensitive_risk"):
+        for gone in (
+            "expansion",
+            "mean_count",
+            "mean_error",
+            "n_sensitive",
+            "n_target",
+            "n_combinations",
+            "mean_combo_count",
+            "sensitive_risk",
+        ):
             assert gone not in names
         assert str(n) not in json.dumps(pub)
         assert "/marginal_fidelity/tvd_mean_by_order/2" in leaves
@@ -214,3 +224,217 @@ def test_bad_input(call: Callable[[], object], match: str) -> None:
     """Invalid parameters and mismatched tables raise SdsInputError naming the problem."""
     with pytest.raises(SdsInputError, match=match):
         call()
+
+
+# ---- fast paths against plain reference computations (random small tables) ------------------
+
+
+def _random_table(rng: np.random.Generator, cards: list[int], n: int, empty: float,
+                  prefix: str = "v") -> PreparedTable:  # fmt: skip
+    domain = Domain(
+        tuple(f"C{j}" for j in range(len(cards))),
+        tuple(tuple(f"{prefix}{i:03d}" for i in range(c)) for c in cards),
+    )
+    codes = np.column_stack([rng.integers(0, c, n) for c in cards]).astype(np.int32)
+    codes[rng.random(codes.shape) < empty] = -1
+    return PreparedTable(domain, codes)
+
+
+def _same(got: object, want: object, path: str = "") -> None:
+    """Equal dict keys (in order) and values, floats up to 1e-12."""
+    if isinstance(want, dict):
+        assert isinstance(got, dict) and list(got) == list(want), path
+        for key in want:
+            _same(got[key], want[key], f"{path}/{key}")
+    elif isinstance(want, float):
+        assert isinstance(got, float) and got == pytest.approx(want, rel=1e-12, abs=1e-12), path
+    else:
+        assert type(got) is type(want) and got == want, path
+
+
+def _bucket_ref(items: list[tuple[int, int, int]]) -> dict[str, float]:
+    if not items:
+        return {"count_preservation": 0.0, "mean_combo_length": 0.0, "mean_combo_count": 0.0,
+                "mean_proportional_error": 0.0, "n_combinations": 0}  # fmt: skip
+    pres = [min(syn / sen, 1.0) if sen > 0 else 0.0 for _, sen, syn in items]
+    perr = [abs(syn - sen) / sen if sen > 0 else 1.0 for _, sen, syn in items]
+    return {
+        "count_preservation": float(np.mean(pres)),
+        "mean_combo_length": float(np.mean([k for k, _, _ in items])),
+        "mean_combo_count": float(np.mean([syn for _, _, syn in items])),
+        "mean_proportional_error": float(np.mean(perr)),
+        "n_combinations": len(items),
+    }
+
+
+def _aggregate_metrics_ref(s_agg: AggregateSet, t_agg: AggregateSet, res: int) -> dict:
+    """Spec §4 straight from the text dictionaries."""
+    s_all, t_all = s_agg.to_text_dict(), t_agg.to_text_dict()
+    by_len, items, common_err = {}, [], []
+    n_s = n_supp = n_fab = 0
+    for k in range(1, s_agg.reporting_length + 1):
+        s = {c: v for c, v in s_all.items() if c.count(";") == k - 1}
+        t = {c: v for c, v in t_all.items() if c.count(";") == k - 1}
+        err = [abs(s[c] - t[c]) for c in s if c in t]
+        by_len[k] = {
+            "n_sensitive": len(s), "n_target": len(t),
+            "suppressed_pct": 100.0 * len(s.keys() - t.keys()) / len(s) if s else 0.0,
+            "fabricated_pct": 100.0 * len(t.keys() - s.keys()) / len(s) if s else 0.0,
+            "mean_count": float(np.mean(list(s.values()))) if s else 0.0,
+            "mean_error": float(np.mean(err)) if err else 0.0,
+        }  # fmt: skip
+        n_s, common_err = n_s + len(s), common_err + err
+        n_supp, n_fab = n_supp + len(s.keys() - t.keys()), n_fab + len(t.keys() - s.keys())
+        items += [(k, v, t.get(c, 0)) for c, v in s.items() if v >= res]
+        items += [(k, s.get(c, 0), v) for c, v in t.items() if s.get(c, 0) < res]
+    max_t = max([v for c, v in t_all.items() if c.count(";") < s_agg.reporting_length] or [0])
+    bins = [10]
+    while bins[-1] < max_t:
+        bins.append(bins[-1] * 2)
+    bin_of = [min(np.searchsorted(bins, syn), len(bins) - 1) for _, _, syn in items]
+    by_count = {
+        bins[i]: _bucket_ref([it for it, b in zip(items, bin_of, strict=True) if b == i])
+        for i in reversed(range(len(bins)))
+    }
+    s_vals = [v for c, v in s_all.items() if c.count(";") < s_agg.reporting_length]
+    return {
+        "differentially_private": False, "note": NOT_DP_NOTE,
+        "suppressed_pct": 100.0 * n_supp / n_s if n_s else 0.0,
+        "fabricated_pct": 100.0 * n_fab / n_s if n_s else 0.0,
+        "mean_count": float(np.sum(s_vals)) / n_s if n_s else 0.0,
+        "mean_error": float(np.mean(common_err)) if common_err else 0.0,
+        "by_length": by_len,
+        "preservation_by_length": {
+            k: _bucket_ref([it for it in items if it[0] == k]) for k in by_len
+        },
+        "preservation_by_count": by_count,
+        "mean_proportional_error": float(
+            np.mean([b["mean_proportional_error"] for b in by_count.values()])
+        ),
+        "record_expansion_pct": None,
+    }  # fmt: skip
+
+
+def _perturbed(agg: AggregateSet, rng: np.random.Generator, shuffle: bool) -> AggregateSet:
+    """DP-like aggregates: some combinations dropped, counts moved, rows optionally unsorted."""
+    by_len = {}
+    for k, cc in agg.by_len.items():
+        keep = rng.random(len(cc)) < 0.8
+        counts = np.maximum(cc.counts[keep] + rng.integers(-3, 40, int(keep.sum())), 1)
+        attrs = cc.attrs[keep]
+        if shuffle:
+            order = rng.permutation(attrs.shape[0])
+            attrs, counts = attrs[order], counts[order]
+        by_len[k] = CombinationCounts(np.ascontiguousarray(attrs), counts.astype(np.int64))
+    return AggregateSet(agg.domain, agg.reporting_length, by_len, None, is_dp=True)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_aggregate_metrics_equal_reference(seed: int) -> None:
+    """Same domain, another domain (texts matched), unsorted rows, R above the column count."""
+    rng = np.random.default_rng(seed)
+    cards = [3, 1, 5, 2][: 2 + seed]
+    table = _random_table(rng, cards, 300, 0.3)
+    r = len(cards) + 1  # lengths above the number of columns are empty
+    s_agg = exact_aggregates(table, r)
+    other = PreparedTable(  # a synthetic table over a domain with extra labels
+        Domain(table.domain.columns, tuple((*labs, "zz") for labs in table.domain.labels)),
+        _random_table(rng, [c + 1 for c in cards], 250, 0.2).codes,
+    )
+    targets = [
+        exact_aggregates(other, r),
+        _perturbed(s_agg, rng, shuffle=False),
+        _perturbed(s_agg, rng, shuffle=True),
+        exact_aggregates(table, 2),  # shorter target
+    ]
+    for t_agg in targets:
+        for res in (1, 5, 20):
+            got = aggregate_metrics(s_agg, t_agg, resolution=res, n_sensitive=None, n_target=7)
+            _same(got, _aggregate_metrics_ref(s_agg, t_agg, res))
+
+
+def _risk_ref(agg: AggregateSet, table: PreparedTable, res: int) -> tuple[float, float]:
+    """Records whose smallest rare (0 < count < res... or negative) count is 1 / below res."""
+    counts = {
+        tuple(row): c
+        for k in range(1, agg.reporting_length + 1)
+        for row, c in zip(agg.counts_of(k).attrs.tolist(), agg.counts_of(k).counts.tolist(),
+                          strict=True)
+    }  # fmt: skip
+    offsets = table.domain.offsets
+    uniq = rare = 0
+    for row in table.codes.tolist():
+        attrs = [offsets[j] + c for j, c in enumerate(row) if c >= 0]
+        found = [
+            counts[combo]
+            for k in range(1, agg.reporting_length + 1)
+            for combo in itertools.combinations(attrs, k)
+            if counts.get(combo, 0) != 0 and counts[combo] < res
+        ]
+        uniq += bool(found) and min(found) == 1
+        rare += bool(found) and min(found) < res
+    n = table.n_records
+    return 100.0 * uniq / n, 100.0 * rare / n
+
+
+@pytest.mark.parametrize("force_sorted", [False, True])
+def test_risk_metrics_equal_reference(monkeypatch: pytest.MonkeyPatch, force_sorted: bool) -> None:
+    """Record risk from dense rank tables (or sorted keys) equals a per-record enumeration."""
+    from sds_core import evaluate
+
+    if force_sorted:
+        monkeypatch.setattr(evaluate, "RISK_DENSE_BYTES", 0)
+    rng = np.random.default_rng(11)
+    for cards, empty, r in (([3, 40, 2, 6], 0.3, 3), ([2, 2], 0.0, 4), ([300, 2], 0.5, 2)):
+        table = _random_table(rng, cards, 400, empty)
+        exact = exact_aggregates(table, r)
+        odd = _perturbed(exact, rng, shuffle=False)
+        cc = odd.counts_of(1)  # a zero count is ignored, a negative one is rare
+        counts = cc.counts.copy()
+        counts[:2] = (0, -2)[: counts.size]
+        odd = AggregateSet(odd.domain, r, {**odd.by_len, 1: CombinationCounts(cc.attrs, counts)})
+        for agg in (exact, odd):
+            for res in (1, 2, 5, 300):
+                m = risk_metrics(agg, table, resolution=res)
+                want = _risk_ref(agg, table, res)
+                assert m["records_with_unique_pct"] == pytest.approx(want[0], abs=1e-12)
+                assert m["records_with_rare_pct"] == pytest.approx(want[1], abs=1e-12)
+
+
+def _tvd_ref(o: pd.DataFrame, s: pd.DataFrame, max_order: int) -> dict[int, list[float]]:
+    out: dict[int, list[float]] = {}
+    for order in range(1, min(max_order, o.shape[1]) + 1):
+        for cols in itertools.combinations(list(o.columns), order):
+            p = o.groupby(list(cols)).size() / len(o)
+            q = s.groupby(list(cols)).size() / len(s)
+            diff = p.sub(q, fill_value=0.0).abs().sum()
+            out.setdefault(order, []).append(0.5 * float(diff))
+    return out
+
+
+def _decoded(table: PreparedTable) -> pd.DataFrame:
+    return pd.DataFrame({
+        col: [labs[c] if c >= 0 else "" for c in table.codes[:, j].tolist()]
+        for j, (col, labs) in enumerate(zip(table.domain.columns, table.domain.labels, strict=True))
+    })  # fmt: skip
+
+
+@pytest.mark.parametrize("dense_cells", [1 << 22, 6])
+def test_marginal_fidelity_equals_reference(monkeypatch: pytest.MonkeyPatch,
+                                            dense_cells: int) -> None:  # fmt: skip
+    """Dense and sparse (compacted) marginals: TVD equals a groupby computation, any domains."""
+    from sds_core import evaluate
+
+    monkeypatch.setattr(evaluate, "DENSE_MARGINAL_CELLS", dense_cells)
+    rng = np.random.default_rng(4)
+    o = _random_table(rng, [3, 7, 2, 4, 1], 300, 0.25)
+    s = _random_table(rng, [4, 5, 2, 4, 1], 200, 0.1, prefix="w" if dense_cells == 6 else "v")
+    for top in (1, 3, 9):
+        got = marginal_fidelity(o, s, max_order=top)
+        want = _tvd_ref(_decoded(o), _decoded(s), top)
+        assert got["n_marginals_by_order"] == {k: len(v) for k, v in want.items()}
+        for k, v in want.items():
+            assert got["tvd_mean_by_order"][k] == pytest.approx(np.mean(v), rel=1e-12, abs=1e-15)
+            assert got["tvd_max_by_order"][k] == pytest.approx(np.max(v), rel=1e-12, abs=1e-15)
+        frame = marginal_fidelity(_decoded(o), _decoded(s), max_order=top)
+        _same(got, frame)
