@@ -15,6 +15,7 @@ from sds_core.dp_kernels import (
     HAVE_NUMBA,
     count_clique_dense,
     count_clique_sorted,
+    distinct_rows,
     key_buckets,
 )
 
@@ -64,21 +65,49 @@ def _count_numpy(
 def _count_compiled(
     codes: NDArray[np.int32], lookups: list[CliqueLookup], chunk: int
 ) -> tuple[list[NDArray[np.int64]], NDArray[np.int32]]:
-    """As :func:`_count_numpy` with the compiled kernels, clique by clique per partition."""
+    """As :func:`_count_numpy` with the compiled kernels, clique by clique per partition.
+
+    Each partition is first reduced to its distinct records with multiplicities (categorical
+    data repeats rows a lot); the counts are the same integers, the work is per distinct row.
+    """
     n = codes.shape[0]
     acc1 = [np.zeros(lk.rows.shape[0] + 1, dtype=np.int64) for lk in lookups]  # [0]: misses
     cols = [np.asarray(lk.cols, dtype=np.int64) for lk in lookups]
     buckets = [None if lk.table is not None else key_buckets(lk.keys) for lk in lookups]
+    row_mult = _row_multipliers(codes)
     valid = np.zeros(n, dtype=np.int32)
     for start in range(0, n, chunk):
-        codes_t = np.ascontiguousarray(codes[start : start + chunk].T, dtype=np.int32)
-        w = valid[start : start + chunk]
+        part = codes[start : start + chunk]
+        if row_mult is None:
+            first, weight, inverse = None, np.ones(part.shape[0], dtype=np.int64), None
+        else:
+            bits = (2 * part.shape[0]).bit_length()  # load factor <= 1/2
+            first, weight, inverse = distinct_rows(part, row_mult, bits)
+            part = part[first]
+        codes_t = np.ascontiguousarray(part.T, dtype=np.int32)
+        w = np.zeros(part.shape[0], dtype=np.int32)
         for acc, c, bk, lk in zip(acc1, cols, buckets, lookups, strict=True):
             if bk is None:
-                count_clique_dense(codes_t, c, lk.mult, lk.table, acc, w)
+                count_clique_dense(codes_t, c, lk.mult, lk.table, weight, acc, w)
             else:
-                count_clique_sorted(codes_t, c, lk.mult, lk.keys, bk[0], bk[1], acc, w)
+                count_clique_sorted(codes_t, c, lk.mult, lk.keys, bk[0], bk[1], weight, acc, w)
+        valid[start : start + chunk] = w if inverse is None else w[inverse]
     return [a[1:] for a in acc1], valid
+
+
+def _row_multipliers(codes: NDArray[np.int32]) -> NDArray[np.int64] | None:
+    """Mixed-radix multipliers making Σ (code + 1)·mult an injective int64 row key, or None
+    when the key range does not fit (then records are counted one by one)."""
+    if codes.shape[0] == 0 or codes.shape[1] == 0:
+        return None
+    radix = [int(m) + 2 for m in codes.max(axis=0).tolist()]  # digits 0..max + 1
+    mult, size = [], 1
+    for r in reversed(radix):
+        mult.append(size)
+        size *= r
+    if size >= 1 << 62:
+        return None
+    return np.array(mult[::-1], dtype=np.int64)
 
 
 def _record_pairs(

@@ -30,6 +30,7 @@ from sds_core.declared_step import (
     reencode,
 )
 from sds_core.domain import Domain
+from sds_core.dp_kernels import HAVE_NUMBA, noisy_survivors
 from sds_core.errors import invariant, require
 from sds_core.exact import DEFAULT_CHUNK_RECORDS
 from sds_core.noise import discrete_gaussian, discrete_laplace
@@ -260,7 +261,7 @@ def aggregate_length(
     if declared and k == 1:
         return _declared_length_one(table, cands, counts, allowed, sigma, spend, params, rnd,
                                     prefix=prefix, stage=stage)
-    noisy = counts + discrete_gaussian(
+    noise = discrete_gaussian(
         rnd,
         f"{prefix}/gaussian",
         sigma=sigma * math.sqrt(allowed),
@@ -268,9 +269,19 @@ def aggregate_length(
         stage=stage,
     )
     threshold = _length_threshold(k, sigma, allowed, plan, params)
-    keep = (noisy > threshold) & (noisy > 0)
-    survivors = CombinationCounts(np.ascontiguousarray(cands[keep]), noisy[keep])
+    survivors = CombinationCounts(*_survivors(cands, counts, noise, threshold))
     return LengthStep(k, survivors, allowed, threshold, cands.shape[0], spend)
+
+
+def _survivors(
+    cands: NDArray[np.int32], counts: NDArray[np.int64], noise: NDArray[np.int64], threshold: float
+) -> tuple[NDArray[np.int32], NDArray[np.int64]]:
+    """The candidates whose noisy count is > ρ_k and > 0, and those noisy counts."""
+    if HAVE_NUMBA:
+        return noisy_survivors(cands, counts, noise, float(threshold))
+    noisy = counts + noise
+    keep = (noisy > threshold) & (noisy > 0)
+    return np.ascontiguousarray(cands[keep]), noisy[keep]
 
 
 def _declared_length_one(

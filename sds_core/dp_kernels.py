@@ -18,9 +18,11 @@ __all__ = [
     "clique_ranks",
     "count_clique_dense",
     "count_clique_sorted",
+    "distinct_rows",
     "join_fill",
     "join_keep",
     "key_buckets",
+    "noisy_survivors",
     "present_attributes",
     "row_local_keys",
     "rows_ascending",
@@ -203,18 +205,20 @@ def count_clique_dense(
     cols: np.ndarray,
     mult: np.ndarray,
     table: np.ndarray,
+    weight: np.ndarray,
     acc1: np.ndarray,
     valid: np.ndarray,
 ) -> None:
-    """acc1[1 + table[key]] += 1 and valid[r] += (table[key] >= 0) for every record r.
+    """acc1[1 + table[key]] += weight[r] and valid[r] += (table[key] >= 0) for every row r.
 
-    ``codes_t`` is the partition's codes transposed (n_columns, n); ``acc1[0]`` collects the
-    records whose key is no candidate (branch-free counting), ``acc1[1 + i]`` local index i.
+    ``codes_t`` is the partition's (distinct) rows transposed (n_columns, n), ``weight`` their
+    multiplicities; ``acc1[0]`` collects the rows whose key is no candidate (branch-free
+    counting), ``acc1[1 + i]`` local index i.
     """
     keys = _clique_keys(codes_t, cols, mult)
     for r in range(keys.shape[0]):
         idx = table[keys[r]]
-        acc1[idx + 1] += 1
+        acc1[idx + 1] += weight[r]
         valid[r] += idx >= 0
 
 
@@ -226,6 +230,7 @@ def count_clique_sorted(
     keys: np.ndarray,
     bucket_start: np.ndarray,
     shift: np.int64,
+    weight: np.ndarray,
     acc1: np.ndarray,
     valid: np.ndarray,
 ) -> None:
@@ -237,7 +242,7 @@ def count_clique_sorted(
     for r in range(rec_keys.shape[0]):
         key = rec_keys[r]
         if key > top:
-            acc1[0] += 1
+            acc1[0] += weight[r]
             continue
         b = key >> shift
         lo = bucket_start[b]
@@ -251,8 +256,46 @@ def count_clique_sorted(
         idx = -1
         if lo < bucket_start[b + 1] and keys[lo] == key:
             idx = lo
-        acc1[idx + 1] += 1
+        acc1[idx + 1] += weight[r]
         valid[r] += idx >= 0
+
+
+@_jit
+def distinct_rows(
+    codes: np.ndarray, mult: np.ndarray, bits: np.int64
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(first row of each distinct row, its multiplicity, distinct index of every row).
+
+    Rows are keyed by Σ (code + 1)·mult[c] (injective: the caller's radices exceed every
+    code + 1) and found in an open-addressing table of 2**bits > n slots (Fibonacci hashing,
+    linear probing); distinct rows are numbered in order of first occurrence.
+    """
+    n, d = codes.shape
+    n_slots = np.int64(1) << bits
+    mask = n_slots - 1
+    shift = np.uint64(64 - bits)
+    slot_key = np.full(n_slots, -1, dtype=np.int64)
+    slot_id = np.empty(n_slots, dtype=np.int32)
+    first = np.empty(n, dtype=np.int64)
+    weight = np.zeros(n, dtype=np.int64)
+    inverse = np.empty(n, dtype=np.int32)
+    n_distinct = 0
+    for r in range(n):
+        key = np.int64(0)
+        for c in range(d):
+            key += (np.int64(codes[r, c]) + 1) * mult[c]
+        s = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+        while slot_key[s] != -1 and slot_key[s] != key:
+            s = (s + 1) & mask
+        if slot_key[s] == -1:
+            slot_key[s] = key
+            slot_id[s] = n_distinct
+            first[n_distinct] = r
+            n_distinct += 1
+        i = slot_id[s]
+        weight[i] += 1
+        inverse[r] = i
+    return first[:n_distinct].copy(), weight[:n_distinct].copy(), inverse
 
 
 def key_buckets(keys: np.ndarray, max_buckets: int = 1 << 20) -> tuple[np.ndarray, int]:
@@ -310,3 +353,30 @@ def sample_guided(
                 hi = mid
         out[t] = offset + lo
     return out
+
+
+@_jit
+def noisy_survivors(
+    cands: np.ndarray, counts: np.ndarray, noise: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows of ``cands`` whose noisy count counts + noise is > threshold and > 0, with it.
+
+    The comparison with the float ``threshold`` is made in float64, as numpy does.
+    """
+    m, k = cands.shape
+    n_keep = 0
+    for i in range(m):
+        v = counts[i] + noise[i]
+        if v > threshold and v > 0:
+            n_keep += 1
+    attrs = np.empty((n_keep, k), dtype=np.int32)
+    kept = np.empty(n_keep, dtype=np.int64)
+    j = 0
+    for i in range(m):
+        v = counts[i] + noise[i]
+        if v > threshold and v > 0:
+            for q in range(k):
+                attrs[j, q] = cands[i, q]
+            kept[j] = v
+            j += 1
+    return attrs, kept
