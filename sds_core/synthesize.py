@@ -159,6 +159,7 @@ def synthesize(
         2 if _expected_records(aggregates, target, f) >= AUTO_BATCH_RECORDS else 1
     )
     lay = build_layout(aggregates, scale if batches == 1 else f / batches)
+    bs = lay.bitsets
     budget0 = np.zeros(n_attr, dtype=np.int64)
     has1 = lay.idx1 >= 0
     budget0[has1] = lay.counts[lay.idx1[has1]]
@@ -208,7 +209,8 @@ def synthesize(
                     out, uniforms, attr_col, col_lo, col_hi, col_order, lay.counts, syn,
                     lay.idx1, lay.tkeys, lay.tvals, lay.bits, lay.base, R, avail, budget0, state,
                     params.use_synthetic_counts, pct, fill_rate, filled, sub_cap, lay.pair_idx,
-                    *csr, lay.pair_col_start, lay.pair_first,
+                    *csr, lay.pair_col_start, lay.pair_first, bs.enabled, bs.colw, bs.has1, bs.b2,
+                    bs.b3, bs.cum3,
                 )  # fmt: skip
             else:
                 n, _ = synthesize_records(

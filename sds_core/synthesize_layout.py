@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 
 from sds_core.aggregates import AggregateSet
 from sds_core.errors import SdsInputError, require
+from sds_core.synthesize_bits import Bitsets, build_bitsets, disabled_bitsets
 from sds_core.synthesize_kernels import _jit, build_table
 
 DENSE_PAIR_LIMIT = 2048
@@ -37,6 +38,7 @@ class Layout:
     csr: tuple[Any, ...]
     pair_col_start: NDArray[np.int64]
     pair_first: int
+    bitsets: Bitsets
 
 
 def _keys(attrs: NDArray[np.int64], base: int) -> NDArray[np.int64]:
@@ -125,8 +127,16 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
         attrs_by_len.get(3), first.get(3, 0), first.get(2, 0), pair_idx, all_counts, attr_col,
         domain.n_columns, dense and R >= 3,
     )  # fmt: skip
+    bitsets = disabled_bitsets(domain.n_columns)
+    if dense:
+        n_pairs = len(attrs_by_len[2]) if 2 in attrs_by_len else 0
+        bitsets = build_bitsets(
+            np.diff(np.asarray(domain.offsets, dtype=np.int64)), attr_col.astype(np.int64),
+            np.asarray(domain.offsets[:-1], dtype=np.int64), idx1, attrs_by_len.get(2), csr[0],
+            csr[1], first.get(2, 0), n_pairs,
+        )  # fmt: skip
     return Layout(
-        all_counts, idx1, tkeys, tvals, bits, base, pair_idx, csr, pcs, first.get(2, 0)
+        all_counts, idx1, tkeys, tvals, bits, base, pair_idx, csr, pcs, first.get(2, 0), bitsets
     )
 
 

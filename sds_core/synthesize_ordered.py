@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from sds_core.synthesize_bits import available_bits, ctz64, popcount64
 from sds_core.synthesize_kernels import HAVE_NUMBA, _combo_key, _jit, _lookup
 
 if HAVE_NUMBA:
@@ -96,7 +97,8 @@ def synthesize_records_ordered(
     use_syn: bool, percentile: float, fill_rate: np.ndarray, filled: np.ndarray,
     sub_cap: int, pair_idx: np.ndarray, csr_start: np.ndarray, csr_attr: np.ndarray,
     csr_combo: np.ndarray, csr_count: np.ndarray, csr_syn: np.ndarray, trip_pos: np.ndarray,
-    trip_first: int, pair_col_start: np.ndarray, pair_first: int,
+    trip_first: int, pair_col_start: np.ndarray, pair_first: int, use_bits: bool,
+    colw: np.ndarray, has1bits: np.ndarray, b2: np.ndarray, b3: np.ndarray, cum3: np.ndarray,
 ) -> tuple[int, int]:  # fmt: skip
     """Completion-mode twin of :func:`sds_core.synthesize_kernels.synthesize_records`.
 
@@ -132,6 +134,13 @@ def synthesize_records_ordered(
     dead = np.zeros((2, n_cols), dtype=np.bool_)
     sub = np.empty(max(R, 1), dtype=np.int64)
     sidx = np.empty(max(R, 1), dtype=np.int64)
+    W = colw[n_cols]
+    bacc = np.empty(max(1, W), dtype=np.uint64)
+    availbits = np.zeros(max(1, W), dtype=np.uint64)
+    rp = np.empty(max(1, n_cols * (n_cols - 1) // 2), dtype=np.int64)  # record pairs (bitsets)
+    n_rp = 0
+    if use_bits:
+        available_bits(availbits, avail, attr_col, col_lo, colw)
     n_written = 0
     u_used = 0
     n_out = out.shape[0]
@@ -142,6 +151,8 @@ def synthesize_records_ordered(
                 break
             for a in range(n_attr):
                 avail[a] = budget0[a]
+            if use_bits:
+                available_bits(availbits, avail, attr_col, col_lo, colw)
             syn[:] = 0
             csr_syn[:] = 0
             state[0] = budget0.sum()
@@ -152,6 +163,7 @@ def synthesize_records_ordered(
             break
         s = 0
         col_used[:] = False
+        n_rp = 0
         dead[:, :] = False
         while s < n_cols:
             m = 0
@@ -169,117 +181,181 @@ def synthesize_records_ordered(
                     # reference-counts every array argument with atomic instructions)
                     lo, hi = col_lo[c], col_hi[c]
                     adjusted = use_syn and attempt == 0
-                    # with R >= 3, a candidate must be a third attribute of every pair of the
-                    # record: seed the candidates from the shortest such list (within lo..hi)
-                    seed = -1
-                    n_pairs = 0
-                    if has_csr and s >= 2:
-                        best = hi - lo + 1
+                    if use_bits:
+                        # the candidates are one AND of bit rows: budget (or 1-count), pair
+                        # partners of each record attribute, thirds of each record pair
+                        w0 = colw[c]
+                        nw = colw[c + 1] - w0
+                        for w in range(nw):
+                            bacc[w] = availbits[w0 + w] if attempt == 0 else has1bits[w0 + w]
                         for t in range(s):
-                            for t2 in range(t + 1, s):
-                                pi = pair_idx[rec[t] * n_attr + rec[t2]]
-                                b0 = np.int64(0)
-                                b1 = np.int64(0)
-                                if pi >= 0:  # column c's slice of pair pi's list
-                                    o = (pi - pair_first) * n_cols + c
-                                    b0 = pair_col_start[o]
-                                    b1 = pair_col_start[o + 1]
-                                rb0[n_pairs] = b0
-                                rb1[n_pairs] = b1
-                                if b1 - b0 < best:
-                                    best = b1 - b0
-                                    seed = n_pairs
-                                n_pairs += 1
-                    n_alive = 0
-                    n_from = rb0[seed] if seed >= 0 else lo
-                    n_to = rb1[seed] if seed >= 0 else hi
-                    for e in range(n_from, n_to):
-                        a = csr_attr[e] if seed >= 0 else e
-                        i1 = idx1[a]
-                        if i1 < 0 or (attempt == 0 and avail[a] <= 0):
-                            continue
-                        cnt = counts[i1]
-                        cand[n_alive] = a
-                        subs[n_alive, 0] = i1
-                        wraw[n_alive, 0] = cnt
-                        wadj[n_alive, 0] = cnt - syn[i1] if use_syn else cnt
-                        nsub[n_alive] = 1
-                        full[n_alive] = 0
-                        if seed >= 0:  # the seed pair's triple
-                            cnt = csr_count[e]
-                            subs[n_alive, 1] = csr_combo[e]
-                            wraw[n_alive, 1] = cnt
-                            wadj[n_alive, 1] = cnt - csr_syn[e] if use_syn else cnt
-                            nsub[n_alive] = 2
-                            if s == 2:
-                                full[n_alive] = 1
-                        alive[n_alive] = n_alive
-                        n_alive += 1
-                    # pairs {a, r}, r in the record: one row of the dense pair table per r
-                    if R >= 2:
-                        for t in range(s):
-                            if n_alive == 0:
-                                break
-                            r = rec[t]
-                            k = 0
-                            for i in range(n_alive):
-                                j = alive[i]
-                                a = cand[j]
-                                if dense:
-                                    pi = pair_idx[r * n_attr + a]
-                                else:
-                                    key = np.int64(min(r, a) + 1) * base + max(r, a) + 1
-                                    pi = _lookup_i(tkeys, tvals, bits, key)
-                                if pi >= 0:
+                            o = rec[t] * W + w0
+                            for w in range(nw):
+                                bacc[w] &= b2[o + w]
+                        if has_csr:
+                            for pp in range(n_rp):
+                                o = rp[pp] * W + w0
+                                anyb = np.uint64(0)
+                                for w in range(nw):
+                                    bacc[w] &= b3[o + w]
+                                    anyb |= bacc[w]
+                                if anyb == 0:
+                                    break
+                        n_alive = 0
+                        for w in range(nw):
+                            x = bacc[w]
+                            while x != 0:
+                                low = x & (~x + np.uint64(1))
+                                a = lo + w * 64 + np.int64(ctz64(x))
+                                x ^= low
+                                i1 = idx1[a]
+                                cnt = counts[i1]
+                                cand[n_alive] = a
+                                subs[n_alive, 0] = i1
+                                wraw[n_alive, 0] = cnt
+                                wadj[n_alive, 0] = cnt - syn[i1] if use_syn else cnt
+                                ns = 1
+                                full[n_alive] = 0
+                                for t in range(s):
+                                    pi = pair_idx[rec[t] * n_attr + a]
                                     cnt = counts[pi]
-                                    ns = nsub[j]
-                                    subs[j, ns] = pi
-                                    wraw[j, ns] = cnt
-                                    wadj[j, ns] = cnt - syn[pi] if use_syn else cnt
-                                    nsub[j] = ns + 1
+                                    subs[n_alive, ns] = pi
+                                    wraw[n_alive, ns] = cnt
+                                    wadj[n_alive, ns] = cnt - syn[pi] if use_syn else cnt
                                     if s == 1:
-                                        full[j] = ns
-                                    alive[k] = j
-                                    k += 1
-                            n_alive = k
-                    # triples {a, r, r'}: pair {r, r'}'s third attributes in lo..hi (sorted CSR;
-                    # CSR lists exist only with the dense pair table)
-                    if seed >= 0:
-                        for pp in range(n_pairs):
-                            if n_alive == 0:
-                                break
-                            if pp != seed:
-                                b0 = rb0[pp]
-                                b1 = rb1[pp]
-                                walk = b1 - b0 <= 8 * n_alive  # else binary search per candidate
+                                        full[n_alive] = ns
+                                    ns += 1
+                                if has_csr:
+                                    below = low - np.uint64(1)
+                                    for pp in range(n_rp):
+                                        o = rp[pp] * W + w0 + w
+                                        e = (
+                                            csr_start[rp[pp] + pair_first]
+                                            + cum3[o]
+                                            + np.int64(popcount64(b3[o] & below))
+                                        )
+                                        cnt = csr_count[e]
+                                        subs[n_alive, ns] = csr_combo[e]
+                                        wraw[n_alive, ns] = cnt
+                                        wadj[n_alive, ns] = cnt - csr_syn[e] if use_syn else cnt
+                                        if s == 2:
+                                            full[n_alive] = ns
+                                        ns += 1
+                                nsub[n_alive] = ns
+                                alive[n_alive] = n_alive
+                                n_alive += 1
+                    else:
+                        # with R >= 3, a candidate must be a third attribute of every pair of the
+                        # record: seed the candidates from the shortest such list (within lo..hi)
+                        seed = -1
+                        n_pairs = 0
+                        if has_csr and s >= 2:
+                            best = hi - lo + 1
+                            for t in range(s):
+                                for t2 in range(t + 1, s):
+                                    pi = pair_idx[rec[t] * n_attr + rec[t2]]
+                                    b0 = np.int64(0)
+                                    b1 = np.int64(0)
+                                    if pi >= 0:  # column c's slice of pair pi's list
+                                        o = (pi - pair_first) * n_cols + c
+                                        b0 = pair_col_start[o]
+                                        b1 = pair_col_start[o + 1]
+                                    rb0[n_pairs] = b0
+                                    rb1[n_pairs] = b1
+                                    if b1 - b0 < best:
+                                        best = b1 - b0
+                                        seed = n_pairs
+                                    n_pairs += 1
+                        n_alive = 0
+                        n_from = rb0[seed] if seed >= 0 else lo
+                        n_to = rb1[seed] if seed >= 0 else hi
+                        for e in range(n_from, n_to):
+                            a = csr_attr[e] if seed >= 0 else e
+                            i1 = idx1[a]
+                            if i1 < 0 or (attempt == 0 and avail[a] <= 0):
+                                continue
+                            cnt = counts[i1]
+                            cand[n_alive] = a
+                            subs[n_alive, 0] = i1
+                            wraw[n_alive, 0] = cnt
+                            wadj[n_alive, 0] = cnt - syn[i1] if use_syn else cnt
+                            nsub[n_alive] = 1
+                            full[n_alive] = 0
+                            if seed >= 0:  # the seed pair's triple
+                                cnt = csr_count[e]
+                                subs[n_alive, 1] = csr_combo[e]
+                                wraw[n_alive, 1] = cnt
+                                wadj[n_alive, 1] = cnt - csr_syn[e] if use_syn else cnt
+                                nsub[n_alive] = 2
+                                if s == 2:
+                                    full[n_alive] = 1
+                            alive[n_alive] = n_alive
+                            n_alive += 1
+                        # pairs {a, r}, r in the record: one row of the dense pair table per r
+                        if R >= 2:
+                            for t in range(s):
+                                if n_alive == 0:
+                                    break
+                                r = rec[t]
                                 k = 0
-                                e = b0
                                 for i in range(n_alive):
                                     j = alive[i]
                                     a = cand[j]
-                                    if walk:
-                                        while e < b1 and csr_attr[e] < a:
-                                            e += 1
+                                    if dense:
+                                        pi = pair_idx[r * n_attr + a]
                                     else:
-                                        e2 = b1
-                                        while e < e2:
-                                            mid = (e + e2) >> 1
-                                            if csr_attr[mid] < a:
-                                                e = mid + 1
-                                            else:
-                                                e2 = mid
-                                    if e < b1 and csr_attr[e] == a:
-                                        cnt = csr_count[e]
+                                        key = np.int64(min(r, a) + 1) * base + max(r, a) + 1
+                                        pi = _lookup_i(tkeys, tvals, bits, key)
+                                    if pi >= 0:
+                                        cnt = counts[pi]
                                         ns = nsub[j]
-                                        subs[j, ns] = csr_combo[e]
+                                        subs[j, ns] = pi
                                         wraw[j, ns] = cnt
-                                        wadj[j, ns] = cnt - csr_syn[e] if use_syn else cnt
+                                        wadj[j, ns] = cnt - syn[pi] if use_syn else cnt
                                         nsub[j] = ns + 1
-                                        if s == 2:
+                                        if s == 1:
                                             full[j] = ns
                                         alive[k] = j
                                         k += 1
                                 n_alive = k
+                        # triples {a, r, r'}: pair {r, r'}'s third attributes in lo..hi (sorted CSR;
+                        # CSR lists exist only with the dense pair table)
+                        if seed >= 0:
+                            for pp in range(n_pairs):
+                                if n_alive == 0:
+                                    break
+                                if pp != seed:
+                                    b0 = rb0[pp]
+                                    b1 = rb1[pp]
+                                    walk = b1 - b0 <= 8 * n_alive  # else binary searches
+                                    k = 0
+                                    e = b0
+                                    for i in range(n_alive):
+                                        j = alive[i]
+                                        a = cand[j]
+                                        if walk:
+                                            while e < b1 and csr_attr[e] < a:
+                                                e += 1
+                                        else:
+                                            e2 = b1
+                                            while e < e2:
+                                                mid = (e + e2) >> 1
+                                                if csr_attr[mid] < a:
+                                                    e = mid + 1
+                                                else:
+                                                    e2 = mid
+                                        if e < b1 and csr_attr[e] == a:
+                                            cnt = csr_count[e]
+                                            ns = nsub[j]
+                                            subs[j, ns] = csr_combo[e]
+                                            wraw[j, ns] = cnt
+                                            wadj[j, ns] = cnt - csr_syn[e] if use_syn else cnt
+                                            nsub[j] = ns + 1
+                                            if s == 2:
+                                                full[j] = ns
+                                            alive[k] = j
+                                            k += 1
+                                    n_alive = k
                     # the rest through the hash table: |S| = 2 without CSR lists, |S| >= 3
                     for k in range(3 if has_csr else 2, min(R - 1, s) + 1):
                         n_keep = 0
@@ -377,6 +453,13 @@ def synthesize_records_ordered(
                                 csr_syn[pos] += 1
                     else:
                         syn[ci] += 1
+            if use_bits and has_csr:
+                for t in range(s):
+                    rp[n_rp] = pair_idx[rec[t] * n_attr + x] - pair_first
+                    n_rp += 1
+            if use_bits and avail[x] == 0:
+                lx = x - col_lo[attr_col[x]]
+                availbits[colw[attr_col[x]] + lx // 64] &= ~(np.uint64(1) << np.uint64(lx % 64))
             col_used[attr_col[x]] = True
             filled[attr_col[x]] += 1
             p = s
