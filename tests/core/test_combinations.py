@@ -122,3 +122,61 @@ def test_contains() -> None:
     """contains() finds rows of a sorted haystack."""
     hay = np.array([[0, 2], [0, 3], [1, 3]])
     assert contains(hay, np.array([[0, 3], [1, 2], [1, 3]]), 4).tolist() == [True, False, True]
+
+
+def _random_survivors(rng: np.random.Generator, dom, k: int, keep: float) -> CombinationCounts:
+    attr_col = dom.attribute_columns()
+    rows = [
+        c
+        for c in itertools.combinations(range(dom.n_attributes), k)
+        if len({attr_col[a] for a in c}) == k and rng.random() < keep
+    ]
+    return CombinationCounts(
+        np.array(rows, dtype=np.int32).reshape(-1, k), np.ones(len(rows), dtype=np.int64)
+    )
+
+
+def test_compiled_join_grouping_and_lookups_equal_numpy_paths(monkeypatch) -> None:
+    """Compiled join, counting-sort grouping, lookup keys and V_1 give the numpy results."""
+    from sds_core import combinations as comb_mod
+
+    rng = np.random.default_rng(5)
+    header = ["A", "B", "C", "D", "E", "F"]
+    rows = [[f"{h}{rng.integers(0, 5)}" for h in header] for _ in range(300)]
+    table = table_from_rows(header, rows)
+    dom = table.domain
+    results = {}
+    for compiled in (True, False):
+        monkeypatch.setattr(comb_mod, "HAVE_NUMBA", compiled)
+        got = [occurring_attributes(dom, table.codes)]
+        for k, keep in ((2, 0.8), (3, 0.6), (4, 0.5)):
+            got.append(candidates_from_survivors(_random_survivors(rng_k(k), dom, k, keep), dom))
+        groups = comb_mod.group_by_clique(dom, got[2])
+        lookups = build_lookups(dom, got[2], n_records=table.n_records, dense_budget=2000)
+        results[compiled] = (got, groups, lookups)
+    (a, ga, la), (b, gb, lb) = results[True], results[False]
+    assert all(np.array_equal(x, y) and x.dtype == y.dtype for x, y in zip(a, b, strict=True))
+    assert sum(x.shape[0] for x in a[1:]) > 100  # non-trivial candidate sets
+    assert [g[0] for g in ga] == [g[0] for g in gb]
+    assert all(np.array_equal(x[1], y[1]) for x, y in zip(ga, gb, strict=True))
+    assert any(lk.table is None for lk in la) and any(lk.table is not None for lk in la)
+    for x, y in zip(la, lb, strict=True):
+        assert x.cols == y.cols and np.array_equal(x.rows, y.rows)
+        assert np.array_equal(x.keys, y.keys)
+        assert (x.table is None) == (y.table is None)
+        assert x.table is None or np.array_equal(x.table, y.table)
+
+
+def rng_k(k: int) -> np.random.Generator:
+    """The same random survivors for both paths of the comparison above."""
+    return np.random.default_rng(100 + k)
+
+
+def test_lookups_of_unsorted_candidates_are_sorted_by_key() -> None:
+    """build_lookups sorts a clique's keys itself when the candidates come unsorted."""
+    table = table_from_rows(["A", "B"], [["a1", "b1"], ["a2", "b2"], ["a3", "b1"]])
+    dom = table.domain
+    cands = np.array([[2, 4], [0, 3], [1, 4], [0, 4]], dtype=np.int32)
+    (lk,) = build_lookups(dom, cands)
+    assert (lk.keys[1:] > lk.keys[:-1]).all()
+    assert sorted(lk.rows.tolist()) == [0, 1, 2, 3] and lk.rows[0] == 1

@@ -297,3 +297,59 @@ def test_discrete_shift_keeps_the_first_threshold_tail_bound(s: float) -> None:
         t = s * z  # = ρ_1 − 1 of the reference formula
         discrete_tail = pmf[x > t + DISCRETE_SHIFT].sum()
         assert discrete_tail <= 1 - NormalDist(0, s).cdf(t)
+
+
+def test_compiled_counting_equals_numpy_counting(monkeypatch) -> None:
+    """Counts and |W_j| from distinct-row compiled counting equal per-record numpy counting."""
+    from sds_core import contributions
+    from sds_core.combinations import build_lookups, candidates_from_survivors
+
+    rng = np.random.default_rng(8)
+    codes = rng.integers(-1, 4, size=(3000, 5)).astype(np.int32)
+    codes[1000:2000] = codes[:1000]  # many repeated records
+    table = table_from_rows(
+        [f"C{j}" for j in range(5)],
+        [["" if v < 0 else f"v{v}" for v in row] for row in codes.tolist()],
+    )
+    dom = table.domain
+    s1 = CombinationCounts(
+        np.arange(dom.n_attributes, dtype=np.int32).reshape(-1, 1),
+        np.ones(dom.n_attributes, dtype=np.int64),
+    )
+    cands = candidates_from_survivors(s1, dom)
+    cands3 = candidates_from_survivors(CombinationCounts(cands, np.ones(len(cands), np.int64)), dom)
+    for cand, budget in ((cands, 1 << 26), (cands3, 300)):  # dense and binary-search lookups
+        lookups = build_lookups(dom, cand, n_records=table.n_records, dense_budget=budget)
+        ref = contributions._count_numpy(table.codes, lookups, 700)
+        for chunk in (700, 5000):
+            monkeypatch.setattr(contributions, "HAVE_NUMBA", True)
+            got = contributions.candidate_counts(table.codes, lookups, cand.shape[0], chunk)
+            monkeypatch.setattr(contributions, "_row_multipliers", lambda codes: None)
+            one_by_one = contributions.candidate_counts(table.codes, lookups, cand.shape[0], chunk)
+            monkeypatch.undo()
+            monkeypatch.setattr(contributions, "HAVE_NUMBA", False)
+            plain = contributions.candidate_counts(table.codes, lookups, cand.shape[0], chunk)
+            monkeypatch.undo()
+            for counts, valid in (got, one_by_one, plain):
+                assert np.array_equal(valid, ref[1]) and valid.dtype == np.int32
+                assert np.array_equal(counts, plain[0]) and counts.dtype == np.int64
+        assert plain[0].sum() == ref[1].sum() > 0
+
+
+def test_compiled_survivor_selection_equals_numpy(monkeypatch) -> None:
+    """Thresholding noisy counts: compiled and numpy paths keep the same rows and counts."""
+    import importlib
+
+    dpa = importlib.import_module("sds_core.dp_aggregate")  # the package exports a same-named fn
+    rng = np.random.default_rng(3)
+    cands = np.sort(rng.integers(0, 50, size=(5000, 3)), axis=1).astype(np.int32)
+    counts = rng.integers(0, 30, size=5000)
+    noise = rng.integers(-20, 20, size=5000)
+    for threshold in (-5.0, 0.0, 7.5, 12.0, math.inf):
+        monkeypatch.setattr(dpa, "HAVE_NUMBA", True)
+        a = dpa._survivors(cands, counts, noise, threshold)
+        monkeypatch.setattr(dpa, "HAVE_NUMBA", False)
+        b = dpa._survivors(cands, counts, noise, threshold)
+        assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
+        assert a[0].dtype == np.int32 and a[1].dtype == np.int64
+        assert (a[1] > max(threshold, 0)).all()

@@ -95,3 +95,29 @@ def test_finalize_random_maps_have_no_violations() -> None:
         for k, cc in out.items():
             keys = encode_keys(cc.attrs, 12)
             assert (np.diff(keys) > 0).all(), f"length {k} rows not sorted/unique"
+
+
+def test_dense_and_binary_search_parent_index_agree(monkeypatch) -> None:
+    """finalize_counts is the same with dense key tables and with binary search only."""
+    from sds_core import normalize
+
+    rng = np.random.default_rng(4)
+    attrs_by_col = [list(range(c * 3, c * 3 + 3)) for c in range(5)]
+    for _ in range(5):
+        by_len = {}
+        for k in (1, 2, 3, 4):
+            rows = [
+                tuple(sorted(vals))
+                for cols in itertools.combinations(range(5), k)
+                for vals in itertools.product(*(attrs_by_col[c] for c in cols))
+            ]
+            keep = [r for r in rows if rng.random() < (0.9 if k == 1 else 0.4)]
+            by_len[k] = _cc(keep, rng.integers(-3, 60, len(keep)).tolist())
+        dense = finalize_counts(by_len, 15)
+        monkeypatch.setattr(normalize, "DENSE_INDEX_LIMIT", 0)
+        searched = finalize_counts(by_len, 15)
+        monkeypatch.undo()
+        assert sorted(dense) == sorted(searched) == [1, 2, 3, 4]
+        for k in dense:
+            assert np.array_equal(dense[k].attrs, searched[k].attrs)
+            assert np.array_equal(dense[k].counts, searched[k].counts)
