@@ -18,13 +18,12 @@ from sds_core.aggregates import CombinationCounts, encode_keys
 from sds_core.domain import Domain
 from sds_core.dp_kernels import (
     HAVE_NUMBA,
-    clique_ranks,
+    clique_order,
     join_fill,
     join_keep,
     present_attributes,
     row_local_keys,
     rows_ascending,
-    stable_counting_order,
 )
 from sds_core.errors import invariant
 
@@ -144,10 +143,9 @@ def _group_by_rank(
         [[comb(c, q) for q in range(k + 1)] for c in range(domain.n_columns)], dtype=np.int64
     )
     attr_col = domain.attribute_columns()
-    ranks = clique_ranks(attrs, attr_col, binom)
-    if int(ranks.min()) < 0:  # not combinations (a repeated column): the general path
+    order, start, ok = clique_order(attrs, attr_col, binom, n_cliques)
+    if not ok:  # not combinations (a repeated column): the general path
         return None
-    order, start = stable_counting_order(ranks, n_cliques)
     groups = []
     for v in np.flatnonzero(np.diff(start)).tolist():
         s, e = int(start[v]), int(start[v + 1])

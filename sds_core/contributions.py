@@ -81,8 +81,7 @@ def _count_compiled(
         if row_mult is None:
             first, weight, inverse = None, np.ones(part.shape[0], dtype=np.int64), None
         else:
-            bits = (2 * part.shape[0]).bit_length()  # load factor <= 1/2
-            first, weight, inverse = distinct_rows(part, row_mult, bits)
+            first, weight, inverse = distinct_rows(part, row_mult)
             part = part[first]
         codes_t = np.ascontiguousarray(part.T, dtype=np.int32)
         w = np.zeros(part.shape[0], dtype=np.int32)

@@ -15,7 +15,7 @@ from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
 __all__ = [
     "HAVE_NUMBA",
     "cdf_guide",
-    "clique_ranks",
+    "clique_order",
     "count_clique_dense",
     "count_clique_sorted",
     "distinct_rows",
@@ -27,7 +27,6 @@ __all__ = [
     "row_local_keys",
     "rows_ascending",
     "sample_guided",
-    "stable_counting_order",
 ]
 
 
@@ -64,7 +63,15 @@ def join_keep(
                     key = key * base + np.int64(prev[i, q])
             lo = np.searchsorted(prefix_keys, key, side="left")
             hi = np.searchsorted(prefix_keys, key, side="right")
+            first = prev[b0, km1 - 1]
             ptr = lo
+            top = hi
+            while ptr < top:  # jump to the first partner's last attribute, then merge
+                mid = (ptr + top) >> 1
+                if prev[mid, km1 - 1] < first:
+                    ptr = mid + 1
+                else:
+                    top = mid
             for j in range(b0, b1):
                 t = base_t + j
                 if not keep[t]:
@@ -150,40 +157,47 @@ def rows_ascending(rows: np.ndarray) -> bool:
 
 
 @_jit
-def clique_ranks(attrs: np.ndarray, attr_col: np.ndarray, binom: np.ndarray) -> np.ndarray:
-    """Colex rank Σ C(c_q, q + 1) of each row's ascending columns c_q (a bijection onto
-    0..C(d, k) − 1); -1 for a row whose columns do not strictly ascend."""
-    m, k = attrs.shape
-    out = np.empty(m, dtype=np.int64)
-    for r in range(m):
-        s = np.int64(0)
-        last = -1
-        for q in range(k):
-            c = attr_col[attrs[r, q]]
-            if c <= last:
-                s = -1
-                break
-            last = c
-            s += binom[c, q + 1]
-        out[r] = s
-    return out
+def _clique_rank(
+    attrs: np.ndarray, r: np.int64, attr_col: np.ndarray, binom: np.ndarray
+) -> np.int64:
+    """Colex rank Σ C(c_q, q + 1) of row r's ascending columns c_q (a bijection onto
+    0..C(d, k) − 1); -1 when its columns do not strictly ascend."""
+    s = np.int64(0)
+    last = -1
+    for q in range(attrs.shape[1]):
+        c = attr_col[attrs[r, q]]
+        if c <= last:
+            return np.int64(-1)
+        last = c
+        s += binom[c, q + 1]
+    return s
 
 
 @_jit
-def stable_counting_order(ranks: np.ndarray, n_ranks: np.int64) -> tuple[np.ndarray, np.ndarray]:
-    """Stable sort permutation of small non-negative ``ranks`` and each rank's start in it."""
+def clique_order(
+    attrs: np.ndarray, attr_col: np.ndarray, binom: np.ndarray, n_ranks: np.int64
+) -> tuple[np.ndarray, np.ndarray, bool]:
+    """Stable counting sort of the rows by clique rank: (order, start of each rank in it, ok).
+
+    ``ok`` is False (and the rest unusable) when some row is not a combination.
+    """
+    m = attrs.shape[0]
     start = np.zeros(n_ranks + 1, dtype=np.int64)
-    for r in range(ranks.shape[0]):
-        start[ranks[r] + 1] += 1
+    order = np.empty(0, dtype=np.int64)
+    for r in range(m):
+        v = _clique_rank(attrs, r, attr_col, binom)
+        if v < 0:
+            return order, start, False
+        start[v + 1] += 1
     for v in range(n_ranks):
         start[v + 1] += start[v]
     fill = start[:-1].copy()
-    order = np.empty(ranks.shape[0], dtype=np.int64)
-    for r in range(ranks.shape[0]):
-        v = ranks[r]
+    order = np.empty(m, dtype=np.int64)
+    for r in range(m):
+        v = _clique_rank(attrs, r, attr_col, binom)
         order[fill[v]] = r
         fill[v] += 1
-    return order, start
+    return order, start, True
 
 
 @_jit
@@ -261,22 +275,27 @@ def count_clique_sorted(
 
 
 @_jit
-def distinct_rows(
-    codes: np.ndarray, mult: np.ndarray, bits: np.int64
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _slot(key: np.int64, shift: np.uint64) -> np.int64:
+    return np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+
+
+@_jit
+def distinct_rows(codes: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(first row of each distinct row, its multiplicity, distinct index of every row).
 
     Rows are keyed by Σ (code + 1)·mult[c] (injective: the caller's radices exceed every
-    code + 1) and found in an open-addressing table of 2**bits > n slots (Fibonacci hashing,
-    linear probing); distinct rows are numbered in order of first occurrence.
+    code + 1) and found in an open-addressing table (Fibonacci hashing, linear probing) that
+    doubles when half full, so repetitive data keeps a small, cache-resident table; distinct
+    rows are numbered in order of first occurrence.
     """
     n, d = codes.shape
-    n_slots = np.int64(1) << bits
-    mask = n_slots - 1
+    bits = 10
     shift = np.uint64(64 - bits)
-    slot_key = np.full(n_slots, -1, dtype=np.int64)
-    slot_id = np.empty(n_slots, dtype=np.int32)
+    mask = (np.int64(1) << bits) - 1
+    slot_key = np.full(mask + 1, -1, dtype=np.int64)
+    slot_id = np.empty(mask + 1, dtype=np.int32)
     first = np.empty(n, dtype=np.int64)
+    dkeys = np.empty(n, dtype=np.int64)
     weight = np.zeros(n, dtype=np.int64)
     inverse = np.empty(n, dtype=np.int32)
     n_distinct = 0
@@ -284,15 +303,30 @@ def distinct_rows(
         key = np.int64(0)
         for c in range(d):
             key += (np.int64(codes[r, c]) + 1) * mult[c]
-        s = np.int64((np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)) >> shift)
+        s = _slot(key, shift)
         while slot_key[s] != -1 and slot_key[s] != key:
             s = (s + 1) & mask
         if slot_key[s] == -1:
             slot_key[s] = key
             slot_id[s] = n_distinct
             first[n_distinct] = r
+            dkeys[n_distinct] = key
             n_distinct += 1
-        i = slot_id[s]
+            i = n_distinct - 1
+            if 2 * n_distinct > mask + 1:  # grow: re-insert every distinct key
+                bits += 1
+                shift = np.uint64(64 - bits)
+                mask = (np.int64(1) << bits) - 1
+                slot_key = np.full(mask + 1, -1, dtype=np.int64)
+                slot_id = np.empty(mask + 1, dtype=np.int32)
+                for j in range(n_distinct):
+                    t = _slot(dkeys[j], shift)
+                    while slot_key[t] != -1:
+                        t = (t + 1) & mask
+                    slot_key[t] = dkeys[j]
+                    slot_id[t] = j
+        else:
+            i = slot_id[s]
         weight[i] += 1
         inverse[r] = i
     return first[:n_distinct].copy(), weight[:n_distinct].copy(), inverse
