@@ -36,7 +36,18 @@ def compact_codes(codes: NDArray[np.int32]) -> NDArray[np.integer]:
     """Column-major copy ``(n_columns, n)`` of (n, n_columns) codes in the smallest int dtype."""
     top = int(codes.max(initial=0))
     dtype = np.int8 if top < 1 << 7 else np.int16 if top < 1 << 15 else np.int32
-    return np.ascontiguousarray(codes.T, dtype=dtype)
+    out = np.empty((codes.shape[1], codes.shape[0]), dtype=dtype)
+    if codes.size:
+        _transpose_into(np.ascontiguousarray(codes), out)
+    return out
+
+
+@_jit
+def _transpose_into(codes, out):  # type: ignore[no-untyped-def]
+    """``out[j, i] = codes[i, j]`` (one sequential read of the row-major table)."""
+    for i in range(codes.shape[0]):
+        for j in range(codes.shape[1]):
+            out[j, i] = codes[i, j]
 
 
 @_jit
@@ -52,25 +63,24 @@ def _block_keys(codes, cols, mult, shift, start, m, buf):  # type: ignore[no-unt
 
 
 @_jit
-def count_dense(codes: np.ndarray, cols: np.ndarray, mult: np.ndarray, size: int) -> np.ndarray:
-    """Count of every local key ``sum((code + 1) * mult)`` (keys with a 0 digit included)."""
-    n = codes.shape[1]
+def count_dense(codes: np.ndarray, cols: np.ndarray, mult: np.ndarray, acc: np.ndarray) -> None:
+    """Add the count of every local key ``sum((code + 1) * mult)`` to ``acc`` (0 digits too)."""
+    n, size = codes.shape[1], acc.shape[0]
     lanes = 4 if size < LANES_BELOW else 1
-    acc = np.zeros((lanes, size), dtype=np.int64)
+    local = np.zeros((lanes, size if lanes > 1 else 0), dtype=acc.dtype)
     buf = np.empty(BLOCK, dtype=np.int64)
     for start in range(0, n, BLOCK):
         m = min(BLOCK, n - start)
         _block_keys(codes, cols, mult, 1, start, m, buf)
-        if lanes == 4:
+        if lanes > 1:
             for i in range(m):
-                acc[i & 3, buf[i]] += 1
+                local[i & 3, buf[i]] += 1
         else:
             for i in range(m):
-                acc[0, buf[i]] += 1
-    out = acc[0].copy()
-    for lane in range(1, lanes):
-        out += acc[lane]
-    return out
+                acc[buf[i]] += 1
+    if lanes > 1:
+        for key in range(size):
+            acc[key] += local[0, key] + local[1, key] + local[2, key] + local[3, key]
 
 
 @_jit
@@ -128,25 +138,29 @@ def min_rank_sorted(
 
 
 @_jit
-def _add_block_counts(codes, cols, mult, weight, acc, buf):  # type: ignore[no-untyped-def]
+def _add_counts(codes, cols, mult, weight, acc, lane_mask):  # type: ignore[no-untyped-def]
+    """``acc[i & lane_mask, key_i] += weight`` for every record i (lanes avoid stalls)."""
+    buf = np.empty(BLOCK, dtype=np.int64)
     n = codes.shape[1]
     for start in range(0, n, BLOCK):
         m = min(BLOCK, n - start)
         _block_keys(codes, cols, mult, 0, start, m, buf)
         for i in range(m):
-            acc[buf[i]] += weight
+            acc[i & lane_mask, buf[i]] += weight
 
 
 @_jit
-def _take_abs(codes, cols, mult, acc, buf):  # type: ignore[no-untyped-def]
+def _take_abs(codes, cols, mult, acc):  # type: ignore[no-untyped-def]
+    """Sum of ``|acc[key]|`` over the records' keys, zeroing each cell after its first visit."""
+    buf = np.empty(BLOCK, dtype=np.int64)
     total = 0
     n = codes.shape[1]
     for start in range(0, n, BLOCK):
         m = min(BLOCK, n - start)
         _block_keys(codes, cols, mult, 0, start, m, buf)
         for i in range(m):
-            total += abs(acc[buf[i]])
-            acc[buf[i]] = 0
+            total += abs(acc[0, buf[i]])
+            acc[0, buf[i]] = 0
     return total
 
 
@@ -164,15 +178,76 @@ def abs_difference(
     """``sum over cells |w_o * count_o - w_s * count_s|`` of the marginal on ``cols``.
 
     Keys are ``sum(code * mult)`` (codes >= 0, keys < ``cells``). ``acc`` is an all-zero int64
-    buffer of at least ``cells`` entries and is all zero again on return.
+    buffer of shape (1, >= ``cells``) and is all zero again on return.
     """
-    buf = np.empty(BLOCK, dtype=np.int64)
-    _add_block_counts(codes_o, cols, mult, w_o, acc, buf)
-    _add_block_counts(codes_s, cols, mult, -w_s, acc, buf)
+    if cells < LANES_BELOW:  # small marginal: 4 interleaved counters per cell
+        lanes = np.zeros((4, cells), dtype=np.int64)
+        _add_counts(codes_o, cols, mult, w_o, lanes, 3)
+        _add_counts(codes_s, cols, mult, -w_s, lanes, 3)
+        total = 0
+        for key in range(cells):
+            total += abs(lanes[0, key] + lanes[1, key] + lanes[2, key] + lanes[3, key])
+        return total
+    _add_counts(codes_o, cols, mult, w_o, acc, 0)
+    _add_counts(codes_s, cols, mult, -w_s, acc, 0)
     if cells > codes_o.shape[1] + codes_s.shape[1]:  # few occupied cells: visit them again
-        return _take_abs(codes_o, cols, mult, acc, buf) + _take_abs(codes_s, cols, mult, acc, buf)
+        return _take_abs(codes_o, cols, mult, acc) + _take_abs(codes_s, cols, mult, acc)
     total = 0
     for key in range(cells):
-        total += abs(acc[key])
-        acc[key] = 0
+        total += abs(acc[0, key])
+        acc[0, key] = 0
     return total
+
+
+@_jit
+def add_preservation_items(
+    sen: np.ndarray,
+    syn: np.ndarray,
+    resolution: int,
+    sensitive_part: bool,
+    length: int,
+    bins: np.ndarray,
+    by_bin: np.ndarray,
+    by_len: np.ndarray,
+) -> None:
+    """Add preservation items to the running sums, item by item in order.
+
+    Items are the rows with ``sen >= resolution`` (``sensitive_part``) or ``sen < resolution``.
+    Each adds ``(1, preservation, length, syn, proportional error)`` to ``by_len`` and to the
+    row of ``by_bin`` of the first bin >= syn (the last bin at most).
+    """
+    last = bins.shape[0] - 1
+    lf = np.float64(length)
+    for i in range(sen.shape[0]):
+        if (sen[i] >= resolution) != sensitive_part:
+            continue
+        s, y = np.float64(sen[i]), np.float64(syn[i])
+        pres, perr = 0.0, 1.0
+        if s > 0:
+            pres, perr = min(y / s, 1.0), abs(y - s) / s
+        b = 0
+        while b < last and bins[b] < y:
+            b += 1
+        for row in (by_bin[b], by_len):
+            row[0] += 1.0
+            row[1] += pres
+            row[2] += lf
+            row[3] += y
+            row[4] += perr
+
+
+@_jit
+def signed_counts(
+    codes_o: np.ndarray,
+    codes_s: np.ndarray,
+    cols: np.ndarray,
+    mult: np.ndarray,
+    w_o: int,
+    w_s: int,
+    cells: int,
+) -> np.ndarray:
+    """Per cell ``w_o * count_o - w_s * count_s`` of the marginal on ``cols`` (keys as above)."""
+    acc = np.zeros((1, cells), dtype=np.int64)
+    _add_counts(codes_o, cols, mult, w_o, acc, 0)
+    _add_counts(codes_s, cols, mult, -w_s, acc, 0)
+    return acc[0]

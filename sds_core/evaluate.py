@@ -18,9 +18,11 @@ from numpy.typing import NDArray
 from sds_core.aggregates import AggregateSet
 from sds_core.count_kernels import (
     abs_difference,
+    add_preservation_items,
     compact_codes,
     min_rank_dense,
     min_rank_sorted,
+    signed_counts,
 )
 from sds_core.domain import Domain
 from sds_core.errors import require
@@ -38,6 +40,7 @@ __all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported her
 ]  # fmt: skip
 FIRST_COUNT_BIN = 10
 DENSE_MARGINAL_CELLS = 1 << 22
+JOINT_MARGINAL_CELLS = 1 << 20
 RISK_DENSE_BYTES = 1 << 26
 
 
@@ -87,13 +90,13 @@ def _aligned_keys(
     out = {}
     for k in range(1, sensitive.reporting_length + 1):
         sc, tc = sensitive.counts_of(k), target.counts_of(k)
-        s_keys = _keys(sc.attrs.astype(np.int64), base)
-        t_attrs = tc.attrs.astype(np.int64)
+        t_attrs: NDArray[np.integer] = tc.attrs
         if t_map is not None and len(tc):
             t_attrs = np.sort(t_map[tc.attrs], axis=1)
-        t_keys = _keys(t_attrs, base)
-        s_keys, s_counts = _sorted(s_keys, sc.counts.astype(np.int64))
-        t_keys, t_counts = _sorted(t_keys, tc.counts)
+        elif not bool((t_attrs[:, 1:] > t_attrs[:, :-1]).all()):  # rows should ascend already
+            t_attrs = np.sort(t_attrs, axis=1)
+        s_keys, s_counts = _sorted(_keys(sc.attrs, base), sc.counts.astype(np.int64, copy=False))
+        t_keys, t_counts = _sorted(_keys(t_attrs, base), tc.counts)
         out[k] = (s_keys, s_counts, t_keys, t_counts)
     return out
 
@@ -108,34 +111,27 @@ def _sorted(
     return keys[order], counts[order]
 
 
-def _keys(attrs: NDArray[np.int64], base: int) -> NDArray[np.int64]:
+def _keys(attrs: NDArray[np.integer], base: int) -> NDArray[np.int64]:
+    """Order-preserving int64 key of each row: digits ``attr + 1`` in radix ``base``."""
     key = np.zeros(attrs.shape[0], dtype=np.int64)
     for j in range(attrs.shape[1]):
-        key = key * base + attrs[:, j] + 1
+        key *= base
+        key += attrs[:, j]
+        key += 1
     return key
 
 
-def _buckets(
-    group: NDArray[np.intp], n_groups: int, columns: list[NDArray[np.float64]]
-) -> list[dict[str, float]]:
-    """Per group: means of the (preservation, length, syn count, proportional error) columns.
-
-    Sums run item by item in order (as a mean over rows would); empty groups are all zeros.
-    """
-    n = np.bincount(group, minlength=n_groups)
-    means = [np.bincount(group, weights=c, minlength=n_groups) / np.maximum(n, 1) for c in columns]
-    names = (
-        "count_preservation",
-        "mean_combo_length",
-        "mean_combo_count",
-        "mean_proportional_error",
-    )
+def _buckets(sums: NDArray[np.float64]) -> list[dict[str, float]]:
+    """Buckets from rows of summed (1, preservation, length, syn count, proportional error)."""
+    names = ("count_preservation", "mean_combo_length", "mean_combo_count",
+             "mean_proportional_error")  # fmt: skip
     out = []
-    for g in range(n_groups):
+    for row in sums:
+        n = int(row[0])
         bucket: dict[str, float] = {
-            name: float(m[g]) if n[g] else 0.0 for name, m in zip(names, means, strict=True)
+            name: float(row[i + 1] / n) if n else 0.0 for i, name in enumerate(names)
         }
-        bucket["n_combinations"] = int(n[g])
+        bucket["n_combinations"] = n
         out.append(bucket)
     return out
 
@@ -170,7 +166,7 @@ def aggregate_metrics(
     )
     aligned = _aligned_keys(sensitive, target)
     by_length: dict[int, dict[str, float]] = {}
-    items: list[tuple[int, NDArray[np.int64], NDArray[np.int64]]] = []  # (length, sen, syn)
+    parts = []  # per length: (S counts, their T counts, S counts of T, T counts)
     tot = {"s": 0, "supp": 0, "fab": 0, "err_sum": 0.0, "n_common": 0, "val_sum": 0.0}
     max_t = 0
     for k, (sk, sc, tk, tc) in aligned.items():
@@ -192,34 +188,25 @@ def aggregate_metrics(
         tot["val_sum"] += float(sc.sum())
         if tc.size:
             max_t = max(max_t, int(tc.max()))
-        # preservation items: S with count >= k, plus every T combination not yet included
         syn_of_s = np.zeros(sk.size, dtype=np.int64)
         syn_of_s[si] = tc[ti]
-        keep = sc >= resolution
-        items.append((k, sc[keep], syn_of_s[keep]))
         sen_of_t = np.zeros(tk.size, dtype=np.int64)
         sen_of_t[ti] = sc[si]
-        extra = sen_of_t < resolution  # fabricated (0) or rare in S: not included yet
-        items.append((k, sen_of_t[extra], tc[extra].astype(np.int64)))
+        parts.append((sc, syn_of_s, sen_of_t, tc.astype(np.int64, copy=False)))
 
-    # rows (preservation, length, syn count, proportional error), vectorized over all items
-    lens = np.concatenate([np.full(a.size, k, dtype=np.float64) for k, a, _ in items])
-    len_group = np.concatenate([np.full(a.size, i // 2, dtype=np.intp) for i, (_, a, _) in
-                                enumerate(items)])  # fmt: skip
-    sen = np.concatenate([a for _, a, _ in items]).astype(np.float64)
-    syn = np.concatenate([b for _, _, b in items]).astype(np.float64)
-    pos = sen > 0
-    safe = np.where(pos, sen, 1.0)
-    pres = np.where(pos, np.minimum(syn / safe, 1.0), 0.0)
-    perr = np.where(pos, np.abs(syn - sen) / safe, 1.0)
+    # preservation items per length: S with count >= k, then every T combination not yet
+    # included (fabricated, or rare in S); sums item by item in this order
     bins = [FIRST_COUNT_BIN]
     while bins[-1] < max_t:
         bins.append(bins[-1] * 2)
-    bin_arr = np.asarray(bins)
-    which = np.minimum(np.searchsorted(bin_arr, syn), len(bins) - 1)
-    columns = [pres, lens, syn, perr]
-    by_bin = _buckets(which, len(bins), columns)
-    pres_by_count = {bins[i]: by_bin[i] for i in reversed(range(len(bins)))}
+    by_bin = np.zeros((len(bins), 5))
+    by_len = np.zeros((len(parts), 5))
+    bin_arr = np.asarray(bins, dtype=np.float64)
+    for i, (k, (sen_s, syn_s, sen_t, syn_t)) in enumerate(zip(aligned, parts, strict=True)):
+        add_preservation_items(sen_s, syn_s, resolution, True, k, bin_arr, by_bin, by_len[i])
+        add_preservation_items(sen_t, syn_t, resolution, False, k, bin_arr, by_bin, by_len[i])
+    bucket_of_bin = _buckets(by_bin)
+    pres_by_count = {bins[i]: bucket_of_bin[i] for i in reversed(range(len(bins)))}
     mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
     expansion = None
     if n_sensitive and n_target is not None:
@@ -232,9 +219,7 @@ def aggregate_metrics(
         "mean_count": tot["val_sum"] / tot["s"] if tot["s"] else 0.0,
         "mean_error": tot["err_sum"] / tot["n_common"] if tot["n_common"] else 0.0,
         "by_length": by_length,
-        "preservation_by_length": dict(
-            zip(aligned, _buckets(len_group, len(aligned), columns), strict=True)
-        ),
+        "preservation_by_length": dict(zip(aligned, _buckets(by_len), strict=True)),
         "preservation_by_count": pres_by_count,
         "mean_proportional_error": mpe,
         "record_expansion_pct": expansion,
@@ -353,13 +338,15 @@ def risk_metrics(
 # ---- marginal fidelity -------------------------------------------------------------------------
 
 
-def _columns(x: pd.DataFrame | PreparedTable) -> dict[str, tuple[list[str], NDArray[np.int64]]]:
+def _columns(x: pd.DataFrame | PreparedTable) -> dict[str, tuple[list[str], NDArray[np.integer]]]:
     """Per column: (labels, codes into labels); empty cells are the label ""."""
-    out: dict[str, tuple[list[str], NDArray[np.int64]]] = {}
+    out: dict[str, tuple[list[str], NDArray[np.integer]]] = {}
     if isinstance(x, PreparedTable):
-        for j, (col, labs) in enumerate(zip(x.domain.columns, x.domain.labels, strict=True)):
-            codes = x.codes[:, j].astype(np.int64)
-            out[col] = ([*labs, ""], np.where(codes >= 0, codes, len(labs)))
+        by_col = compact_codes(x.codes)
+        for codes, col, labs in zip(by_col, x.domain.columns, x.domain.labels, strict=True):
+            c = codes.astype(np.int32)
+            c[c < 0] = len(labs)
+            out[col] = ([*labs, ""], c)
         return out
     require(
         isinstance(x, pd.DataFrame),
@@ -368,14 +355,46 @@ def _columns(x: pd.DataFrame | PreparedTable) -> dict[str, tuple[list[str], NDAr
     for col in x.columns:
         values = x[col].astype(object).where(x[col].notna(), "").astype(str).to_numpy()
         codes, uniques = pd.factorize(values)
-        out[str(col)] = ([str(u) for u in uniques], codes.astype(np.int64))
+        out[str(col)] = ([str(u) for u in uniques], codes)
     return out
 
 
-def _narrow(codes: NDArray[np.int32]) -> NDArray[np.integer]:
-    """The same (non-negative) codes in the smallest integer dtype that holds them."""
-    top = int(codes.max(initial=0))
-    return codes.astype(np.int8 if top < 1 << 7 else np.int16 if top < 1 << 15 else np.int32)
+def _mixed_radix(cards: list[int], cols: tuple[int, ...]) -> NDArray[np.int64]:
+    """Multipliers of the key ``sum(code * mult)`` over ``cols`` (last column fastest)."""
+    mult = np.ones(len(cols), dtype=np.int64)
+    for i in range(len(cols) - 2, -1, -1):
+        mult[i] = mult[i + 1] * cards[cols[i + 1]]
+    return mult
+
+
+def _joint_marginals(
+    codes_o: NDArray[np.integer], codes_s: NDArray[np.integer], cards: list[int], top: int
+) -> dict[tuple[int, ...], int]:
+    """``sum |n_s c_o - n_o c_s|`` of every marginal (<= top columns) of the columns with the
+    smallest cardinalities whose joint table is small (JOINT_MARGINAL_CELLS, and a sixteenth of
+    the records: beyond that one pass per marginal is cheaper than summing the joint table)."""
+    n_o, n_s = codes_o.shape[1], codes_s.shape[1]
+    limit = min(JOINT_MARGINAL_CELLS, (n_o + n_s) // 16)  # summing cells vs passing records
+    group: list[int] = []
+    cells = 1
+    for c in sorted(range(len(cards)), key=lambda c: (cards[c], c)):
+        if cells * cards[c] > limit:
+            break
+        group.append(c)
+        cells *= cards[c]
+    if len(group) < 2:
+        return {}
+    group.sort()
+    cols = tuple(group)
+    diff = signed_counts(codes_o, codes_s, np.asarray(cols, dtype=np.int64),
+                         _mixed_radix(cards, cols), n_s, n_o, cells)  # fmt: skip
+    diff = diff.reshape([cards[c] for c in cols])
+    out = {}
+    for order in range(1, min(top, len(cols)) + 1):
+        for sub in itertools.combinations(range(len(cols)), order):
+            axes = tuple(i for i in range(len(cols)) if i not in sub)
+            out[tuple(cols[i] for i in sub)] = int(np.abs(diff.sum(axis=axes)).sum())
+    return out
 
 
 def marginal_fidelity(
@@ -404,28 +423,33 @@ def marginal_fidelity(
     n_o, n_s = len(next(iter(o.values()))[1]), len(next(iter(s.values()))[1])
     require(n_o > 0 and n_s > 0, "marginal_fidelity needs two non-empty tables")
     require(n_o * n_s < 1 << 61, f"tables too large to compare: {n_o} x {n_s} records")
-    codes_o = np.empty((len(o), n_o), dtype=np.int32)  # per column: codes into the label union
-    codes_s = np.empty((len(o), n_s), dtype=np.int32)
-    cards, empty_o, empty_s = [], {}, {}
-    for j, col in enumerate(o):
-        (lab_o, c_o), (lab_s, c_s) = o[col], s[col]
-        union = {lab: i for i, lab in enumerate(lab_o)}
-        map_s = np.asarray([union.setdefault(lab, len(union)) for lab in lab_s], dtype=np.int64)
-        codes_o[j], codes_s[j] = c_o, map_s[c_s] if map_s.size else c_s
+    maps, cards, empty_o, empty_s = [], [], {}, {}
+    for col in o:  # codes into the union of both tables' labels
+        union = {lab: i for i, lab in enumerate(o[col][0])}
+        maps.append(np.asarray([union.setdefault(lab, len(union)) for lab in s[col][0]]))
         cards.append(max(len(union), 1))
-        e = union.get("", -1)
+        empty_o[col] = union.get("", -1)
+    top_card = max(cards)
+    dtype = np.int8 if top_card <= 1 << 7 else np.int16 if top_card <= 1 << 15 else np.int32
+    codes_o, codes_s = np.empty((len(o), n_o), dtype=dtype), np.empty((len(o), n_s), dtype=dtype)
+    for j, col in enumerate(o):
+        (_, c_o), (_, c_s) = o[col], s[col]
+        e = empty_o[col]
+        codes_o[j], codes_s[j] = c_o, maps[j].astype(dtype)[c_s] if maps[j].size else c_s
         empty_o[col], empty_s[col] = float((c_o == e).mean()), float((codes_s[j] == e).mean())
-    codes_o, codes_s = _narrow(codes_o), _narrow(codes_s)
     top = min(max_order, len(cards))
     tvds: dict[int, list[float]] = {order: [] for order in range(1, top + 1)}
     # TVD = 0.5 * sum |c_o / n_o - c_s / n_s| = 0.5 * sum |n_s c_o - n_o c_s| / (n_o n_s): the
-    # sum is exact in int64, cell by cell in one compiled pass over both tables per marginal
-    acc = np.zeros(0, dtype=np.int64)
+    # sum is exact in int64, cell by cell in one compiled pass over both tables per marginal;
+    # marginals inside the low-cardinality columns are sums over one joint table instead
+    joint = _joint_marginals(codes_o, codes_s, cards, top)
+    acc = np.zeros((1, 0), dtype=np.int64)
     for order in range(1, top + 1):
         for cols in itertools.combinations(range(len(cards)), order):
-            mult = np.ones(order, dtype=np.int64)
-            for i in range(order - 2, -1, -1):
-                mult[i] = mult[i + 1] * cards[cols[i + 1]]
+            if cols in joint:
+                tvds[order].append(0.5 * float(joint[cols]) / float(n_o * n_s))
+                continue
+            mult = _mixed_radix(cards, cols)
             cells = int(np.prod([cards[c] for c in cols], dtype=object))
             col_arr = np.asarray(cols, dtype=np.int64)
             a, b = codes_o, codes_s
@@ -437,8 +461,8 @@ def marginal_fidelity(
                 dense, uniq = pd.factorize(key)
                 a, b = dense[None, :n_o], dense[None, n_o:]
                 col_arr, mult, cells = np.zeros(1, np.int64), np.ones(1, np.int64), len(uniq)
-            if acc.size < cells:
-                acc = np.zeros(cells, dtype=np.int64)
+            if acc.shape[1] < cells:
+                acc = np.zeros((1, cells), dtype=np.int64)
             total = abs_difference(a, b, col_arr, mult, n_s, n_o, acc, cells)
             tvds[order].append(0.5 * float(total) / float(n_o * n_s))
     means = {o: float(np.mean(v)) for o, v in tvds.items()}

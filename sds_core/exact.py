@@ -20,6 +20,8 @@ from sds_core.errors import require
 from sds_core.table import PreparedTable
 
 DEFAULT_CHUNK_RECORDS = 262_144
+DENSE_BUDGET = 1 << 26
+"""Largest dense counting array (entries); bigger cliques are counted by sorting."""
 
 
 def _check_inputs(table: PreparedTable, reporting_length: int, chunk_records: int) -> None:
@@ -52,7 +54,7 @@ def count_cliques(
     cliques: list[tuple[int, ...]],
     *,
     chunk_records: int = DEFAULT_CHUNK_RECORDS,
-    dense_budget: int = 1 << 26,
+    dense_budget: int = DENSE_BUDGET,
 ) -> dict[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]:
     """Exact counts per clique: ``{cols: (sorted local keys with count > 0, counts)}``.
 
@@ -62,19 +64,35 @@ def count_cliques(
     compiled pass over the records into a dense array; the rest map-reduce: every partition of
     ``chunk_records`` records is sorted and counted, and the (key, count) lists are merged.
     """
-    domain = table.domain
-    codes = compact_codes(table.codes)  # (n_columns, n): a clique reads k contiguous rows
-    out = {}
+    return _count(table, compact_codes(table.codes), cliques, chunk_records, dense_budget)
+
+
+def _count(
+    table: PreparedTable,
+    codes: NDArray[np.integer],
+    cliques: list[tuple[int, ...]],
+    chunk_records: int,
+    dense_budget: int,
+) -> dict[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]:
+    """:func:`count_cliques` given the table's :func:`compact_codes`."""
+    domain, n = table.domain, table.n_records
+    plan = []
     for cols in cliques:
         mult, size = clique_multipliers(domain, cols)
-        col_arr = np.asarray(cols, dtype=np.int64)
-        if use_dense(size, table.n_records, 0, dense_budget):
-            acc = count_dense(codes, col_arr, mult, size)
-            keys = np.flatnonzero(acc).astype(np.int64)
-            counts = acc[keys]
+        plan.append((cols, np.asarray(cols, dtype=np.int64), mult, size))
+    dense_sizes = [size for *_, size in plan if use_dense(size, n, 0, dense_budget)]
+    # one counting array for every dense clique, cleared after each (int32 when counts fit)
+    acc = np.zeros(max(dense_sizes, default=0), dtype=np.int32 if n < 1 << 31 else np.int64)
+    out = {}
+    for cols, col_arr, mult, size in plan:
+        if use_dense(size, n, 0, dense_budget):
+            count_dense(codes, col_arr, mult, acc[:size])
+            keys = np.flatnonzero(acc[:size]).astype(np.int64)
+            counts = acc[keys].astype(np.int64)
+            acc[keys] = 0
         else:
             parts = []
-            for start in range(0, table.n_records, chunk_records):
+            for start in range(0, n, chunk_records):
                 key = local_keys_of(codes[:, start : start + chunk_records], col_arr, mult)
                 uk, uc = np.unique(key, return_counts=True)
                 parts.append((uk, uc.astype(np.int64)))
@@ -97,12 +115,13 @@ def exact_aggregates(
     _check_inputs(table, reporting_length, chunk_records)
     domain = table.domain
     by_len: dict[int, CombinationCounts] = {}
+    codes = compact_codes(table.codes)
     for k in range(1, reporting_length + 1):
         if k > domain.n_columns:
             by_len[k] = CombinationCounts.empty(k)
             continue
         cliques = list(itertools.combinations(range(domain.n_columns), k))
-        counted = count_cliques(table, cliques, chunk_records=chunk_records)
+        counted = _count(table, codes, cliques, chunk_records, DENSE_BUDGET)
         attrs = [keys_to_attrs(domain, cols, keys) for cols, (keys, _) in counted.items()]
         counts = [c for _, c in counted.values()]
         by_len[k] = CombinationCounts.from_unsorted(

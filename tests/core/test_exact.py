@@ -173,9 +173,17 @@ def test_compiled_kernels_equal_their_python_form() -> None:
     table = _random_table(np.random.default_rng(9), [3, 5, 2], 300, 0.2)
     codes = ck.compact_codes(table.codes)
     cols, mult = np.array([0, 2], dtype=np.int64), np.array([3, 1], dtype=np.int64)
-    assert ck.count_dense(codes, cols, mult, 12).tolist() == (
-        ck.count_dense.py_func(codes, cols, mult, 12).tolist()
-    )
+    for size in (12, 5000):  # interleaved lanes (small arrays) and one array
+        fast, slow = np.zeros(size, dtype=np.int32), np.zeros(size, dtype=np.int32)
+        ck.count_dense(codes, cols, mult, fast)
+        ck.count_dense.py_func(codes, cols, mult, slow)
+        assert fast.tolist() == slow.tolist() and int(fast.sum()) == 300
+    o, s = codes[:, :200].astype(np.int64) + 1, codes[:, 200:].astype(np.int64) + 1
+    for cells in (12, 5000, 100_000):  # lanes, scan of the cells, revisit of the records
+        acc = np.zeros((1, cells), dtype=np.int64)
+        fast = ck.abs_difference(o, s, cols, mult, 100, 200, acc, cells)
+        assert not acc.any()
+        assert fast == ck.abs_difference.py_func(o, s, cols, mult, 100, 200, acc, cells)
     assert ck.local_keys_of(codes, cols, mult).tolist() == (
         ck.local_keys_of.py_func(codes, cols, mult).tolist()
     )
