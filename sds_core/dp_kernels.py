@@ -22,6 +22,7 @@ __all__ = [
     "join_fill",
     "join_keep",
     "key_buckets",
+    "min_over_subsets",
     "noisy_survivors",
     "present_attributes",
     "row_local_keys",
@@ -414,3 +415,43 @@ def noisy_survivors(
             kept[j] = v
             j += 1
     return attrs, kept
+
+
+@_jit
+def min_over_subsets(
+    attrs: np.ndarray,
+    new: np.ndarray,
+    positions: np.ndarray,
+    base: np.int64,
+    dense: np.ndarray,
+    hay: np.ndarray,
+    target_counts: np.ndarray,
+    stop_if_missing: bool,
+) -> bool:
+    """new[r] = min(new[r], count of every present sub-combination attrs[r, positions[s]]).
+
+    Sub-combinations are found by their key in ``dense`` (key → row, -1 absent) when it is
+    non-empty, else by binary search in the sorted keys ``hay``. With ``stop_if_missing`` it
+    returns False at the first absent one (``new`` is then partly updated); else True.
+    """
+    n_hay = hay.shape[0]
+    use_dense = dense.shape[0] > 0
+    for r in range(attrs.shape[0]):
+        for t in range(positions.shape[0]):
+            key = np.int64(0)
+            for q in range(positions.shape[1]):
+                key = key * base + np.int64(attrs[r, positions[t, q]])
+            row = np.int64(-1)
+            if use_dense:
+                row = np.int64(dense[key])
+            elif n_hay > 0:
+                lo = np.searchsorted(hay, key)
+                if lo < n_hay and hay[lo] == key:
+                    row = lo
+            if row < 0:
+                if stop_if_missing:
+                    return False
+                continue
+            if target_counts[row] < new[r]:
+                new[r] = target_counts[row]
+    return True

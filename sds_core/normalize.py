@@ -14,6 +14,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.aggregates import CombinationCounts, decode_keys, encode_keys
+from sds_core.dp_kernels import HAVE_NUMBA, min_over_subsets
 from sds_core.errors import invariant
 
 
@@ -129,6 +130,17 @@ def normalize_children(
                 continue
             if sub_len not in index:
                 index[sub_len] = _Index(target, base)
+            if HAVE_NUMBA:
+                ix = index[sub_len]
+                positions = np.array(list(itertools.combinations(range(big), sub_len)))
+                empty = np.zeros(0, dtype=np.int32)
+                dense = ix.dense if ix.dense is not None else empty
+                stop = stop_if_parent_missing and sub_len >= 2
+                if not min_over_subsets(
+                    cc.attrs, new, positions, base, dense, ix.hay, target.counts, stop
+                ):
+                    return None
+                continue
             for pos in itertools.combinations(range(big), sub_len):
                 present, idx = index[sub_len].find(_sub_keys(cc.attrs, pos, base))
                 if stop_if_parent_missing and sub_len >= 2 and not present.all():

@@ -98,7 +98,7 @@ def test_finalize_random_maps_have_no_violations() -> None:
 
 
 def test_dense_and_binary_search_parent_index_agree(monkeypatch) -> None:
-    """finalize_counts is the same with dense key tables and with binary search only."""
+    """finalize_counts is the same compiled or not, with dense key tables or binary search."""
     from sds_core import normalize
 
     rng = np.random.default_rng(4)
@@ -113,11 +113,16 @@ def test_dense_and_binary_search_parent_index_agree(monkeypatch) -> None:
             ]
             keep = [r for r in rows if rng.random() < (0.9 if k == 1 else 0.4)]
             by_len[k] = _cc(keep, rng.integers(-3, 60, len(keep)).tolist())
-        dense = finalize_counts(by_len, 15)
-        monkeypatch.setattr(normalize, "DENSE_INDEX_LIMIT", 0)
-        searched = finalize_counts(by_len, 15)
-        monkeypatch.undo()
-        assert sorted(dense) == sorted(searched) == [1, 2, 3, 4]
-        for k in dense:
-            assert np.array_equal(dense[k].attrs, searched[k].attrs)
-            assert np.array_equal(dense[k].counts, searched[k].counts)
+        variants = []
+        for compiled, limit in itertools.product((True, False), (1 << 22, 0)):
+            monkeypatch.setattr(normalize, "HAVE_NUMBA", compiled)
+            monkeypatch.setattr(normalize, "DENSE_INDEX_LIMIT", limit)
+            variants.append(finalize_counts(by_len, 15))
+            monkeypatch.undo()
+        ref = variants[-1]  # numpy, binary search
+        assert sorted(ref) == [1, 2, 3, 4]
+        for got in variants[:-1]:
+            assert sorted(got) == sorted(ref)
+            for k in ref:
+                assert np.array_equal(got[k].attrs, ref[k].attrs)
+                assert np.array_equal(got[k].counts, ref[k].counts)
