@@ -257,6 +257,7 @@ def aggregate_length(
         counts = bound_contributions(
             counts, table.codes[over], lookups, allowed, rng, chunk_records
         )
+    del lookups, valid, over  # the record-level structures are done with: free them before noise
     sigma = plan.sigma_by_len[k - 1]
     if declared and k == 1:
         return _declared_length_one(table, cands, counts, allowed, sigma, spend, params, rnd,
