@@ -42,6 +42,23 @@ def compact_codes(codes: NDArray[np.int32]) -> NDArray[np.integer]:
     return out
 
 
+def low_cardinality_group(radices: list[int], limit: int) -> tuple[int, ...]:
+    """Ascending indices of the lowest-radix columns whose joint table has <= ``limit`` cells.
+
+    Any marginal inside the group follows from the group's joint table by summing it, and a
+    record's combinations inside the group follow from its joint cell: one pass over the
+    records serves all of them. Empty when fewer than two columns fit.
+    """
+    group: list[int] = []
+    cells = 1
+    for c in sorted(range(len(radices)), key=lambda c: (radices[c], c)):
+        if cells * radices[c] > limit:
+            break
+        group.append(c)
+        cells *= radices[c]
+    return tuple(sorted(group)) if len(group) >= 2 else ()
+
+
 @_jit
 def _transpose_into(codes, out):  # type: ignore[no-untyped-def]
     """``out[j, i] = codes[i, j]`` (one sequential read of the row-major table)."""

@@ -20,6 +20,7 @@ from sds_core.count_kernels import (
     abs_difference,
     add_preservation_items,
     compact_codes,
+    low_cardinality_group,
     min_rank_dense,
     min_rank_sorted,
     signed_counts,
@@ -40,7 +41,8 @@ __all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported her
 ]  # fmt: skip
 FIRST_COUNT_BIN = 10
 DENSE_MARGINAL_CELLS = 1 << 22
-JOINT_MARGINAL_CELLS = 1 << 20
+JOINT_CELLS = 1 << 20
+"""Largest joint table of low-cardinality columns (TVD sums, risk lookups)."""
 RISK_DENSE_BYTES = 1 << 26
 
 
@@ -262,6 +264,13 @@ def _record_min_counts(
     codes_t = compact_codes(codes)
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
     attr_col = np.asarray(domain.attribute_columns(), dtype=np.int64)
+    # cliques inside the low-cardinality group: their smallest rank per joint cell of the group,
+    # then one pass over the records for all of them
+    group = low_cardinality_group([c + 1 for c in domain.cardinalities], min(JOINT_CELLS, n // 16))
+    g_mult, g_cells = _radix_multipliers(domain, group) if group else (None, 0)
+    g_best = np.full(g_cells, none, dtype=rank_dtype)
+    g_digits = np.indices([domain.cardinalities[c] + 1 for c in group]).reshape(len(group), g_cells)
+    g_used = False
     for attrs, counts in rare.values():
         cols = attr_col[attrs]
         ok = (np.diff(cols, axis=1) > 0).all(axis=1)
@@ -276,12 +285,20 @@ def _record_min_counts(
             keys, first = np.unique(digits @ mult, return_index=True)
             ranks = (np.searchsorted(values, counts[rows][first]) + 1).astype(rank_dtype)
             col_arr = np.asarray(cl, dtype=np.int64)
-            if size * np.dtype(rank_dtype).itemsize <= RISK_DENSE_BYTES and size <= 64 * n + 4096:
+            if set(cl) <= set(group):
+                table = np.full(size, none, dtype=rank_dtype)
+                table[keys] = ranks
+                cell_keys = sum(g_digits[group.index(c)] * mult[i] for i, c in enumerate(cl))
+                np.minimum(g_best, table[cell_keys], out=g_best)
+                g_used = True
+            elif size * np.dtype(rank_dtype).itemsize <= RISK_DENSE_BYTES and size <= 64 * n + 4096:
                 table = np.full(size, none, dtype=rank_dtype)
                 table[keys] = ranks
                 min_rank_dense(codes_t, col_arr, mult, table, best)
             else:
                 min_rank_sorted(codes_t, col_arr, mult, keys, ranks, best)
+    if g_used:
+        min_rank_dense(codes_t, np.asarray(group, dtype=np.int64), g_mult, g_best, best)
     found = best < none
     return np.where(found, values[np.where(found, best, 1).astype(np.int64) - 1], big)
 
@@ -371,21 +388,13 @@ def _joint_marginals(
     codes_o: NDArray[np.integer], codes_s: NDArray[np.integer], cards: list[int], top: int
 ) -> dict[tuple[int, ...], int]:
     """``sum |n_s c_o - n_o c_s|`` of every marginal (<= top columns) of the columns with the
-    smallest cardinalities whose joint table is small (JOINT_MARGINAL_CELLS, and a sixteenth of
+    smallest cardinalities whose joint table is small (JOINT_CELLS, and a sixteenth of
     the records: beyond that one pass per marginal is cheaper than summing the joint table)."""
     n_o, n_s = codes_o.shape[1], codes_s.shape[1]
-    limit = min(JOINT_MARGINAL_CELLS, (n_o + n_s) // 16)  # summing cells vs passing records
-    group: list[int] = []
-    cells = 1
-    for c in sorted(range(len(cards)), key=lambda c: (cards[c], c)):
-        if cells * cards[c] > limit:
-            break
-        group.append(c)
-        cells *= cards[c]
-    if len(group) < 2:
+    cols = low_cardinality_group(cards, min(JOINT_CELLS, (n_o + n_s) // 16))
+    if not cols:
         return {}
-    group.sort()
-    cols = tuple(group)
+    cells = int(np.prod([cards[c] for c in cols]))
     diff = signed_counts(codes_o, codes_s, np.asarray(cols, dtype=np.int64),
                          _mixed_radix(cards, cols), n_s, n_o, cells)  # fmt: skip
     diff = diff.reshape([cards[c] for c in cols])

@@ -15,7 +15,12 @@ from numpy.typing import NDArray
 
 from sds_core.aggregates import AggregateSet, CombinationCounts
 from sds_core.combinations import clique_multipliers, keys_to_attrs, use_dense, valid_keys
-from sds_core.count_kernels import compact_codes, count_dense, local_keys_of
+from sds_core.count_kernels import (
+    compact_codes,
+    count_dense,
+    local_keys_of,
+    low_cardinality_group,
+)
 from sds_core.errors import require
 from sds_core.table import PreparedTable
 
@@ -80,11 +85,15 @@ def _count(
     for cols in cliques:
         mult, size = clique_multipliers(domain, cols)
         plan.append((cols, np.asarray(cols, dtype=np.int64), mult, size))
+    joint = _joint_counts(table, codes, cliques, min(dense_budget, n // 16))
     dense_sizes = [size for *_, size in plan if use_dense(size, n, 0, dense_budget)]
     # one counting array for every dense clique, cleared after each (int32 when counts fit)
     acc = np.zeros(max(dense_sizes, default=0), dtype=np.int32 if n < 1 << 31 else np.int64)
     out = {}
     for cols, col_arr, mult, size in plan:
+        if joint is not None and set(cols) <= set(joint[0]):
+            out[cols] = _from_joint(*joint, cols, mult)
+            continue
         if use_dense(size, n, 0, dense_budget):
             count_dense(codes, col_arr, mult, acc[:size])
             keys = np.flatnonzero(acc[:size]).astype(np.int64)
@@ -100,6 +109,41 @@ def _count(
         ok = valid_keys(domain, cols, keys)  # drop records' keys with an empty cell
         out[cols] = (keys[ok], counts[ok])
     return out
+
+
+def _joint_counts(
+    table: PreparedTable, codes: NDArray[np.integer], cliques: list[tuple[int, ...]], limit: int
+) -> tuple[tuple[int, ...], NDArray[np.int64]] | None:
+    """(group, joint counts) of the low-cardinality columns (digit 0 = empty, one axis per
+    column), when at least two cliques lie inside the group: one pass serves them all."""
+    radices = [c + 1 for c in table.domain.cardinalities]
+    group = low_cardinality_group(radices, limit)
+    if sum(set(cols) <= set(group) for cols in cliques) < 2:
+        return None
+    shape = [radices[c] for c in group]
+    mult = np.ones(len(group), dtype=np.int64)
+    for i in range(len(group) - 2, -1, -1):
+        mult[i] = mult[i + 1] * shape[i + 1]
+    acc = np.zeros(int(np.prod(shape)), dtype=np.int64)
+    count_dense(codes, np.asarray(group, dtype=np.int64), mult, acc)
+    return group, acc.reshape(shape)
+
+
+def _from_joint(
+    group: tuple[int, ...], joint: NDArray[np.int64], cols: tuple[int, ...], mult: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """Sorted local keys and counts of a clique inside the group, by summing the joint counts."""
+    summed = joint.sum(axis=tuple(i for i, c in enumerate(group) if c not in cols))
+    digits = np.nonzero(summed)
+    valid = np.ones(digits[0].shape[0], dtype=bool)
+    for d in digits:
+        valid &= d > 0  # no empty cell
+    keys = np.zeros(int(valid.sum()), dtype=np.int64)
+    for d, m in zip(digits, mult, strict=True):
+        keys += d[valid] * m
+    counts = summed[digits][valid]
+    order = np.argsort(keys, kind="stable")
+    return keys[order], counts[order]
 
 
 def exact_aggregates(
