@@ -42,12 +42,12 @@ def compact_codes(codes: NDArray[np.int32]) -> NDArray[np.integer]:
     return out
 
 
-def low_cardinality_group(radices: list[int], limit: int) -> tuple[int, ...]:
+def low_cardinality_group(radices: list[int], limit: int, min_size: int = 2) -> tuple[int, ...]:
     """Ascending indices of the lowest-radix columns whose joint table has <= ``limit`` cells.
 
     Any marginal inside the group follows from the group's joint table by summing it, and a
     record's combinations inside the group follow from its joint cell: one pass over the
-    records serves all of them. Empty when fewer than two columns fit.
+    records serves all of them. Empty when fewer than ``min_size`` columns fit.
     """
     group: list[int] = []
     cells = 1
@@ -56,7 +56,22 @@ def low_cardinality_group(radices: list[int], limit: int) -> tuple[int, ...]:
             break
         group.append(c)
         cells *= radices[c]
-    return tuple(sorted(group)) if len(group) >= 2 else ()
+    return tuple(sorted(group)) if len(group) >= min_size else ()
+
+
+def joint_groups(radices: list[int], limit: int) -> list[tuple[int, ...]]:
+    """Column groups with small joint tables (<= ``limit`` cells), for one pass each.
+
+    First the :func:`low_cardinality_group`, then each other column with as many of that
+    group's columns as fit beside it (at least one).
+    """
+    base = low_cardinality_group(radices, limit)
+    groups = [base] if base else []
+    for h in sorted(set(range(len(radices))) - set(base), key=lambda c: (radices[c], c)):
+        sub = low_cardinality_group([radices[c] for c in base], limit // radices[h], 1)
+        if sub:
+            groups.append(tuple(sorted((h, *(base[i] for i in sub)))))
+    return groups
 
 
 @_jit

@@ -20,7 +20,7 @@ from sds_core.count_kernels import (
     abs_difference,
     add_preservation_items,
     compact_codes,
-    low_cardinality_group,
+    joint_groups,
     min_rank_dense,
     min_rank_sorted,
     signed_counts,
@@ -264,13 +264,15 @@ def _record_min_counts(
     codes_t = compact_codes(codes)
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
     attr_col = np.asarray(domain.attribute_columns(), dtype=np.int64)
-    # cliques inside the low-cardinality group: their smallest rank per joint cell of the group,
-    # then one pass over the records for all of them
-    group = low_cardinality_group([c + 1 for c in domain.cardinalities], min(JOINT_CELLS, n // 16))
-    g_mult, g_cells = _radix_multipliers(domain, group) if group else (None, 0)
-    g_best = np.full(g_cells, none, dtype=rank_dtype)
-    g_digits = np.indices([domain.cardinalities[c] + 1 for c in group]).reshape(len(group), g_cells)
-    g_used = False
+    # cliques inside a joint group: their smallest rank per joint cell of the group, then one
+    # pass over the records for the group
+    radices = [c + 1 for c in domain.cardinalities]
+    groups = [
+        (g, *_radix_multipliers(domain, g))
+        for g in joint_groups(radices, min(JOINT_CELLS, n // 16))
+    ]
+    g_best = [np.full(size, none, dtype=rank_dtype) for _, _, size in groups]
+    g_used = [False] * len(groups)
     for attrs, counts in rare.values():
         cols = attr_col[attrs]
         ok = (np.diff(cols, axis=1) > 0).all(axis=1)
@@ -285,20 +287,24 @@ def _record_min_counts(
             keys, first = np.unique(digits @ mult, return_index=True)
             ranks = (np.searchsorted(values, counts[rows][first]) + 1).astype(rank_dtype)
             col_arr = np.asarray(cl, dtype=np.int64)
-            if set(cl) <= set(group):
+            gi = next((i for i, (g, _, _) in enumerate(groups) if set(cl) <= set(g)), None)
+            if gi is not None:
                 table = np.full(size, none, dtype=rank_dtype)
                 table[keys] = ranks
-                cell_keys = sum(g_digits[group.index(c)] * mult[i] for i, c in enumerate(cl))
-                np.minimum(g_best, table[cell_keys], out=g_best)
-                g_used = True
+                g, _, g_size = groups[gi]
+                digits = np.indices([radices[c] for c in g]).reshape(len(g), g_size)
+                cell_keys = sum(digits[g.index(c)] * mult[i] for i, c in enumerate(cl))
+                np.minimum(g_best[gi], table[cell_keys], out=g_best[gi])
+                g_used[gi] = True
             elif size * np.dtype(rank_dtype).itemsize <= RISK_DENSE_BYTES and size <= 64 * n + 4096:
                 table = np.full(size, none, dtype=rank_dtype)
                 table[keys] = ranks
                 min_rank_dense(codes_t, col_arr, mult, table, best)
             else:
                 min_rank_sorted(codes_t, col_arr, mult, keys, ranks, best)
-    if g_used:
-        min_rank_dense(codes_t, np.asarray(group, dtype=np.int64), g_mult, g_best, best)
+    for (g, g_mult, _), table, used in zip(groups, g_best, g_used, strict=True):
+        if used:
+            min_rank_dense(codes_t, np.asarray(g, dtype=np.int64), g_mult, table, best)
     found = best < none
     return np.where(found, values[np.where(found, best, 1).astype(np.int64) - 1], big)
 
@@ -387,20 +393,25 @@ def _mixed_radix(cards: list[int], cols: tuple[int, ...]) -> NDArray[np.int64]:
 def _joint_marginals(
     codes_o: NDArray[np.integer], codes_s: NDArray[np.integer], cards: list[int], top: int
 ) -> dict[tuple[int, ...], int]:
-    """``sum |n_s c_o - n_o c_s|`` of every marginal (<= top columns) of the columns with the
-    smallest cardinalities whose joint table is small (JOINT_CELLS, and a sixteenth of
-    the records: beyond that one pass per marginal is cheaper than summing the joint table)."""
+    """``sum |n_s c_o - n_o c_s|`` of the marginals (<= top columns) inside the
+    :func:`joint_groups`, summed from one joint table per group (JOINT_CELLS cells at most,
+    and a sixteenth of the records: beyond that one pass per marginal is cheaper)."""
     n_o, n_s = codes_o.shape[1], codes_s.shape[1]
-    cols = low_cardinality_group(cards, min(JOINT_CELLS, (n_o + n_s) // 16))
-    if not cols:
-        return {}
-    cells = int(np.prod([cards[c] for c in cols]))
-    diff = signed_counts(codes_o, codes_s, np.asarray(cols, dtype=np.int64),
-                         _mixed_radix(cards, cols), n_s, n_o, cells)  # fmt: skip
-    diff = diff.reshape([cards[c] for c in cols])
-    out = {}
-    for order in range(1, min(top, len(cols)) + 1):
-        for sub in itertools.combinations(range(len(cols)), order):
+    out: dict[tuple[int, ...], int] = {}
+    for cols in joint_groups(cards, min(JOINT_CELLS, (n_o + n_s) // 16)):
+        subs = [
+            sub
+            for order in range(1, min(top, len(cols)) + 1)
+            for sub in itertools.combinations(range(len(cols)), order)
+            if tuple(cols[i] for i in sub) not in out
+        ]
+        if len(subs) < 2:
+            continue
+        cells = int(np.prod([cards[c] for c in cols]))
+        diff = signed_counts(codes_o, codes_s, np.asarray(cols, dtype=np.int64),
+                             _mixed_radix(cards, cols), n_s, n_o, cells)  # fmt: skip
+        diff = diff.reshape([cards[c] for c in cols])
+        for sub in subs:
             axes = tuple(i for i in range(len(cols)) if i not in sub)
             out[tuple(cols[i] for i in sub)] = int(np.abs(diff.sum(axis=axes)).sum())
     return out

@@ -18,8 +18,8 @@ from sds_core.combinations import clique_multipliers, keys_to_attrs, use_dense, 
 from sds_core.count_kernels import (
     compact_codes,
     count_dense,
+    joint_groups,
     local_keys_of,
-    low_cardinality_group,
 )
 from sds_core.errors import require
 from sds_core.table import PreparedTable
@@ -91,8 +91,8 @@ def _count(
     acc = np.zeros(max(dense_sizes, default=0), dtype=np.int32 if n < 1 << 31 else np.int64)
     out = {}
     for cols, col_arr, mult, size in plan:
-        if joint is not None and set(cols) <= set(joint[0]):
-            out[cols] = _from_joint(*joint, cols, mult)
+        if cols in joint:
+            out[cols] = _from_joint(*joint.pop(cols), cols, mult)
             continue
         if use_dense(size, n, 0, dense_budget):
             count_dense(codes, col_arr, mult, acc[:size])
@@ -113,20 +113,25 @@ def _count(
 
 def _joint_counts(
     table: PreparedTable, codes: NDArray[np.integer], cliques: list[tuple[int, ...]], limit: int
-) -> tuple[tuple[int, ...], NDArray[np.int64]] | None:
-    """(group, joint counts) of the low-cardinality columns (digit 0 = empty, one axis per
-    column), when at least two cliques lie inside the group: one pass serves them all."""
+) -> dict[tuple[int, ...], tuple[tuple[int, ...], NDArray[np.int64]]]:
+    """``{clique: (group, joint counts of the group)}`` for the cliques inside one of the
+    :func:`joint_groups` (digit 0 = empty, one axis per column); a group's joint table is counted
+    in one pass when at least two cliques take it."""
     radices = [c + 1 for c in table.domain.cardinalities]
-    group = low_cardinality_group(radices, limit)
-    if sum(set(cols) <= set(group) for cols in cliques) < 2:
-        return None
-    shape = [radices[c] for c in group]
-    mult = np.ones(len(group), dtype=np.int64)
-    for i in range(len(group) - 2, -1, -1):
-        mult[i] = mult[i + 1] * shape[i + 1]
-    acc = np.zeros(int(np.prod(shape)), dtype=np.int64)
-    count_dense(codes, np.asarray(group, dtype=np.int64), mult, acc)
-    return group, acc.reshape(shape)
+    out: dict[tuple[int, ...], tuple[tuple[int, ...], NDArray[np.int64]]] = {}
+    for group in joint_groups(radices, limit):
+        inside = [cols for cols in cliques if cols not in out and set(cols) <= set(group)]
+        if len(inside) < 2:
+            continue
+        shape = [radices[c] for c in group]
+        mult = np.ones(len(group), dtype=np.int64)
+        for i in range(len(group) - 2, -1, -1):
+            mult[i] = mult[i + 1] * shape[i + 1]
+        acc = np.zeros(int(np.prod(shape)), dtype=np.int64)
+        count_dense(codes, np.asarray(group, dtype=np.int64), mult, acc)
+        for cols in inside:
+            out[cols] = (group, acc.reshape(shape))
+    return out
 
 
 def _from_joint(
