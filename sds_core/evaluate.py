@@ -19,15 +19,16 @@ from sds_core.aggregates import AggregateSet
 from sds_core.count_kernels import (
     abs_difference,
     add_preservation_items,
-    compact_codes,
-    joint_groups,
-    min_rank_dense,
-    min_rank_sorted,
-    signed_counts,
 )
-from sds_core.domain import Domain
 from sds_core.errors import require
 from sds_core.evaluate_publish import PUBLISHABLE_NOTE, publishable_evaluation
+from sds_core.evaluate_tables import (
+    column_codes,
+    joint_marginal_sums,
+    mixed_radix,
+    record_min_counts,
+    row_keys,
+)
 from sds_core.exact import exact_aggregates
 from sds_core.table import PreparedTable
 
@@ -41,9 +42,6 @@ __all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported her
 ]  # fmt: skip
 FIRST_COUNT_BIN = 10
 DENSE_MARGINAL_CELLS = 1 << 22
-JOINT_CELLS = 1 << 20
-"""Largest joint table of low-cardinality columns (TVD sums, risk lookups)."""
-RISK_DENSE_BYTES = 1 << 26
 
 
 @dataclass(frozen=True, slots=True)
@@ -97,8 +95,8 @@ def _aligned_keys(
             t_attrs = np.sort(t_map[tc.attrs], axis=1)
         elif not bool((t_attrs[:, 1:] > t_attrs[:, :-1]).all()):  # rows should ascend already
             t_attrs = np.sort(t_attrs, axis=1)
-        s_keys, s_counts = _sorted(_keys(sc.attrs, base), sc.counts.astype(np.int64, copy=False))
-        t_keys, t_counts = _sorted(_keys(t_attrs, base), tc.counts)
+        s_keys, s_counts = _sorted(row_keys(sc.attrs, base), sc.counts.astype(np.int64, copy=False))
+        t_keys, t_counts = _sorted(row_keys(t_attrs, base), tc.counts)
         out[k] = (s_keys, s_counts, t_keys, t_counts)
     return out
 
@@ -111,16 +109,6 @@ def _sorted(
         return keys, counts
     order = np.argsort(keys)
     return keys[order], counts[order]
-
-
-def _keys(attrs: NDArray[np.integer], base: int) -> NDArray[np.int64]:
-    """Order-preserving int64 key of each row: digits ``attr + 1`` in radix ``base``."""
-    key = np.zeros(attrs.shape[0], dtype=np.int64)
-    for j in range(attrs.shape[1]):
-        key *= base
-        key += attrs[:, j]
-        key += 1
-    return key
 
 
 def _buckets(sums: NDArray[np.float64]) -> list[dict[str, float]]:
@@ -231,84 +219,6 @@ def aggregate_metrics(
 # ---- privacy risk of a table -------------------------------------------------------------------
 
 
-def _radix_multipliers(domain: Domain, cols: tuple[int, ...]) -> tuple[NDArray[np.int64], int]:
-    """Multipliers of the local key ``sum((code + 1) * mult)`` of a clique, and its key range."""
-    radix = [domain.cardinalities[c] + 1 for c in cols]
-    mult = np.ones(len(cols), dtype=np.int64)
-    for i in range(len(cols) - 2, -1, -1):
-        mult[i] = mult[i + 1] * radix[i + 1]
-    return mult, int(mult[0]) * radix[0]
-
-
-def _record_min_counts(
-    domain: Domain,
-    codes: NDArray[np.int32],
-    rare: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]],
-) -> NDArray[np.int64]:
-    """Per record, the smallest count among the given combinations it holds (int64 max: none).
-
-    ``rare`` maps a length to (attrs, counts); rows whose columns are not strictly ascending
-    match no record, and of repeated rows the first counts. Counts are replaced by their rank
-    among the distinct counts, so each clique's lookup table is small (a dense array, or
-    sorted keys when the clique is too big), and one compiled pass per clique updates the
-    records' smallest rank.
-    """
-    n = codes.shape[0]
-    big = np.iinfo(np.int64).max
-    if not rare:
-        return np.full(n, big, dtype=np.int64)
-    values = np.unique(np.concatenate([c for _, c in rare.values()]))
-    none = values.size + 1  # rank of "no such combination"
-    rank_dtype = np.uint8 if none <= 255 else np.uint16 if none <= 65535 else np.int32
-    best = np.full(n, none, dtype=rank_dtype)
-    codes_t = compact_codes(codes)
-    offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
-    attr_col = np.asarray(domain.attribute_columns(), dtype=np.int64)
-    # cliques inside a joint group: their smallest rank per joint cell of the group, then one
-    # pass over the records for the group
-    radices = [c + 1 for c in domain.cardinalities]
-    groups = [
-        (g, *_radix_multipliers(domain, g))
-        for g in joint_groups(radices, min(JOINT_CELLS, n // 16))
-    ]
-    g_best = [np.full(size, none, dtype=rank_dtype) for _, _, size in groups]
-    g_used = [False] * len(groups)
-    for attrs, counts in rare.values():
-        cols = attr_col[attrs]
-        ok = (np.diff(cols, axis=1) > 0).all(axis=1)
-        attrs, counts, cols = attrs[ok], counts[ok], cols[ok]
-        clique = _keys(cols, domain.n_columns + 1)
-        order = np.argsort(clique, kind="stable")
-        bounds = np.flatnonzero(np.diff(clique[order])) + 1
-        for rows in np.split(order, bounds) if order.size else []:
-            cl = tuple(int(c) for c in cols[rows[0]])
-            mult, size = _radix_multipliers(domain, cl)
-            digits = attrs[rows].astype(np.int64) - offsets[list(cl)] + 1
-            keys, first = np.unique(digits @ mult, return_index=True)
-            ranks = (np.searchsorted(values, counts[rows][first]) + 1).astype(rank_dtype)
-            col_arr = np.asarray(cl, dtype=np.int64)
-            gi = next((i for i, (g, _, _) in enumerate(groups) if set(cl) <= set(g)), None)
-            if gi is not None:
-                table = np.full(size, none, dtype=rank_dtype)
-                table[keys] = ranks
-                g, _, g_size = groups[gi]
-                digits = np.indices([radices[c] for c in g]).reshape(len(g), g_size)
-                cell_keys = sum(digits[g.index(c)] * mult[i] for i, c in enumerate(cl))
-                np.minimum(g_best[gi], table[cell_keys], out=g_best[gi])
-                g_used[gi] = True
-            elif size * np.dtype(rank_dtype).itemsize <= RISK_DENSE_BYTES and size <= 64 * n + 4096:
-                table = np.full(size, none, dtype=rank_dtype)
-                table[keys] = ranks
-                min_rank_dense(codes_t, col_arr, mult, table, best)
-            else:
-                min_rank_sorted(codes_t, col_arr, mult, keys, ranks, best)
-    for (g, g_mult, _), table, used in zip(groups, g_best, g_used, strict=True):
-        if used:
-            min_rank_dense(codes_t, np.asarray(g, dtype=np.int64), g_mult, table, best)
-    found = best < none
-    return np.where(found, values[np.where(found, best, 1).astype(np.int64) - 1], big)
-
-
 def risk_metrics(
     aggregates: AggregateSet, table: PreparedTable, *, resolution: int
 ) -> dict[str, Any]:
@@ -345,7 +255,7 @@ def risk_metrics(
             # a count of 0 is treated as absent
             keep = (c < resolution) & (c != 0)
             rare_by_len[k] = (cc.attrs[keep], c[keep].astype(np.int64))
-    min_count = _record_min_counts(domain, table.codes, rare_by_len)
+    min_count = record_min_counts(domain, table.codes, rare_by_len)
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
@@ -359,62 +269,6 @@ def risk_metrics(
 
 
 # ---- marginal fidelity -------------------------------------------------------------------------
-
-
-def _columns(x: pd.DataFrame | PreparedTable) -> dict[str, tuple[list[str], NDArray[np.integer]]]:
-    """Per column: (labels, codes into labels); empty cells are the label ""."""
-    out: dict[str, tuple[list[str], NDArray[np.integer]]] = {}
-    if isinstance(x, PreparedTable):
-        by_col = compact_codes(x.codes)
-        for codes, col, labs in zip(by_col, x.domain.columns, x.domain.labels, strict=True):
-            c = codes.astype(np.int32)
-            c[c < 0] = len(labs)
-            out[col] = ([*labs, ""], c)
-        return out
-    require(
-        isinstance(x, pd.DataFrame),
-        f"expected a DataFrame or PreparedTable, got {type(x).__name__}",
-    )
-    for col in x.columns:
-        values = x[col].astype(object).where(x[col].notna(), "").astype(str).to_numpy()
-        codes, uniques = pd.factorize(values)
-        out[str(col)] = ([str(u) for u in uniques], codes)
-    return out
-
-
-def _mixed_radix(cards: list[int], cols: tuple[int, ...]) -> NDArray[np.int64]:
-    """Multipliers of the key ``sum(code * mult)`` over ``cols`` (last column fastest)."""
-    mult = np.ones(len(cols), dtype=np.int64)
-    for i in range(len(cols) - 2, -1, -1):
-        mult[i] = mult[i + 1] * cards[cols[i + 1]]
-    return mult
-
-
-def _joint_marginals(
-    codes_o: NDArray[np.integer], codes_s: NDArray[np.integer], cards: list[int], top: int
-) -> dict[tuple[int, ...], int]:
-    """``sum |n_s c_o - n_o c_s|`` of the marginals (<= top columns) inside the
-    :func:`joint_groups`, summed from one joint table per group (JOINT_CELLS cells at most,
-    and a sixteenth of the records: beyond that one pass per marginal is cheaper)."""
-    n_o, n_s = codes_o.shape[1], codes_s.shape[1]
-    out: dict[tuple[int, ...], int] = {}
-    for cols in joint_groups(cards, min(JOINT_CELLS, (n_o + n_s) // 16)):
-        subs = [
-            sub
-            for order in range(1, min(top, len(cols)) + 1)
-            for sub in itertools.combinations(range(len(cols)), order)
-            if tuple(cols[i] for i in sub) not in out
-        ]
-        if len(subs) < 2:
-            continue
-        cells = int(np.prod([cards[c] for c in cols]))
-        diff = signed_counts(codes_o, codes_s, np.asarray(cols, dtype=np.int64),
-                             _mixed_radix(cards, cols), n_s, n_o, cells)  # fmt: skip
-        diff = diff.reshape([cards[c] for c in cols])
-        for sub in subs:
-            axes = tuple(i for i in range(len(cols)) if i not in sub)
-            out[tuple(cols[i] for i in sub)] = int(np.abs(diff.sum(axis=axes)).sum())
-    return out
 
 
 def marginal_fidelity(
@@ -435,7 +289,7 @@ def marginal_fidelity(
     require(
         isinstance(max_order, int) and max_order >= 1, f"max_order must be >= 1, got {max_order!r}"
     )
-    o, s = _columns(original), _columns(synthetic)
+    o, s = column_codes(original), column_codes(synthetic)
     require(
         list(o) == list(s),
         f"original and synthetic columns differ: {list(o)} vs {list(s)}",
@@ -462,14 +316,14 @@ def marginal_fidelity(
     # TVD = 0.5 * sum |c_o / n_o - c_s / n_s| = 0.5 * sum |n_s c_o - n_o c_s| / (n_o n_s): the
     # sum is exact in int64, cell by cell in one compiled pass over both tables per marginal;
     # marginals inside the low-cardinality columns are sums over one joint table instead
-    joint = _joint_marginals(codes_o, codes_s, cards, top)
+    joint = joint_marginal_sums(codes_o, codes_s, cards, top)
     acc = np.zeros((1, 0), dtype=np.int64)
     for order in range(1, top + 1):
         for cols in itertools.combinations(range(len(cards)), order):
             if cols in joint:
                 tvds[order].append(0.5 * float(joint[cols]) / float(n_o * n_s))
                 continue
-            mult = _mixed_radix(cards, cols)
+            mult = mixed_radix(cards, cols)
             cells = int(np.prod([cards[c] for c in cols], dtype=object))
             col_arr = np.asarray(cols, dtype=np.int64)
             a, b = codes_o, codes_s

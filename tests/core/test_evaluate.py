@@ -380,10 +380,10 @@ def _risk_ref(agg: AggregateSet, table: PreparedTable, res: int) -> tuple[float,
 @pytest.mark.parametrize("force_sorted", [False, True])
 def test_risk_metrics_equal_reference(monkeypatch: pytest.MonkeyPatch, force_sorted: bool) -> None:
     """Record risk from dense rank tables (or sorted keys) equals a per-record enumeration."""
-    from sds_core import evaluate
+    from sds_core import evaluate_tables
 
     if force_sorted:
-        monkeypatch.setattr(evaluate, "RISK_DENSE_BYTES", 0)
+        monkeypatch.setattr(evaluate_tables, "RISK_DENSE_BYTES", 0)
     rng = np.random.default_rng(11)
     for cards, empty, r in (([3, 40, 2, 6], 0.3, 3), ([2, 2], 0.0, 4), ([300, 2], 0.5, 2)):
         table = _random_table(rng, cards, 400, empty)
