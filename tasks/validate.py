@@ -17,12 +17,16 @@ from typing import Any
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 from flows.params import ColumnSchema, TableSchema
 from sds_core.errors import SdsInputError
 
-INTEGER_RE = r"^\s*[-+]?\d+(?:\.0*)?\s*$"
-FLOAT_RE = r"^\s*[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?\s*$"
+# Cells are stripped before the checks (schema_frame). ASCII classes only and no \s: pandas then
+# runs the regex in pyarrow (RE2) instead of Python's re, ~10x faster on 1M rows
+INTEGER_RE = r"^[-+]?[0-9]+(?:\.0*)?$"
+FLOAT_RE = r"^[-+]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][-+]?[0-9]+)?$"
 NUMERIC_SUFFIX = " (as number)"
 
 
@@ -59,10 +63,20 @@ def schema_frame(table: pa.Table | pd.DataFrame, schema: TableSchema) -> pd.Data
         out[name] = s.mask(s == "")
     for col in schema.columns:
         if col.type != "categorical" and col.name in out.columns:
-            out[col.name + NUMERIC_SUFFIX] = pd.to_numeric(out[col.name], errors="coerce").astype(
-                "float64"
-            )
+            out[col.name + NUMERIC_SUFFIX] = _numeric_view(out[col.name])
     return out
+
+
+def _numeric_view(s: pd.Series) -> NDArray[np.float64]:
+    """Cells that are numbers (FLOAT_RE) as float64, everything else NaN (pyarrow, vectorized).
+
+    Same values as ``pd.to_numeric(errors="coerce")`` on the stripped cells, except the words
+    "inf"/"nan", which FLOAT_RE rejects anyway (the regex check names them).
+    """
+    arr = pa.array(s.astype("string"), type=pa.string(), from_pandas=True)
+    ok = pc.fill_null(pc.match_substring_regex(arr, FLOAT_RE), False)
+    numbers = pc.cast(pc.if_else(ok, arr, pa.scalar(None, pa.string())), pa.float64())
+    return numbers.to_numpy(zero_copy_only=False)
 
 
 def schema_checks(schema: TableSchema, present: list[str]) -> list[Check]:
