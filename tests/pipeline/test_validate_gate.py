@@ -1,0 +1,60 @@
+"""The GX validation gate: number checks, numeric views and the failing row it names."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pytest
+
+from flows.params import ColumnSchema, TableSchema
+from tasks.validate import FLOAT_RE, INTEGER_RE, _numeric_view, run_gate
+
+NUMBERS = ["1", "+3", "-2.5", ".5", "5.", "1e5", "1E-2", "007", "12.000"]
+NOT_NUMBERS = ["abc", "1_000", "0x10", "1.2.3", "--1", "e5", "١٢", "inf", "nan", "1 2"]
+
+
+def test_numeric_view_matches_to_numeric_on_numbers_and_is_nan_elsewhere() -> None:
+    """Numbers parse as pandas would; anything FLOAT_RE rejects (and empty cells) is NaN."""
+    s = pd.Series([*NUMBERS, *NOT_NUMBERS, None], dtype="string")
+    got = _numeric_view(s)
+    want = pd.to_numeric(pd.Series(NUMBERS, dtype="string")).to_numpy(dtype=float)
+    np.testing.assert_array_equal(got[: len(NUMBERS)], want)
+    assert np.isnan(got[len(NUMBERS) :]).all()
+
+
+@pytest.mark.parametrize(
+    ("regex", "good", "bad"),
+    [
+        (INTEGER_RE, ["0", "-12", "+7", "12.0", "12.", "3.000"], ["1.5", "1e3", "x", "١٢", " 1"]),
+        (FLOAT_RE, NUMBERS, NOT_NUMBERS),
+    ],
+)
+def test_number_regexes(regex: str, good: list[str], bad: list[str]) -> None:
+    """The integer/float rules accept exactly the ASCII number spellings (after stripping)."""
+    s = pd.Series(good + bad, dtype="string")
+    ok = s.str.fullmatch(regex).to_numpy(dtype=bool)
+    assert ok[: len(good)].all() and not ok[len(good) :].any()
+
+
+def test_gate_names_the_first_bad_row_of_each_rule() -> None:
+    """A bad integer, a value out of range and a missing cell fail with their row numbers."""
+    schema = TableSchema(
+        columns=[
+            ColumnSchema(name="age", type="integer", min=0, max=120, nullable=False),
+            ColumnSchema(name="w", type="float"),
+        ],
+        min_rows=1,
+    )
+    table = pa.table(
+        {"age": ["5", " 7 ", "x", "200", None, "3"], "w": ["1.5", "", "2", "-1e2", "0", "z"]}
+    )
+    gate = run_gate(table, schema, name="t")
+    assert not gate.success
+    text = " | ".join(gate.failures)
+    assert "column 'age': values must not be empty (first failing data row 5)" in text
+    assert "column 'age': values must be an integer (first failing data row 3)" in text
+    assert "column 'age': values must be between 0.0 and 120.0 (first failing data row 4)" in text
+    assert "column 'w': values must be a number (first failing data row 6)" in text
+    good = run_gate(pa.table({"age": ["5", " 7 "], "w": ["1", ""]}), schema, name="t2")
+    assert good.success, good.failures
