@@ -315,7 +315,7 @@ def marginal_fidelity(
     tvds: dict[int, list[float]] = {order: [] for order in range(1, top + 1)}
     # TVD = 0.5 * sum |c_o / n_o - c_s / n_s| = 0.5 * sum |n_s c_o - n_o c_s| / (n_o n_s): the
     # sum is exact in int64, cell by cell in one compiled pass over both tables per marginal;
-    # marginals inside the low-cardinality columns are sums over one joint table instead
+    # marginals inside a joint column group are sums over the group's joint table instead
     joint = joint_marginal_sums(codes_o, codes_s, cards, top)
     acc = np.zeros((1, 0), dtype=np.int64)
     for order in range(1, top + 1):

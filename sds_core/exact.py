@@ -1,8 +1,9 @@
 """Exact (non-private) aggregation: counts of every combination of length 1..R, and sensitivities.
 
 Used by evaluation and tests; the result has ``is_dp=False`` and must never be released.
-Counting goes clique by clique over mixed-radix local keys: a compiled pass into a dense array
-for small cliques, a map-reduce over record partitions (sort + unique, merged) otherwise.
+Counting goes clique by clique over mixed-radix local keys: cliques inside a group of
+low-cardinality columns are sums of the group's joint counts, other small cliques take a
+compiled pass into a dense array, big ones a map-reduce over record partitions (sort + unique).
 """
 
 from __future__ import annotations
@@ -64,10 +65,13 @@ def count_cliques(
     """Exact counts per clique: ``{cols: (sorted local keys with count > 0, counts)}``.
 
     Keys are :func:`sds_core.combinations.local_keys` (digit 0 = empty cell; such keys are
-    counted and dropped at the end, cheaper than testing every record). Cliques are counted one
-    at a time: small ones (and big ones on big data, up to ``dense_budget`` entries) in one
-    compiled pass over the records into a dense array; the rest map-reduce: every partition of
-    ``chunk_records`` records is sorted and counted, and the (key, count) lists are merged.
+    counted and dropped at the end, cheaper than testing every record). Cliques inside one of
+    the :func:`~sds_core.count_kernels.joint_groups` (joint table <= n/16 cells) are sums of the
+    group's joint counts (one pass per group). Other cliques are counted one at a time: small
+    ones (and big ones on big data) in one compiled pass over the records into a dense array of
+    at most ``dense_budget`` entries (reused from clique to clique); the rest map-reduce: every
+    partition of ``chunk_records`` records is sorted and counted, and the lists are merged.
+    ``dense_budget=0`` forces the map-reduce for every clique.
     """
     return _count(table, compact_codes(table.codes), cliques, chunk_records, dense_budget)
 
