@@ -1,5 +1,6 @@
 """Compiled inner loops of DP aggregation (used by :mod:`sds_core.combinations`,
-:mod:`sds_core.contributions`, :mod:`sds_core.normalize` and :mod:`sds_core.noise`).
+:mod:`sds_core.contributions` and :mod:`sds_core.dp_aggregate`; the CDT and normalisation
+kernels live in :mod:`sds_core.noise` and :mod:`sds_core.normalize`).
 
 Each kernel returns exactly what the numpy code it replaces returns (the callers keep that code
 as the fallback when numba is absent and the tests compare both); they only avoid the big
@@ -14,7 +15,6 @@ from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
 
 __all__ = [
     "HAVE_NUMBA",
-    "cdf_guide",
     "clique_order",
     "count_clique_dense",
     "count_clique_sorted",
@@ -22,12 +22,10 @@ __all__ = [
     "join_fill",
     "join_keep",
     "key_buckets",
-    "min_over_subsets",
     "noisy_survivors",
     "present_attributes",
     "row_local_keys",
     "rows_ascending",
-    "sample_guided",
 ]
 
 
@@ -345,51 +343,6 @@ def key_buckets(keys: np.ndarray, max_buckets: int = 1 << 20) -> tuple[np.ndarra
     return np.searchsorted(keys, bounds, side="left").astype(np.int64), shift
 
 
-GUIDE_BITS = 16
-
-
-@_jit
-def cdf_guide(cdf: np.ndarray) -> np.ndarray:
-    """guide[b] = #{i : cdf[i] < b·2^48} for b = 0..2^16 (the last entry is len(cdf))."""
-    n_buckets = 1 << GUIDE_BITS
-    guide = np.empty(n_buckets + 1, dtype=np.int64)
-    i = 0
-    n = cdf.shape[0]
-    for b in range(n_buckets):
-        lower = np.uint64(b) << np.uint64(64 - GUIDE_BITS)
-        while i < n and cdf[i] < lower:
-            i += 1
-        guide[b] = i
-    guide[n_buckets] = n
-    return guide
-
-
-@_jit
-def sample_guided(
-    cdf: np.ndarray, guide: np.ndarray, words: np.ndarray, offset: np.int64
-) -> np.ndarray:
-    """offset + searchsorted(cdf, w, side="right") for every word, via the bucket ``guide``.
-
-    All w in bucket b = w >> 48 satisfy guide[b] <= #{cdf <= w} <= guide[b + 1]: the entries
-    below guide[b] are < b·2^48 <= w and those from guide[b + 1] on are >= (b + 1)·2^48 > w.
-    """
-    out = np.empty(words.shape[0], dtype=np.int64)
-    shift = np.uint64(64 - GUIDE_BITS)
-    for t in range(words.shape[0]):
-        w = words[t]
-        b = np.int64(w >> shift)
-        lo = guide[b]
-        hi = guide[b + 1]
-        while lo < hi:  # binary search: the bucket may hold many tail entries
-            mid = (lo + hi) >> 1
-            if cdf[mid] <= w:
-                lo = mid + 1
-            else:
-                hi = mid
-        out[t] = offset + lo
-    return out
-
-
 @_jit
 def noisy_survivors(
     cands: np.ndarray, counts: np.ndarray, noise: np.ndarray, threshold: float
@@ -415,43 +368,3 @@ def noisy_survivors(
             kept[j] = v
             j += 1
     return attrs, kept
-
-
-@_jit
-def min_over_subsets(
-    attrs: np.ndarray,
-    new: np.ndarray,
-    positions: np.ndarray,
-    base: np.int64,
-    dense: np.ndarray,
-    hay: np.ndarray,
-    target_counts: np.ndarray,
-    stop_if_missing: bool,
-) -> bool:
-    """new[r] = min(new[r], count of every present sub-combination attrs[r, positions[s]]).
-
-    Sub-combinations are found by their key in ``dense`` (key → row, -1 absent) when it is
-    non-empty, else by binary search in the sorted keys ``hay``. With ``stop_if_missing`` it
-    returns False at the first absent one (``new`` is then partly updated); else True.
-    """
-    n_hay = hay.shape[0]
-    use_dense = dense.shape[0] > 0
-    for r in range(attrs.shape[0]):
-        for t in range(positions.shape[0]):
-            key = np.int64(0)
-            for q in range(positions.shape[1]):
-                key = key * base + np.int64(attrs[r, positions[t, q]])
-            row = np.int64(-1)
-            if use_dense:
-                row = np.int64(dense[key])
-            elif n_hay > 0:
-                lo = np.searchsorted(hay, key)
-                if lo < n_hay and hay[lo] == key:
-                    row = lo
-            if row < 0:
-                if stop_if_missing:
-                    return False
-                continue
-            if target_counts[row] < new[r]:
-                new[r] = target_counts[row]
-    return True

@@ -2,7 +2,8 @@
 
 A cumulative distribution table (CDT) of the target distribution is built once per scale at
 high precision (stdlib ``decimal``), stored as 64-bit fixed point and sampled with
-``np.searchsorted`` on uniform words from the keyed stream :meth:`ReleaseRandomness.words`.
+``np.searchsorted`` (or, for large draws, an equivalent compiled bucket-guided search) on
+uniform words from the keyed stream :meth:`ReleaseRandomness.words`.
 No float noise is ever produced; the only approximation (2^-64 table resolution and the
 truncated tails) is bounded by :func:`table_delta` and accounted in the privacy report.
 """
@@ -17,9 +18,9 @@ from functools import lru_cache
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.dp_kernels import HAVE_NUMBA, cdf_guide, sample_guided
 from sds_core.errors import SdsInputError, invariant
 from sds_core.randomness import ReleaseRandomness
+from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
 
 KINDS = ("gaussian", "laplace")
 TAIL_EXPONENT = 72  # truncate where the unnormalised weight is <= exp(-72) ~ 2^-104
@@ -138,6 +139,51 @@ def noise_table(kind: str, scale: float) -> NoiseTable:
     invariant(bool(np.all(np.diff(cdf.astype(np.float64)) >= 0)), "noise CDF must be monotone")
     cdf.flags.writeable = False
     return NoiseTable(kind=kind, scale=scale, cdf_u64=cdf, offset=-k_max, tv_per_draw=tv_total)
+
+
+GUIDE_BITS = 16
+
+
+@_jit
+def cdf_guide(cdf: np.ndarray) -> np.ndarray:
+    """guide[b] = #{i : cdf[i] < b·2^48} for b = 0..2^16 (the last entry is len(cdf))."""
+    n_buckets = 1 << GUIDE_BITS
+    guide = np.empty(n_buckets + 1, dtype=np.int64)
+    i = 0
+    n = cdf.shape[0]
+    for b in range(n_buckets):
+        lower = np.uint64(b) << np.uint64(64 - GUIDE_BITS)
+        while i < n and cdf[i] < lower:
+            i += 1
+        guide[b] = i
+    guide[n_buckets] = n
+    return guide
+
+
+@_jit
+def sample_guided(
+    cdf: np.ndarray, guide: np.ndarray, words: np.ndarray, offset: np.int64
+) -> np.ndarray:
+    """offset + searchsorted(cdf, w, side="right") for every word, via the bucket ``guide``.
+
+    All w in bucket b = w >> 48 satisfy guide[b] <= #{cdf <= w} <= guide[b + 1]: the entries
+    below guide[b] are < b·2^48 <= w and those from guide[b + 1] on are >= (b + 1)·2^48 > w.
+    """
+    out = np.empty(words.shape[0], dtype=np.int64)
+    shift = np.uint64(64 - GUIDE_BITS)
+    for t in range(words.shape[0]):
+        w = words[t]
+        b = np.int64(w >> shift)
+        lo = guide[b]
+        hi = guide[b + 1]
+        while lo < hi:  # binary search: the bucket may hold many tail entries
+            mid = (lo + hi) >> 1
+            if cdf[mid] <= w:
+                lo = mid + 1
+            else:
+                hi = mid
+        out[t] = offset + lo
+    return out
 
 
 def sample_discrete(

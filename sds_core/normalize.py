@@ -1,8 +1,8 @@
 """Finalisation of DP aggregates (§1.8): rounding, zero removal, missing parents, child ≤ parent.
 
 Everything here is post-processing of noisy counts, so it costs no privacy. It runs once after
-the last length of :mod:`sds_core.dp_aggregate`; all steps are vectorized over combinations
-with int64 mixed-radix keys and binary search.
+the last length of :mod:`sds_core.dp_aggregate`; all steps work on int64 mixed-radix keys
+found by dense tables or binary search (the child ≤ parent pass is compiled when numba is there).
 """
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.aggregates import CombinationCounts, decode_keys, encode_keys
-from sds_core.dp_kernels import HAVE_NUMBA, min_over_subsets
 from sds_core.errors import invariant
+from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
 
 
 def round_half_away_from_zero(x: NDArray[np.floating]) -> NDArray[np.int64]:
@@ -63,6 +63,46 @@ def _sub_keys(attrs: NDArray[np.int32], pos: tuple[int, ...], base: int) -> NDAr
         keys *= base
         keys += attrs[:, p]
     return keys
+
+
+@_jit
+def min_over_subsets(
+    attrs: np.ndarray,
+    new: np.ndarray,
+    positions: np.ndarray,
+    base: np.int64,
+    dense: np.ndarray,
+    hay: np.ndarray,
+    target_counts: np.ndarray,
+    stop_if_missing: bool,
+) -> bool:
+    """new[r] = min(new[r], count of every present sub-combination attrs[r, positions[s]]).
+
+    Sub-combinations are found by their key in ``dense`` (key → row, -1 absent) when it is
+    non-empty, else by binary search in the sorted keys ``hay``. With ``stop_if_missing`` it
+    returns False at the first absent one (``new`` is then partly updated); else True.
+    """
+    n_hay = hay.shape[0]
+    use_dense = dense.shape[0] > 0
+    for r in range(attrs.shape[0]):
+        for t in range(positions.shape[0]):
+            key = np.int64(0)
+            for q in range(positions.shape[1]):
+                key = key * base + np.int64(attrs[r, positions[t, q]])
+            row = np.int64(-1)
+            if use_dense:
+                row = np.int64(dense[key])
+            elif n_hay > 0:
+                lo = np.searchsorted(hay, key)
+                if lo < n_hay and hay[lo] == key:
+                    row = lo
+            if row < 0:
+                if stop_if_missing:
+                    return False
+                continue
+            if target_counts[row] < new[r]:
+                new[r] = target_counts[row]
+    return True
 
 
 def remove_non_positive(by_len: Mapping[int, CombinationCounts]) -> dict[int, CombinationCounts]:

@@ -175,7 +175,7 @@ def test_table_delta_is_tiny_and_linear_in_size() -> None:
 
 def test_guided_sampler_equals_searchsorted_on_edge_words() -> None:
     """The bucket-guided CDT lookup returns searchsorted(side="right") for every word."""
-    from sds_core.dp_kernels import cdf_guide, sample_guided
+    from sds_core.noise import cdf_guide, sample_guided
 
     top = np.uint64((1 << 64) - 1)
     tables = [noise_table("gaussian", s).cdf_u64 for s in (0.4, 7.0, 300.0)]
