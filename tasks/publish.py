@@ -11,9 +11,11 @@ from __future__ import annotations
 import html
 import io
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pandas as pd
 from prefect import task
 
 from tasks.stages import ReleaseContext
@@ -44,6 +46,28 @@ def _parquet_bytes(frame: Any) -> bytes:
     return buf.getvalue()
 
 
+def _csv_bytes(frame: Any) -> bytes:
+    """The frame as CSV, byte-identical to ``frame.to_csv(index=False)`` (minimal quoting).
+
+    Arrow writes it ~20x faster than pandas when no header or cell needs quoting (no delimiter,
+    quote or line break in any label); otherwise pandas quotes what needs it.
+    """
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+
+    special = re.compile(r'[,"\r\n]')
+    texts = [str(c) for c in frame.columns]
+    for col in frame.columns:
+        texts.extend(str(v) for v in pd.unique(frame[col].astype(str)))
+    if frame.shape[1] == 0 or bool(frame.isna().any().any()) or any(map(special.search, texts)):
+        return frame.to_csv(index=False).encode()
+    buf = io.BytesIO()
+    buf.write((",".join(str(c) for c in frame.columns) + "\n").encode())
+    table = pa.Table.from_pandas(frame.astype(str), preserve_index=False)
+    pacsv.write_csv(table, buf, pacsv.WriteOptions(include_header=False, quoting_style="none"))
+    return buf.getvalue()
+
+
 def public_evaluation(evaluation: Any) -> dict[str, Any]:
     """The publishable evaluation: :func:`sds_core.evaluate.publishable_evaluation`.
 
@@ -68,7 +92,7 @@ def write_artifacts(ctx: ReleaseContext, aggregates: Any, synthetic: Any,
     atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates))
     syn = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
     atomic_write_bytes(out / "synthetic.parquet", _parquet_bytes(syn))
-    atomic_write_bytes(out / "synthetic.csv", syn.to_csv(index=False).encode())
+    atomic_write_bytes(out / "synthetic.csv", _csv_bytes(syn))
     atomic_write_json(out / "evaluation.json", {
         "note": "utility metrics computed from the sensitive data and the DP release; NOT "
                 "differentially private; only rounded ratios that reveal neither the true "
