@@ -239,7 +239,8 @@ def risk_metrics(
     n, domain = table.n_records, table.domain
     by_length: dict[int, dict[str, float]] = {}
     n_all = n_unique = n_rare = 0
-    rare_by_len = {}
+    rare_by_len, unique_by_len = {}, {}
+    lim = max(resolution, 2)  # count-1 combinations are looked up even when resolution is 1
     for k in range(1, aggregates.reporting_length + 1):
         cc = aggregates.counts_of(k)
         c = cc.counts
@@ -250,19 +251,31 @@ def risk_metrics(
             "rare_pct": 100.0 * r / len(cc) if len(cc) else 0.0,
         }
         n_all, n_unique, n_rare = n_all + len(cc), n_unique + u, n_rare + r
-        if r and k <= domain.n_columns:
-            # only rare combinations can make a record's minimum count matter (== 1 or < k);
-            # a count of 0 is treated as absent
-            keep = (c < resolution) & (c != 0)
-            rare_by_len[k] = (cc.attrs[keep], c[keep].astype(np.int64))
-    min_count = record_min_counts(domain, table.codes, rare_by_len)
+        if k <= domain.n_columns and bool((c < lim).any()):
+            # only combinations with a count < max(k, 2) can make a record unique or rare; a
+            # count of 0 is treated as absent, a negative one is rare
+            keep = (c < lim) & (c != 0)
+            if keep.any():
+                rare_by_len[k] = (cc.attrs[keep], c[keep].astype(np.int64))
+            if (c == 1).any():
+                unique_by_len[k] = (cc.attrs[c == 1], c[c == 1].astype(np.int64))
+    big = np.iinfo(np.int64).max
+    min_count = (
+        record_min_counts(domain, table.codes, rare_by_len)
+        if rare_by_len
+        else (np.full(n, big, dtype=np.int64))
+    )
+    has_unique = min_count == 1
+    if unique_by_len and any(bool((v[1] < 1).any()) for v in rare_by_len.values()):
+        # a negative count can hide a count of 1 from the minimum: look the 1s up on their own
+        has_unique = record_min_counts(domain, table.codes, unique_by_len) == 1
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
         "resolution": resolution,
         "unique_combinations_pct": 100.0 * n_unique / n_all if n_all else 0.0,
         "rare_combinations_pct": 100.0 * n_rare / n_all if n_all else 0.0,
-        "records_with_unique_pct": 100.0 * float((min_count == 1).mean()) if n else 0.0,
+        "records_with_unique_pct": 100.0 * float(has_unique.mean()) if n else 0.0,
         "records_with_rare_pct": 100.0 * float((min_count < resolution).mean()) if n else 0.0,
         "by_length": by_length,
     }

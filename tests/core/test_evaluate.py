@@ -369,10 +369,10 @@ def _risk_ref(agg: AggregateSet, table: PreparedTable, res: int) -> tuple[float,
             counts[combo]
             for k in range(1, agg.reporting_length + 1)
             for combo in itertools.combinations(attrs, k)
-            if counts.get(combo, 0) != 0 and counts[combo] < res
-        ]
-        uniq += bool(found) and min(found) == 1
-        rare += bool(found) and min(found) < res
+            if counts.get(combo, 0) != 0
+        ]  # spec §4: unique = holds a count-1 combination, rare = one with a count < k
+        uniq += any(c == 1 for c in found)
+        rare += any(c < res for c in found)
     n = table.n_records
     return 100.0 * uniq / n, 100.0 * rare / n
 
