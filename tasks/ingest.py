@@ -82,6 +82,9 @@ def _read_csv(p: Path, delimiter: str) -> pa.Table:
     _check_header(p, header, delimiter=delimiter)
     header = [h.strip() for h in header]
     ncol = len(header)
+    fast = _read_csv_arrow(data, delimiter, header) if reader.line_num == 1 else None
+    if fast is not None:
+        return fast
     columns: list[list[str]] = [[] for _ in range(ncol)]
     n = 0
     for row in reader:
@@ -102,6 +105,35 @@ def _read_csv(p: Path, delimiter: str) -> pa.Table:
         )
     arrays = [pa.array(col, type=pa.string()) for col in columns]
     return pa.table(dict(zip(header, arrays, strict=True)))
+
+
+def _read_csv_arrow(data: bytes, delimiter: str, header: list[str]) -> pa.Table | None:
+    """The same table as the row-by-row reader below, parsed by Arrow (~10x faster).
+
+    Only for files without quote characters, where both parsers split the same way (fields
+    on the delimiter, rows on \\n, \\r\\n or \\r, empty lines skipped). Returns None whenever
+    Arrow refuses the file or finds no rows: the row-by-row reader then gives the precise error.
+    """
+    import pyarrow.csv as pacsv
+
+    if b'"' in data or len(delimiter) != 1:
+        return None
+    names = [f"f{i}" for i in range(len(header))]
+    try:
+        table = pacsv.read_csv(
+            io.BytesIO(data),
+            read_options=pacsv.ReadOptions(skip_rows=1, column_names=names),
+            parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False),
+            convert_options=pacsv.ConvertOptions(
+                column_types=dict.fromkeys(names, pa.string()), null_values=[],
+                strings_can_be_null=False, quoted_strings_can_be_null=False,
+            ),
+        )  # fmt: skip
+    except (pa.ArrowInvalid, pa.ArrowException):
+        return None
+    if table.num_rows == 0:
+        return None
+    return table.rename_columns(header).combine_chunks()
 
 
 def _check_header(p: Path, header: list[str], *, delimiter: str | None) -> None:
