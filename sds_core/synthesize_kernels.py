@@ -123,6 +123,29 @@ def _combo_key(sub: np.ndarray, nsub: int, a: int, x: int, base: int) -> np.int6
 
 
 @_jit
+def new_budget_cycle(
+    avail: np.ndarray, budget0: np.ndarray, syn: np.ndarray, csr_syn: np.ndarray,
+    state: np.ndarray,
+) -> bool:  # fmt: skip
+    """Budgets used up: with a target, restore them and zero the synthetic counts (spec §2.1).
+
+    Returns False (and sets ``state[3] = 1``, done) when there is no target or no budget at all.
+    Called once per budget cycle, so its call overhead does not matter.
+    """
+    if state[2] == 0:
+        state[3] = 1
+        return False
+    avail[:] = budget0
+    syn[:] = 0
+    csr_syn[:] = 0
+    state[0] = budget0.sum()
+    if state[0] <= 0:
+        state[3] = 1
+        return False
+    return True
+
+
+@_jit
 def synthesize_records(
     out: np.ndarray,
     uniforms: np.ndarray,
@@ -187,18 +210,8 @@ def synthesize_records(
     u_used = 0
     n_out = out.shape[0]
     while n_written < n_out:
-        if state[0] <= 0:
-            if state[2] == 0:
-                state[3] = 1
-                break
-            for a in range(n_attr):
-                avail[a] = budget0[a]
-            syn[:] = 0
-            csr_syn[:] = 0
-            state[0] = budget0.sum()
-            if state[0] <= 0:
-                state[3] = 1
-                break
+        if state[0] <= 0 and not new_budget_cycle(avail, budget0, syn, csr_syn, state):
+            break
         if u_used + n_cols > uniforms.shape[0]:
             break
         # ---- build one record -------------------------------------------------------------

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from sds_core.synthesize_bits import available_bits, ctz64, popcount64
-from sds_core.synthesize_kernels import HAVE_NUMBA, _combo_key, _jit, _lookup
+from sds_core.synthesize_kernels import HAVE_NUMBA, _combo_key, _jit, _lookup, new_budget_cycle
 
 if HAVE_NUMBA:
     from numba import njit as _njit
@@ -146,19 +146,10 @@ def synthesize_records_ordered(
     n_out = out.shape[0]
     while n_written < n_out:
         if state[0] <= 0:
-            if state[2] == 0:
-                state[3] = 1
+            if not new_budget_cycle(avail, budget0, syn, csr_syn, state):
                 break
-            for a in range(n_attr):
-                avail[a] = budget0[a]
             if use_bits:
                 available_bits(availbits, avail, attr_col, col_lo, colw)
-            syn[:] = 0
-            csr_syn[:] = 0
-            state[0] = budget0.sum()
-            if state[0] <= 0:
-                state[3] = 1
-                break
         if u_used + n_cols > uniforms.shape[0]:
             break
         s = 0
