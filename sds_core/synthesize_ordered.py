@@ -9,84 +9,13 @@ the kernel of the reference mode). Same candidates, weights and sampling distrib
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 
 from sds_core.synthesize_bits import available_bits, ctz64, popcount64
-from sds_core.synthesize_kernels import HAVE_NUMBA, _combo_key, _jit, _lookup, new_budget_cycle
+from sds_core.synthesize_inline import _combo_key_i, _lookup_i, quantile_r8
+from sds_core.synthesize_kernels import _jit, new_budget_cycle
 
-if HAVE_NUMBA:
-    from numba import njit as _njit
-
-
-def _inline(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Compile ``fn`` to be inlined at numba-IR level into its callers.
-
-    A non-inlined call increments and decrements the reference count of every array argument
-    (atomic instructions); in the per-candidate loops that cost more than the work itself.
-    """
-    return _njit(cache=True, nogil=True, inline="always")(fn) if HAVE_NUMBA else fn
-
-
-_lookup_i = _inline(getattr(_lookup, "py_func", _lookup))
-_combo_key_i = _inline(getattr(_combo_key, "py_func", _combo_key))
-
-
-@_inline
-def quantile_r8(x: np.ndarray, r: int, n: int, p: float, tmp: np.ndarray) -> float:
-    """R-8 quantile at p of the unsorted x[r, :n] (same value as sorting, then R-8).
-
-    Only the two order statistics around ``h`` are needed, so it keeps the few largest (or
-    smallest) values in ``tmp`` (insertion, O(n * kept)) instead of sorting the row.
-    """
-    h = (n + 1.0 / 3.0) * p + 1.0 / 3.0
-    hf = int(np.floor(h))
-    if hf <= 0 or p == 0.0:
-        v = x[r, 0]
-        for i in range(1, n):
-            v = min(v, x[r, i])
-        return float(v)
-    if hf >= n or p == 1.0:
-        v = x[r, 0]
-        for i in range(1, n):
-            v = max(v, x[r, i])
-        return float(v)
-    # ascending order statistics hf-1 (lo) and hf (hi), 0-based
-    top = n - hf + 1  # elements at ascending positions hf-1 .. n-1
-    if top <= hf + 1:
-        m = 0  # tmp[:m] = largest values seen, descending
-        for i in range(n):
-            v = x[r, i]
-            if m == top and v <= tmp[m - 1]:
-                continue
-            q = m if m < top else top - 1
-            while q > 0 and tmp[q - 1] < v:
-                tmp[q] = tmp[q - 1]
-                q -= 1
-            tmp[q] = v
-            if m < top:
-                m += 1
-        lo_v, hi_v = tmp[top - 1], tmp[top - 2]
-    else:
-        keep = hf + 1  # ascending positions 0 .. hf
-        m = 0  # tmp[:m] = smallest values seen, ascending
-        for i in range(n):
-            v = x[r, i]
-            if m == keep and v >= tmp[m - 1]:
-                continue
-            q = m if m < keep else keep - 1
-            while q > 0 and tmp[q - 1] > v:
-                tmp[q] = tmp[q - 1]
-                q -= 1
-            tmp[q] = v
-            if m < keep:
-                m += 1
-        lo_v, hi_v = tmp[hf - 1], tmp[hf]
-    a = float(lo_v)
-    return a + (h - hf) * (float(hi_v) - a)
-
+__all__ = ["quantile_r8", "synthesize_records_ordered"]
 
 @_jit
 def synthesize_records_ordered(
