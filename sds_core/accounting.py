@@ -22,15 +22,46 @@ ACCOUNTINGS = ("reference", "tight")
 METHODS = ("bs16", "cks")
 
 
+def check_amount(name: str, value: object, *, upper: float = math.inf) -> None:
+    """SdsInputError unless ``value`` is a finite number in [0, upper) (message names it)."""
+    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
+    if not ok or not 0 <= value < upper:  # type: ignore[operator]
+        rule = f"a finite number in [0, {upper:g})" if upper < math.inf else "a finite number >= 0"
+        raise SdsInputError(f"{name} must be {rule}, got {value!r}")
+
+
 @dataclass(frozen=True, slots=True)
 class StageSpend:
-    """What one stage spends: its (ε, δ) share of the release and its zCDP (None if pure DP)."""
+    """What one stage spends: its (ε, δ) share of the release and its zCDP (None if pure DP).
+
+    The one "spend" type of the product: the DP engine's budget plan, the synthesizers'
+    ``budget()`` (``SynthesizerSpend``) and the ledger's planned charges (``PlannedCharge``)
+    are all this class.
+
+    Args:
+        stage: stage name, unique within a release (e.g. ``count``, ``aggregate-k2``,
+            ``dirichlet-multinomial/posterior``).
+        mechanism: what produces the stage's DP output (e.g. ``discrete-gaussian``).
+        epsilon: the stage's share of the release ε (>= 0).
+        delta: the stage's share of the release δ (0 <= δ < 1).
+        rho: the stage's zCDP cost when it composes in zCDP, else None (pure ε-DP accounting).
+    """
 
     stage: str
     mechanism: str
     epsilon: float
-    delta: float
-    rho: float | None
+    delta: float = 0.0
+    rho: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("stage", "mechanism"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise SdsInputError(f"spend {name} must be a non-empty string, got {value!r}")
+        check_amount(f"epsilon of stage {self.stage!r}", self.epsilon)
+        check_amount(f"delta of stage {self.stage!r}", self.delta, upper=1.0)
+        if self.rho is not None:
+            check_amount(f"rho of stage {self.stage!r}", self.rho)
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass
 from decimal import Decimal, localcontext
 from typing import Any
 
+from sds_core.accounting import StageSpend, check_amount
 from sds_core.errors import SdsInputError
 
 _TOL = Decimal("1e-9")  # relative slack allowed when float stage shares are summed by the planner
@@ -32,42 +33,9 @@ def dec(value: float | str) -> Decimal:
     return Decimal(value) if isinstance(value, str) else Decimal(repr(float(value)))
 
 
-def check_amount(name: str, value: object, *, upper: float = math.inf) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
-    if not ok or not 0 <= value < upper:  # type: ignore[operator]
-        rule = f"a finite number in [0, {upper:g})" if upper < math.inf else "a finite number >= 0"
-        raise SdsInputError(f"{name} must be {rule}, got {value!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class PlannedCharge:
-    """One stage of a release plan: what it charges right before it draws noise.
-
-    Args:
-        stage: stage name, unique within the release (e.g. ``count``, ``aggregate-k2``).
-        mechanism: noise mechanism (``laplace``, ``gaussian``, ``exponential``...).
-        epsilon: the stage's share of the release epsilon (>= 0), for display and for pure stages.
-        delta: the stage's share of the release delta (0 <= delta < 1).
-        rho: the stage's zCDP cost if it composes in zCDP, else None (pure epsilon-DP).
-    """
-
-    stage: str
-    mechanism: str
-    epsilon: float
-    delta: float = 0.0
-    rho: float | None = None
-
-    def __post_init__(self) -> None:
-        """Validate names and amounts."""
-        for name in ("stage", "mechanism"):
-            value = getattr(self, name)
-            if not isinstance(value, str) or not value.strip():
-                raise SdsInputError(
-                    f"PlannedCharge.{name} must be a non-empty string, got {value!r}")
-        check_amount(f"epsilon of stage {self.stage!r}", self.epsilon)
-        check_amount(f"delta of stage {self.stage!r}", self.delta, upper=1.0)
-        if self.rho is not None:
-            check_amount(f"rho of stage {self.stage!r}", self.rho)
+PlannedCharge = StageSpend
+"""One stage of a release plan, charged right before the stage draws noise (the core's
+StageSpend: one spend type from the DP engine and the synthesizers to the ledger)."""
 
 
 @dataclass(frozen=True, slots=True)

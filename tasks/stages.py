@@ -57,17 +57,14 @@ def _maybe_kill(stage: str) -> None:
 
 
 def planned_charges(params: ReleaseParams) -> list[Any]:
-    """The ledger plan of a release, computed without the data."""
+    """The ledger plan of a release (StageSpend = PlannedCharge), computed without the data."""
     from sds_core.dp_aggregate import plan_release
-    from tasks.ledger import PlannedCharge
 
     if params.synthesizer != "aggregate-seeded":
         from tasks.registry_synth import registry_synthesizer
 
-        spends = registry_synthesizer(params).budget(params.epsilon, params.resolved_delta())
-    else:
-        spends = plan_release(dp_params(params), 1).stage_spends()  # δ explicit: count unused
-    return [PlannedCharge(s.stage, s.mechanism, s.epsilon, s.delta, s.rho) for s in spends]
+        return list(registry_synthesizer(params).budget(params.epsilon, params.resolved_delta()))
+    return list(plan_release(dp_params(params), 1).stage_spends())  # δ explicit: count unused
 
 
 # ---------------------------------------------------------------------------------------------

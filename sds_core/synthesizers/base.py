@@ -16,36 +16,14 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from sds_core.accounting import StageSpend
 from sds_core.domain import EMPTY_CODE, Domain
 from sds_core.errors import SdsInputError, invariant
 from sds_core.randomness import ReleaseRandomness
 from sds_core.table import PreparedTable
 
-
-@dataclass(frozen=True, slots=True)
-class SynthesizerSpend:
-    """One ledger charge a synthesizer makes.
-
-    Args:
-        stage: ledger stage name, unique within a release (``<synthesizer>/<part>``).
-        mechanism: what produced the DP output (e.g. ``discrete-laplace``).
-        epsilon: ε charged (pure or approximate DP).
-        delta: δ charged (0 for pure DP).
-        rho: the zCDP rho when the charge is also stated in zCDP (a pure ε-DP mechanism is
-            ε²/2-zCDP, Bun and Steinke 2016 Prop 1.4), else None.
-    """
-
-    stage: str
-    mechanism: str
-    epsilon: float
-    delta: float
-    rho: float | None
-
-    def __post_init__(self) -> None:
-        if not (math.isfinite(self.epsilon) and self.epsilon >= 0):
-            raise SdsInputError(f"spend epsilon must be finite and >= 0, got {self.epsilon!r}")
-        if not (0 <= self.delta < 1):
-            raise SdsInputError(f"spend delta must be in [0, 1), got {self.delta!r}")
+SynthesizerSpend = StageSpend
+"""One ledger charge a synthesizer makes: the product's one spend type (see StageSpend)."""
 
 
 def pure_spend(stage: str, mechanism: str, epsilon: float, delta: float = 0.0) -> SynthesizerSpend:
