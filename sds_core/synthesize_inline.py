@@ -83,3 +83,23 @@ def quantile_r8(x: np.ndarray, r: int, n: int, p: float, tmp: np.ndarray) -> flo
         lo_v, hi_v = tmp[hf - 1], tmp[hf]
     a = float(lo_v)
     return a + (h - hf) * (float(hi_v) - a)
+
+
+@_inline
+def push_sub(
+    subs: np.ndarray, wraw: np.ndarray, wadj: np.ndarray, nsub: np.ndarray, full: np.ndarray,
+    j: int, idx: int, count: int, used: int, is_full: bool,
+) -> None:  # fmt: skip
+    """Append sub-combination ``idx`` to candidate ``j``'s weights.
+
+    ``count`` is its (scaled) aggregate count, ``used`` its synthetic count (0 when synthetic
+    counts are off); ``is_full`` marks the combination of the whole record plus the candidate,
+    whose count is the weight while the record is shorter than the reporting length.
+    """
+    ns = nsub[j]
+    subs[j, ns] = idx
+    wraw[j, ns] = count
+    wadj[j, ns] = count - used
+    nsub[j] = ns + 1
+    if is_full:
+        full[j] = ns

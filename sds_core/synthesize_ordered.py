@@ -12,10 +12,11 @@ from __future__ import annotations
 import numpy as np
 
 from sds_core.synthesize_bits import available_bits, ctz64, popcount64
-from sds_core.synthesize_inline import _combo_key_i, _lookup_i, quantile_r8
+from sds_core.synthesize_inline import _combo_key_i, _lookup_i, push_sub, quantile_r8
 from sds_core.synthesize_kernels import _jit, new_budget_cycle
 
 __all__ = ["quantile_r8", "synthesize_records_ordered"]
+
 
 @_jit
 def synthesize_records_ordered(
@@ -129,22 +130,15 @@ def synthesize_records_ordered(
                                 a = lo + w * 64 + np.int64(ctz64(x))
                                 x ^= low
                                 i1 = idx1[a]
-                                cnt = counts[i1]
                                 cand[n_alive] = a
-                                subs[n_alive, 0] = i1
-                                wraw[n_alive, 0] = cnt
-                                wadj[n_alive, 0] = cnt - syn[i1] if use_syn else cnt
-                                ns = 1
+                                nsub[n_alive] = 0
                                 full[n_alive] = 0
+                                push_sub(subs, wraw, wadj, nsub, full, n_alive, i1, counts[i1],
+                                         syn[i1] if use_syn else 0, False)  # fmt: skip
                                 for t in range(s):
                                     pi = pair_idx[rec[t] * n_attr + a]
-                                    cnt = counts[pi]
-                                    subs[n_alive, ns] = pi
-                                    wraw[n_alive, ns] = cnt
-                                    wadj[n_alive, ns] = cnt - syn[pi] if use_syn else cnt
-                                    if s == 1:
-                                        full[n_alive] = ns
-                                    ns += 1
+                                    push_sub(subs, wraw, wadj, nsub, full, n_alive, pi, counts[pi],
+                                             syn[pi] if use_syn else 0, s == 1)  # fmt: skip
                                 if has_csr:
                                     below = low - np.uint64(1)
                                     for pp in range(n_rp):
@@ -154,14 +148,9 @@ def synthesize_records_ordered(
                                             + cum3[o]
                                             + np.int64(popcount64(b3[o] & below))
                                         )
-                                        cnt = csr_count[e]
-                                        subs[n_alive, ns] = csr_combo[e]
-                                        wraw[n_alive, ns] = cnt
-                                        wadj[n_alive, ns] = cnt - csr_syn[e] if use_syn else cnt
-                                        if s == 2:
-                                            full[n_alive] = ns
-                                        ns += 1
-                                nsub[n_alive] = ns
+                                        push_sub(subs, wraw, wadj, nsub, full, n_alive,
+                                                 csr_combo[e], csr_count[e],
+                                                 csr_syn[e] if use_syn else 0, s == 2)  # fmt: skip
                                 alive[n_alive] = n_alive
                                 n_alive += 1
                     else:
@@ -194,21 +183,15 @@ def synthesize_records_ordered(
                             i1 = idx1[a]
                             if i1 < 0 or (attempt == 0 and avail[a] <= 0):
                                 continue
-                            cnt = counts[i1]
                             cand[n_alive] = a
-                            subs[n_alive, 0] = i1
-                            wraw[n_alive, 0] = cnt
-                            wadj[n_alive, 0] = cnt - syn[i1] if use_syn else cnt
-                            nsub[n_alive] = 1
+                            nsub[n_alive] = 0
                             full[n_alive] = 0
+                            push_sub(subs, wraw, wadj, nsub, full, n_alive, i1, counts[i1],
+                                     syn[i1] if use_syn else 0, False)  # fmt: skip
                             if seed >= 0:  # the seed pair's triple
-                                cnt = csr_count[e]
-                                subs[n_alive, 1] = csr_combo[e]
-                                wraw[n_alive, 1] = cnt
-                                wadj[n_alive, 1] = cnt - csr_syn[e] if use_syn else cnt
-                                nsub[n_alive] = 2
-                                if s == 2:
-                                    full[n_alive] = 1
+                                push_sub(subs, wraw, wadj, nsub, full, n_alive, csr_combo[e],
+                                         csr_count[e], csr_syn[e] if use_syn else 0,
+                                         s == 2)  # fmt: skip
                             alive[n_alive] = n_alive
                             n_alive += 1
                         # pairs {a, r}, r in the record: one row of the dense pair table per r
@@ -227,14 +210,8 @@ def synthesize_records_ordered(
                                         key = np.int64(min(r, a) + 1) * base + max(r, a) + 1
                                         pi = _lookup_i(tkeys, tvals, bits, key)
                                     if pi >= 0:
-                                        cnt = counts[pi]
-                                        ns = nsub[j]
-                                        subs[j, ns] = pi
-                                        wraw[j, ns] = cnt
-                                        wadj[j, ns] = cnt - syn[pi] if use_syn else cnt
-                                        nsub[j] = ns + 1
-                                        if s == 1:
-                                            full[j] = ns
+                                        push_sub(subs, wraw, wadj, nsub, full, j, pi, counts[pi],
+                                                 syn[pi] if use_syn else 0, s == 1)  # fmt: skip
                                         alive[k] = j
                                         k += 1
                                 n_alive = k
@@ -265,14 +242,9 @@ def synthesize_records_ordered(
                                                 else:
                                                     e2 = mid
                                         if e < b1 and csr_attr[e] == a:
-                                            cnt = csr_count[e]
-                                            ns = nsub[j]
-                                            subs[j, ns] = csr_combo[e]
-                                            wraw[j, ns] = cnt
-                                            wadj[j, ns] = cnt - csr_syn[e] if use_syn else cnt
-                                            nsub[j] = ns + 1
-                                            if s == 2:
-                                                full[j] = ns
+                                            push_sub(subs, wraw, wadj, nsub, full, j, csr_combo[e],
+                                                     csr_count[e], csr_syn[e] if use_syn else 0,
+                                                     s == 2)  # fmt: skip
                                             alive[k] = j
                                             k += 1
                                     n_alive = k
@@ -293,14 +265,8 @@ def synthesize_records_ordered(
                                 if ci < 0:
                                     ok = False
                                     break
-                                cnt = counts[ci]
-                                ns = nsub[j]
-                                subs[j, ns] = ci
-                                wraw[j, ns] = cnt
-                                wadj[j, ns] = cnt - syn[ci] if use_syn else cnt
-                                nsub[j] = ns + 1
-                                if k == s:
-                                    full[j] = ns
+                                push_sub(subs, wraw, wadj, nsub, full, j, ci, counts[ci],
+                                         syn[ci] if use_syn else 0, k == s)  # fmt: skip
                                 t = k - 1  # next k-subset of the record, lexicographic
                                 while t >= 0 and sidx[t] == s - k + t:
                                     t -= 1
