@@ -56,7 +56,7 @@ from sds_core.noise import discrete_gaussian, discrete_laplace, table_delta
 from sds_core.params import AccuracyMode, DpParams, FabricationMode
 from sds_core.percentile import dp_percentile
 from sds_core.prepare import PrepareParams, prepare
-from sds_core.prepare_output import fingerprint, to_frame, to_sorted_rows
+from sds_core.prepare_output import fingerprint, to_arrow, to_frame, to_sorted_rows
 from sds_core.randomness import ReleaseRandomness
 from sds_core.synthesize import SynthesisParams, synthesize
 from sds_core.synthesizers import (
@@ -120,6 +120,7 @@ __all__ = [
     "register",
     "synthesize",
     "table_delta",
+    "to_arrow",
     "to_frame",
     "to_sorted_rows",
     "zcdp_to_epsilon",

@@ -94,11 +94,32 @@ def to_frame(
             binary-column order, or ``empty_value`` when none is present (SDS §3.3).
         unescape: turn ``<semicolon>``/``<colon>`` back into ``;``/``:`` in names and values.
     """
-    names, cells = _decoded_columns(table, empty_value, join_multi_value_columns, unescape)
-    frame = pa.table(cells, names=[str(i) for i in range(len(cells))]).to_pandas()
+    arrow = to_arrow(
+        table,
+        empty_value=empty_value,
+        join_multi_value_columns=join_multi_value_columns,
+        unescape=unescape,
+    )
+    frame = arrow.rename_columns([str(i) for i in range(arrow.num_columns)]).to_pandas()
     frame.index = pd.RangeIndex(table.n_records)
-    frame.columns = pd.Index(names, dtype=object)
+    frame.columns = pd.Index(arrow.column_names, dtype=object)
     return frame
+
+
+def to_arrow(
+    table: PreparedTable,
+    *,
+    empty_value: str = "",
+    join_multi_value_columns: bool = False,
+    unescape: bool = False,
+) -> pa.Table:
+    """Decode ``table`` into an Arrow table of strings; arguments as :func:`to_frame`.
+
+    Column names are the prepared names (or the original ones with ``unescape`` / joined
+    multi-value columns); repeated names stay repeated, as Arrow allows.
+    """
+    names, cells = _decoded_columns(table, empty_value, join_multi_value_columns, unescape)
+    return pa.table(cells, names=names)
 
 
 def to_sorted_rows(

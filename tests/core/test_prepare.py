@@ -587,3 +587,27 @@ def test_random_tables_match_pacsynth(case: tuple[list[list[str]], dict[str, obj
             prepare(raw, params_of(kwargs))
         return
     assert exact_aggregates(prepare(raw, params_of(kwargs)), 2) == reference
+
+
+def test_to_arrow_matches_to_frame() -> None:
+    """The Arrow output holds the same strings and column names as the DataFrame output."""
+    import pyarrow as pa
+
+    from sds_core.prepare_output import to_arrow
+
+    frame = pd.DataFrame({"A": ["1", "2", "", "3"], "B": ["x;y", "y", "", "x"]})
+    t = prepare(frame, PrepareParams(multi_value_columns=(("B", ";"),)))
+    for join in (False, True):
+        arrow = to_arrow(t, empty_value="-", join_multi_value_columns=join)
+        df = to_frame(t, empty_value="-", join_multi_value_columns=join)
+        assert arrow.column_names == list(df.columns)
+        assert all(pa.types.is_large_string(f.type) for f in arrow.schema)
+        assert [arrow.column(i).to_pylist() for i in range(arrow.num_columns)] == [
+            df[c].tolist() for c in df.columns
+        ]
+    assert to_arrow(t, join_multi_value_columns=True).column("B").to_pylist() == [
+        "x;y",
+        "y",
+        "",
+        "x",
+    ]

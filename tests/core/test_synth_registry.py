@@ -158,7 +158,7 @@ def test_spend_is_frozen_and_validated() -> None:
     s = SynthesizerSpend("x/count", "discrete-laplace", 0.1, 0.0, 0.005)
     with pytest.raises(FrozenInstanceError):
         s.epsilon = 1.0  # type: ignore[misc]
-    with pytest.raises(SdsInputError, match="epsilon of stage .x. must be a finite number"):
+    with pytest.raises(SdsInputError, match=r"epsilon of stage 'x' must be a finite number"):
         SynthesizerSpend("x", "m", -1.0, 0.0, None)
 
 
