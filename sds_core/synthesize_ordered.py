@@ -37,7 +37,10 @@ def synthesize_records_ordered(
     each pair's list. At each step the free columns are evaluated in rank order (attempt 0:
     budgets and synthetic counts; attempt 1, completion: raw weights, columns below their fill
     rate) and the first with a positive total weight is sampled from; columns that cannot
-    become valid again in this record are skipped. Returns (records written, uniforms used).
+    become valid again in this record are skipped. With ``use_bits`` a column's candidates are
+    one AND of bit rows (``colw``, ``has1bits``, ``b2``, ``b3`` and the ranks ``cum3`` of
+    :mod:`sds_core.synthesize_bits`); otherwise the CSR lists are walked from the shortest
+    (``pair_col_start``). Both give the same records. Returns (records written, uniforms used).
     """
     n_attr = attr_col.shape[0]
     n_cols = out.shape[1]
