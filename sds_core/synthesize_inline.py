@@ -7,25 +7,9 @@ length, spec §2.1). Inlined at numba-IR level, so the hot loops pay no call ove
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 
-from sds_core.synthesize_kernels import HAVE_NUMBA, _combo_key, _lookup
-
-if HAVE_NUMBA:
-    from numba import njit as _njit
-
-
-def _inline(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Compile ``fn`` to be inlined at numba-IR level into its callers.
-
-    A non-inlined call increments and decrements the reference count of every array argument
-    (atomic instructions); in the per-candidate loops that cost more than the work itself.
-    """
-    return _njit(cache=True, nogil=True, inline="always")(fn) if HAVE_NUMBA else fn
-
+from sds_core.synthesize_kernels import _combo_key, _inline, _lookup
 
 _lookup_i = _inline(getattr(_lookup, "py_func", _lookup))
 _combo_key_i = _inline(getattr(_combo_key, "py_func", _combo_key))

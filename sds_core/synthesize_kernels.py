@@ -26,6 +26,33 @@ def _jit(fn: Callable[..., Any]) -> Callable[..., Any]:
     return _njit(cache=True, nogil=True)(fn) if HAVE_NUMBA else fn
 
 
+def _inline(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Compile ``fn`` to be inlined at numba-IR level into its callers.
+
+    A non-inlined call increments and decrements the reference count of every array argument
+    (atomic instructions); in the per-candidate loops that cost more than the work itself.
+    """
+    return _njit(cache=True, nogil=True, inline="always")(fn) if HAVE_NUMBA else fn
+
+
+@_inline
+def weighted_index(wts: np.ndarray, n: int, total: np.int64, uniform: float) -> int:
+    """Integer-weighted choice among wts[:n] (sum ``total`` > 0), as the reference draws it.
+
+    ``u = floor(uniform * total) + 1`` (at most ``total``), then the first t whose cumulative
+    weight reaches u.
+    """
+    u = np.int64(np.floor(uniform * total)) + 1
+    if u > total:
+        u = total
+    acc = np.int64(0)
+    for t in range(n):
+        acc += wts[t]
+        if acc >= u:
+            return t
+    return n - 1
+
+
 @_jit
 def _slot(key: np.int64, bits: np.int64) -> np.int64:
     h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
@@ -253,19 +280,8 @@ def synthesize_records(
                         n_c += 1
             if n_c == 0:
                 break
-            # integer-weighted choice: u in 1..total, first cumulative weight >= u
-            u = np.int64(np.floor(uniforms[u_used] * total)) + 1
+            x = cand[weighted_index(wts, n_c, total, uniforms[u_used])]
             u_used += 1
-            if u > total:
-                u = total
-            acc = np.int64(0)
-            pick = cand[n_c - 1]
-            for t in range(n_c):
-                acc += wts[t]
-                if acc >= u:
-                    pick = cand[t]
-                    break
-            x = pick
             # ---- accept x: budgets, synthetic counts ---------------------------------------
             if avail[x] > 0:
                 avail[x] -= 1

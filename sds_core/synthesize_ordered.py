@@ -13,7 +13,7 @@ import numpy as np
 
 from sds_core.synthesize_bits import available_bits, ctz64, popcount64
 from sds_core.synthesize_inline import _combo_key_i, _lookup_i, push_sub, quantile_r8
-from sds_core.synthesize_kernels import _jit, new_budget_cycle
+from sds_core.synthesize_kernels import _jit, new_budget_cycle, weighted_index
 
 __all__ = ["quantile_r8", "synthesize_records_ordered"]
 
@@ -316,18 +316,8 @@ def synthesize_records_ordered(
                     break
             if total <= 0:
                 break
-            # integer-weighted choice: u in 1..total, first cumulative weight >= u
-            u = np.int64(np.floor(uniforms[u_used] * total)) + 1
+            j = pick_slot[weighted_index(wts, m, total, uniforms[u_used])]
             u_used += 1
-            if u > total:
-                u = total
-            acc = np.int64(0)
-            j = pick_slot[m - 1]
-            for t in range(m):
-                acc += wts[t]
-                if acc >= u:
-                    j = pick_slot[t]
-                    break
             x = cand[j]
             if avail[x] > 0:
                 avail[x] -= 1
