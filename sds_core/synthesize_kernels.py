@@ -36,6 +36,20 @@ def _inline(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 @_inline
+def next_subset(sidx: np.ndarray, k: int, s: int) -> bool:
+    """Advance sidx[:k] to the next k-subset of 0..s-1 (lexicographic); False after the last."""
+    t = k - 1
+    while t >= 0 and sidx[t] == s - k + t:
+        t -= 1
+    if t < 0:
+        return False
+    sidx[t] += 1
+    for t2 in range(t + 1, k):
+        sidx[t2] = sidx[t2 - 1] + 1
+    return True
+
+
+@_inline
 def weighted_index(wts: np.ndarray, n: int, total: np.int64, uniform: float) -> int:
     """Integer-weighted choice among wts[:n] (sum ``total`` > 0), as the reference draws it.
 
@@ -363,15 +377,8 @@ def synthesize_records(
                         _append_sub(subs, sw, nsubs, a, ci, w - syn[ci] if use_syn else w)
                         if k == s:
                             full_idx[a] = ci
-                        # next subset
-                        t = k - 1
-                        while t >= 0 and sidx[t] == s - k + t:
-                            t -= 1
-                        if t < 0:
+                        if not next_subset(sidx, k, s):
                             break
-                        sidx[t] += 1
-                        for t2 in range(t + 1, k):
-                            sidx[t2] = sidx[t2 - 1] + 1
                     if not ok:
                         break
                 if ok:

@@ -13,7 +13,7 @@ import numpy as np
 
 from sds_core.synthesize_bits import available_bits, ctz64, popcount64
 from sds_core.synthesize_inline import _combo_key_i, _lookup_i, push_sub, quantile_r8
-from sds_core.synthesize_kernels import _jit, new_budget_cycle, weighted_index
+from sds_core.synthesize_kernels import _jit, new_budget_cycle, next_subset, weighted_index
 
 __all__ = ["quantile_r8", "synthesize_records_ordered"]
 
@@ -270,14 +270,8 @@ def synthesize_records_ordered(
                                     break
                                 push_sub(subs, wraw, wadj, nsub, full, j, ci, counts[ci],
                                          syn[ci] if use_syn else 0, k == s)  # fmt: skip
-                                t = k - 1  # next k-subset of the record, lexicographic
-                                while t >= 0 and sidx[t] == s - k + t:
-                                    t -= 1
-                                if t < 0:
+                                if not next_subset(sidx, k, s):
                                     break
-                                sidx[t] += 1
-                                for t3 in range(t + 1, k):
-                                    sidx[t3] = sidx[t3 - 1] + 1
                             if ok:
                                 alive[n_keep] = j
                                 n_keep += 1
