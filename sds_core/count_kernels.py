@@ -9,27 +9,15 @@ arrays). Functions are numba-compiled when numba is installed; without it they r
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 from numpy.typing import NDArray
 
-try:  # numba is an optional accelerator: identical results, ~10-100x faster
-    from numba import njit as _njit
-
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    HAVE_NUMBA = False
+from sds_core.jit import _jit
 
 BLOCK = 2048
 """Records per key block (the block's keys stay in L1 cache)."""
 LANES_BELOW = 1 << 12
 """Counting arrays smaller than this get 4 interleaved copies (no store-to-load stalls)."""
-
-
-def _jit(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return _njit(cache=True, nogil=True)(fn) if HAVE_NUMBA else fn
 
 
 def compact_codes(codes: NDArray[np.int32]) -> NDArray[np.integer]:

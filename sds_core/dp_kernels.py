@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
+from sds_core.jit import HAVE_NUMBA, _jit
 
 __all__ = [
     "HAVE_NUMBA",

@@ -19,8 +19,8 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.errors import SdsInputError, invariant
+from sds_core.jit import HAVE_NUMBA, _jit
 from sds_core.randomness import ReleaseRandomness
-from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
 
 KINDS = ("gaussian", "laplace")
 TAIL_EXPONENT = 72  # truncate where the unnormalised weight is <= exp(-72) ~ 2^-104

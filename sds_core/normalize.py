@@ -15,7 +15,7 @@ from numpy.typing import NDArray
 
 from sds_core.aggregates import CombinationCounts, decode_keys, encode_keys
 from sds_core.errors import invariant
-from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
+from sds_core.jit import HAVE_NUMBA, _jit
 
 
 def round_half_away_from_zero(x: NDArray[np.floating]) -> NDArray[np.int64]:

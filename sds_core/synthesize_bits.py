@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.synthesize_kernels import HAVE_NUMBA, _jit
+from sds_core.jit import HAVE_NUMBA, _jit
 
 BITSET_BYTES_LIMIT = 1 << 30
 """Largest triple bitset (+ rank counts) built; beyond it the kernel walks the CSR lists."""

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from sds_core.synthesize_kernels import _combo_key, _inline, _lookup
+from sds_core.jit import _inline
+from sds_core.synthesize_kernels import _combo_key, _lookup
 
 _lookup_i = _inline(getattr(_lookup, "py_func", _lookup))
 _combo_key_i = _inline(getattr(_combo_key, "py_func", _combo_key))

@@ -9,62 +9,18 @@ same-result) Python, which is enough for tiny tests.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
 import numpy as np
 
-try:  # numba is an optional accelerator: identical results, ~100x faster
-    from numba import njit as _njit
+from sds_core.jit import _jit
+from sds_core.synthesize_steps import (
+    insert_attribute,
+    new_budget_cycle,
+    next_subset,
+    weighted_index,
+    write_record,
+)
 
-    HAVE_NUMBA = True
-except ImportError:  # pragma: no cover - exercised only where numba is absent
-    HAVE_NUMBA = False
-
-
-def _jit(fn: Callable[..., Any]) -> Callable[..., Any]:
-    return _njit(cache=True, nogil=True)(fn) if HAVE_NUMBA else fn
-
-
-def _inline(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Compile ``fn`` to be inlined at numba-IR level into its callers.
-
-    A non-inlined call increments and decrements the reference count of every array argument
-    (atomic instructions); in the per-candidate loops that cost more than the work itself.
-    """
-    return _njit(cache=True, nogil=True, inline="always")(fn) if HAVE_NUMBA else fn
-
-
-@_inline
-def next_subset(sidx: np.ndarray, k: int, s: int) -> bool:
-    """Advance sidx[:k] to the next k-subset of 0..s-1 (lexicographic); False after the last."""
-    t = k - 1
-    while t >= 0 and sidx[t] == s - k + t:
-        t -= 1
-    if t < 0:
-        return False
-    sidx[t] += 1
-    for t2 in range(t + 1, k):
-        sidx[t2] = sidx[t2 - 1] + 1
-    return True
-
-
-@_inline
-def weighted_index(wts: np.ndarray, n: int, total: np.int64, uniform: float) -> int:
-    """Integer-weighted choice among wts[:n] (sum ``total`` > 0), as the reference draws it.
-
-    ``u = floor(uniform * total) + 1`` (at most ``total``), then the first t whose cumulative
-    weight reaches u.
-    """
-    u = np.int64(np.floor(uniform * total)) + 1
-    if u > total:
-        u = total
-    acc = np.int64(0)
-    for t in range(n):
-        acc += wts[t]
-        if acc >= u:
-            return t
-    return n - 1
+__all__ = ["build_table", "synthesize_records"]
 
 
 @_jit
@@ -161,29 +117,6 @@ def _combo_key(sub: np.ndarray, nsub: int, a: int, x: int, base: int) -> np.int6
             key = key * base + sub[i] + 1
             i += 1
     return key
-
-
-@_jit
-def new_budget_cycle(
-    avail: np.ndarray, budget0: np.ndarray, syn: np.ndarray, csr_syn: np.ndarray,
-    state: np.ndarray,
-) -> bool:  # fmt: skip
-    """Budgets used up: with a target, restore them and zero the synthetic counts (spec §2.1).
-
-    Returns False (and sets ``state[3] = 1``, done) when there is no target or no budget at all.
-    Called once per budget cycle, so its call overhead does not matter.
-    """
-    if state[2] == 0:
-        state[3] = 1
-        return False
-    avail[:] = budget0
-    syn[:] = 0
-    csr_syn[:] = 0
-    state[0] = budget0.sum()
-    if state[0] <= 0:
-        state[3] = 1
-        return False
-    return True
 
 
 @_jit
@@ -387,12 +320,7 @@ def synthesize_records(
                     is_live[a] = False
                     live[j] = live[n_live - 1]
                     n_live -= 1
-            # insert x into the sorted record
-            p = s
-            while p > 0 and rec[p - 1] > x:
-                rec[p] = rec[p - 1]
-                p -= 1
-            rec[p] = x
+            insert_attribute(rec, s, x)
             s += 1
             if s >= n_cols:
                 break
@@ -403,9 +331,7 @@ def synthesize_records(
             # no attribute has positive weight although budget remains: cannot progress
             state[3] = 2
             break
-        out[n_written, :] = -1
-        for t in range(s):
-            out[n_written, attr_col[rec[t]]] = rec[t]
+        write_record(out, n_written, attr_col, rec, s)
         n_written += 1
         state[1] += 1
     return n_written, u_used

@@ -17,8 +17,9 @@ from numpy.typing import NDArray
 
 from sds_core.aggregates import AggregateSet
 from sds_core.errors import SdsInputError, require
+from sds_core.jit import _jit
 from sds_core.synthesize_bits import Bitsets, build_bitsets, disabled_bitsets
-from sds_core.synthesize_kernels import _jit, build_table
+from sds_core.synthesize_kernels import build_table
 
 DENSE_PAIR_LIMIT = 2048
 """Domains with at most this many attributes look pairs up in a dense table (<= 32 MiB)."""

@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import numpy as np
 
+from sds_core.jit import _jit
 from sds_core.synthesize_bits import available_bits, ctz64, popcount64
 from sds_core.synthesize_inline import _combo_key_i, _lookup_i, push_sub, quantile_r8
-from sds_core.synthesize_kernels import _jit, new_budget_cycle, next_subset, weighted_index
+from sds_core.synthesize_steps import (
+    insert_attribute,
+    new_budget_cycle,
+    next_subset,
+    weighted_index,
+    write_record,
+)
 
 __all__ = ["quantile_r8", "synthesize_records_ordered"]
 
@@ -335,18 +342,12 @@ def synthesize_records_ordered(
                 availbits[colw[attr_col[x]] + lx // 64] &= ~(np.uint64(1) << np.uint64(lx % 64))
             col_used[attr_col[x]] = True
             filled[attr_col[x]] += 1
-            p = s
-            while p > 0 and rec[p - 1] > x:
-                rec[p] = rec[p - 1]
-                p -= 1
-            rec[p] = x
+            insert_attribute(rec, s, x)
             s += 1
         if s == 0:
             state[3] = 2  # budget left but no attribute has positive weight: cannot progress
             break
-        out[n_written, :] = -1
-        for t in range(s):
-            out[n_written, attr_col[rec[t]]] = rec[t]
+        write_record(out, n_written, attr_col, rec, s)
         n_written += 1
         state[1] += 1
     return n_written, u_used
