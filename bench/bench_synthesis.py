@@ -21,17 +21,17 @@ import numpy as np
 import pacsynth
 import pandas as pd
 
-from sds_core.aggregates import AggregateSet
-from sds_core.evaluate import marginal_fidelity
-from sds_core.prepare import prepare
-from sds_core.synthesize import (
+from sds_core.data.preparation import prepare
+from sds_core.data.table import PreparedTable
+from sds_core.evaluation.metrics import marginal_fidelity
+from sds_core.marginals.aggregates import AggregateSet
+from sds_core.synthesis.generator import (
     REFERENCE_PARAMS,
     SynthesisParams,
     default_target,
     domain_from_text_keys,
     synthesize,
 )
-from sds_core.table import PreparedTable
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "pums" / "PUMS_ca_10k.csv"
 AGE_EDGES = [-1, 17, 24, 34, 44, 54, 64, 74, 200]
@@ -74,9 +74,9 @@ def tvd_row(name: str, seconds: float | None, original: PreparedTable, table: Pr
 
 def own_aggregates(frame: pd.DataFrame, epsilon: float, reporting_length: int, seed: int):
     """Our DP aggregates of ``frame`` (defaults, tight accounting) instead of pac-synth's."""
-    from sds_core.dp_aggregate import dp_aggregate
-    from sds_core.params import DpParams
-    from sds_core.randomness import ReleaseRandomness
+    from sds_core.dp.randomness import ReleaseRandomness
+    from sds_core.marginals.engine import dp_aggregate
+    from sds_core.marginals.params import DpParams
 
     params = DpParams(epsilon=epsilon, reporting_length=reporting_length)
     return dp_aggregate(prepare(frame), params, ReleaseRandomness.from_seed(seed)).aggregates
@@ -176,7 +176,7 @@ def main() -> None:
     args = parser.parse_args()
     # compile (or load the cached) numba kernel outside the timings
     warm = prepare(pd.DataFrame({"A": ["a", "b"], "B": ["c", "c"]}))
-    from sds_core.exact import exact_aggregates
+    from sds_core.marginals.exact_counts import exact_aggregates
 
     synthesize(exact_aggregates(warm, 2), rng=np.random.default_rng(0))
     for size in args.sizes:

@@ -75,11 +75,11 @@ def run_ours(rows: int, seed: int, R: int, eps: float, accounting: str, end_to_e
     """Our prepare + dp_aggregate (+ synthesis + evaluation when end_to_end)."""
     import numpy as np
 
-    from sds_core.dp_aggregate import dp_aggregate
-    from sds_core.exact import exact_aggregates
-    from sds_core.params import DpParams
-    from sds_core.prepare import PrepareParams, prepare
-    from sds_core.randomness import ReleaseRandomness
+    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.dp.randomness import ReleaseRandomness
+    from sds_core.marginals.engine import dp_aggregate
+    from sds_core.marginals.exact_counts import exact_aggregates
+    from sds_core.marginals.params import DpParams
 
     df = _data(rows)
     # load the compiled (numba, cached) kernels first, as a long-running service would have
@@ -102,8 +102,8 @@ def run_ours(rows: int, seed: int, R: int, eps: float, accounting: str, end_to_e
         exact = exact_aggregates(table, R).to_text_dict()
         out["mae_by_len"] = _mae_by_len(exact, result.aggregates.to_text_dict(), R)
     if end_to_end:
-        from sds_core.evaluate import EvaluationParams, evaluate_release
-        from sds_core.synthesize import SynthesisParams, default_target, synthesize
+        from sds_core.evaluation.metrics import EvaluationParams, evaluate_release
+        from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
 
         t1 = time.perf_counter()
         # as the release pipeline does: as many records as the DP record count

@@ -67,8 +67,8 @@ def _csv_list(value: str | None) -> list[str] | None:
 
 
 def _home(home: str | None) -> Path:
+    from release_store.workspace import resolve_home
     from sds_core.errors import SdsInputError
-    from tasks.workspace import resolve_home
 
     try:
         return resolve_home(home)
@@ -95,7 +95,7 @@ def release(
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
-    from flows.params import build_params, load_config
+    from release_store.params import build_params, load_config
     from sds_core.errors import SdsInputError
 
     try:
@@ -110,13 +110,13 @@ def release(
         if "dataset" not in cfg and dataset is None:
             raise SdsInputError("no dataset id: pass --dataset ID or set dataset in the config")
         params = build_params(cfg, overrides)
-        from tasks.ingest import check_input_path
+        from release_store.ingest import check_input_path
 
         check_input_path(params.input)  # before any budget is reserved or Prefect started
     except SdsInputError as e:
         raise fail(str(e), 2) from None
     root = _home(params.home)
-    from tasks.workspace import new_release_id
+    from release_store.workspace import new_release_id
 
     params = params.model_copy(update={"home": str(root),
                                        "release_id": params.release_id
@@ -131,7 +131,7 @@ def _run(params: Any, root: Path, *, quiet: bool) -> None:
     from rich.console import Console
 
     from flows.release import release as release_flow
-    from tasks.progress import RichProgress, reporting
+    from release_store.progress import RichProgress, reporting
 
     console = Console(stderr=True, quiet=quiet)
     shown = RichProgress(f"release {params.release_id}", disable=quiet, console=console)
@@ -152,7 +152,7 @@ def _run(params: Any, root: Path, *, quiet: bool) -> None:
 def resume(release_id: str, home: HomeOpt = None,
            quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
     """Continue an unfinished release from its first unfinished stage (no double spend)."""
-    from flows.params import ReleaseParams
+    from release_store.params import ReleaseParams
 
     root = _home(home)
     saved = root / "private" / release_id / "params.json"
@@ -169,9 +169,9 @@ def resume(release_id: str, home: HomeOpt = None,
 @app.command()
 def cancel(release_id: str, home: HomeOpt = None) -> None:
     """Abandon an unfinished release: keep what its drawn stages spent, return the rest."""
+    from release_store.ledger import Ledger
+    from release_store.workspace import discard_incomplete
     from sds_core.errors import SdsInputError
-    from tasks.ledger import Ledger
-    from tasks.workspace import discard_incomplete
 
     root = _home(home)
     try:
@@ -189,8 +189,8 @@ def budget_set(dataset: str, epsilon: Annotated[float, typer.Option(help="Lifeti
                delta: Annotated[float, typer.Option(help="Lifetime δ.")] = 1e-5,
                home: HomeOpt = None) -> None:
     """Set a dataset's lifetime (ε, δ) budget."""
+    from release_store.ledger import Ledger
     from sds_core.errors import SdsInputError
-    from tasks.ledger import Ledger
 
     try:
         st = Ledger.open(_home(home)).set_budget(dataset, epsilon=epsilon, delta=delta)
@@ -207,7 +207,7 @@ def budget_show(dataset: Annotated[str | None, typer.Argument()] = None, home: H
     from rich.console import Console
     from rich.table import Table
 
-    from tasks.ledger import Ledger
+    from release_store.ledger import Ledger
 
     ledger = Ledger.open(_home(home))
     rows = [ledger.budget(dataset)] if dataset else ledger.datasets()
@@ -235,7 +235,7 @@ def audit(dataset: Annotated[str | None, typer.Argument()] = None,
     from rich.console import Console
     from rich.table import Table
 
-    from tasks.audit import audit as run_audit
+    from release_store.audit import audit as run_audit
 
     report = run_audit(_home(home), dataset, verify=verify)
     if as_json:
@@ -268,8 +268,8 @@ def evaluate(
     delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default ',').")] = None,
 ) -> None:
     """Compare SYNTHETIC with ORIGINAL: SDS aggregate metrics and marginal TVD (NOT DP)."""
+    from release_store.compare import compare_tables, summary_lines
     from sds_core.errors import SdsInputError
-    from tasks.compare import compare_tables, summary_lines
 
     try:
         result = compare_tables(original, synthetic, reporting_length=reporting_length,

@@ -15,11 +15,11 @@ from typing import Any
 from prefect import flow, get_run_logger, runtime, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.params import ReleaseParams
+from release_store.params import ReleaseParams
+from release_store.workdir import now
 from tasks import stages
 from tasks.publish import publish
 from tasks.registry_synth import fit_synthesizer
-from tasks.workdir import now
 
 
 def _run_name() -> str:
@@ -33,8 +33,8 @@ def _run_name() -> str:
 def validate_output(ctx: stages.ReleaseContext, params: ReleaseParams,
                     synthetic: Any) -> list[dict[str, Any]]:
     """The synthetic table against the declared schema (bins and value sets)."""
-    from sds_core.prepare_output import to_frame
-    from tasks.validate import output_schema, validate_table
+    from release_store.validation import output_schema, validate_table
+    from sds_core.data.decoding import to_frame
 
     if params.table_schema is None:
         return []
@@ -122,7 +122,7 @@ def release(params: ReleaseParams) -> str:
 if __name__ == "__main__":
     import sys
 
-    from flows.params import build_params, load_config
+    from release_store.params import build_params, load_config
 
     cfg = load_config(sys.argv[2]) if len(sys.argv) > 2 else {}
     print(release(build_params(cfg, {"input": sys.argv[1]})))

@@ -1,76 +1,93 @@
-"""sds_core: the pure DP core of the release pipeline (numpy/pandas/pyarrow only).
+"""sds_core: the pure DP core of the release pipeline (numpy, pandas, pyarrow, numba only).
 
-Map of the package (stages in pipeline order):
-- domain, table, aggregates: the value objects (Domain, PreparedTable, AggregateSet)
-- binning, prepare (prepare_input, prepare_output): SDS preprocessing of a DataFrame/Arrow
-  table into a PreparedTable, declared bins, decoding back to frames, fingerprints
-- exact: exact k-tuple aggregation and record sensitivities (never released)
-- randomness, noise, accounting, percentile: DP building blocks (keyed exact noise, budget
-  plan and zCDP conversion, the DP percentile with a data-independent base measure)
-- params, dp_aggregate (combinations, contributions, privacy_report), normalize: the DP
-  marginals engine, stage by stage
-- declared, declared_step: declared (weakly constrained) domains, CatHist, and the engine's
-  1-tuple step over declared domains
-- synthesize (synthesize_layout, synthesize_ordered, synthesize_kernels): aggregate-seeded
-  synthesis; evaluate (evaluate_publish): utility and risk
-- synthesizers: registry of all synthesizers (aggregate-seeded and the seeds' other methods)
+Packages in pipeline order (the SDS crate's data block -> dp -> aggregator -> generator ->
+evaluator):
 
-The functions ``prepare``, ``dp_aggregate`` and ``synthesize`` share their module's name: at
-package level ``sds_core.dp_aggregate`` is the function; import module members explicitly
-(``from sds_core.dp_aggregate import plan_release``), never ``from sds_core import dp_aggregate``
-to mean the module.
+- ``data``: value objects of the input (``Domain``, ``PreparedTable``), SDS preprocessing
+  (``preparation``), readers of tables (``readers``), declared binning (``binning``) and decoding
+  codes back to text (``decoding``);
+- ``dp``: the DP building blocks: keyed release randomness, exact integer noise, the DP
+  percentile, zCDP accounting, declared (weakly constrained) domains and CatHist;
+- ``marginals``: the DP marginals engine stage by stage (``engine``: protect the record count,
+  plan, aggregate each length, finalize), its parameters, the ``AggregateSet`` it publishes, the
+  privacy report, combinations, contribution bounding, normalization, exact counts, and its
+  compiled kernels (``_kernels``, ``_count_kernels``);
+- ``synthesis``: aggregate-seeded synthesis (``generator``), the aggregates' flat ``layout`` and
+  the compiled kernels (``_completion_kernel``: default; ``_reference_kernel``: pac-synth's mode);
+- ``evaluation``: utility and risk metrics, and their publishable subset;
+- ``synthesizers``: every synthesizer behind one ``fit``/``sample`` interface, by name.
+
+The public API is what this module exports; it is loaded lazily, so ``import sds_core`` is cheap.
+
+>>> import sds_core
+>>> "prepare" in sds_core.__all__ and callable(sds_core.prepare)
+True
 """
 
-from sds_core.accounting import (
-    BudgetPlan,
-    StageSpend,
-    default_delta,
-    epsilon_to_zcdp,
-    plan_budget,
-    zcdp_to_epsilon,
-)
-from sds_core.aggregates import AggregateSet, CombinationCounts
-from sds_core.binning import Binning
-from sds_core.declared import DeclaredDomain, declared_one_tuples
-from sds_core.domain import EMPTY_CODE, Domain
-from sds_core.dp_aggregate import (
-    DpResult,
-    LengthStep,
-    PrivacyReport,
-    RecordCountStep,
-    aggregate_length,
-    dp_aggregate,
-    finalize,
-    plan_release,
-    protect_record_count,
-)
-from sds_core.errors import SdsInputError, SdsInternalError
-from sds_core.evaluate import (
-    EvaluationParams,
-    evaluate_release,
-    marginal_fidelity,
-    publishable_evaluation,
-)
-from sds_core.exact import exact_aggregates, record_sensitivities
-from sds_core.noise import discrete_gaussian, discrete_laplace, table_delta
-from sds_core.params import AccuracyMode, DpParams, FabricationMode
-from sds_core.percentile import dp_percentile
-from sds_core.prepare import PrepareParams, prepare
-from sds_core.prepare_output import fingerprint, to_arrow, to_frame, to_sorted_rows
-from sds_core.randomness import ReleaseRandomness
-from sds_core.synthesize import SynthesisParams, synthesize
-from sds_core.synthesizers import (
-    FitResult,
-    Synthesizer,
-    SynthesizerSpend,
-    available,
-    create,
-    register,
-)
-from sds_core.table import MultiValueColumn, PreparedTable
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "AccuracyMode": "sds_core.marginals.params",
+    "AggregateSet": "sds_core.marginals.aggregates",
+    "Binning": "sds_core.data.binning",
+    "BudgetPlan": "sds_core.dp.accounting",
+    "CombinationCounts": "sds_core.marginals.aggregates",
+    "DeclaredDomain": "sds_core.dp.declared",
+    "Domain": "sds_core.data.domain",
+    "DpParams": "sds_core.marginals.params",
+    "DpResult": "sds_core.marginals.engine",
+    "EMPTY_CODE": "sds_core.data.domain",
+    "EvaluationParams": "sds_core.evaluation.metrics",
+    "FabricationMode": "sds_core.marginals.params",
+    "FitResult": "sds_core.synthesizers",
+    "LengthStep": "sds_core.marginals.steps",
+    "MultiValueColumn": "sds_core.data.table",
+    "PrepareParams": "sds_core.data.preparation",
+    "PreparedTable": "sds_core.data.table",
+    "PrivacyReport": "sds_core.marginals.privacy_report",
+    "RecordCountStep": "sds_core.marginals.steps",
+    "ReleaseRandomness": "sds_core.dp.randomness",
+    "SdsInputError": "sds_core.errors",
+    "SdsInternalError": "sds_core.errors",
+    "StageSpend": "sds_core.dp.accounting",
+    "SynthesisParams": "sds_core.synthesis.generator",
+    "Synthesizer": "sds_core.synthesizers",
+    "SynthesizerSpend": "sds_core.synthesizers",
+    "aggregate_length": "sds_core.marginals.engine",
+    "available": "sds_core.synthesizers",
+    "create": "sds_core.synthesizers",
+    "declared_one_tuples": "sds_core.dp.declared",
+    "default_delta": "sds_core.dp.accounting",
+    "discrete_gaussian": "sds_core.dp.noise",
+    "discrete_laplace": "sds_core.dp.noise",
+    "dp_aggregate": "sds_core.marginals.engine",
+    "dp_percentile": "sds_core.dp.percentile",
+    "epsilon_to_zcdp": "sds_core.dp.accounting",
+    "evaluate_release": "sds_core.evaluation.metrics",
+    "exact_aggregates": "sds_core.marginals.exact_counts",
+    "finalize": "sds_core.marginals.engine",
+    "fingerprint": "sds_core.data.decoding",
+    "marginal_fidelity": "sds_core.evaluation.metrics",
+    "plan_budget": "sds_core.dp.accounting",
+    "plan_release": "sds_core.marginals.engine",
+    "prepare": "sds_core.data.preparation",
+    "protect_record_count": "sds_core.marginals.engine",
+    "publishable_evaluation": "sds_core.evaluation.metrics",
+    "record_sensitivities": "sds_core.marginals.exact_counts",
+    "register": "sds_core.synthesizers",
+    "synthesize": "sds_core.synthesis.generator",
+    "table_delta": "sds_core.dp.noise",
+    "to_arrow": "sds_core.data.decoding",
+    "to_frame": "sds_core.data.decoding",
+    "to_sorted_rows": "sds_core.data.decoding",
+    "zcdp_to_epsilon": "sds_core.dp.accounting",
+}
+"""Public name -> the module that defines it."""
 
 __all__ = [
-    "EMPTY_CODE",
     "AccuracyMode",
     "AggregateSet",
     "Binning",
@@ -80,6 +97,7 @@ __all__ = [
     "Domain",
     "DpParams",
     "DpResult",
+    "EMPTY_CODE",
     "EvaluationParams",
     "FabricationMode",
     "FitResult",
@@ -125,3 +143,66 @@ __all__ = [
     "to_sorted_rows",
     "zcdp_to_epsilon",
 ]
+
+if TYPE_CHECKING:
+    from sds_core.data.binning import Binning
+    from sds_core.data.decoding import fingerprint, to_arrow, to_frame, to_sorted_rows
+    from sds_core.data.domain import EMPTY_CODE, Domain
+    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.data.table import MultiValueColumn, PreparedTable
+    from sds_core.dp.accounting import (
+        BudgetPlan,
+        StageSpend,
+        default_delta,
+        epsilon_to_zcdp,
+        plan_budget,
+        zcdp_to_epsilon,
+    )
+    from sds_core.dp.declared import DeclaredDomain, declared_one_tuples
+    from sds_core.dp.noise import discrete_gaussian, discrete_laplace, table_delta
+    from sds_core.dp.percentile import dp_percentile
+    from sds_core.dp.randomness import ReleaseRandomness
+    from sds_core.errors import SdsInputError, SdsInternalError
+    from sds_core.evaluation.metrics import (
+        EvaluationParams,
+        evaluate_release,
+        marginal_fidelity,
+        publishable_evaluation,
+    )
+    from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+    from sds_core.marginals.engine import (
+        DpResult,
+        aggregate_length,
+        dp_aggregate,
+        finalize,
+        plan_release,
+        protect_record_count,
+    )
+    from sds_core.marginals.exact_counts import exact_aggregates, record_sensitivities
+    from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
+    from sds_core.marginals.privacy_report import PrivacyReport
+    from sds_core.marginals.steps import LengthStep, RecordCountStep
+    from sds_core.synthesis.generator import SynthesisParams, synthesize
+    from sds_core.synthesizers import (
+        FitResult,
+        Synthesizer,
+        SynthesizerSpend,
+        available,
+        create,
+        register,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    """Load a public name from its module on first use (PEP 562)."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'sds_core' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    """The public names (for tab completion)."""
+    return sorted(set(globals()) | set(_EXPORTS))

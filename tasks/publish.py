@@ -18,9 +18,14 @@ from typing import Any
 import pandas as pd
 from prefect import task
 
+from release_store.workdir import now
+from release_store.workspace import (
+    atomic_write_bytes,
+    atomic_write_json,
+    collect_versions,
+    sha256_file,
+)
 from tasks.stages import ReleaseContext
-from tasks.workdir import now
-from tasks.workspace import atomic_write_bytes, atomic_write_json, collect_versions, sha256_file
 
 ARTIFACTS = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",
              "evaluation.json", "validation.json", "report.html")
@@ -69,13 +74,13 @@ def _csv_bytes(frame: Any) -> bytes:
 
 
 def public_evaluation(evaluation: Any) -> dict[str, Any]:
-    """The publishable evaluation: :func:`sds_core.evaluate.publishable_evaluation`.
+    """The publishable evaluation: :func:`sds_core.evaluation.metrics.publishable_evaluation`.
 
     Rounded ratios only (TVD, empty shares, suppressed/fabricated %, preservation, proportional
     error, synthetic risk); nothing that reveals the true record count or an exact count. The
     full evaluation stays in the private workspace (checkpoint).
     """
-    from sds_core.evaluate import publishable_evaluation
+    from sds_core.evaluation.metrics import publishable_evaluation
 
     if not isinstance(evaluation, dict) or "marginal_fidelity" not in evaluation:
         return {"differentially_private": False, "status": "no evaluation in this release"}
@@ -85,7 +90,7 @@ def public_evaluation(evaluation: Any) -> dict[str, Any]:
 def write_artifacts(ctx: ReleaseContext, aggregates: Any, synthetic: Any,
                     evaluation: dict[str, Any], validation: dict[str, Any]) -> dict[str, str]:
     """Write the publishable files; returns name -> sha256."""
-    from sds_core.prepare_output import to_frame
+    from sds_core.data.decoding import to_frame
 
     out = ctx.dirs.release_dir
     atomic_write_bytes(out / "aggregates.parquet", _parquet_bytes(aggregates.to_frame()))
@@ -135,7 +140,7 @@ def publish(ctx: ReleaseContext, *, parameters: dict[str, Any], input_sha256: st
             validation: dict[str, Any], stages: list[dict[str, Any]],
             flow_run_id: str | None = None) -> str:
     """Write artifacts, the report and the complete manifest; close the ledger reservation."""
-    from tasks.ledger import Ledger
+    from release_store.ledger import Ledger
 
     dirs = ctx.dirs
     ledger = Ledger.open(ctx.home)

@@ -12,9 +12,9 @@ from typing import Any
 
 from prefect import task
 
-from flows.params import ReleaseParams
+from release_store import progress
+from release_store.params import ReleaseParams
 from sds_core.errors import SdsInputError
-from tasks import progress
 from tasks.stages import SENSITIVE, ReleaseContext, _charge, _maybe_kill, _table
 
 
@@ -24,7 +24,7 @@ def registry_synthesizer(params: ReleaseParams) -> Any:
 
     names = set(option_names(params.synthesizer))
     if "declared" in names and params.table_schema is not None:
-        from sds_core.declared import DeclaredDomain
+        from sds_core.dp.declared import DeclaredDomain
 
         declared = tuple(DeclaredDomain(c.name, values=tuple(c.values))
                          for c in params.table_schema.columns if c.values is not None
@@ -54,8 +54,8 @@ def fit_synthesizer(ctx: ReleaseContext, params: ReleaseParams,
     synthetic records (post-processing of DP output, so DP as well).
     """
     progress.stage(f"fit {params.synthesizer}")
-    from sds_core.aggregates import AggregateSet
-    from sds_core.exact import exact_aggregates
+    from sds_core.marginals.aggregates import AggregateSet
+    from sds_core.marginals.exact_counts import exact_aggregates
 
     dirs = ctx.dirs
     done = dirs.load_checkpoint("fit")

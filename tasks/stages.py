@@ -17,12 +17,12 @@ from typing import Any
 from prefect import get_run_logger, task
 from prefect.cache_policies import NO_CACHE
 
-from flows.params import ReleaseParams, dp_params, prepare_params
+from release_store import progress
+from release_store.params import ReleaseParams, dp_params, prepare_params
+from release_store.workdir import ReleaseDirs, atomic_write_json, now
+from release_store.workspace import Manifest, new_release_id, resolve_home, sha256_file
+from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError
-from sds_core.table import PreparedTable
-from tasks import progress
-from tasks.workdir import ReleaseDirs, atomic_write_json, now
-from tasks.workspace import Manifest, new_release_id, resolve_home, sha256_file
 
 KILL_ENV = "SDS_TEST_KILL_AT"
 """Test-only hook: a stage name (e.g. ``aggregate-2``); that stage SIGKILLs its own process
@@ -58,7 +58,7 @@ def _maybe_kill(stage: str) -> None:
 
 def planned_charges(params: ReleaseParams) -> list[Any]:
     """The ledger plan of a release (StageSpend = PlannedCharge), computed without the data."""
-    from sds_core.dp_aggregate import plan_release
+    from sds_core.marginals.engine import plan_release
 
     if params.synthesizer != "aggregate-seeded":
         from tasks.registry_synth import registry_synthesizer
@@ -72,7 +72,7 @@ def planned_charges(params: ReleaseParams) -> list[Any]:
 def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseContext:
     """Reserve the whole release's (ε, δ) before any data is read; refuse if it does not fit."""
     progress.stage("reserving the privacy budget")
-    from tasks.ledger import Ledger
+    from release_store.ledger import Ledger
 
     home = resolve_home(params.home)
     release_id = params.release_id or new_release_id(params.dataset)
@@ -128,10 +128,10 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
 def validate_input(ctx: ReleaseContext, params: ReleaseParams) -> dict[str, Any]:
     """Read the input, run the GX gate on it, prepare it; nothing is charged here."""
     progress.stage("validating the input (Great Expectations)")
-    from sds_core.prepare import prepare
-    from sds_core.prepare_output import fingerprint
-    from tasks.ingest import read_table
-    from tasks.validate import validate_table
+    from release_store.ingest import read_table
+    from release_store.validation import validate_table
+    from sds_core.data.decoding import fingerprint
+    from sds_core.data.preparation import prepare
 
     dirs = ctx.dirs
     table = read_table(params.input, delimiter=params.delimiter)
@@ -166,7 +166,7 @@ def _table(ctx: ReleaseContext) -> PreparedTable:
 
 
 def _charge(ctx: ReleaseContext, stage: str, flow_run_id: str | None) -> None:
-    from tasks.ledger import Ledger
+    from release_store.ledger import Ledger
 
     Ledger.open(ctx.home).charge(ctx.release_id, stage, flow_run_id=flow_run_id)
 
@@ -176,7 +176,7 @@ def count_records(ctx: ReleaseContext, params: ReleaseParams,
                   flow_run_id: str | None = None) -> int:
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
-    from sds_core.dp_aggregate import protect_record_count
+    from sds_core.marginals.engine import protect_record_count
 
     dirs = ctx.dirs
     done = dirs.load_checkpoint("count")
@@ -199,7 +199,7 @@ def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protect
     progress.advance(k - 1, params.reporting_length)
     import importlib
 
-    dp_aggregate = importlib.import_module("sds_core.dp_aggregate")  # the module
+    dp_aggregate = importlib.import_module("sds_core.marginals.engine")  # the module
 
     dirs = ctx.dirs
     stage = f"aggregate-{k}"
@@ -229,7 +229,7 @@ def finalize_aggregates(ctx: ReleaseContext, params: ReleaseParams, protected_n:
     progress.stage("normalize")
     import importlib
 
-    dp_aggregate = importlib.import_module("sds_core.dp_aggregate")  # the module
+    dp_aggregate = importlib.import_module("sds_core.marginals.engine")  # the module
 
     dirs = ctx.dirs
     done = dirs.load_checkpoint("normalize")
@@ -248,7 +248,7 @@ def finalize_aggregates(ctx: ReleaseContext, params: ReleaseParams, protected_n:
 def synthesize_records(ctx: ReleaseContext, params: ReleaseParams, aggregates: Any) -> Any:
     """Aggregate-seeded synthesis from the DP aggregates only (post-processing, no spend)."""
     progress.stage("synthesize (synthetic records)")
-    from sds_core.synthesize import SynthesisParams, default_target, synthesize
+    from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
 
     dirs = ctx.dirs
     done = dirs.load_checkpoint("synthesize")
@@ -268,7 +268,7 @@ def evaluate_release(ctx: ReleaseContext, params: ReleaseParams, aggregates: Any
                      synthetic: PreparedTable) -> dict[str, Any]:
     """Utility metrics (computed from the sensitive data; no raw count is returned)."""
     progress.stage("evaluate")
-    from sds_core import evaluate as core
+    from sds_core.evaluation import metrics as core
 
     dirs = ctx.dirs
     done = dirs.load_checkpoint("evaluate")
@@ -293,8 +293,8 @@ def mark_failed(ctx: ReleaseContext, error: BaseException, stages_done: list[dic
     When no stage drew noise the reservation is cancelled (the whole budget goes back);
     otherwise it stays open so ``sds resume`` can finish the release without new spend.
     """
-    from tasks.ledger import Ledger
-    from tasks.workspace import discard_incomplete
+    from release_store.ledger import Ledger
+    from release_store.workspace import discard_incomplete
 
     dirs = ctx.dirs
     ledger = Ledger.open(ctx.home)

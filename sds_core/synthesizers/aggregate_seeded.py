@@ -1,7 +1,7 @@
 """``aggregate-seeded``: the SDS method behind the :class:`Synthesizer` interface.
 
-``fit`` runs :func:`sds_core.dp_aggregate.dp_aggregate` (DP k-tuple aggregates, all stages at
-once) and ``sample`` runs :func:`sds_core.synthesize.synthesize` on them (post-processing). The
+``fit`` runs :func:`sds_core.marginals.engine.dp_aggregate` (DP k-tuple aggregates, all stages at
+once) and ``sample`` runs :func:`sds_core.synthesis.generator.synthesize` on them (post-processing). The
 release pipeline runs the same stages one at a time instead (to checkpoint and resume them);
 this adapter makes SDS selectable by name like every other synthesizer.
 """
@@ -14,15 +14,15 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sds_core.aggregates import AggregateSet
-from sds_core.declared import DeclaredDomain
-from sds_core.domain import Domain
-from sds_core.dp_aggregate import dp_aggregate, plan_release
+from sds_core.data.domain import Domain
+from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.dp.declared import DeclaredDomain
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
-from sds_core.params import AccuracyMode, DpParams, FabricationMode
-from sds_core.randomness import ReleaseRandomness
+from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.engine import dp_aggregate, plan_release
+from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
 from sds_core.synthesizers.base import FitResult, SynthesizerSpend, check_epsilon, check_n, register
-from sds_core.table import MultiValueColumn, PreparedTable
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -50,7 +50,7 @@ class AggregateSeededModel:
 class AggregateSeeded:
     """SDS: DP k-tuple marginals (pac-synth parameters and defaults) + aggregate-seeded synthesis.
 
-    Args: the :class:`sds_core.params.DpParams` fields other than ε and δ (same meaning and
+    Args: the :class:`sds_core.marginals.params.DpParams` fields other than ε and δ (same meaning and
     defaults); ``declared`` sets ``DpParams.declared_domains`` (all columns or none).
     δ must be given to :meth:`budget` and :meth:`fit`: the engine's default 1/(ln m·m) needs
     the protected count m, which is not known before the data.
@@ -131,7 +131,7 @@ class AggregateSeeded:
 
     def sample(self, n: int | None, *, rng: np.random.Generator) -> PreparedTable:
         """Aggregate-seeded synthesis with ``SynthesisParams()`` (n: its target, None: none)."""
-        from sds_core.synthesize import SynthesisParams, synthesize
+        from sds_core.synthesis.generator import SynthesisParams, synthesize
 
         if self._model is None:
             raise SdsInputError("call fit() before sample()")

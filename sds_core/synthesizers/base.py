@@ -16,11 +16,11 @@ from typing import Any, ClassVar, Protocol, TypeVar, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.accounting import StageSpend
-from sds_core.domain import EMPTY_CODE, Domain
+from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.table import PreparedTable
+from sds_core.dp.accounting import StageSpend
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError, invariant
-from sds_core.randomness import ReleaseRandomness
-from sds_core.table import PreparedTable
 
 SynthesizerSpend = StageSpend
 """One ledger charge a synthesizer makes: the product's one spend type (see StageSpend)."""
@@ -246,7 +246,7 @@ def dp_record_count(
     n_records: int, epsilon: float, *, rnd: ReleaseRandomness, label: str, stage: str
 ) -> int:
     """The record count + discrete Laplace(1/ε) noise, clamped at 0 (ε-DP, add/remove)."""
-    from sds_core import noise
+    from sds_core.dp import noise
 
     z = noise.discrete_laplace(rnd, label, scale=1.0 / epsilon, size=1, stage=stage)
     return max(int(n_records) + int(z[0]), 0)
@@ -274,6 +274,6 @@ def laplace_tv_per_draw(epsilon: float) -> float:
 
     Reported (data-independently) so the ledger can add (1 + e^ε)·draws·tv to δ if it wants.
     """
-    from sds_core import noise
+    from sds_core.dp import noise
 
     return noise.noise_table("laplace", 1.0 / epsilon).tv_per_draw

@@ -15,17 +15,18 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core import noise
-from sds_core.declared import (
+from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.table import PreparedTable
+from sds_core.dp import noise
+from sds_core.dp.declared import (
     DeclaredDomain,
     cathist_histogram,
     cathist_tau,
     cathist_threshold,
     undeclared_values,
 )
-from sds_core.domain import EMPTY_CODE, Domain
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
-from sds_core.randomness import ReleaseRandomness
 from sds_core.synthesizers.base import (
     FitResult,
     SynthesizerSpend,
@@ -39,7 +40,6 @@ from sds_core.synthesizers.base import (
     resolve_columns,
     sample_cells,
 )
-from sds_core.table import PreparedTable
 
 
 def _as_declared(item: DeclaredDomain | Mapping[str, object]) -> DeclaredDomain:

@@ -14,9 +14,10 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.domain import EMPTY_CODE, Domain
+from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.table import PreparedTable
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError, invariant
-from sds_core.randomness import ReleaseRandomness
 from sds_core.synthesizers.base import (
     FitResult,
     SynthesizerSpend,
@@ -33,7 +34,6 @@ from sds_core.synthesizers.base import (
     select_columns,
 )
 from sds_core.synthesizers.histogram import DEFAULT_MAX_CELLS, noisy_marginal, stability_threshold
-from sds_core.table import PreparedTable
 
 
 def alpha_min(total: int, epsilon: float) -> float:

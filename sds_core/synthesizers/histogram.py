@@ -14,10 +14,11 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core import noise
-from sds_core.domain import EMPTY_CODE, Domain
+from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.table import PreparedTable
+from sds_core.dp import noise
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError, invariant
-from sds_core.randomness import ReleaseRandomness
 from sds_core.synthesizers.base import (
     FitResult,
     SynthesizerSpend,
@@ -35,7 +36,6 @@ from sds_core.synthesizers.base import (
     sample_cells,
     select_columns,
 )
-from sds_core.table import PreparedTable
 
 DEFAULT_MAX_CELLS = 10**7
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sds_core.domain import Domain
-from sds_core.table import PreparedTable
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
 
 
 def make_table(columns: Mapping[str, Sequence[str | None]]) -> PreparedTable:

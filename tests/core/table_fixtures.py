@@ -1,7 +1,7 @@
 """Tiny test-local encoder (rows of strings -> PreparedTable) for the aggregation tests.
 
 Follows the SDS rules that matter here: values are trimmed, "" and "0" are empty. The real
-preprocessing lives in sds_core.prepare; this keeps the aggregation tests independent of it.
+preprocessing lives in sds_core.data.preparation; this keeps the aggregation tests independent of it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from sds_core.domain import Domain
-from sds_core.table import PreparedTable
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
 
 
 def table_from_rows(header: Sequence[str], rows: Sequence[Sequence[str]]) -> PreparedTable:

@@ -1,4 +1,4 @@
-"""Tests for sds_core.accounting: budget split, reference formulas, CKS20 conversion."""
+"""Tests for sds_core.dp.accounting: budget split, reference formulas, CKS20 conversion."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sds_core.accounting import (
+from sds_core.dp.accounting import (
     default_delta,
     epsilon_to_zcdp,
     plan_budget,

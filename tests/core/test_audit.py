@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sds_core.accounting import plan_budget
-from sds_core.noise import discrete_gaussian, discrete_laplace
-from sds_core.percentile import percentile_table, sample_percentile
-from sds_core.randomness import ReleaseRandomness
+from sds_core.dp.accounting import plan_budget
+from sds_core.dp.noise import discrete_gaussian, discrete_laplace
+from sds_core.dp.percentile import percentile_table, sample_percentile
+from sds_core.dp.randomness import ReleaseRandomness
 
 FWER = 1e-6
 ALPHAS = np.concatenate([np.linspace(1.05, 3, 40), np.geomspace(3, 400, 60)])
@@ -217,10 +217,10 @@ def _e2e_outputs(monkeypatch: pytest.MonkeyPatch | None, sigma_factor: float) ->
     """Sum of the released 1-counts of the added record's cells, over many release keys."""
     import importlib
 
-    dp_aggregate = importlib.import_module("sds_core.dp_aggregate")  # the module
-    from sds_core.domain import Domain
-    from sds_core.params import DpParams
-    from sds_core.table import PreparedTable
+    dp_aggregate = importlib.import_module("sds_core.marginals.engine")  # the module
+    from sds_core.data.domain import Domain
+    from sds_core.data.table import PreparedTable
+    from sds_core.marginals.params import DpParams
 
     if monkeypatch is not None:
         real = dp_aggregate.discrete_gaussian

@@ -1,11 +1,11 @@
-"""Tests of sds_core.binning: declared bins, labels, out-of-range policy and validation."""
+"""Tests of sds_core.data.binning: declared bins, labels, out-of-range policy and validation."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from sds_core.binning import Binning, bin_strings, format_number
+from sds_core.data.binning import Binning, bin_strings, format_number
 from sds_core.errors import SdsInputError
 
 

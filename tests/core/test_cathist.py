@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 from synth_helpers import make_table, pums_table
 
-from sds_core.declared import DeclaredDomain, cathist_histogram, fidelity
+from sds_core.dp.declared import DeclaredDomain, cathist_histogram, fidelity
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
-from sds_core.randomness import ReleaseRandomness
 from sds_core.synthesizers import create
 from sds_core.synthesizers.cathist import CatHist, expected_random_values
 

@@ -1,4 +1,4 @@
-"""Tests of sds_core.combinations: candidate generation (reference fixture) and clique lookups."""
+"""Tests of sds_core.marginals.combinations: candidate generation (reference fixture) and clique lookups."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 from table_fixtures import table_from_csv, table_from_rows
 
-from sds_core.aggregates import AggregateSet, CombinationCounts
-from sds_core.combinations import (
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+from sds_core.marginals.combinations import (
     build_lookups,
     candidates_from_survivors,
     contains,
@@ -138,7 +138,7 @@ def _random_survivors(rng: np.random.Generator, dom, k: int, keep: float) -> Com
 
 def test_compiled_join_grouping_and_lookups_equal_numpy_paths(monkeypatch) -> None:
     """Compiled join, counting-sort grouping, lookup keys and V_1 give the numpy results."""
-    from sds_core import combinations as comb_mod
+    from sds_core.marginals import combinations as comb_mod
 
     rng = np.random.default_rng(5)
     header = ["A", "B", "C", "D", "E", "F"]

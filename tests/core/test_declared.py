@@ -8,8 +8,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from sds_core import noise
-from sds_core.declared import (
+from sds_core.data.domain import Domain
+from sds_core.dp import noise
+from sds_core.dp.declared import (
     DeclaredDomain,
     cathist_histogram,
     cathist_tau,
@@ -19,9 +20,8 @@ from sds_core.declared import (
     inclusion_probability,
     sample_inactive,
 )
-from sds_core.domain import Domain
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
-from sds_core.randomness import ReleaseRandomness
 
 
 @pytest.mark.parametrize(

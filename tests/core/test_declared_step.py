@@ -9,22 +9,22 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from sds_core import noise
-from sds_core.aggregates import CombinationCounts
-from sds_core.declared import DeclaredDomain
-from sds_core.declared_step import check_declared, declared_threshold, reencode
-from sds_core.domain import Domain
-from sds_core.dp_aggregate import (
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
+from sds_core.dp import noise
+from sds_core.dp.declared import DeclaredDomain
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.errors import SdsInputError
+from sds_core.marginals.aggregates import CombinationCounts
+from sds_core.marginals.declared_tuples import check_declared, declared_threshold, reencode
+from sds_core.marginals.engine import (
     aggregate_length,
     dp_aggregate,
     finalize,
     plan_release,
     protect_record_count,
 )
-from sds_core.errors import SdsInputError
-from sds_core.params import DpParams
-from sds_core.randomness import ReleaseRandomness
-from sds_core.table import PreparedTable
+from sds_core.marginals.params import DpParams
 
 DATA_LABELS = (("a1", "a2", "secret"), ("b1", "b2"), ("c1", "c2", "c3"))
 DECLARED = (

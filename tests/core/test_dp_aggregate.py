@@ -1,4 +1,4 @@
-"""Tests of sds_core.dp_aggregate: stages, reproducibility, noise spread, thresholds, finalize."""
+"""Tests of sds_core.marginals.engine: stages, reproducibility, noise spread, thresholds, finalize."""
 
 from __future__ import annotations
 
@@ -10,10 +10,13 @@ import numpy as np
 import pytest
 from table_fixtures import table_from_rows
 
-from sds_core.accounting import default_delta
-from sds_core.aggregates import CombinationCounts
-from sds_core.domain import Domain
-from sds_core.dp_aggregate import (
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
+from sds_core.dp.accounting import default_delta
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.errors import SdsInputError
+from sds_core.marginals.aggregates import CombinationCounts
+from sds_core.marginals.engine import (
     adaptive_threshold,
     aggregate_length,
     dp_aggregate,
@@ -22,11 +25,8 @@ from sds_core.dp_aggregate import (
     plan_release,
     protect_record_count,
 )
-from sds_core.errors import SdsInputError
-from sds_core.exact import exact_aggregates
-from sds_core.params import DpParams, FabricationMode
-from sds_core.randomness import ReleaseRandomness
-from sds_core.table import PreparedTable
+from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.marginals.params import DpParams, FabricationMode
 
 
 def _uniform_table(n: int, n_cols: int, card: int, seed: int) -> PreparedTable:
@@ -228,13 +228,13 @@ def test_progress_messages_and_bad_input() -> None:
 
 def test_contribution_bounding_is_uniform_and_chunk_independent() -> None:
     """Over-limit records keep exactly Δ random tuples, each with probability Δ/w, any chunking."""
-    from sds_core.combinations import build_lookups, occurring_attributes
-    from sds_core.contributions import bound_contributions, candidate_counts
+    from sds_core.marginals.combinations import build_lookups, occurring_attributes
+    from sds_core.marginals.contributions import bound_contributions, candidate_counts
 
     table = _uniform_table(200, 5, 2, 8)  # every record: 5 attributes, 10 pairs
     dom = table.domain
     s1 = CombinationCounts(occurring_attributes(dom, table.codes), np.ones(10, dtype=np.int64))
-    from sds_core.combinations import candidates_from_survivors
+    from sds_core.marginals.combinations import candidates_from_survivors
 
     cands = candidates_from_survivors(s1, dom)
     lookups = build_lookups(dom, cands)
@@ -288,7 +288,7 @@ def test_discrete_shift_keeps_the_first_threshold_tail_bound(s: float) -> None:
     """
     from statistics import NormalDist
 
-    from sds_core.dp_aggregate import DISCRETE_SHIFT
+    from sds_core.marginals.engine import DISCRETE_SHIFT
 
     x = np.arange(-int(40 * s) - 10, int(40 * s) + 11)
     pmf = np.exp(-(x.astype(float) ** 2) / (2 * s * s))
@@ -301,8 +301,8 @@ def test_discrete_shift_keeps_the_first_threshold_tail_bound(s: float) -> None:
 
 def test_compiled_counting_equals_numpy_counting(monkeypatch) -> None:
     """Counts and |W_j| from distinct-row compiled counting equal per-record numpy counting."""
-    from sds_core import contributions
-    from sds_core.combinations import build_lookups, candidates_from_survivors
+    from sds_core.marginals import contributions
+    from sds_core.marginals.combinations import build_lookups, candidates_from_survivors
 
     rng = np.random.default_rng(8)
     codes = rng.integers(-1, 4, size=(3000, 5)).astype(np.int32)
@@ -340,7 +340,7 @@ def test_compiled_survivor_selection_equals_numpy(monkeypatch) -> None:
     """Thresholding noisy counts: compiled and numpy paths keep the same rows and counts."""
     import importlib
 
-    dpa = importlib.import_module("sds_core.dp_aggregate")  # the package exports a same-named fn
+    dpa = importlib.import_module("sds_core.marginals.engine")  # the package exports a same-named fn
     rng = np.random.default_rng(3)
     cands = np.sort(rng.integers(0, 50, size=(5000, 3)), axis=1).astype(np.int32)
     counts = rng.integers(0, 30, size=5000)

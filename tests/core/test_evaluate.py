@@ -1,4 +1,4 @@
-"""Tests of sds_core.evaluate: hand-computed SDS metrics, risk, TVD and the NOT-DP labels."""
+"""Tests of sds_core.evaluation.metrics: hand-computed SDS metrics, risk, TVD and the NOT-DP labels."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sds_core.aggregates import AggregateSet, CombinationCounts
-from sds_core.domain import Domain
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError
-from sds_core.evaluate import (
+from sds_core.evaluation.metrics import (
     NOT_DP_NOTE,
     EvaluationParams,
     aggregate_metrics,
@@ -21,8 +21,8 @@ from sds_core.evaluate import (
     publishable_evaluation,
     risk_metrics,
 )
-from sds_core.exact import exact_aggregates
-from sds_core.table import PreparedTable
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+from sds_core.marginals.exact_counts import exact_aggregates
 
 AB = Domain(("A", "B"), (("a1", "a2"), ("b1",)))
 S = {"A:a1": 20, "A:a2": 5, "B:b1": 12, "A:a1;B:b1": 10}
@@ -171,7 +171,7 @@ def test_publishable_evaluation_keeps_rounded_ratios_only() -> None:
     rng = np.random.default_rng(2)
     n = 1237  # a record count that no kept ratio can print as a token
     frame = pd.DataFrame({c: rng.choice(["a", "b", "c", ""], size=n) for c in "PQR"})
-    from sds_core.prepare import prepare
+    from sds_core.data.preparation import prepare
 
     table = prepare(frame)
     dp = exact_aggregates(table, 2)
@@ -380,7 +380,7 @@ def _risk_ref(agg: AggregateSet, table: PreparedTable, res: int) -> tuple[float,
 @pytest.mark.parametrize("force_sorted", [False, True])
 def test_risk_metrics_equal_reference(monkeypatch: pytest.MonkeyPatch, force_sorted: bool) -> None:
     """Record risk from dense rank tables (or sorted keys) equals a per-record enumeration."""
-    from sds_core import evaluate_tables
+    from sds_core.evaluation import tables as evaluate_tables
 
     if force_sorted:
         monkeypatch.setattr(evaluate_tables, "RISK_DENSE_BYTES", 0)
@@ -423,7 +423,7 @@ def _decoded(table: PreparedTable) -> pd.DataFrame:
 def test_marginal_fidelity_equals_reference(monkeypatch: pytest.MonkeyPatch,
                                             dense_cells: int) -> None:  # fmt: skip
     """Dense and sparse (compacted) marginals: TVD equals a groupby computation, any domains."""
-    from sds_core import evaluate
+    from sds_core.evaluation import metrics as evaluate
 
     monkeypatch.setattr(evaluate, "DENSE_MARGINAL_CELLS", dense_cells)
     rng = np.random.default_rng(4)

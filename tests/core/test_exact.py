@@ -1,4 +1,4 @@
-"""Tests of sds_core.exact: the seed's worked examples and the map-reduce counting."""
+"""Tests of sds_core.marginals.exact_counts: the seed's worked examples and the map-reduce counting."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ import numpy as np
 import pytest
 from table_fixtures import table_from_rows
 
-from sds_core.domain import EMPTY_CODE, Domain
+from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError
-from sds_core.exact import exact_aggregates, record_sensitivities
-from sds_core.table import PreparedTable
+from sds_core.marginals.exact_counts import exact_aggregates, record_sensitivities
 
 SEED_ROWS = [
     ["a1", "b1", "c1"],
@@ -73,7 +73,7 @@ def test_chunked_equals_brute_force() -> None:
 
 def test_sparse_path_equals_dense_path() -> None:
     """Cliques counted with sort+unique (budget 0) equal the dense bincount path."""
-    from sds_core.exact import count_cliques
+    from sds_core.marginals.exact_counts import count_cliques
 
     rng = np.random.default_rng(3)
     header = ["A", "B", "C"]
@@ -152,7 +152,7 @@ def test_random_tables_equal_brute_force(cards: list[int], empty: float, r: int)
 
 def test_dense_and_sparse_cliques_agree_with_empty_cells() -> None:
     """Compiled dense counting and chunked sort+unique give the same keys and counts."""
-    from sds_core.exact import count_cliques
+    from sds_core.marginals.exact_counts import count_cliques
 
     table = _random_table(np.random.default_rng(5), [4, 60, 3, 9], 700, 0.25)
     cliques = [c for k in (1, 2, 3) for c in itertools.combinations(range(4), k)]
@@ -166,7 +166,7 @@ def test_dense_and_sparse_cliques_agree_with_empty_cells() -> None:
 
 def test_compiled_kernels_equal_their_python_form() -> None:
     """Each numba kernel returns what its plain-Python body returns (when numba is present)."""
-    from sds_core import count_kernels as ck
+    from sds_core.marginals import _count_kernels as ck
 
     if not hasattr(ck.count_dense, "py_func"):
         pytest.skip("numba absent or disabled: the kernels run as Python already")

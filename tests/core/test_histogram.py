@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from synth_helpers import column_frequencies, make_table, pums_table
 
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
-from sds_core.randomness import ReleaseRandomness
 from sds_core.synthesizers import create
 from sds_core.synthesizers.histogram import Histogram1Way, HistogramNWay, stability_threshold
 

@@ -1,4 +1,4 @@
-"""Tests for sds_core.noise: exact CDT samplers for the discrete Gaussian and discrete Laplace."""
+"""Tests for sds_core.dp.noise: exact CDT samplers for the discrete Gaussian and discrete Laplace."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from sds_core.errors import SdsInputError
-from sds_core.noise import (
+from sds_core.dp.noise import (
     discrete_gaussian,
     discrete_laplace,
     noise_table,
     sample_discrete,
     table_delta,
 )
-from sds_core.randomness import ReleaseRandomness
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.errors import SdsInputError
 
 
 def _rnd(seed: int = 7) -> ReleaseRandomness:
@@ -175,7 +175,7 @@ def test_table_delta_is_tiny_and_linear_in_size() -> None:
 
 def test_guided_sampler_equals_searchsorted_on_edge_words() -> None:
     """The bucket-guided CDT lookup returns searchsorted(side="right") for every word."""
-    from sds_core.noise import cdf_guide, sample_guided
+    from sds_core.dp.noise import cdf_guide, sample_guided
 
     top = np.uint64((1 << 64) - 1)
     tables = [noise_table("gaussian", s).cdf_u64 for s in (0.4, 7.0, 300.0)]
@@ -208,7 +208,7 @@ def test_guided_sampler_equals_searchsorted_on_edge_words() -> None:
 
 def test_sample_discrete_compiled_and_numpy_paths_agree(monkeypatch) -> None:
     """Large draws (compiled guide) equal the numpy searchsorted draws for the same words."""
-    from sds_core import noise
+    from sds_core.dp import noise
 
     table = noise_table("gaussian", 5.0)
     kw = {"cdf_u64": table.cdf_u64, "offset": table.offset, "size": 50_000, "stage": "s"}

@@ -1,4 +1,4 @@
-"""Tests of sds_core.normalize: rounding, missing parents and child <= parent normalisation."""
+"""Tests of sds_core.marginals.normalization: rounding, missing parents and child <= parent normalisation."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ import itertools
 
 import numpy as np
 
-from sds_core.aggregates import CombinationCounts, encode_keys
-from sds_core.normalize import (
+from sds_core.marginals.aggregates import CombinationCounts, encode_keys
+from sds_core.marginals.normalization import (
     add_missing_parents,
     finalize_counts,
     normalize_children,
@@ -99,7 +99,7 @@ def test_finalize_random_maps_have_no_violations() -> None:
 
 def test_dense_and_binary_search_parent_index_agree(monkeypatch) -> None:
     """finalize_counts is the same compiled or not, with dense key tables or binary search."""
-    from sds_core import normalize
+    from sds_core.marginals import normalization as normalize
 
     rng = np.random.default_rng(4)
     attrs_by_col = [list(range(c * 3, c * 3 + 3)) for c in range(5)]

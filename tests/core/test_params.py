@@ -1,11 +1,11 @@
-"""Tests of sds_core.params: defaults, presets and validation of DpParams and the modes."""
+"""Tests of sds_core.marginals.params: defaults, presets and validation of DpParams and the modes."""
 
 from __future__ import annotations
 
 import pytest
 
 from sds_core.errors import SdsInputError
-from sds_core.params import AccuracyMode, DpParams, FabricationMode
+from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
 
 
 def test_defaults_match_pac_synth_builder() -> None:

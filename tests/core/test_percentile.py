@@ -1,5 +1,5 @@
 # ruff: noqa: RUF002  (the DP literature's notation: σ, ρ, ε, −)
-"""Tests for sds_core.percentile: R-8 quantile, reference scores, the DP percentile mechanism."""
+"""Tests for sds_core.dp.percentile: R-8 quantile, reference scores, the DP percentile mechanism."""
 
 from __future__ import annotations
 
@@ -10,8 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sds_core.errors import SdsInputError
-from sds_core.percentile import (
+from sds_core.dp.percentile import (
     base_measure_octave,
     dp_percentile,
     log_base_measure,
@@ -22,7 +21,8 @@ from sds_core.percentile import (
     reference_scores,
     sample_percentile,
 )
-from sds_core.randomness import ReleaseRandomness
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.errors import SdsInputError
 
 SPEC_VECTORS = [
     (

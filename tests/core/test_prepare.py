@@ -1,4 +1,4 @@
-"""Tests of sds_core.prepare: the SDS data-block behaviours (spec §3.3, §6) and bad input."""
+"""Tests of sds_core.data.preparation: the SDS data-block behaviours (spec §3.3, §6) and bad input."""
 
 from __future__ import annotations
 
@@ -15,8 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sds_core.errors import SdsInputError
-from sds_core.prepare import (
+from sds_core.data.preparation import (
     Binning,
     PrepareParams,
     fingerprint,
@@ -24,7 +23,8 @@ from sds_core.prepare import (
     to_frame,
     to_sorted_rows,
 )
-from sds_core.table import MultiValueColumn, PreparedTable
+from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.errors import SdsInputError
 
 MV_BCD = (("B", ";"), ("C", ";"), ("D", "|"))
 
@@ -593,7 +593,7 @@ def test_to_arrow_matches_to_frame() -> None:
     """The Arrow output holds the same strings and column names as the DataFrame output."""
     import pyarrow as pa
 
-    from sds_core.prepare_output import to_arrow
+    from sds_core.data.decoding import to_arrow
 
     frame = pd.DataFrame({"A": ["1", "2", "", "3"], "B": ["x;y", "y", "", "x"]})
     t = prepare(frame, PrepareParams(multi_value_columns=(("B", ";"),)))

@@ -1,12 +1,12 @@
-"""Tests for sds_core.randomness: key validation, labelled streams, stage ownership of labels."""
+"""Tests for sds_core.dp.randomness: key validation, labelled streams, stage ownership of labels."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+from sds_core.dp.randomness import KEY_BYTES, ReleaseRandomness
 from sds_core.errors import SdsInputError
-from sds_core.randomness import KEY_BYTES, ReleaseRandomness
 
 
 @pytest.mark.parametrize("key", [b"", bytes(16), bytes(31), bytes(33), "x" * 32, 12345])

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from synth_helpers import make_table
 
-from sds_core.declared import DeclaredDomain
+from sds_core.dp.declared import DeclaredDomain
+from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
-from sds_core.randomness import ReleaseRandomness
 from sds_core.synthesizers import (
     Synthesizer,
     SynthesizerSpend,
@@ -53,9 +53,9 @@ def test_seed_synthesizers_are_registered() -> None:
 
 def test_aggregate_seeded_equals_dp_aggregate_plus_synthesize() -> None:
     """fit/sample give exactly dp_aggregate + synthesize(SynthesisParams()) with the same key."""
-    from sds_core.dp_aggregate import dp_aggregate
-    from sds_core.params import DpParams
-    from sds_core.synthesize import SynthesisParams, synthesize
+    from sds_core.marginals.engine import dp_aggregate
+    from sds_core.marginals.params import DpParams
+    from sds_core.synthesis.generator import SynthesisParams, synthesize
 
     table = _table()
     synth = create("aggregate-seeded", reporting_length=2, accounting="reference")

@@ -1,4 +1,4 @@
-"""Tests of sds_core.synthesize: forced records, determinism, guarantee, targets, errors."""
+"""Tests of sds_core.synthesis.generator: forced records, determinism, guarantee, targets, errors."""
 
 from __future__ import annotations
 
@@ -9,21 +9,21 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sds_core.aggregates import AggregateSet, CombinationCounts
-from sds_core.domain import Domain
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError
-from sds_core.exact import exact_aggregates
-from sds_core.synthesize import (
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.synthesis._completion_kernel import quantile_r8
+from sds_core.synthesis._reference_kernel import _insert_sorted, _quantile_sorted
+from sds_core.synthesis.generator import (
     REFERENCE_PARAMS,
     SynthesisParams,
     default_target,
     domain_from_text_keys,
     synthesize,
 )
-from sds_core.synthesize_kernels import _insert_sorted, _quantile_sorted
-from sds_core.synthesize_layout import build_layout
-from sds_core.synthesize_ordered import quantile_r8
-from sds_core.table import PreparedTable
+from sds_core.synthesis.layout import build_layout
 
 AB = Domain(("A", "B"), (("a1", "a2"), ("b1", "b2")))
 FORCED = {"A:a1": 2, "A:a2": 1, "B:b1": 2, "B:b2": 1, "A:a1;B:b1": 2, "A:a2;B:b2": 1}
@@ -261,7 +261,7 @@ def test_layout_triple_lists_sorted_and_split_by_column() -> None:
     """Each pair's CSR list holds exactly its triples' third attributes, ascending, by column."""
     rng = np.random.default_rng(3)
     frame = pd.DataFrame({c: rng.choice(list("abcd"), size=60) for c in "PQRST"})
-    from sds_core.prepare import prepare
+    from sds_core.data.preparation import prepare
 
     agg = exact_aggregates(prepare(frame), 3)
     lay = build_layout(agg, None)

@@ -6,13 +6,13 @@ import numpy as np
 import pytest
 from test_synthesize import _thin
 
-import sds_core.synthesize_bits as bits_mod
-from sds_core.domain import Domain
-from sds_core.exact import exact_aggregates
-from sds_core.synthesize import SynthesisParams, synthesize
-from sds_core.synthesize_bits import ctz64, popcount64
-from sds_core.synthesize_layout import build_layout
-from sds_core.table import PreparedTable
+import sds_core.synthesis._bitsets as bits_mod
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
+from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.synthesis._bitsets import ctz64, popcount64
+from sds_core.synthesis.generator import SynthesisParams, synthesize
+from sds_core.synthesis.layout import build_layout
 
 
 def _random_table(rng: np.random.Generator, n: int, cards: tuple[int, ...]) -> PreparedTable:

@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from sds_core.dp_aggregate import dp_aggregate, first_threshold, plan_release
-from sds_core.exact import exact_aggregates
-from sds_core.params import DpParams
-from sds_core.prepare import prepare
-from sds_core.randomness import ReleaseRandomness
+from sds_core.data.preparation import prepare
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.marginals.engine import dp_aggregate, first_threshold, plan_release
+from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.marginals.params import DpParams
 
 RUNS = 8  # pac-synth is unseeded: 8 fits keep the 1.2x comparison stable (3 failed ~15%)
 R = 3

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from flows.params import build_params, declared_domains, dp_params, load_config
+from release_store.params import build_params, declared_domains, dp_params, load_config
 from tests.pipeline.conftest import run_cli
 
 DECLARED_COLUMNS = "sex,educ,married,inc_cat"

@@ -9,7 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from flows.params import build_params, load_config
+from release_store.params import build_params, load_config
 from tests.pipeline.conftest import N_ROWS, charges, run_cli
 
 
@@ -17,7 +17,7 @@ from tests.pipeline.conftest import N_ROWS, charges, run_cli
 def released_run(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path,
                  prefect_server: str) -> tuple[Path, list[tuple]]:
     """One complete release (seed 11, progress on) and the progress events the CLI displayed."""
-    from tasks import progress
+    from release_store import progress
 
     events: list[tuple] = []
 
@@ -64,7 +64,7 @@ def test_progress_of_the_long_stages(released_run: tuple[Path, list[tuple]]) -> 
 
 def test_manifest_anchors_the_ledger_head(released: Path) -> None:
     """The complete manifest records the ledger head as it was when the release completed."""
-    from tasks.ledger import Ledger
+    from release_store.ledger import Ledger
 
     m = json.loads((released / "manifest.json").read_text())
     seq, digest = Ledger.open(released.parents[2]).head()  # nothing was written after it
@@ -73,7 +73,7 @@ def test_manifest_anchors_the_ledger_head(released: Path) -> None:
 
 def test_release_directory_follows_the_contract(released: Path) -> None:
     """manifest.json has the contract keys; every artifact is listed with a matching sha256."""
-    from tasks.workspace import verify_release
+    from release_store.workspace import verify_release
 
     m = json.loads((released / "manifest.json").read_text())
     for key in ("release_id", "dataset", "created_at", "status", "parameters", "privacy",
@@ -112,7 +112,7 @@ def test_ledger_charges_match_the_release(released: Path) -> None:
 
 def test_no_secret_in_the_release(released: Path) -> None:
     """Neither the key, the seed file nor the true record count appears in a published file."""
-    from tasks.workspace import forbidden_content_check
+    from release_store.workspace import forbidden_content_check
 
     home = released.parents[2]
     rid = released.name
@@ -126,7 +126,7 @@ def test_no_secret_in_the_release(released: Path) -> None:
 
 def test_published_evaluation_has_no_true_record_count(released: Path) -> None:
     """evaluation.json is the publishable subset: ratios only, no true n, no exact counts."""
-    from tasks.workspace import forbidden_content_check
+    from release_store.workspace import forbidden_content_check
 
     home, rid = released.parents[2], released.name
     only = home / "evaluation-only" / rid

@@ -10,14 +10,14 @@ from pathlib import Path
 
 import pytest
 
-from sds_core.errors import SdsInputError
-from tasks.ledger import (
+from release_store.ledger import (
     BudgetExceededError,
     Ledger,
     LedgerConflictError,
     LedgerCorruptError,
     PlannedCharge,
 )
+from sds_core.errors import SdsInputError
 
 PURE = [PlannedCharge("count", "laplace", 0.1), PlannedCharge("k1", "laplace", 0.2),
         PlannedCharge("k2", "laplace", 0.3)]
@@ -360,7 +360,7 @@ def test_concurrent_charges_of_one_stage_give_one_row(ledger: Ledger, tmp_path: 
 
 def test_real_sds_plan_reserves_and_cancels(ledger: Ledger) -> None:
     """The accounting module's stage spends fit their totals; a cancel keeps a sound partial."""
-    accounting = pytest.importorskip("sds_core.accounting")
+    accounting = pytest.importorskip("sds_core.dp.accounting")
     plan = accounting.plan_budget(epsilon=4.0, delta=1e-6, reporting_length=3,
                                   percentile_epsilon_proportion=0.01,
                                   number_of_records_epsilon_proportion=0.1,

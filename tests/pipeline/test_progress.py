@@ -6,7 +6,7 @@ import io
 
 from rich.console import Console
 
-from tasks import progress
+from release_store import progress
 
 
 class _Recorder:

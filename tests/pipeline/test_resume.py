@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tasks.workspace import sha256_file
+from release_store.workspace import sha256_file
 from tests.pipeline.conftest import PROJECT, charges, run_cli
 
 COMPARED = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",

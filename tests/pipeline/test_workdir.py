@@ -1,4 +1,4 @@
-"""The flow's private working state: layout from tasks.workspace, key, checkpoints, manifest."""
+"""The flow's private working state: layout from release_store.workspace, key, checkpoints, manifest."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
+from release_store.ledger import Ledger, PlannedCharge
+from release_store.workdir import ReleaseDirs
+from release_store.workspace import release_paths
 from sds_core.errors import SdsInputError
-from tasks.ledger import Ledger, PlannedCharge
-from tasks.workdir import ReleaseDirs
-from tasks.workspace import release_paths
 
 
 def test_layout_is_the_workspace_layout(tmp_path: Path) -> None:
-    """ReleaseDirs places a release exactly where tasks.workspace.ReleasePaths says."""
+    """ReleaseDirs places a release exactly where release_store.workspace.ReleasePaths says."""
     dirs = ReleaseDirs(tmp_path, "pums", "r1")
     paths = release_paths(tmp_path, "pums", "r1")
     assert (dirs.release_dir, dirs.private_dir) == (paths.release_dir, paths.private_dir)

@@ -15,10 +15,10 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from release_store import workspace as ws
+from release_store.audit import audit, ledger_anchor
+from release_store.ledger import Ledger, PlannedCharge
 from sds_core.errors import SdsInputError
-from tasks import workspace as ws
-from tasks.audit import audit, ledger_anchor
-from tasks.ledger import Ledger, PlannedCharge
 
 
 # -- home and ids ----------------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def test_audit_flags_manifest_ledger_mismatch(tmp_path: Path) -> None:
 
 def _rewrite_chain(path: Path, sql: str) -> None:
     """Edit the ledger and re-hash every row and the head, as a careful attacker would."""
-    from tasks.ledger_chain import FIELDS, GENESIS_HASH, row_hash
+    from release_store.ledger_chain import FIELDS, GENESIS_HASH, row_hash
 
     conn = sqlite3.connect(path)
     conn.row_factory = sqlite3.Row
@@ -340,8 +340,8 @@ def test_modules_do_not_import_prefect() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, tasks.ledger, tasks.workspace, tasks.audit, tasks.workdir\n"
-            "import tasks.progress\n"
+    code = ("import sys, release_store.ledger, release_store.workspace, release_store.audit, release_store.workdir\n"
+            "import release_store.progress\n"
             "print(','.join(m for m in sys.modules "
             "if m.split('.')[0] in ('prefect', 'great_expectations')))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

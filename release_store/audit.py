@@ -1,0 +1,163 @@
+"""`sds audit`: every release of a home with its privacy spend, plus integrity checks.
+
+Lists the releases under ``$SDS_HOME/releases`` and the ledger's reservations; with
+``verify=True`` also checks the ledger hash chain, each release directory against its
+manifest (:func:`release_store.workspace.verify_release`), the manifest against the ledger, and the
+ledger head each complete manifest recorded (:func:`ledger_anchor`) against the chain.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from release_store.ledger import LEDGER_FILE, BudgetStatus, Ledger, VerifyReport
+from release_store.workspace import MANIFEST, Manifest, verify_release
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseAudit:
+    """One release as the audit sees it (manifest and/or ledger)."""
+
+    dataset: str
+    release_id: str
+    status: str  # manifest status, or "no directory" for a ledger-only release
+    created_at: str | None
+    epsilon: float | None  # the manifest's privacy claim
+    delta: float | None
+    ledger_status: str | None  # open | completed | cancelled | None (not in the ledger)
+    epsilon_spent: float | None  # what the ledger counts against the dataset
+    delta_spent: float | None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """All releases, budgets and (when verified) every problem found."""
+
+    home: str
+    verified: bool
+    releases: tuple[ReleaseAudit, ...]
+    budgets: tuple[BudgetStatus, ...]
+    ledger: VerifyReport | None
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No problem found (only meaningful when ``verified``)."""
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (for ``--json``)."""
+        out = asdict(self)
+        out["ok"] = self.ok
+        return out
+
+    def table_rows(self) -> list[dict[str, str]]:
+        """One row of strings per release, for a rich table."""
+        def num(x: float | None, fmt: str) -> str:
+            return "" if x is None else format(x, fmt)
+
+        return [{
+            "dataset": r.dataset, "release": r.release_id, "status": r.status,
+            "ledger": r.ledger_status or "-", "epsilon": num(r.epsilon_spent, ".6g"),
+            "delta": num(r.delta_spent, ".3g"), "artifacts": str(len(r.artifacts)),
+            "check": ("ok" if not r.problems else f"{len(r.problems)} problem(s)")
+            if self.verified else "-",
+        } for r in self.releases]
+
+
+def ledger_anchor(home: str | Path) -> dict[str, Any]:
+    """The ledger head ``{"seq", "hash"}`` to record in a manifest as it turns complete.
+
+    The hash chain alone cannot reveal a ledger truncated or rewritten as a whole (with its
+    head moved along); a head recorded outside the ledger can.
+    """
+    seq, digest = Ledger.open(home).head()
+    return {"seq": seq, "hash": digest}
+
+
+def anchor_problems(ledger: Ledger | None, anchor: object) -> list[str]:
+    """Problems of a complete manifest's ``ledger_head`` against the ledger (empty = anchored)."""
+    if not (isinstance(anchor, dict) and isinstance(anchor.get("seq"), int)
+            and isinstance(anchor.get("hash"), str)):
+        return ["manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
+                "not anchored by this release"]
+    seq = anchor["seq"]
+    actual = ledger.hash_at(seq) if ledger is not None else None
+    if actual is None:
+        return [f"the ledger has no row {seq}, the head recorded when this release completed: "
+                "the ledger was truncated or replaced"]
+    if actual != anchor["hash"]:
+        return [f"ledger row {seq} no longer has the hash recorded when this release "
+                "completed: the ledger was rewritten"]
+    return []
+
+
+def _manifests(home: Path, dataset: str | None) -> list[Path]:
+    root = home / "releases"
+    pattern = f"{dataset}/*" if dataset else "*/*"
+    return sorted(p for p in root.glob(pattern) if p.is_dir()) if root.is_dir() else []
+
+
+def audit(home: str | Path, dataset: str | None = None, *, verify: bool = False) -> AuditReport:
+    """Audit a home (nothing is created or modified).
+
+    Args:
+        home: the SDS home directory.
+        dataset: only this dataset's releases and budget.
+        verify: check the ledger chain, every artifact's sha256 and manifest vs ledger.
+    """
+    home = Path(home)
+    ledger = Ledger.open(home) if (home / LEDGER_FILE).is_file() else None
+    chain = ledger.verify() if ledger is not None and verify else None
+    problems = [f"ledger: {p}" for p in chain.problems] if chain else []
+    releases, seen = [], set()
+    for release_dir in _manifests(home, dataset):
+        rid = release_dir.name
+        seen.add(rid)
+        found = verify_release(release_dir) if verify else []
+        try:
+            m = Manifest.load(release_dir / MANIFEST).data
+        except ValueError:
+            m = {"status": "unreadable"}
+        res = ledger.reservation(rid) if ledger else None
+        spent = ledger.spent(rid) if ledger else None
+        privacy = m.get("privacy") or {}
+        if verify and m.get("status") == "complete":
+            if res is None:
+                found.append("complete release has no reservation in the ledger")
+            else:
+                if res.status != "completed":
+                    found.append(f"ledger reservation is {res.status}, not completed")
+                claim = privacy.get("epsilon")
+                if claim is None or not math.isclose(float(claim), res.epsilon, rel_tol=1e-12):
+                    found.append(f"manifest epsilon {claim} differs from the ledger's "
+                                 f"reserved epsilon {res.epsilon}")
+            found += anchor_problems(ledger, m.get("ledger_head"))
+        releases.append(ReleaseAudit(
+            dataset=release_dir.parent.name, release_id=rid, status=str(m.get("status")),
+            created_at=m.get("created_at"), epsilon=privacy.get("epsilon"),
+            delta=privacy.get("delta"), ledger_status=res.status if res else None,
+            epsilon_spent=spent[0] if spent else None, delta_spent=spent[1] if spent else None,
+            parameters=dict(m.get("parameters") or {}), artifacts=dict(m.get("artifacts") or {}),
+            problems=tuple(found)))
+        problems += [f"{release_dir.parent.name}/{rid}: {p}" for p in found]
+    budgets: list[BudgetStatus] = []
+    if ledger is not None:
+        budgets = [b for b in ledger.datasets() if dataset in (None, b.dataset)]
+        for res in ledger.reservations(dataset):
+            if res.release_id not in seen:
+                spent = ledger.spent(res.release_id)
+                releases.append(ReleaseAudit(
+                    dataset=res.dataset, release_id=res.release_id, status="no directory",
+                    created_at=res.created_at, epsilon=None, delta=None,
+                    ledger_status=res.status, epsilon_spent=spent[0] if spent else None,
+                    delta_spent=spent[1] if spent else None))
+    releases.sort(key=lambda r: (r.dataset, r.created_at or "", r.release_id))
+    return AuditReport(home=str(home), verified=verify, releases=tuple(releases),
+                       budgets=tuple(budgets), ledger=chain, problems=tuple(problems))

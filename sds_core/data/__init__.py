@@ -1,0 +1,5 @@
+"""The input side of the core: value objects, SDS preprocessing, readers, binning and decoding.
+
+``preparation.prepare`` turns a sensitive table into a ``PreparedTable`` (integer codes over a
+``Domain``); ``decoding`` turns codes back into text. Nothing here is differentially private.
+"""

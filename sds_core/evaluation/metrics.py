@@ -1,0 +1,402 @@
+"""Release evaluation: SDS utility and risk metrics (spec §4) and marginal fidelity (TVD).
+
+Last stage of a release, usable on any pair of tables or aggregate sets. It compares against
+the sensitive data, so nothing it returns is differentially private: every result is labelled
+``differentially_private: False`` and must stay with the data owner unless they decide otherwise.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from numpy.typing import NDArray
+
+from sds_core.data.table import PreparedTable
+from sds_core.errors import require
+from sds_core.evaluation.publishable import PUBLISHABLE_NOTE, publishable_evaluation
+from sds_core.evaluation.tables import (
+    column_codes,
+    joint_marginal_sums,
+    mixed_radix,
+    record_min_counts,
+    row_keys,
+)
+from sds_core.marginals._count_kernels import (
+    abs_difference,
+    add_preservation_items,
+)
+from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.exact_counts import exact_aggregates
+
+NOT_DP_NOTE = (
+    "computed from the sensitive data: NOT differentially private; do not publish without the "
+    "data owner's decision"
+)
+__all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported here
+    "NOT_DP_NOTE", "PUBLISHABLE_NOTE", "EvaluationParams", "aggregate_metrics",
+    "evaluate_release", "marginal_fidelity", "publishable_evaluation", "risk_metrics",
+]  # fmt: skip
+FIRST_COUNT_BIN = 10
+DENSE_MARGINAL_CELLS = 1 << 22
+
+
+@dataclass(frozen=True, slots=True)
+class EvaluationParams:
+    """Evaluation settings (no privacy meaning: evaluation is never published as DP).
+
+    Args:
+        reporting_length: longest combination length compared (>= 1).
+        resolution: k of the rare-combination and preservation metrics (>= 1).
+        max_marginal_order: longest marginal (number of columns) in the TVD workload (>= 1).
+    """
+
+    reporting_length: int = 3
+    resolution: int = 10
+    max_marginal_order: int = 3
+
+    def __post_init__(self) -> None:
+        for name in ("reporting_length", "resolution", "max_marginal_order"):
+            v = getattr(self, name)
+            require(
+                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
+                f"{name} must be an integer >= 1, got {v!r}",
+            )
+
+
+# ---- aggregate comparison ----------------------------------------------------------------------
+
+
+def _aligned_keys(
+    sensitive: AggregateSet, target: AggregateSet
+) -> dict[int, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]]:
+    """Per length: (S keys, S counts, T keys, T counts) in one attribute-id space, keys sorted.
+
+    Equal domains share their attribute ids; otherwise T's ids are mapped through the texts.
+    """
+    same = sensitive.domain == target.domain
+    t_map = None
+    if same:
+        base = sensitive.domain.n_attributes + 1
+    else:
+        union = {t: i for i, t in enumerate(sensitive.domain.attribute_texts())}
+        t_map = np.empty(len(target.domain.attribute_texts()), dtype=np.int64)
+        for i, t in enumerate(target.domain.attribute_texts()):
+            t_map[i] = union.setdefault(t, len(union))
+        base = len(union) + 1
+    out = {}
+    for k in range(1, sensitive.reporting_length + 1):
+        sc, tc = sensitive.counts_of(k), target.counts_of(k)
+        t_attrs: NDArray[np.integer] = tc.attrs
+        if t_map is not None and len(tc):
+            t_attrs = np.sort(t_map[tc.attrs], axis=1)
+        elif not bool((t_attrs[:, 1:] > t_attrs[:, :-1]).all()):  # rows should ascend already
+            t_attrs = np.sort(t_attrs, axis=1)
+        s_keys, s_counts = _sorted(row_keys(sc.attrs, base), sc.counts.astype(np.int64, copy=False))
+        t_keys, t_counts = _sorted(row_keys(t_attrs, base), tc.counts)
+        out[k] = (s_keys, s_counts, t_keys, t_counts)
+    return out
+
+
+def _sorted(
+    keys: NDArray[np.int64], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(keys, counts) ordered by key; aggregate rows are normally sorted already (no copy)."""
+    if bool((keys[1:] > keys[:-1]).all()):
+        return keys, counts
+    order = np.argsort(keys)
+    return keys[order], counts[order]
+
+
+def _buckets(sums: NDArray[np.float64]) -> list[dict[str, float]]:
+    """Buckets from rows of summed (1, preservation, length, syn count, proportional error)."""
+    names = ("count_preservation", "mean_combo_length", "mean_combo_count",
+             "mean_proportional_error")  # fmt: skip
+    out = []
+    for row in sums:
+        n = int(row[0])
+        bucket: dict[str, float] = {
+            name: float(row[i + 1] / n) if n else 0.0 for i, name in enumerate(names)
+        }
+        bucket["n_combinations"] = n
+        out.append(bucket)
+    return out
+
+
+def aggregate_metrics(
+    sensitive: AggregateSet,
+    target: AggregateSet,
+    *,
+    resolution: int = 10,
+    n_sensitive: int | None,
+    n_target: int | None,
+) -> dict[str, Any]:
+    """SDS error/preservation metrics of ``target`` against ``sensitive`` (spec §4).
+
+    Combinations are matched by their ``Column:value`` texts, so the two sets may use different
+    domains. Percentages of suppressed and fabricated combinations both divide by |S|.
+
+    Args:
+        sensitive: S, exact aggregates (lengths 1..R compared, R = S's reporting length).
+        target: T, DP aggregates or the aggregates of a synthetic table.
+        resolution: k; sensitive combinations with count >= k enter the preservation items.
+        n_sensitive, n_target: record counts for the record expansion (None = not reported).
+
+    Returns:
+        A dict (``differentially_private: False``) with overall and ``by_length`` values,
+        ``preservation_by_length``, ``preservation_by_count`` (bins 10, 20, 40, ... descending),
+        ``mean_proportional_error`` and ``record_expansion_pct``.
+    """
+    require(
+        isinstance(resolution, int) and resolution >= 1,
+        f"resolution must be >= 1, got {resolution!r}",
+    )
+    aligned = _aligned_keys(sensitive, target)
+    by_length: dict[int, dict[str, float]] = {}
+    parts = []  # per length: (S counts, their T counts, S counts of T, T counts)
+    tot = {"s": 0, "supp": 0, "fab": 0, "err_sum": 0.0, "n_common": 0, "val_sum": 0.0}
+    max_t = 0
+    for k, (sk, sc, tk, tc) in aligned.items():
+        common, si, ti = np.intersect1d(sk, tk, assume_unique=True, return_indices=True)
+        n_s, n_supp, n_fab = sk.size, sk.size - common.size, tk.size - common.size
+        err = np.abs(sc[si] - tc[ti]).astype(np.float64)
+        by_length[k] = {
+            "n_sensitive": int(n_s), "n_target": int(tk.size),
+            "suppressed_pct": 100.0 * n_supp / n_s if n_s else 0.0,
+            "fabricated_pct": 100.0 * n_fab / n_s if n_s else 0.0,
+            "mean_count": float(sc.mean()) if n_s else 0.0,
+            "mean_error": float(err.mean()) if err.size else 0.0,
+        }  # fmt: skip
+        tot["s"] += n_s
+        tot["supp"] += n_supp
+        tot["fab"] += n_fab
+        tot["err_sum"] += float(err.sum())
+        tot["n_common"] += int(common.size)
+        tot["val_sum"] += float(sc.sum())
+        if tc.size:
+            max_t = max(max_t, int(tc.max()))
+        syn_of_s = np.zeros(sk.size, dtype=np.int64)
+        syn_of_s[si] = tc[ti]
+        sen_of_t = np.zeros(tk.size, dtype=np.int64)
+        sen_of_t[ti] = sc[si]
+        parts.append((sc, syn_of_s, sen_of_t, tc.astype(np.int64, copy=False)))
+
+    # preservation items per length: S with count >= k, then every T combination not yet
+    # included (fabricated, or rare in S); sums item by item in this order
+    bins = [FIRST_COUNT_BIN]
+    while bins[-1] < max_t:
+        bins.append(bins[-1] * 2)
+    by_bin = np.zeros((len(bins), 5))
+    by_len = np.zeros((len(parts), 5))
+    bin_arr = np.asarray(bins, dtype=np.float64)
+    for i, (k, (sen_s, syn_s, sen_t, syn_t)) in enumerate(zip(aligned, parts, strict=True)):
+        add_preservation_items(sen_s, syn_s, resolution, True, k, bin_arr, by_bin, by_len[i])
+        add_preservation_items(sen_t, syn_t, resolution, False, k, bin_arr, by_bin, by_len[i])
+    bucket_of_bin = _buckets(by_bin)
+    pres_by_count = {bins[i]: bucket_of_bin[i] for i in reversed(range(len(bins)))}
+    mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
+    expansion = None
+    if n_sensitive and n_target is not None:
+        expansion = (n_target / n_sensitive - 1.0) * 100.0
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "suppressed_pct": 100.0 * tot["supp"] / tot["s"] if tot["s"] else 0.0,
+        "fabricated_pct": 100.0 * tot["fab"] / tot["s"] if tot["s"] else 0.0,
+        "mean_count": tot["val_sum"] / tot["s"] if tot["s"] else 0.0,
+        "mean_error": tot["err_sum"] / tot["n_common"] if tot["n_common"] else 0.0,
+        "by_length": by_length,
+        "preservation_by_length": dict(zip(aligned, _buckets(by_len), strict=True)),
+        "preservation_by_count": pres_by_count,
+        "mean_proportional_error": mpe,
+        "record_expansion_pct": expansion,
+    }
+
+
+# ---- privacy risk of a table -------------------------------------------------------------------
+
+
+def risk_metrics(
+    aggregates: AggregateSet, table: PreparedTable, *, resolution: int
+) -> dict[str, Any]:
+    """Unique / rare combination shares of ``aggregates`` and records of ``table`` holding them.
+
+    Usually ``aggregates`` are the exact aggregates of ``table`` itself. A combination is unique
+    when its count is 1 and rare when its count is < ``resolution`` (rare includes unique).
+    Combinations of a record absent from ``aggregates`` are ignored.
+    """
+    require(
+        isinstance(resolution, int) and resolution >= 1,
+        f"resolution must be >= 1, got {resolution!r}",
+    )
+    require(
+        table.domain == aggregates.domain,
+        "risk_metrics needs the table and the aggregates over the same domain",
+    )
+    n, domain = table.n_records, table.domain
+    by_length: dict[int, dict[str, float]] = {}
+    n_all = n_unique = n_rare = 0
+    rare_by_len, unique_by_len = {}, {}
+    lim = max(resolution, 2)  # count-1 combinations are looked up even when resolution is 1
+    for k in range(1, aggregates.reporting_length + 1):
+        cc = aggregates.counts_of(k)
+        c = cc.counts
+        u, r = int((c == 1).sum()), int((c < resolution).sum())
+        by_length[k] = {
+            "n_combinations": len(cc),
+            "unique_pct": 100.0 * u / len(cc) if len(cc) else 0.0,
+            "rare_pct": 100.0 * r / len(cc) if len(cc) else 0.0,
+        }
+        n_all, n_unique, n_rare = n_all + len(cc), n_unique + u, n_rare + r
+        if k <= domain.n_columns and bool((c < lim).any()):
+            # only combinations with a count < max(k, 2) can make a record unique or rare; a
+            # count of 0 is treated as absent, a negative one is rare
+            keep = (c < lim) & (c != 0)
+            if keep.any():
+                rare_by_len[k] = (cc.attrs[keep], c[keep].astype(np.int64))
+            if (c == 1).any():
+                unique_by_len[k] = (cc.attrs[c == 1], c[c == 1].astype(np.int64))
+    big = np.iinfo(np.int64).max
+    min_count = (
+        record_min_counts(domain, table.codes, rare_by_len)
+        if rare_by_len
+        else (np.full(n, big, dtype=np.int64))
+    )
+    has_unique = min_count == 1
+    if unique_by_len and any(bool((v[1] < 1).any()) for v in rare_by_len.values()):
+        # a negative count can hide a count of 1 from the minimum: look the 1s up on their own
+        has_unique = record_min_counts(domain, table.codes, unique_by_len) == 1
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "resolution": resolution,
+        "unique_combinations_pct": 100.0 * n_unique / n_all if n_all else 0.0,
+        "rare_combinations_pct": 100.0 * n_rare / n_all if n_all else 0.0,
+        "records_with_unique_pct": 100.0 * float(has_unique.mean()) if n else 0.0,
+        "records_with_rare_pct": 100.0 * float((min_count < resolution).mean()) if n else 0.0,
+        "by_length": by_length,
+    }
+
+
+# ---- marginal fidelity -------------------------------------------------------------------------
+
+
+def marginal_fidelity(
+    original: pd.DataFrame | PreparedTable,
+    synthetic: pd.DataFrame | PreparedTable,
+    *,
+    max_order: int = 3,
+) -> dict[str, Any]:
+    """Mean total variation distance over all 1..max_order-way marginals, and empty-cell shares.
+
+    Empty cells ("" / NaN, or code -1) count as a value of their column. DataFrames are compared
+    cell text by cell text, so pass prepared tables (or frames after the same preprocessing).
+
+    Returns:
+        ``tvd_mean_by_order``, ``tvd_max_by_order``, ``n_marginals_by_order``,
+        ``empty_cell_share`` {original, synthetic} and ``empty_share_by_column``.
+    """
+    require(
+        isinstance(max_order, int) and max_order >= 1, f"max_order must be >= 1, got {max_order!r}"
+    )
+    o, s = column_codes(original), column_codes(synthetic)
+    require(
+        list(o) == list(s),
+        f"original and synthetic columns differ: {list(o)} vs {list(s)}",
+    )
+    n_o, n_s = len(next(iter(o.values()))[1]), len(next(iter(s.values()))[1])
+    require(n_o > 0 and n_s > 0, "marginal_fidelity needs two non-empty tables")
+    require(n_o * n_s < 1 << 61, f"tables too large to compare: {n_o} x {n_s} records")
+    maps, cards, empty_o, empty_s = [], [], {}, {}
+    for col in o:  # codes into the union of both tables' labels
+        union = {lab: i for i, lab in enumerate(o[col][0])}
+        maps.append(np.asarray([union.setdefault(lab, len(union)) for lab in s[col][0]]))
+        cards.append(max(len(union), 1))
+        empty_o[col] = union.get("", -1)
+    top_card = max(cards)
+    dtype = np.int8 if top_card <= 1 << 7 else np.int16 if top_card <= 1 << 15 else np.int32
+    codes_o, codes_s = np.empty((len(o), n_o), dtype=dtype), np.empty((len(o), n_s), dtype=dtype)
+    for j, col in enumerate(o):
+        (_, c_o), (_, c_s) = o[col], s[col]
+        e = empty_o[col]
+        codes_o[j], codes_s[j] = c_o, maps[j].astype(dtype)[c_s] if maps[j].size else c_s
+        empty_o[col], empty_s[col] = float((c_o == e).mean()), float((codes_s[j] == e).mean())
+    top = min(max_order, len(cards))
+    tvds: dict[int, list[float]] = {order: [] for order in range(1, top + 1)}
+    # TVD = 0.5 * sum |c_o / n_o - c_s / n_s| = 0.5 * sum |n_s c_o - n_o c_s| / (n_o n_s): the
+    # sum is exact in int64, cell by cell in one compiled pass over both tables per marginal;
+    # marginals inside a joint column group are sums over the group's joint table instead
+    joint = joint_marginal_sums(codes_o, codes_s, cards, top)
+    acc = np.zeros((1, 0), dtype=np.int64)
+    for order in range(1, top + 1):
+        for cols in itertools.combinations(range(len(cards)), order):
+            if cols in joint:
+                tvds[order].append(0.5 * float(joint[cols]) / float(n_o * n_s))
+                continue
+            mult = mixed_radix(cards, cols)
+            cells = int(np.prod([cards[c] for c in cols], dtype=object))
+            col_arr = np.asarray(cols, dtype=np.int64)
+            a, b = codes_o, codes_s
+            if cells > DENSE_MARGINAL_CELLS:  # sparse marginal: compact the occurring cells
+                key = np.zeros(n_o + n_s, dtype=np.int64)
+                for i, c in enumerate(cols):
+                    key[:n_o] += codes_o[c] * mult[i]
+                    key[n_o:] += codes_s[c] * mult[i]
+                dense, uniq = pd.factorize(key)
+                a, b = dense[None, :n_o], dense[None, n_o:]
+                col_arr, mult, cells = np.zeros(1, np.int64), np.ones(1, np.int64), len(uniq)
+            if acc.shape[1] < cells:
+                acc = np.zeros((1, cells), dtype=np.int64)
+            total = abs_difference(a, b, col_arr, mult, n_s, n_o, acc, cells)
+            tvds[order].append(0.5 * float(total) / float(n_o * n_s))
+    means = {o: float(np.mean(v)) for o, v in tvds.items()}
+    maxes = {o: float(np.max(v)) for o, v in tvds.items()}
+    counts = {o: len(v) for o, v in tvds.items()}
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "tvd_mean_by_order": means,
+        "tvd_max_by_order": maxes,
+        "n_marginals_by_order": counts,
+        "empty_cell_share": {
+            "original": float(np.mean(list(empty_o.values()))),
+            "synthetic": float(np.mean(list(empty_s.values()))),
+        },
+        "empty_share_by_column": {c: {"original": empty_o[c], "synthetic": empty_s[c]} for c in o},
+    }
+
+
+def evaluate_release(
+    original: PreparedTable,
+    synthetic: PreparedTable,
+    dp_aggregates: AggregateSet,
+    params: EvaluationParams = EvaluationParams(),
+) -> dict[str, Any]:
+    """Everything above for one release: sensitive vs DP aggregates, vs synthetic, risks, TVD.
+
+    Reads the sensitive table: the result is NOT differentially private (and it contains the
+    true record count through the record expansion).
+    """
+    R, k = params.reporting_length, params.resolution
+    sensitive = exact_aggregates(original, R)
+    synth = exact_aggregates(synthetic, R)
+    order = params.max_marginal_order
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "params": {"reporting_length": R, "resolution": k, "max_marginal_order": order},
+        "sensitive_vs_dp_aggregates": aggregate_metrics(
+            sensitive, dp_aggregates, resolution=k, n_sensitive=original.n_records,
+            n_target=dp_aggregates.protected_number_of_records,
+        ),
+        "sensitive_vs_synthetic": aggregate_metrics(
+            sensitive, synth, resolution=k, n_sensitive=original.n_records,
+            n_target=synthetic.n_records,
+        ),
+        "sensitive_risk": risk_metrics(sensitive, original, resolution=k),
+        "synthetic_risk": risk_metrics(synth, synthetic, resolution=k),
+        "marginal_fidelity": marginal_fidelity(original, synthetic, max_order=order),
+    }  # fmt: skip

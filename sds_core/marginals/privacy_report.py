@@ -1,0 +1,97 @@
+"""The privacy report of one DP aggregation: what a ledger records (DP or public values only).
+
+Assembled by :func:`sds_core.marginals.engine.dp_aggregate` from the budget plan and the stage
+outputs (record count, one step per length); re-exported by :mod:`sds_core.marginals.engine`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from sds_core.dp.accounting import BudgetPlan, StageSpend
+from sds_core.dp.noise import table_delta
+from sds_core.marginals.steps import LengthStep, RecordCountStep
+
+
+def _json_float(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+@dataclass(frozen=True)
+class PrivacyReport:
+    """What a ledger records about one DP aggregation (all values are DP or public).
+
+    ``table_delta`` is the total-variation bound of the table-based noise samplers; the
+    guarantee including it is (ε, δ + (1 + e^ε)·table_delta), see
+    :func:`sds_core.dp.noise.table_delta`.
+    Per-length tuples are indexed k−1; a threshold of inf means nothing was released.
+    """
+
+    epsilon: float
+    delta: float
+    rho: float
+    epsilon_percentile: float
+    sigma_by_len: tuple[float, ...]
+    allowed_sensitivity_by_len: tuple[int, ...]
+    threshold_by_len: tuple[float, ...]
+    rho_by_len: tuple[float, ...]
+    spends: tuple[StageSpend, ...]
+    accounting: str
+    table_delta: float
+
+    @property
+    def effective_delta(self) -> float:
+        """δ including the noise samplers' table approximation."""
+        return self.delta + (1 + math.exp(self.epsilon)) * self.table_delta
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-ready dict (inf thresholds become None)."""
+        return {
+            "epsilon": self.epsilon,
+            "delta": self.delta,
+            "effective_delta": self.effective_delta,
+            "rho": self.rho,
+            "epsilon_percentile": self.epsilon_percentile,
+            "sigma_by_len": list(self.sigma_by_len),
+            "allowed_sensitivity_by_len": list(self.allowed_sensitivity_by_len),
+            "threshold_by_len": [_json_float(t) for t in self.threshold_by_len],
+            "rho_by_len": list(self.rho_by_len),
+            "spends": [
+                {
+                    "stage": s.stage,
+                    "mechanism": s.mechanism,
+                    "epsilon": s.epsilon,
+                    "delta": s.delta,
+                    "rho": s.rho,
+                }
+                for s in self.spends
+            ],
+            "accounting": self.accounting,
+            "table_delta": self.table_delta,
+        }
+
+
+def privacy_report(
+    plan: BudgetPlan, count: RecordCountStep, steps: list[LengthStep]
+) -> PrivacyReport:
+    """Assemble the report from the plan and the stage outputs."""
+    tv = table_delta("laplace", 1.0 / plan.epsilon_records, 1)
+    for st in steps:
+        if st.allowed_sensitivity > 0 and st.n_candidates > 0:
+            scale = plan.sigma_by_len[st.length - 1] * math.sqrt(st.allowed_sensitivity)
+            tv += table_delta("gaussian", scale, st.n_candidates)
+    return PrivacyReport(
+        epsilon=plan.epsilon,
+        delta=plan.delta,
+        rho=plan.rho,
+        epsilon_percentile=plan.epsilon_percentile,
+        sigma_by_len=plan.sigma_by_len,
+        allowed_sensitivity_by_len=tuple(st.allowed_sensitivity for st in steps),
+        threshold_by_len=tuple(st.threshold for st in steps),
+        rho_by_len=plan.rho_by_len,
+        spends=(count.spend, *(st.spend for st in steps)),
+        accounting=plan.accounting,
+        table_delta=tv,
+    )

@@ -1,0 +1,91 @@
+"""One step of building a record, shared by both synthesis kernels (inlined into them).
+
+The integer-weighted choice, the lexicographic k-subset walk, inserting a picked attribute into
+the sorted record, writing a finished record and starting a new budget cycle (spec §2.1):
+compiled with ``inline="always"`` (the budget cycle, once per cycle, as a plain call), so the
+kernels in :mod:`sds_core.synthesis._reference_kernel` and :mod:`sds_core.synthesis._completion_kernel` pay no
+call overhead in their hot loops.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from sds_core._jit import _inline, _jit
+
+__all__ = [
+    "insert_attribute", "new_budget_cycle", "next_subset", "weighted_index", "write_record",
+]  # fmt: skip
+
+
+@_inline
+def next_subset(sidx: np.ndarray, k: int, s: int) -> bool:
+    """Advance sidx[:k] to the next k-subset of 0..s-1 (lexicographic); False after the last."""
+    t = k - 1
+    while t >= 0 and sidx[t] == s - k + t:
+        t -= 1
+    if t < 0:
+        return False
+    sidx[t] += 1
+    for t2 in range(t + 1, k):
+        sidx[t2] = sidx[t2 - 1] + 1
+    return True
+
+
+@_inline
+def insert_attribute(rec: np.ndarray, s: int, x: int) -> None:
+    """Insert attribute x into the ascending record rec[:s] (one slot free at s)."""
+    p = s
+    while p > 0 and rec[p - 1] > x:
+        rec[p] = rec[p - 1]
+        p -= 1
+    rec[p] = x
+
+
+@_inline
+def write_record(out: np.ndarray, row: int, attr_col: np.ndarray, rec: np.ndarray, s: int) -> None:
+    """out[row] = the record's attribute ids in their columns, -1 (empty) elsewhere."""
+    out[row, :] = -1
+    for t in range(s):
+        out[row, attr_col[rec[t]]] = rec[t]
+
+
+@_inline
+def weighted_index(wts: np.ndarray, n: int, total: np.int64, uniform: float) -> int:
+    """Integer-weighted choice among wts[:n] (sum ``total`` > 0), as the reference draws it.
+
+    ``u = floor(uniform * total) + 1`` (at most ``total``), then the first t whose cumulative
+    weight reaches u.
+    """
+    u = np.int64(np.floor(uniform * total)) + 1
+    if u > total:
+        u = total
+    acc = np.int64(0)
+    for t in range(n):
+        acc += wts[t]
+        if acc >= u:
+            return t
+    return n - 1
+
+
+@_jit
+def new_budget_cycle(
+    avail: np.ndarray, budget0: np.ndarray, syn: np.ndarray, csr_syn: np.ndarray,
+    state: np.ndarray,
+) -> bool:  # fmt: skip
+    """Budgets used up: with a target, restore them and zero the synthetic counts (spec §2.1).
+
+    Returns False (and sets ``state[3] = 1``, done) when there is no target or no budget at all.
+    Called once per budget cycle, so its call overhead does not matter.
+    """
+    if state[2] == 0:
+        state[3] = 1
+        return False
+    avail[:] = budget0
+    syn[:] = 0
+    csr_syn[:] = 0
+    state[0] = budget0.sum()
+    if state[0] <= 0:
+        state[3] = 1
+        return False
+    return True

@@ -1,0 +1,298 @@
+"""Aggregate-seeded synthesis: synthetic records built from an AggregateSet alone (spec §2.1).
+
+Last privacy-relevant stage of a release: it reads only the (DP) aggregates, so the records it
+produces inherit their guarantee by post-processing. The compiled loops live in
+:mod:`sds_core.synthesis._completion_kernel` (default completion mode) and
+:mod:`sds_core.synthesis._reference_kernel` (reference mode), the flat arrays they read in
+:mod:`sds_core.synthesis.layout`; this module validates parameters, feeds the kernels uniforms
+from the caller's Generator (one sequential run, or parallel batches), and returns a
+:class:`PreparedTable` over ``aggregates.domain``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from math import comb
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.errors import SdsInputError, SdsInternalError, require
+from sds_core.marginals.aggregates import AggregateSet
+from sds_core.synthesis._completion_kernel import synthesize_records_ordered
+from sds_core.synthesis._reference_kernel import synthesize_records
+from sds_core.synthesis.layout import build_layout
+
+CHUNK_RECORDS = 4096
+"""Records built per kernel call (progress is reported between calls)."""
+MAX_CANDIDATE_CELLS = 64_000_000
+AUTO_BATCH_RECORDS = 200_000
+"""From this many records on, ``parallel_batches=None`` builds 2 batches on 2 threads."""
+"""Upper bound on attributes x sub-combinations per attribute held while building a record."""
+
+
+@dataclass(frozen=True, slots=True)
+class SynthesisParams:
+    """Parameters of aggregate-seeded synthesis (none of them costs privacy budget).
+
+    Args:
+        use_synthetic_counts: weight a candidate by ``A[c] - syn[c]`` (aggregate count minus
+            the times c was already synthesized) instead of ``A[c]``, dropping exhausted
+            combinations, so that later records fill what earlier ones left. Reference default
+            False; ours True because it measurably lowers marginal error (docs/synthesis.md).
+        weight_selection_percentile: P in 0..100. Beyond the reporting length a candidate's
+            weight is the R-8 quantile at P/100 of the weights of all its sub-combinations of
+            length <= R, rounded half away from zero (reference default 95).
+        aggregate_counts_scale_factor: f > 0; every count becomes ``ceil(count * f)`` before
+            synthesis (changes how many records come out when no target is given). None = 1.
+        target_number_of_records: produce exactly this many records (> 0), resetting the
+            attribute budgets and synthetic counts whenever the budgets run out. None = stop
+            when every single-attribute budget is used (reference behaviour); see
+            :func:`default_target` for the pipeline's choice.
+        complete_records: our record-completion mode (reference: False). (1) Each step only
+            considers the free column ranked first by its aggregate fill rate (sum of its
+            1-counts / expected records; ties: fewer values first), so always-filled columns are
+            filled before sparse ones; (2) when no candidate respects the budgets / synthetic
+            counts any more, keep adding a candidate drawn by the raw aggregate weights among
+            those that create no unreported combination, in columns still below their fill
+            rate. The reference ends the record there, leaving those cells empty. The guarantee
+            (no unreported combination of length <= R) holds in both modes.
+        parallel_batches: B >= 1 independent batches built on parallel threads, each from the
+            aggregates scaled by 1/B (``ceil(count * f / B)``) with its own budgets and synthetic
+            counts, producing 1/B of the records; outputs are concatenated. An approximation of
+            one sequential run (synthetic counts steer within a batch only; docs/synthesis.md
+            measures it). None = automatic: 2 when the run makes at least
+            ``AUTO_BATCH_RECORDS`` records, else 1 (sequential, exact). The choice depends on the
+            parameters and aggregates only, never on the machine, so seeds replay.
+    """
+
+    use_synthetic_counts: bool = True
+    weight_selection_percentile: int = 95
+    aggregate_counts_scale_factor: float | None = None
+    target_number_of_records: int | None = None
+    complete_records: bool = True
+    parallel_batches: int | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("use_synthetic_counts", "complete_records"):
+            value = getattr(self, name)
+            require(isinstance(value, bool), f"{name} must be a bool, got {value!r}")
+        p = self.weight_selection_percentile
+        require(
+            isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 100,
+            f"weight_selection_percentile must be an integer in 0..100, got {p!r}",
+        )
+        f = self.aggregate_counts_scale_factor
+        require(
+            f is None
+            or (isinstance(f, int | float) and not isinstance(f, bool) and 0 < f < float("inf")),
+            f"aggregate_counts_scale_factor must be None or a finite number > 0, got {f!r}",
+        )
+        b = self.parallel_batches
+        require(
+            b is None or (isinstance(b, int) and not isinstance(b, bool) and b >= 1),
+            f"parallel_batches must be None or an integer >= 1, got {b!r}",
+        )
+        t = self.target_number_of_records
+        require(
+            t is None or (isinstance(t, int) and not isinstance(t, bool) and t > 0),
+            f"target_number_of_records must be None or an integer > 0, got {t!r}",
+        )
+
+
+REFERENCE_PARAMS = SynthesisParams(
+    use_synthetic_counts=False, complete_records=False, parallel_batches=1
+)
+"""pac-synth 0.0.8's behaviour (its ``sample()`` without a target)."""
+
+
+def default_target(aggregates: AggregateSet) -> int:
+    """The record count the pipeline asks for: the protected (DP) number of records.
+
+    Raises SdsInputError when the aggregates carry no protected record count.
+    """
+    n = aggregates.protected_number_of_records
+    require(
+        n is not None and n > 0,
+        "aggregates.protected_number_of_records is not set: pass target_number_of_records "
+        "explicitly (exact aggregates have no protected count)",
+    )
+    return int(n)
+
+
+def synthesize(
+    aggregates: AggregateSet,
+    params: SynthesisParams = SynthesisParams(),
+    *,
+    rng: np.random.Generator,
+    progress: Callable[[int, int], None] | None = None,
+    multi_value_columns: tuple[MultiValueColumn, ...] = (),
+) -> PreparedTable:
+    """Synthesize records from ``aggregates`` alone (aggregate-seeded synthesis, spec §2.1).
+
+    Args:
+        aggregates: the (DP) aggregates; nothing else about the data is read.
+        params: see :class:`SynthesisParams`.
+        rng: source of all randomness; same aggregates + params + seed => identical table.
+        progress: called as ``progress(done, total)`` between chunks of records; ``total`` is
+            the target, or the total attribute budget (with ``done`` in attributes used) when
+            no target is given.
+        multi_value_columns: passed through to the result (for re-joining on output).
+
+    Returns:
+        A PreparedTable over ``aggregates.domain`` (codes, -1 = empty), rows shuffled.
+
+    Raises:
+        SdsInputError: bad parameters, or aggregates without any single-attribute count.
+    """
+    require(isinstance(aggregates, AggregateSet), "aggregates must be an AggregateSet")
+    require(isinstance(params, SynthesisParams), "params must be a SynthesisParams")
+    require(isinstance(rng, np.random.Generator), "rng must be a numpy.random.Generator")
+    domain = aggregates.domain
+    n_cols, n_attr, R = domain.n_columns, domain.n_attributes, aggregates.reporting_length
+    target = params.target_number_of_records
+    scale = params.aggregate_counts_scale_factor
+    f = 1.0 if scale is None else scale
+    batches = params.parallel_batches or (
+        2 if _expected_records(aggregates, target, f) >= AUTO_BATCH_RECORDS else 1
+    )
+    lay = build_layout(aggregates, scale if batches == 1 else f / batches)
+    bs = lay.bitsets
+    budget0 = np.zeros(n_attr, dtype=np.int64)
+    has1 = lay.idx1 >= 0
+    budget0[has1] = lay.counts[lay.idx1[has1]]
+    total_budget = int(budget0.sum())
+    require(total_budget > 0, "aggregates have no single-attribute (length 1) counts to synthesize")
+    sub_cap = max(1, sum(comb(n_cols - 1, j) for j in range(R)))
+    if n_attr * sub_cap > MAX_CANDIDATE_CELLS:
+        raise SdsInputError(
+            f"{n_attr} attributes x {sub_cap} sub-combinations per candidate exceed the synthesis "
+            f"working-memory bound ({MAX_CANDIDATE_CELLS}); lower the reporting length or bin "
+            "high-cardinality columns"
+        )
+    attr_col = domain.attribute_columns().astype(np.int64)
+    # share of non-empty cells per column implied by the aggregates: column budget / records
+    # per budget cycle (protected count, scaled like the counts; else the fullest column)
+    col_budget = np.bincount(attr_col, weights=budget0, minlength=n_cols)
+    cycle = aggregates.protected_number_of_records
+    if cycle is not None and (params.aggregate_counts_scale_factor is not None or batches > 1):
+        cycle = cycle * f / batches
+    if cycle is None or cycle <= 0:
+        cycle = float(col_budget.max())
+    fill_rate = np.minimum(col_budget / cycle, 1.0)
+    card = np.bincount(attr_col[has1], minlength=n_cols)
+    # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
+    col_order = np.lexsort((card, -np.round(fill_rate, 2))).astype(np.int64)
+    col_lo = np.asarray(domain.offsets[:-1], dtype=np.int64)
+    col_hi = np.asarray(domain.offsets[1:], dtype=np.int64)
+    pct = params.weight_selection_percentile / 100.0
+    done = np.zeros(batches, dtype=np.int64)  # records made (or budget used) per batch
+
+    def run(b: int, b_rng: np.random.Generator, b_target: int | None) -> list[NDArray[np.int64]]:
+        """One batch: its own budgets, synthetic counts and fill counters."""
+        syn = np.zeros(lay.counts.size, dtype=np.int64)
+        csr = (*lay.csr[:4], np.zeros_like(lay.csr[4]), *lay.csr[5:])
+        avail, filled = budget0.copy(), np.zeros(n_cols, dtype=np.int64)
+        state = np.array([total_budget, 0, int(b_target is not None), 0], dtype=np.int64)
+        chunks: list[NDArray[np.int64]] = []
+        made = 0
+        while True:
+            want = CHUNK_RECORDS if b_target is None else min(CHUNK_RECORDS, b_target - made)
+            if want <= 0:
+                break
+            out = np.empty((want, n_cols), dtype=np.int64)
+            uniforms = b_rng.random(want * n_cols)
+            if params.complete_records:
+                n, _ = synthesize_records_ordered(
+                    out, uniforms, attr_col, col_lo, col_hi, col_order, lay.counts, syn,
+                    lay.idx1, lay.tkeys, lay.tvals, lay.bits, lay.base, R, avail, budget0, state,
+                    params.use_synthetic_counts, pct, fill_rate, filled, sub_cap, lay.pair_idx,
+                    *csr, lay.pair_col_start, lay.pair_first, bs.enabled, bs.colw, bs.has1, bs.b2,
+                    bs.b3, bs.cum3,
+                )  # fmt: skip
+            else:
+                n, _ = synthesize_records(
+                    out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals,
+                    lay.bits, lay.base, R, avail, budget0, state, params.use_synthetic_counts,
+                    pct, sub_cap, lay.pair_idx, *csr,
+                )  # fmt: skip
+            if state[3] == 2:
+                raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
+            chunks.append(out[:n])
+            made += n
+            done[b] = total_budget - int(state[0]) if b_target is None else made
+            if progress is not None and batches == 1:
+                progress(int(done[0]), total_budget if b_target is None else b_target)
+            if state[3] == 1:
+                break
+        return chunks
+
+    if batches == 1:
+        chunks = run(0, rng, target)
+    else:
+        targets = [None if target is None else target // batches + (b < target % batches)
+                   for b in range(batches)]  # fmt: skip
+        chunks = _run_parallel(run, rng.spawn(batches), targets, done, progress,
+                               total_budget * batches if target is None else target)  # fmt: skip
+    ids = np.concatenate(chunks) if chunks else np.zeros((0, n_cols), dtype=np.int64)
+    offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
+    codes = np.where(ids >= 0, ids - offsets[None, :], EMPTY_CODE).astype(np.int32)
+    codes = codes[rng.permutation(codes.shape[0])]
+    return PreparedTable(domain, codes, multi_value_columns)
+
+
+def _expected_records(aggregates: AggregateSet, target: int | None, f: float) -> float:
+    """Records a run will make: the target, else one budget cycle (protected count or fullest
+    column's 1-count sum), scaled."""
+    if target is not None:
+        return float(target)
+    if aggregates.protected_number_of_records:
+        return float(aggregates.protected_number_of_records) * f
+    c1 = aggregates.counts_of(1)
+    cols = aggregates.domain.attribute_columns()[c1.attrs[:, 0]] if len(c1) else np.zeros(0, int)
+    return float(np.bincount(cols, weights=c1.counts).max() * f) if len(c1) else 0.0
+
+
+def _run_parallel(
+    run: Callable[[int, np.random.Generator, int | None], list[NDArray[np.int64]]],
+    rngs: list[np.random.Generator], targets: list[int | None], done: NDArray[np.int64],
+    progress: Callable[[int, int], None] | None, total: int,
+) -> list[NDArray[np.int64]]:  # fmt: skip
+    """Run the batches on threads (the kernels release the GIL); progress from this thread."""
+    from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
+
+    with ThreadPoolExecutor(max_workers=len(rngs)) as pool:
+        futures = [
+            pool.submit(run, b, r, t) for b, (r, t) in enumerate(zip(rngs, targets, strict=True))
+        ]
+        pending = set(futures)
+        while pending:
+            _, pending = wait(pending, timeout=0.5, return_when=FIRST_EXCEPTION)
+            if progress is not None:
+                progress(int(done.sum()), total)
+        return [chunk for fut in futures for chunk in fut.result()]
+
+
+def domain_from_text_keys(keys: Iterable[str], columns: Sequence[str] | None = None) -> Domain:
+    """Domain implied by SDS combination texts (``"A:a1;B:b1"``), e.g. pac-synth's aggregates.
+
+    Args:
+        keys: combination texts; every attribute ``Column:value`` found becomes a label.
+        columns: column order (e.g. the data header); default = order of first appearance.
+            Columns listed here but absent from ``keys`` get no labels.
+
+    >>> domain_from_text_keys(["B:b1;A:a2", "A:a1"], columns=["A", "B"]).labels
+    (('a1', 'a2'), ('b1',))
+    """
+    labels: dict[str, set[str]] = {c: set() for c in columns or ()}
+    for key in keys:
+        for part in key.split(";"):
+            col, sep, value = part.partition(":")
+            require(bool(sep) and value != "", f"combination {key!r}: {part!r} is not Column:value")
+            if col not in labels:
+                require(columns is None, f"combination {key!r} names column {col!r} not in columns")
+                labels[col] = set()
+            labels[col].add(value)
+    return Domain(tuple(labels), tuple(tuple(sorted(v)) for v in labels.values()))
