@@ -97,16 +97,23 @@ def run(
         target = default_target(aggregates)
         t0 = time.perf_counter()
         table = synthesize(
-            aggregates, SynthesisParams(target_number_of_records=target),
+            aggregates,
+            SynthesisParams(target_number_of_records=target),
             rng=np.random.default_rng(seed),
-        )  # fmt: skip
+        )
         sec = time.perf_counter() - t0
         label = "binned age/income" if binned else "raw columns"
         print(f"\n### {size} rows, {label}, our DP aggregates, eps={epsilon}, R={reporting_length}")
         print(f"\n{HEADER}\n|---|---|---|---|---|---|---|")
         print(tvd_row("ours, default", sec, original, table))
-        print(tvd_row("independent 1-way (DP 1-counts)", None, original,
-                      independent(aggregates, target, np.random.default_rng(seed))))  # fmt: skip
+        print(
+            tvd_row(
+                "independent 1-way (DP 1-counts)",
+                None,
+                original,
+                independent(aggregates, target, np.random.default_rng(seed)),
+            )
+        )
         return
     params = (
         pacsynth.DpAggregateSeededParametersBuilder()
@@ -121,9 +128,12 @@ def run(
     texts = ref.get_dp_aggregates(";")
     domain = domain_from_text_keys(texts, columns=list(frame.columns))
     aggregates = AggregateSet.from_text_dict(
-        domain, texts, reporting_length,
-        protected_number_of_records=ref.get_dp_number_of_records(), is_dp=True,
-    )  # fmt: skip
+        domain,
+        texts,
+        reporting_length,
+        protected_number_of_records=ref.get_dp_number_of_records(),
+        is_dp=True,
+    )
     target = default_target(aggregates)
 
     t0 = time.perf_counter()
@@ -145,8 +155,14 @@ def run(
         table = synthesize(aggregates, p, rng=np.random.default_rng(seed))
         times[name] = time.perf_counter() - t0
         rows.append(tvd_row(name, times[name], original, table))
-    rows.append(tvd_row("independent 1-way (DP 1-counts)", None, original,
-                        independent(aggregates, target, np.random.default_rng(seed))))  # fmt: skip
+    rows.append(
+        tvd_row(
+            "independent 1-way (DP 1-counts)",
+            None,
+            original,
+            independent(aggregates, target, np.random.default_rng(seed)),
+        )
+    )
     label = "binned age/income" if binned else "raw columns"
     print(
         f"\n### {size} rows, {label}, eps={epsilon}, R={reporting_length} "
@@ -170,9 +186,10 @@ def main() -> None:
     parser.add_argument("--reporting-length", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument(
-        "--own-aggregates", action="store_true",
+        "--own-aggregates",
+        action="store_true",
         help="synthesize from our DP aggregates and skip pac-synth (ours vs independent only)",
-    )  # fmt: skip
+    )
     args = parser.parse_args()
     # compile (or load the cached) numba kernel outside the timings
     warm = prepare(pd.DataFrame({"A": ["a", "b"], "B": ["c", "c"]}))

@@ -17,7 +17,10 @@ from typing import Annotated, Any
 import typer
 
 app = typer.Typer(
-    name="sds", add_completion=False, no_args_is_help=True, pretty_exceptions_enable=False,
+    name="sds",
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
     help="Differentially private data releases (SDS marginals + synthetic data) with a "
     "privacy-budget ledger.",
 )
@@ -101,11 +104,19 @@ def release(
     try:
         cfg = load_config(config) if config is not None else {}
         overrides: dict[str, Any] = {
-            "dataset": dataset, "epsilon": epsilon, "delta": delta,
-            "reporting_length": reporting_length, "synthesizer": synthesizer, "seed": seed,
-            "use_columns": _csv_list(use_columns), "sensitive_zeros": _csv_list(sensitive_zeros),
-            "delimiter": delimiter, "record_limit": record_limit, "release_id": release_id,
-            "home": home, "input": str(Path(input).expanduser().absolute()),
+            "dataset": dataset,
+            "epsilon": epsilon,
+            "delta": delta,
+            "reporting_length": reporting_length,
+            "synthesizer": synthesizer,
+            "seed": seed,
+            "use_columns": _csv_list(use_columns),
+            "sensitive_zeros": _csv_list(sensitive_zeros),
+            "delimiter": delimiter,
+            "record_limit": record_limit,
+            "release_id": release_id,
+            "home": home,
+            "input": str(Path(input).expanduser().absolute()),
         }
         if "dataset" not in cfg and dataset is None:
             raise SdsInputError("no dataset id: pass --dataset ID or set dataset in the config")
@@ -118,9 +129,12 @@ def release(
     root = _home(params.home)
     from release_store.workspace import new_release_id
 
-    params = params.model_copy(update={"home": str(root),
-                                       "release_id": params.release_id
-                                       or new_release_id(params.dataset)})
+    params = params.model_copy(
+        update={
+            "home": str(root),
+            "release_id": params.release_id or new_release_id(params.dataset),
+        }
+    )
     _run(params, root, quiet=quiet)
 
 
@@ -141,24 +155,29 @@ def _run(params: Any, root: Path, *, quiet: bool) -> None:
         error = state.result(raise_on_failure=False)
         message = str(error) if isinstance(error, BaseException) else str(state.message)
         if not isinstance(error, SdsInputError):
-            message = f"{type(error).__name__}: {message}" if isinstance(
-                error, BaseException) else message
+            message = (
+                f"{type(error).__name__}: {message}"
+                if isinstance(error, BaseException)
+                else message
+            )
         raise fail(f"release {params.release_id} failed: {message}", 1)
     console.print(f"[green]release {params.release_id} complete[/green]")
     typer.echo(state.result())
 
 
 @app.command()
-def resume(release_id: str, home: HomeOpt = None,
-           quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False) -> None:
+def resume(
+    release_id: str,
+    home: HomeOpt = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+) -> None:
     """Continue an unfinished release from its first unfinished stage (no double spend)."""
     from release_store.params import ReleaseParams
 
     root = _home(home)
     saved = root / "private" / release_id / "params.json"
     if not saved.is_file():
-        raise fail(f"no release {release_id!r} in {root} (no {saved}); check the id and --home",
-                   2)
+        raise fail(f"no release {release_id!r} in {root} (no {saved}); check the id and --home", 2)
     data = json.loads(saved.read_text())
     seed_file = saved.parent / "seed.json"
     data["seed"] = json.loads(seed_file.read_text())["seed"] if seed_file.is_file() else None
@@ -180,14 +199,19 @@ def cancel(release_id: str, home: HomeOpt = None) -> None:
         raise fail(str(e), 2) from None
     for d in (root / "releases").glob(f"*/{release_id}"):
         discard_incomplete(d, reason="cancelled")
-    typer.echo(f"cancelled {release_id}: spent ε={res.epsilon_spent:.6g} δ={res.delta_spent:.3g},"
-               f" returned ε={res.epsilon_returned:.6g} δ={res.delta_returned:.3g}")
+    typer.echo(
+        f"cancelled {release_id}: spent ε={res.epsilon_spent:.6g} δ={res.delta_spent:.3g},"
+        f" returned ε={res.epsilon_returned:.6g} δ={res.delta_returned:.3g}"
+    )
 
 
 @budget_app.command("set")
-def budget_set(dataset: str, epsilon: Annotated[float, typer.Option(help="Lifetime ε.")],
-               delta: Annotated[float, typer.Option(help="Lifetime δ.")] = 1e-5,
-               home: HomeOpt = None) -> None:
+def budget_set(
+    dataset: str,
+    epsilon: Annotated[float, typer.Option(help="Lifetime ε.")],
+    delta: Annotated[float, typer.Option(help="Lifetime δ.")] = 1e-5,
+    home: HomeOpt = None,
+) -> None:
     """Set a dataset's lifetime (ε, δ) budget."""
     from release_store.ledger import Ledger
     from sds_core.errors import SdsInputError
@@ -196,13 +220,18 @@ def budget_set(dataset: str, epsilon: Annotated[float, typer.Option(help="Lifeti
         st = Ledger.open(_home(home)).set_budget(dataset, epsilon=epsilon, delta=delta)
     except SdsInputError as e:
         raise fail(str(e), 2) from None
-    typer.echo(f"{dataset}: lifetime ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g}, "
-               f"remaining ε={st.epsilon_remaining:.6g} δ={st.delta_remaining:.3g}")
+    typer.echo(
+        f"{dataset}: lifetime ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g}, "
+        f"remaining ε={st.epsilon_remaining:.6g} δ={st.delta_remaining:.3g}"
+    )
 
 
 @budget_app.command("show")
-def budget_show(dataset: Annotated[str | None, typer.Argument()] = None, home: HomeOpt = None,
-                as_json: Annotated[bool, typer.Option("--json")] = False) -> None:
+def budget_show(
+    dataset: Annotated[str | None, typer.Argument()] = None,
+    home: HomeOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
     """Show lifetime, spent, reserved and remaining budget per dataset."""
     from rich.console import Console
     from rich.table import Table
@@ -213,24 +242,34 @@ def budget_show(dataset: Annotated[str | None, typer.Argument()] = None, home: H
     rows = [ledger.budget(dataset)] if dataset else ledger.datasets()
     rows = [r for r in rows if r is not None]
     if dataset and not rows:
-        raise fail(f"dataset {dataset!r} has no budget; set one with `sds budget set {dataset} "
-                   "--epsilon E`", 1)
+        raise fail(
+            f"dataset {dataset!r} has no budget; set one with `sds budget set {dataset} "
+            "--epsilon E`",
+            1,
+        )
     if as_json:
         typer.echo(json.dumps([r.to_dict() for r in rows], indent=2))
         return
     table = Table("dataset", "ε lifetime", "ε spent", "ε reserved", "ε left", "δ left")
     for r in rows:
-        table.add_row(r.dataset, f"{r.epsilon_lifetime:.6g}", f"{r.epsilon_spent:.6g}",
-                      f"{r.epsilon_reserved:.6g}", f"{r.epsilon_remaining:.6g}",
-                      f"{r.delta_remaining:.3g}")
+        table.add_row(
+            r.dataset,
+            f"{r.epsilon_lifetime:.6g}",
+            f"{r.epsilon_spent:.6g}",
+            f"{r.epsilon_reserved:.6g}",
+            f"{r.epsilon_remaining:.6g}",
+            f"{r.delta_remaining:.3g}",
+        )
     Console().print(table)
 
 
 @app.command()
-def audit(dataset: Annotated[str | None, typer.Argument()] = None,
-          verify: Annotated[bool, typer.Option("--verify", help="Check hashes and chain.")] = False,
-          as_json: Annotated[bool, typer.Option("--json")] = False,
-          home: HomeOpt = None) -> None:
+def audit(
+    dataset: Annotated[str | None, typer.Argument()] = None,
+    verify: Annotated[bool, typer.Option("--verify", help="Check hashes and chain.")] = False,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+    home: HomeOpt = None,
+) -> None:
     """List releases and budgets; --verify checks the ledger chain and every artifact hash."""
     from rich.console import Console
     from rich.table import Table
@@ -260,9 +299,12 @@ def evaluate(
     original: Annotated[str, typer.Argument(help="The sensitive table (CSV or Parquet).")],
     synthetic: Annotated[str, typer.Argument(help="The synthetic table, e.g. synthetic.csv.")],
     reporting_length: Annotated[int, typer.Option(min=1, help="Longest combination.")] = 3,
-    config: Annotated[Path | None, typer.Option(
-        help="Release config: preprocess ORIGINAL as the release did (columns, zeros, bins)."
-    )] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="Release config: preprocess ORIGINAL as the release did (columns, zeros, bins)."
+        ),
+    ] = None,
     resolution: Annotated[int, typer.Option(min=1, help="k of the preservation metrics.")] = 10,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default ',').")] = None,
@@ -272,8 +314,14 @@ def evaluate(
     from sds_core.errors import SdsInputError
 
     try:
-        result = compare_tables(original, synthetic, reporting_length=reporting_length,
-                                resolution=resolution, config=config, delimiter=delimiter)
+        result = compare_tables(
+            original,
+            synthetic,
+            reporting_length=reporting_length,
+            resolution=resolution,
+            config=config,
+            delimiter=delimiter,
+        )
     except SdsInputError as e:
         raise fail(str(e), 2) from None
     if as_json:

@@ -59,16 +59,25 @@ class AuditReport:
 
     def table_rows(self) -> list[dict[str, str]]:
         """One row of strings per release, for a rich table."""
+
         def num(x: float | None, fmt: str) -> str:
             return "" if x is None else format(x, fmt)
 
-        return [{
-            "dataset": r.dataset, "release": r.release_id, "status": r.status,
-            "ledger": r.ledger_status or "-", "epsilon": num(r.epsilon_spent, ".6g"),
-            "delta": num(r.delta_spent, ".3g"), "artifacts": str(len(r.artifacts)),
-            "check": ("ok" if not r.problems else f"{len(r.problems)} problem(s)")
-            if self.verified else "-",
-        } for r in self.releases]
+        return [
+            {
+                "dataset": r.dataset,
+                "release": r.release_id,
+                "status": r.status,
+                "ledger": r.ledger_status or "-",
+                "epsilon": num(r.epsilon_spent, ".6g"),
+                "delta": num(r.delta_spent, ".3g"),
+                "artifacts": str(len(r.artifacts)),
+                "check": ("ok" if not r.problems else f"{len(r.problems)} problem(s)")
+                if self.verified
+                else "-",
+            }
+            for r in self.releases
+        ]
 
 
 def ledger_anchor(home: str | Path) -> dict[str, Any]:
@@ -83,18 +92,27 @@ def ledger_anchor(home: str | Path) -> dict[str, Any]:
 
 def anchor_problems(ledger: Ledger | None, anchor: object) -> list[str]:
     """Problems of a complete manifest's ``ledger_head`` against the ledger (empty = anchored)."""
-    if not (isinstance(anchor, dict) and isinstance(anchor.get("seq"), int)
-            and isinstance(anchor.get("hash"), str)):
-        return ["manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
-                "not anchored by this release"]
+    if not (
+        isinstance(anchor, dict)
+        and isinstance(anchor.get("seq"), int)
+        and isinstance(anchor.get("hash"), str)
+    ):
+        return [
+            "manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
+            "not anchored by this release"
+        ]
     seq = anchor["seq"]
     actual = ledger.hash_at(seq) if ledger is not None else None
     if actual is None:
-        return [f"the ledger has no row {seq}, the head recorded when this release completed: "
-                "the ledger was truncated or replaced"]
+        return [
+            f"the ledger has no row {seq}, the head recorded when this release completed: "
+            "the ledger was truncated or replaced"
+        ]
     if actual != anchor["hash"]:
-        return [f"ledger row {seq} no longer has the hash recorded when this release "
-                "completed: the ledger was rewritten"]
+        return [
+            f"ledger row {seq} no longer has the hash recorded when this release "
+            "completed: the ledger was rewritten"
+        ]
     return []
 
 
@@ -136,16 +154,27 @@ def audit(home: str | Path, dataset: str | None = None, *, verify: bool = False)
                     found.append(f"ledger reservation is {res.status}, not completed")
                 claim = privacy.get("epsilon")
                 if claim is None or not math.isclose(float(claim), res.epsilon, rel_tol=1e-12):
-                    found.append(f"manifest epsilon {claim} differs from the ledger's "
-                                 f"reserved epsilon {res.epsilon}")
+                    found.append(
+                        f"manifest epsilon {claim} differs from the ledger's "
+                        f"reserved epsilon {res.epsilon}"
+                    )
             found += anchor_problems(ledger, m.get("ledger_head"))
-        releases.append(ReleaseAudit(
-            dataset=release_dir.parent.name, release_id=rid, status=str(m.get("status")),
-            created_at=m.get("created_at"), epsilon=privacy.get("epsilon"),
-            delta=privacy.get("delta"), ledger_status=res.status if res else None,
-            epsilon_spent=spent[0] if spent else None, delta_spent=spent[1] if spent else None,
-            parameters=dict(m.get("parameters") or {}), artifacts=dict(m.get("artifacts") or {}),
-            problems=tuple(found)))
+        releases.append(
+            ReleaseAudit(
+                dataset=release_dir.parent.name,
+                release_id=rid,
+                status=str(m.get("status")),
+                created_at=m.get("created_at"),
+                epsilon=privacy.get("epsilon"),
+                delta=privacy.get("delta"),
+                ledger_status=res.status if res else None,
+                epsilon_spent=spent[0] if spent else None,
+                delta_spent=spent[1] if spent else None,
+                parameters=dict(m.get("parameters") or {}),
+                artifacts=dict(m.get("artifacts") or {}),
+                problems=tuple(found),
+            )
+        )
         problems += [f"{release_dir.parent.name}/{rid}: {p}" for p in found]
     budgets: list[BudgetStatus] = []
     if ledger is not None:
@@ -153,11 +182,25 @@ def audit(home: str | Path, dataset: str | None = None, *, verify: bool = False)
         for res in ledger.reservations(dataset):
             if res.release_id not in seen:
                 spent = ledger.spent(res.release_id)
-                releases.append(ReleaseAudit(
-                    dataset=res.dataset, release_id=res.release_id, status="no directory",
-                    created_at=res.created_at, epsilon=None, delta=None,
-                    ledger_status=res.status, epsilon_spent=spent[0] if spent else None,
-                    delta_spent=spent[1] if spent else None))
+                releases.append(
+                    ReleaseAudit(
+                        dataset=res.dataset,
+                        release_id=res.release_id,
+                        status="no directory",
+                        created_at=res.created_at,
+                        epsilon=None,
+                        delta=None,
+                        ledger_status=res.status,
+                        epsilon_spent=spent[0] if spent else None,
+                        delta_spent=spent[1] if spent else None,
+                    )
+                )
     releases.sort(key=lambda r: (r.dataset, r.created_at or "", r.release_id))
-    return AuditReport(home=str(home), verified=verify, releases=tuple(releases),
-                       budgets=tuple(budgets), ledger=chain, problems=tuple(problems))
+    return AuditReport(
+        home=str(home),
+        verified=verify,
+        releases=tuple(releases),
+        budgets=tuple(budgets),
+        ledger=chain,
+        problems=tuple(problems),
+    )

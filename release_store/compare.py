@@ -14,9 +14,15 @@ from pathlib import Path
 from typing import Any
 
 
-def compare_tables(original: str | Path, synthetic: str | Path, *, reporting_length: int = 3,
-                   resolution: int = 10, config: str | Path | None = None,
-                   delimiter: str | None = None) -> dict[str, Any]:
+def compare_tables(
+    original: str | Path,
+    synthetic: str | Path,
+    *,
+    reporting_length: int = 3,
+    resolution: int = 10,
+    config: str | Path | None = None,
+    delimiter: str | None = None,
+) -> dict[str, Any]:
     """Utility of ``synthetic`` against ``original`` (both CSV or Parquet files).
 
     Args:
@@ -49,18 +55,26 @@ def compare_tables(original: str | Path, synthetic: str | Path, *, reporting_len
         params = build_params(cfg, {"input": str(original), "dataset": cfg.get("dataset") or "x"})
         prep, original_delimiter = prepare_params(params), delimiter or params.delimiter
     sensitive = prepare(read_table(original, delimiter=original_delimiter), prep)
-    synth = prepare(read_table(synthetic, delimiter=delimiter or ","),
-                    dataclasses.replace(prep, binning=(), record_limit=None))
+    synth = prepare(
+        read_table(synthetic, delimiter=delimiter or ","),
+        dataclasses.replace(prep, binning=(), record_limit=None),
+    )
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
-        "params": {"reporting_length": reporting_length, "resolution": resolution,
-                   "config": None if config is None else str(config)},
+        "params": {
+            "reporting_length": reporting_length,
+            "resolution": resolution,
+            "config": None if config is None else str(config),
+        },
         "records": {"original": sensitive.n_records, "synthetic": synth.n_records},
         "aggregates": aggregate_metrics(
             exact_aggregates(sensitive, reporting_length),
             exact_aggregates(synth, reporting_length),
-            resolution=resolution, n_sensitive=sensitive.n_records, n_target=synth.n_records),
+            resolution=resolution,
+            n_sensitive=sensitive.n_records,
+            n_target=synth.n_records,
+        ),
         "marginal_fidelity": marginal_fidelity(sensitive, synth, max_order=reporting_length),
     }
 
@@ -68,19 +82,27 @@ def compare_tables(original: str | Path, synthetic: str | Path, *, reporting_len
 def summary_lines(result: dict[str, Any]) -> list[str]:
     """A short human-readable summary of :func:`compare_tables`' result."""
     agg, fid = result["aggregates"], result["marginal_fidelity"]
-    lines = ["NOT differentially private: computed from the sensitive data; keep it with the "
-             "data owner.",
-             f"records: original {result['records']['original']}, synthetic "
-             f"{result['records']['synthetic']} "
-             f"(expansion {agg['record_expansion_pct']:+.2f}%)",
-             "length  suppressed%  fabricated%  mean error  (combinations of the original)"]
+    lines = [
+        "NOT differentially private: computed from the sensitive data; keep it with the "
+        "data owner.",
+        f"records: original {result['records']['original']}, synthetic "
+        f"{result['records']['synthetic']} "
+        f"(expansion {agg['record_expansion_pct']:+.2f}%)",
+        "length  suppressed%  fabricated%  mean error  (combinations of the original)",
+    ]
     for k, row in sorted(agg["by_length"].items()):
-        lines.append(f"{k:>6}  {row['suppressed_pct']:>11.2f}  {row['fabricated_pct']:>11.2f}  "
-                     f"{row['mean_error']:>10.2f}")
-    lines.append(f"overall: suppressed {agg['suppressed_pct']:.2f}%, fabricated "
-                 f"{agg['fabricated_pct']:.2f}%, mean error {agg['mean_error']:.2f}, mean "
-                 f"proportional error {agg['mean_proportional_error']:.4f}")
+        lines.append(
+            f"{k:>6}  {row['suppressed_pct']:>11.2f}  {row['fabricated_pct']:>11.2f}  "
+            f"{row['mean_error']:>10.2f}"
+        )
+    lines.append(
+        f"overall: suppressed {agg['suppressed_pct']:.2f}%, fabricated "
+        f"{agg['fabricated_pct']:.2f}%, mean error {agg['mean_error']:.2f}, mean "
+        f"proportional error {agg['mean_proportional_error']:.4f}"
+    )
     for order, tvd in sorted(fid["tvd_mean_by_order"].items()):
-        lines.append(f"mean total variation distance of {order}-way marginals: {tvd:.4f} "
-                     f"(max {fid['tvd_max_by_order'][order]:.4f})")
+        lines.append(
+            f"mean total variation distance of {order}-way marginals: {tvd:.4f} "
+            f"(max {fid['tvd_max_by_order'][order]:.4f})"
+        )
     return lines

@@ -125,10 +125,12 @@ def _read_csv_arrow(data: bytes, delimiter: str, header: list[str]) -> pa.Table 
             read_options=pacsv.ReadOptions(skip_rows=1, column_names=names),
             parse_options=pacsv.ParseOptions(delimiter=delimiter, quote_char=False),
             convert_options=pacsv.ConvertOptions(
-                column_types=dict.fromkeys(names, pa.string()), null_values=[],
-                strings_can_be_null=False, quoted_strings_can_be_null=False,
+                column_types=dict.fromkeys(names, pa.string()),
+                null_values=[],
+                strings_can_be_null=False,
+                quoted_strings_can_be_null=False,
             ),
-        )  # fmt: skip
+        )
     except (pa.ArrowInvalid, pa.ArrowException):
         return None
     if table.num_rows == 0:

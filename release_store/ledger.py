@@ -41,8 +41,16 @@ from release_store.ledger_types import (
 from sds_core.errors import SdsInputError
 
 __all__ = [
-    "BudgetExceededError", "BudgetStatus", "CancelResult", "ChargeRow", "Ledger",
-    "LedgerConflictError", "LedgerCorruptError", "PlannedCharge", "Reservation", "VerifyReport",
+    "BudgetExceededError",
+    "BudgetStatus",
+    "CancelResult",
+    "ChargeRow",
+    "Ledger",
+    "LedgerConflictError",
+    "LedgerCorruptError",
+    "PlannedCharge",
+    "Reservation",
+    "VerifyReport",
     "partial_spend",
 ]
 
@@ -64,12 +72,14 @@ class Ledger:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             conn = self._connect()
             try:
-                has_meta = conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' "
-                                        "AND name = 'meta'").fetchone()
+                has_meta = conn.execute(
+                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
+                ).fetchone()
                 if not has_meta:  # a failed script leaves its transaction open: close rolls back
                     conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
                 version = conn.execute(
-                    "SELECT value FROM meta WHERE key = 'schema_version'").fetchone()[0]
+                    "SELECT value FROM meta WHERE key = 'schema_version'"
+                ).fetchone()[0]
             finally:
                 conn.close()
         except (OSError, sqlite3.OperationalError) as e:
@@ -141,8 +151,16 @@ class Ledger:
                         f"delta={delta}): (epsilon={float(used[0])}, delta={float(used[1])}) is "
                         "already spent or reserved; choose a budget at least that large"
                     )
-            append_row(conn, self.path, {"kind": "budget", "dataset": dataset,
-                                         "epsilon": str(dec(epsilon)), "delta": str(dec(delta))})
+            append_row(
+                conn,
+                self.path,
+                {
+                    "kind": "budget",
+                    "dataset": dataset,
+                    "epsilon": str(dec(epsilon)),
+                    "delta": str(dec(delta)),
+                },
+            )
             status = self._status(conn, dataset)
         return status  # type: ignore[return-value]
 
@@ -154,14 +172,25 @@ class Ledger:
     def datasets(self) -> list[BudgetStatus]:
         """Budget status of every dataset that has a budget, sorted by name."""
         with self._read() as conn:
-            names = [r[0] for r in conn.execute(
-                "SELECT DISTINCT dataset FROM ledger WHERE kind = 'budget' ORDER BY dataset")]
+            names = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT DISTINCT dataset FROM ledger WHERE kind = 'budget' ORDER BY dataset"
+                )
+            ]
             return [s for s in (self._status(conn, n) for n in names) if s is not None]
 
     # -- reservations and charges ----------------------------------------------------------
-    def reserve(self, dataset: str, release_id: str, planned: Sequence[PlannedCharge], *,
-                epsilon: float | None = None, delta: float | None = None,
-                flow_run_id: str | None = None) -> Reservation:
+    def reserve(
+        self,
+        dataset: str,
+        release_id: str,
+        planned: Sequence[PlannedCharge],
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        flow_run_id: str | None = None,
+    ) -> Reservation:
         """Atomically check the budget and reserve a whole release's (epsilon, delta).
 
         Idempotent: reserving the same release id again with the same dataset, plan and totals
@@ -188,24 +217,30 @@ class Ledger:
         with self._write() as conn:
             existing = self._reservation(conn, release_id)
             if existing is not None:
-                same = (existing.dataset == dataset and existing.planned == plan
-                        and self._total(conn, release_id) == total)
+                same = (
+                    existing.dataset == dataset
+                    and existing.planned == plan
+                    and self._total(conn, release_id) == total
+                )
                 if not same:
                     raise LedgerConflictError(
                         f"release id {release_id!r} is already reserved with another dataset, "
                         "plan or budget; choose a new release id (or resume with the same "
-                        "settings)")
+                        "settings)"
+                    )
                 if existing.status == "cancelled":
                     raise LedgerConflictError(
                         f"release id {release_id!r} was already used by a release that failed "
                         "or was cancelled; start a new release id (leave out --release-id to "
-                        "get a fresh one)")
+                        "get a fresh one)"
+                    )
                 return existing
             exact = self._exact(conn, dataset)
             if exact is None:
                 raise BudgetExceededError(
                     f"dataset {dataset!r} has no privacy budget; set one with "
-                    f"`sds budget set {dataset} --epsilon E --delta D`")
+                    f"`sds budget set {dataset} --epsilon E --delta D`"
+                )
             life, spent, held = exact
             with localcontext() as ctx:
                 ctx.prec = 60
@@ -217,16 +252,33 @@ class Ledger:
                     f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its lifetime "
                     f"(epsilon={float(life[0])}, delta={float(life[1])}); "
                     "release with a smaller --epsilon/--delta or raise the budget with "
-                    f"`sds budget set {dataset} --epsilon E`")
-            append_row(conn, self.path, {
-                "kind": "reserve", "dataset": dataset, "release_id": release_id,
-                "epsilon": str(total[0]), "delta": str(total[1]),
-                "flow_run_id": flow_run_id, "detail": detail})
+                    f"`sds budget set {dataset} --epsilon E`"
+                )
+            append_row(
+                conn,
+                self.path,
+                {
+                    "kind": "reserve",
+                    "dataset": dataset,
+                    "release_id": release_id,
+                    "epsilon": str(total[0]),
+                    "delta": str(total[1]),
+                    "flow_run_id": flow_run_id,
+                    "detail": detail,
+                },
+            )
             return self._reservation(conn, release_id)  # type: ignore[return-value]
 
-    def charge(self, release_id: str, stage: str, *, epsilon: float | None = None,
-               delta: float | None = None, rho: float | None = None,
-               flow_run_id: str | None = None) -> ChargeRow:
+    def charge(
+        self,
+        release_id: str,
+        stage: str,
+        *,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        rho: float | None = None,
+        flow_run_id: str | None = None,
+    ) -> ChargeRow:
         """Charge one planned stage, right before it draws noise; at most once per stage.
 
         A repeated charge of the same (release, stage) returns the existing row. Amounts given
@@ -241,32 +293,51 @@ class Ledger:
             if res is None:
                 raise LedgerConflictError(
                     f"release {release_id!r} has no reservation; the budget step must reserve "
-                    "before any stage is charged")
+                    "before any stage is charged"
+                )
             plan = {p.stage: p for p in res.planned}
             if stage not in plan:
                 raise LedgerConflictError(
                     f"stage {stage!r} is not in the reservation of release {release_id!r} "
-                    f"(planned: {', '.join(plan)}); it cannot draw noise")
+                    f"(planned: {', '.join(plan)}); it cannot draw noise"
+                )
             p = plan[stage]
             asked = {"epsilon": epsilon, "delta": delta, "rho": rho}
-            wrong = [f"{k}={v!r} (reserved {getattr(p, k)!r})" for k, v in asked.items()
-                     if v is not None and v != getattr(p, k)]
+            wrong = [
+                f"{k}={v!r} (reserved {getattr(p, k)!r})"
+                for k, v in asked.items()
+                if v is not None and v != getattr(p, k)
+            ]
             if wrong:
                 raise LedgerConflictError(
                     f"stage {stage!r} of release {release_id!r} asks for {', '.join(wrong)}; a "
-                    "stage can only draw what was reserved (resume with the original settings)")
-            row = conn.execute("SELECT * FROM ledger WHERE kind = 'charge' AND release_id = ? "
-                               "AND stage = ?", (release_id, stage)).fetchone()
+                    "stage can only draw what was reserved (resume with the original settings)"
+                )
+            row = conn.execute(
+                "SELECT * FROM ledger WHERE kind = 'charge' AND release_id = ? AND stage = ?",
+                (release_id, stage),
+            ).fetchone()
             if row is not None:
                 return ChargeRow.from_row(row)
             if res.status != "open":
                 raise LedgerConflictError(
-                    f"release {release_id!r} is {res.status}; stage {stage!r} cannot draw noise")
-            row = append_row(conn, self.path, {
-                "kind": "charge", "dataset": res.dataset, "release_id": release_id,
-                "stage": stage, "mechanism": p.mechanism, "epsilon": str(dec(p.epsilon)),
-                "delta": str(dec(p.delta)), "rho": None if p.rho is None else repr(p.rho),
-                "flow_run_id": flow_run_id})
+                    f"release {release_id!r} is {res.status}; stage {stage!r} cannot draw noise"
+                )
+            row = append_row(
+                conn,
+                self.path,
+                {
+                    "kind": "charge",
+                    "dataset": res.dataset,
+                    "release_id": release_id,
+                    "stage": stage,
+                    "mechanism": p.mechanism,
+                    "epsilon": str(dec(p.epsilon)),
+                    "delta": str(dec(p.delta)),
+                    "rho": None if p.rho is None else repr(p.rho),
+                    "flow_run_id": flow_run_id,
+                },
+            )
             return ChargeRow.from_row(row)
 
     def cancel(self, release_id: str) -> CancelResult:
@@ -288,30 +359,60 @@ class Ledger:
             res = self._reservation(conn, release_id)
             if res is None:
                 raise LedgerConflictError(
-                    f"release {release_id!r} has no reservation in the ledger")
+                    f"release {release_id!r} has no reservation in the ledger"
+                )
             charged = self._charged(conn, release_id)
             order = [p.stage for p in res.planned]
-            stages = (tuple(s for s in order if s in charged),
-                      tuple(s for s in order if s not in charged))
+            stages = (
+                tuple(s for s in order if s in charged),
+                tuple(s for s in order if s not in charged),
+            )
             if res.status != "open":
                 if res.status != status:
                     raise LedgerConflictError(f"release {release_id!r} is already {res.status}")
-                row = conn.execute("SELECT * FROM ledger WHERE kind = 'close' AND release_id = ?",
-                                   (release_id,)).fetchone()
+                row = conn.execute(
+                    "SELECT * FROM ledger WHERE kind = 'close' AND release_id = ?", (release_id,)
+                ).fetchone()
                 back = json.loads(row["detail"])
-                return CancelResult(release_id, status, float(row["epsilon"]),
-                                    float(row["delta"]), float(back["epsilon_returned"]),
-                                    float(back["delta_returned"]), *stages)
+                return CancelResult(
+                    release_id,
+                    status,
+                    float(row["epsilon"]),
+                    float(row["delta"]),
+                    float(back["epsilon_returned"]),
+                    float(back["delta_returned"]),
+                    *stages,
+                )
             total = self._total(conn, release_id)
             spent = partial_spend(res.planned, charged, total)
             back = (total[0] - spent[0], total[1] - spent[1])
-            append_row(conn, self.path, {
-                "kind": "close", "dataset": res.dataset, "release_id": release_id,
-                "mechanism": status, "epsilon": str(spent[0]), "delta": str(spent[1]),
-                "detail": {"status": status, "epsilon_returned": str(back[0]),
-                           "delta_returned": str(back[1]), "stages_returned": list(stages[1])}})
-            return CancelResult(release_id, status, float(spent[0]), float(spent[1]),
-                                float(back[0]), float(back[1]), *stages)
+            append_row(
+                conn,
+                self.path,
+                {
+                    "kind": "close",
+                    "dataset": res.dataset,
+                    "release_id": release_id,
+                    "mechanism": status,
+                    "epsilon": str(spent[0]),
+                    "delta": str(spent[1]),
+                    "detail": {
+                        "status": status,
+                        "epsilon_returned": str(back[0]),
+                        "delta_returned": str(back[1]),
+                        "stages_returned": list(stages[1]),
+                    },
+                },
+            )
+            return CancelResult(
+                release_id,
+                status,
+                float(spent[0]),
+                float(spent[1]),
+                float(back[0]),
+                float(back[1]),
+                *stages,
+            )
 
     # -- queries ---------------------------------------------------------------------------
     def reservation(self, release_id: str) -> Reservation | None:
@@ -322,13 +423,17 @@ class Ledger:
     def reservations(self, dataset: str | None = None) -> list[Reservation]:
         """All reservations (any status) in ledger order, optionally of one dataset."""
         with self._read() as conn:
-            ids = [r[0] for r in conn.execute(
-                "SELECT release_id FROM ledger WHERE kind = 'reserve' AND dataset = "
-                "coalesce(?, dataset) ORDER BY seq", (dataset,))]
+            ids = [
+                r[0]
+                for r in conn.execute(
+                    "SELECT release_id FROM ledger WHERE kind = 'reserve' AND dataset = "
+                    "coalesce(?, dataset) ORDER BY seq",
+                    (dataset,),
+                )
+            ]
             return [res for res in (self._reservation(conn, i) for i in ids) if res is not None]
 
-    def charges(self, dataset: str | None = None, release_id: str | None = None
-                ) -> list[ChargeRow]:
+    def charges(self, dataset: str | None = None, release_id: str | None = None) -> list[ChargeRow]:
         """Charge rows in ledger order, optionally for one dataset and/or release."""
         sql, args = "SELECT * FROM ledger WHERE kind = 'charge'", []
         for column, value in (("dataset", dataset), ("release_id", release_id)):
@@ -346,7 +451,8 @@ class Ledger:
         return float(spent[0]), float(spent[1])
 
     def verify(self) -> VerifyReport:
-        """Check the whole hash chain and head (see :func:`release_store.ledger_chain.verify_chain`)."""
+        """Check the whole hash chain and head (see
+        :func:`release_store.ledger_chain.verify_chain`)."""
         with self._read() as conn:
             return verify_chain(conn)
 
@@ -365,34 +471,52 @@ class Ledger:
     # -- internals -------------------------------------------------------------------------
     @staticmethod
     def _charged(conn: sqlite3.Connection, release_id: str) -> set[str]:
-        return {r[0] for r in conn.execute(
-            "SELECT stage FROM ledger WHERE kind = 'charge' AND release_id = ?", (release_id,))}
+        return {
+            r[0]
+            for r in conn.execute(
+                "SELECT stage FROM ledger WHERE kind = 'charge' AND release_id = ?", (release_id,)
+            )
+        }
 
     @staticmethod
     def _total(conn: sqlite3.Connection, release_id: str) -> tuple[Decimal, Decimal]:
         """The exact reserved (epsilon, delta) of a release (from the stored decimal text)."""
-        row = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'reserve' AND "
-                           "release_id = ?", (release_id,)).fetchone()
+        row = conn.execute(
+            "SELECT epsilon, delta FROM ledger WHERE kind = 'reserve' AND release_id = ?",
+            (release_id,),
+        ).fetchone()
         return dec(row[0]), dec(row[1])
 
     @staticmethod
     def _reservation(conn: sqlite3.Connection, release_id: str) -> Reservation | None:
-        row = conn.execute("SELECT * FROM ledger WHERE kind = 'reserve' AND release_id = ?",
-                           (release_id,)).fetchone()
+        row = conn.execute(
+            "SELECT * FROM ledger WHERE kind = 'reserve' AND release_id = ?", (release_id,)
+        ).fetchone()
         if row is None:
             return None
-        closed = conn.execute("SELECT mechanism FROM ledger WHERE kind = 'close' AND "
-                              "release_id = ?", (release_id,)).fetchone()
+        closed = conn.execute(
+            "SELECT mechanism FROM ledger WHERE kind = 'close' AND release_id = ?", (release_id,)
+        ).fetchone()
         plan = tuple(PlannedCharge(**p) for p in json.loads(row["detail"])["planned"])
-        return Reservation(row["dataset"], release_id, float(row["epsilon"]), float(row["delta"]),
-                           plan, closed[0] if closed else "open", row["created_at"],
-                           row["flow_run_id"])
+        return Reservation(
+            row["dataset"],
+            release_id,
+            float(row["epsilon"]),
+            float(row["delta"]),
+            plan,
+            closed[0] if closed else "open",
+            row["created_at"],
+            row["flow_run_id"],
+        )
 
-    def _spent_and_held(self, conn: sqlite3.Connection, release_id: str
-                        ) -> tuple[tuple[Decimal, Decimal], tuple[Decimal, Decimal]]:
+    def _spent_and_held(
+        self, conn: sqlite3.Connection, release_id: str
+    ) -> tuple[tuple[Decimal, Decimal], tuple[Decimal, Decimal]]:
         """(spent, still held) of a reserved release: closed => final spend, nothing held."""
-        close = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'close' AND "
-                             "release_id = ?", (release_id,)).fetchone()
+        close = conn.execute(
+            "SELECT epsilon, delta FROM ledger WHERE kind = 'close' AND release_id = ?",
+            (release_id,),
+        ).fetchone()
         if close is not None:
             return (dec(close[0]), dec(close[1])), (Decimal(0), Decimal(0))
         res = self._reservation(conn, release_id)
@@ -403,19 +527,24 @@ class Ledger:
             ctx.prec = 60
             return part, (total[0] - part[0], total[1] - part[1])
 
-    def _exact(self, conn: sqlite3.Connection, dataset: str
-               ) -> tuple[list[Decimal], list[Decimal], list[Decimal]] | None:
+    def _exact(
+        self, conn: sqlite3.Connection, dataset: str
+    ) -> tuple[list[Decimal], list[Decimal], list[Decimal]] | None:
         """Exact (lifetime, spent, held) of a dataset as [epsilon, delta] pairs; None: no budget."""
-        last = conn.execute("SELECT epsilon, delta FROM ledger WHERE kind = 'budget' AND "
-                            "dataset = ? ORDER BY seq DESC LIMIT 1", (dataset,)).fetchone()
+        last = conn.execute(
+            "SELECT epsilon, delta FROM ledger WHERE kind = 'budget' AND "
+            "dataset = ? ORDER BY seq DESC LIMIT 1",
+            (dataset,),
+        ).fetchone()
         if last is None:
             return None
         life = [dec(last["epsilon"]), dec(last["delta"])]
         spent, held = [Decimal(0), Decimal(0)], [Decimal(0), Decimal(0)]
         with localcontext() as ctx:
             ctx.prec = 60
-            for (release_id,) in conn.execute("SELECT release_id FROM ledger WHERE kind = "
-                                              "'reserve' AND dataset = ?", (dataset,)).fetchall():
+            for (release_id,) in conn.execute(
+                "SELECT release_id FROM ledger WHERE kind = 'reserve' AND dataset = ?", (dataset,)
+            ).fetchall():
                 part, rest = self._spent_and_held(conn, release_id)
                 for i in (0, 1):
                     spent[i] += part[i]
@@ -430,6 +559,14 @@ class Ledger:
         with localcontext() as ctx:
             ctx.prec = 60
             left = [life[i] - spent[i] - held[i] for i in (0, 1)]
-        return BudgetStatus(dataset, float(life[0]), float(life[1]), float(spent[0]),
-                            float(spent[1]), float(held[0]), float(held[1]), float(left[0]),
-                            float(left[1]))
+        return BudgetStatus(
+            dataset,
+            float(life[0]),
+            float(life[1]),
+            float(spent[0]),
+            float(spent[1]),
+            float(held[0]),
+            float(held[1]),
+            float(left[0]),
+            float(left[1]),
+        )

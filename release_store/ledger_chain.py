@@ -17,8 +17,21 @@ from typing import Any
 
 GENESIS_HASH = "0" * 64
 SCHEMA_VERSION = "1"
-FIELDS = ("seq", "kind", "dataset", "release_id", "stage", "mechanism", "epsilon", "delta",
-          "rho", "created_at", "flow_run_id", "detail", "prev_hash")
+FIELDS = (
+    "seq",
+    "kind",
+    "dataset",
+    "release_id",
+    "stage",
+    "mechanism",
+    "epsilon",
+    "delta",
+    "rho",
+    "created_at",
+    "flow_run_id",
+    "detail",
+    "prev_hash",
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -68,8 +81,9 @@ class VerifyReport:
 
 def row_hash(content: dict[str, Any]) -> str:
     """sha256 hex of a row's canonical JSON (all FIELDS incl. prev_hash, sorted keys, no spaces)."""
-    canonical = json.dumps({k: content[k] for k in FIELDS}, sort_keys=True,
-                           separators=(",", ":"), ensure_ascii=True)
+    canonical = json.dumps(
+        {k: content[k] for k in FIELDS}, sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
@@ -96,14 +110,17 @@ def append_row(conn: sqlite3.Connection, path: Path, values: dict[str, Any]) -> 
     detail = values.get("detail")
     content = {k: values.get(k) for k in FIELDS}
     content.update(
-        seq=seq + 1, prev_hash=prev,
+        seq=seq + 1,
+        prev_hash=prev,
         created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
         detail=None if detail is None else json.dumps(detail, sort_keys=True),
     )
     digest = row_hash(content)
-    conn.execute(f"INSERT INTO ledger ({', '.join(FIELDS)}, hash) "
-                 f"VALUES ({', '.join('?' * len(FIELDS))}, ?)",
-                 [content[k] for k in FIELDS] + [digest])
+    conn.execute(
+        f"INSERT INTO ledger ({', '.join(FIELDS)}, hash) "
+        f"VALUES ({', '.join('?' * len(FIELDS))}, ?)",
+        [content[k] for k in FIELDS] + [digest],
+    )
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(seq + 1),))
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (digest,))
     return conn.execute("SELECT * FROM ledger WHERE seq = ?", (seq + 1,)).fetchone()
@@ -124,11 +141,14 @@ def verify_chain(conn: sqlite3.Connection) -> VerifyReport:
         seq = content["seq"]
         if seq != expected_seq:
             problems.append(
-                f"row seq {seq}: expected seq {expected_seq} (rows deleted or inserted)")
+                f"row seq {seq}: expected seq {expected_seq} (rows deleted or inserted)"
+            )
             broken.add(seq)
         if content["prev_hash"] != prev:
-            problems.append(f"row seq {seq}: prev_hash does not link to the previous row "
-                            "(a row before it was deleted, inserted, edited or reordered)")
+            problems.append(
+                f"row seq {seq}: prev_hash does not link to the previous row "
+                "(a row before it was deleted, inserted, edited or reordered)"
+            )
             broken.add(seq)
         if row_hash(content) != content["hash"]:
             problems.append(f"row seq {seq}: content does not match its hash (row edited)")
@@ -139,8 +159,14 @@ def verify_chain(conn: sqlite3.Connection) -> VerifyReport:
         problems.append(
             f"ledger head: recorded seq {meta.get('head_seq')} with hash "
             f"{str(meta.get('head_hash'))[:12]}…, found seq {expected_seq - 1} with hash "
-            f"{prev[:12]}… (rows at the end were removed, or the head was edited)")
+            f"{prev[:12]}… (rows at the end were removed, or the head was edited)"
+        )
     if meta.get("schema_version") != SCHEMA_VERSION:
         problems.append(f"unknown schema version {meta.get('schema_version')!r}")
-    return VerifyReport(ok=not problems, rows=rows, head_hash=prev, problems=tuple(problems),
-                        broken_seqs=tuple(sorted(broken)))
+    return VerifyReport(
+        ok=not problems,
+        rows=rows,
+        head_hash=prev,
+        problems=tuple(problems),
+        broken_seqs=tuple(sorted(broken)),
+    )

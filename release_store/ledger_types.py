@@ -58,11 +58,20 @@ class ChargeRow:
     @classmethod
     def from_row(cls, r: sqlite3.Row) -> ChargeRow:
         """Build from a `ledger` table row."""
-        return cls(seq=r["seq"], dataset=r["dataset"], release_id=r["release_id"],
-                   stage=r["stage"], mechanism=r["mechanism"], epsilon=float(r["epsilon"]),
-                   delta=float(r["delta"]), rho=None if r["rho"] is None else float(r["rho"]),
-                   created_at=r["created_at"], flow_run_id=r["flow_run_id"],
-                   prev_hash=r["prev_hash"], hash=r["hash"])
+        return cls(
+            seq=r["seq"],
+            dataset=r["dataset"],
+            release_id=r["release_id"],
+            stage=r["stage"],
+            mechanism=r["mechanism"],
+            epsilon=float(r["epsilon"]),
+            delta=float(r["delta"]),
+            rho=None if r["rho"] is None else float(r["rho"]),
+            created_at=r["created_at"],
+            flow_run_id=r["flow_run_id"],
+            prev_hash=r["prev_hash"],
+            hash=r["hash"],
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,8 +121,9 @@ class CancelResult:
     stages_returned: tuple[str, ...]
 
 
-def partial_spend(planned: Sequence[PlannedCharge], charged: set[str],
-                  total: tuple[Decimal, Decimal]) -> tuple[Decimal, Decimal]:
+def partial_spend(
+    planned: Sequence[PlannedCharge], charged: set[str], total: tuple[Decimal, Decimal]
+) -> tuple[Decimal, Decimal]:
     """Privacy spent by a release of which only the ``charged`` stages drew noise.
 
     All stages charged: the reserved ``total``. None: zero. Otherwise pure stages (rho None) add
@@ -148,8 +158,9 @@ def check_name(what: str, value: object) -> None:
         raise SdsInputError(f"{what} must be a non-empty string, got {value!r}")
 
 
-def validate_plan(planned: Sequence[PlannedCharge], epsilon: float | None, delta: float | None
-                   ) -> tuple[tuple[PlannedCharge, ...], tuple[Decimal, Decimal]]:
+def validate_plan(
+    planned: Sequence[PlannedCharge], epsilon: float | None, delta: float | None
+) -> tuple[tuple[PlannedCharge, ...], tuple[Decimal, Decimal]]:
     """Check a plan (non-empty, unique stages) and its totals; return (plan, exact totals)."""
     plan = tuple(planned)
     if not plan or not all(isinstance(p, PlannedCharge) for p in plan):
@@ -159,11 +170,15 @@ def validate_plan(planned: Sequence[PlannedCharge], epsilon: float | None, delta
         raise SdsInputError(f"stage names in a release plan must be unique, got {names}")
     with localcontext() as ctx:
         ctx.prec = 60
-        sums = (sum((dec(p.epsilon) for p in plan), Decimal(0)),
-                sum((dec(p.delta) for p in plan), Decimal(0)))
+        sums = (
+            sum((dec(p.epsilon) for p in plan), Decimal(0)),
+            sum((dec(p.delta) for p in plan), Decimal(0)),
+        )
         totals = []
-        for name, given, summed, upper in (("epsilon", epsilon, sums[0], math.inf),
-                                           ("delta", delta, sums[1], 1.0)):
+        for name, given, summed, upper in (
+            ("epsilon", epsilon, sums[0], math.inf),
+            ("delta", delta, sums[1], 1.0),
+        ):
             if given is None:
                 totals.append(summed)
                 continue
@@ -171,9 +186,12 @@ def validate_plan(planned: Sequence[PlannedCharge], epsilon: float | None, delta
             if summed > dec(given) * (1 + _TOL) + Decimal("1e-15"):
                 raise SdsInputError(
                     f"the stage {name}s of the plan sum to {float(summed)}, more than the "
-                    f"release {name} {given}; the stage shares must fit in the release total")
+                    f"release {name} {given}; the stage shares must fit in the release total"
+                )
             totals.append(dec(given))
     if totals[0] <= 0 or totals[1] >= 1:
-        raise SdsInputError(f"release epsilon must be > 0 and delta < 1, got "
-                            f"epsilon={float(totals[0])}, delta={float(totals[1])}")
+        raise SdsInputError(
+            f"release epsilon must be > 0 and delta < 1, got "
+            f"epsilon={float(totals[0])}, delta={float(totals[1])}"
+        )
     return plan, (totals[0], totals[1])

@@ -130,12 +130,14 @@ class ReleaseParams(BaseModel):
     )
     input: str = Field(description="Path of the sensitive table: CSV (header row) or Parquet.")
     dataset: str | None = Field(
-        None, pattern=_ID,
+        None,
+        pattern=_ID,
         description="Dataset id: the privacy budget is tracked per dataset (required; may "
         "come from the config file).",
     )
     release_id: str | None = Field(
-        None, pattern=_ID,
+        None,
+        pattern=_ID,
         description="Release id; empty = a new one. An unfinished id resumes that release.",
     )
     home: str | None = Field(
@@ -144,11 +146,15 @@ class ReleaseParams(BaseModel):
     )
     delimiter: str = Field(",", min_length=1, max_length=1, description="CSV field delimiter.")
     epsilon: float = Field(
-        4.0, gt=0, le=100,
+        4.0,
+        gt=0,
+        le=100,
         description="Privacy loss ε of this release (smaller = more private, more noise).",
     )
     delta: float | None = Field(
-        None, gt=0, lt=1,
+        None,
+        gt=0,
+        lt=1,
         description="Privacy failure probability δ; empty = 1/(N·ln N) for the schema's max_rows "
         "N, else 1e-6. Fixed before the data is read, so it never depends on the data.",
     )
@@ -156,7 +162,10 @@ class ReleaseParams(BaseModel):
         3, ge=1, le=10, description="R: longest released combination of attributes."
     )
     percentile_percentage: int = Field(
-        99, ge=0, le=100, description="Percentile of per-record combination counts used to bound "
+        99,
+        ge=0,
+        le=100,
+        description="Percentile of per-record combination counts used to bound "
         "each record's contribution (higher = less bias, more noise).",
     )
     percentile_epsilon_proportion: float = Field(
@@ -169,7 +178,9 @@ class ReleaseParams(BaseModel):
         "aggregate-seeded", description=f"Synthesizer: one of {', '.join(SYNTHESIZERS)}."
     )
     seed: int | None = Field(
-        None, ge=0, description="Testing only: derive the release key from this seed. Anyone "
+        None,
+        ge=0,
+        description="Testing only: derive the release key from this seed. Anyone "
         "who knows it can regenerate the noise; leave empty for real releases.",
     )
     use_columns: list[str] = Field(
@@ -335,8 +346,9 @@ def prepare_params(params: ReleaseParams) -> Any:
                 bins.append(Binning(col.name, width=col.bins.width, origin=col.bins.origin))
     return PrepareParams(
         use_columns=tuple(params.use_columns),
-        sensitive_zeros=tuple(c for c in params.sensitive_zeros
-                              if not params.use_columns or c in params.use_columns),
+        sensitive_zeros=tuple(
+            c for c in params.sensitive_zeros if not params.use_columns or c in params.use_columns
+        ),
         record_limit=params.record_limit,
         binning=tuple(bins),
     )

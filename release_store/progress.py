@@ -65,9 +65,15 @@ class RichProgress:
         self.prefix = prefix
         console = console or Console(stderr=True)
         self._progress = Progress(
-            SpinnerColumn(), TextColumn("{task.description}"), BarColumn(),
-            TextColumn("{task.fields[count]}"), TimeElapsedColumn(),
-            console=console, disable=disable or not console.is_terminal, transient=True)
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[count]}"),
+            TimeElapsedColumn(),
+            console=console,
+            disable=disable or not console.is_terminal,
+            transient=True,
+        )
         self._task = self._progress.add_task(f"{prefix}: starting", total=None, count="")
 
     def __enter__(self) -> RichProgress:
@@ -79,10 +85,12 @@ class RichProgress:
 
     def stage(self, text: str) -> None:
         """Show a new stage (indeterminate until :meth:`advance` is called)."""
-        self._progress.update(self._task, description=f"{self.prefix}: {text}", total=None,
-                              completed=0, count="")
+        self._progress.update(
+            self._task, description=f"{self.prefix}: {text}", total=None, completed=0, count=""
+        )
 
     def advance(self, done: int, total: int) -> None:
         """Fill the bar to ``done`` of ``total`` and show both numbers."""
-        self._progress.update(self._task, total=max(total, 1), completed=min(done, total),
-                              count=f"{done:,}/{total:,}")
+        self._progress.update(
+            self._task, total=max(total, 1), completed=min(done, total), count=f"{done:,}/{total:,}"
+        )

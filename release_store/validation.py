@@ -82,16 +82,24 @@ def _numeric_view(s: pd.Series) -> NDArray[np.float64]:
 def schema_checks(schema: TableSchema, present: list[str]) -> list[Check]:
     """The expectations of ``schema`` (present = the input's column names)."""
     declared = [c.name for c in schema.columns]
-    declared += [c.name + NUMERIC_SUFFIX for c in schema.columns
-                 if c.type != "categorical" and c.name in present]
+    declared += [
+        c.name + NUMERIC_SUFFIX
+        for c in schema.columns
+        if c.type != "categorical" and c.name in present
+    ]
     checks = [
-        Check("expect_table_columns_to_match_set", None,
-              "the input columns must be exactly the declared columns",
-              {"column_set": declared, "exact_match": not schema.allow_extra_columns}),
-        Check("expect_table_row_count_to_be_between", None,
-              f"the number of rows must be between {schema.min_rows} and "
-              f"{schema.max_rows or 'any'}",
-              {"min_value": schema.min_rows, "max_value": schema.max_rows}),
+        Check(
+            "expect_table_columns_to_match_set",
+            None,
+            "the input columns must be exactly the declared columns",
+            {"column_set": declared, "exact_match": not schema.allow_extra_columns},
+        ),
+        Check(
+            "expect_table_row_count_to_be_between",
+            None,
+            f"the number of rows must be between {schema.min_rows} and {schema.max_rows or 'any'}",
+            {"min_value": schema.min_rows, "max_value": schema.max_rows},
+        ),
     ]
     for col in schema.columns:
         if col.name not in present:
@@ -103,23 +111,47 @@ def schema_checks(schema: TableSchema, present: list[str]) -> list[Check]:
 def _column_checks(col: ColumnSchema) -> list[Check]:
     name, out = col.name, []
     if not col.nullable:
-        out.append(Check("expect_column_values_to_not_be_null", name,
-                         "must not be empty", {"column": name}))
+        out.append(
+            Check(
+                "expect_column_values_to_not_be_null", name, "must not be empty", {"column": name}
+            )
+        )
     if col.type == "integer":
-        out.append(Check("expect_column_values_to_match_regex", name,
-                         "must be an integer", {"column": name, "regex": INTEGER_RE}))
+        out.append(
+            Check(
+                "expect_column_values_to_match_regex",
+                name,
+                "must be an integer",
+                {"column": name, "regex": INTEGER_RE},
+            )
+        )
     elif col.type == "float":
-        out.append(Check("expect_column_values_to_match_regex", name,
-                         "must be a number", {"column": name, "regex": FLOAT_RE}))
+        out.append(
+            Check(
+                "expect_column_values_to_match_regex",
+                name,
+                "must be a number",
+                {"column": name, "regex": FLOAT_RE},
+            )
+        )
     if col.values is not None:
-        out.append(Check("expect_column_values_to_be_in_set", name,
-                         f"must be one of the {len(col.values)} declared values",
-                         {"column": name, "value_set": list(col.values)}))
+        out.append(
+            Check(
+                "expect_column_values_to_be_in_set",
+                name,
+                f"must be one of the {len(col.values)} declared values",
+                {"column": name, "value_set": list(col.values)},
+            )
+        )
     if col.type != "categorical" and (col.min is not None or col.max is not None):
-        out.append(Check("expect_column_values_to_be_between", name,
-                         f"must be between {col.min} and {col.max}",
-                         {"column": name + NUMERIC_SUFFIX, "min_value": col.min,
-                          "max_value": col.max}))
+        out.append(
+            Check(
+                "expect_column_values_to_be_between",
+                name,
+                f"must be between {col.min} and {col.max}",
+                {"column": name + NUMERIC_SUFFIX, "min_value": col.min, "max_value": col.max},
+            )
+        )
     return out
 
 
@@ -131,8 +163,14 @@ def run_gate(table: pa.Table | pd.DataFrame, schema: TableSchema, *, name: str) 
     results = _run_gx(frame, checks, name=name)
     gate = GateResult(success=all(r["success"] for r in results), details={"results": results})
     for check, res in zip(checks, results, strict=True):
-        gate.summary.append({"expectation": check.kind, "column": check.column,
-                             "rule": check.rule, "success": res["success"]})
+        gate.summary.append(
+            {
+                "expectation": check.kind,
+                "column": check.column,
+                "rule": check.rule,
+                "success": res["success"],
+            }
+        )
         if not res["success"]:
             gate.failures.append(_describe(check, frame, present, schema))
     return gate
@@ -149,8 +187,11 @@ def _run_gx(frame: pd.DataFrame, checks: list[Check], *, name: str) -> list[dict
         logging.getLogger(name).setLevel(logging.WARNING)
     ctx = gx.get_context(mode="ephemeral")
     ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch_def = (ctx.data_sources.add_pandas(f"{name}-source").add_dataframe_asset(name)
-                 .add_batch_definition_whole_dataframe("all"))
+    batch_def = (
+        ctx.data_sources.add_pandas(f"{name}-source")
+        .add_dataframe_asset(name)
+        .add_batch_definition_whole_dataframe("all")
+    )
     suite = ctx.suites.add(gx.ExpectationSuite(name=f"{name}-suite"))
     classes = {
         "expect_table_columns_to_match_set": gxe.ExpectTableColumnsToMatchSet,
@@ -176,8 +217,10 @@ def _describe(check: Check, frame: pd.DataFrame, present: list[str], schema: Tab
         if missing:
             parts.append(f"declared column(s) {missing} are missing from the input")
         if extra:
-            parts.append(f"input column(s) {extra} are not in the schema (declare them or drop "
-                         "them with use_columns)")
+            parts.append(
+                f"input column(s) {extra} are not in the schema (declare them or drop "
+                "them with use_columns)"
+            )
         return "columns: " + "; ".join(parts or ["do not match the declared set"])
     if check.kind == "expect_table_row_count_to_be_between":
         return f"table: {check.rule}"

@@ -1,8 +1,8 @@
 """Release working state: the private key, stage checkpoints, the private state and the manifest.
 
 Used by the flow's tasks. Paths, ids, atomic writes and hashing come from
-:mod:`release_store.workspace` (one implementation); this module adds what only a running release needs:
-``private/<release-id>/release.key``, one checkpoint per finished stage (sha256 recorded in
+:mod:`release_store.workspace` (one implementation); this module adds what only a running release
+needs: ``private/<release-id>/release.key``, one checkpoint per finished stage (sha256 recorded in
 ``state.json``) and the manifest as a dict, anchored to the ledger head when it turns complete.
 """
 
@@ -27,8 +27,15 @@ from release_store.workspace import (
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
 
-__all__ = ["ReleaseDirs", "atomic_write_bytes", "atomic_write_json", "new_release_id", "now",
-           "resolve_home", "sha256_file"]
+__all__ = [
+    "ReleaseDirs",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "new_release_id",
+    "now",
+    "resolve_home",
+    "sha256_file",
+]
 
 KEY_FILE = "release.key"
 STATE_FILE = "state.json"
@@ -74,8 +81,8 @@ class ReleaseDirs:
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Atomically replace the manifest.
 
-        A manifest written with status ``complete`` and no ``ledger_head`` gets the ledger's
-        head at that moment (:func:`release_store.audit.ledger_anchor`), so that ``sds audit --verify``
+        A manifest written with status ``complete`` and no ``ledger_head`` gets the ledger's head at
+        that moment (:func:`release_store.audit.ledger_anchor`), so that ``sds audit --verify``
         detects a ledger truncated or rewritten after the release.
         """
         if manifest.get("status") == "complete" and "ledger_head" not in manifest:

@@ -1,8 +1,8 @@
 """The release workspace: $SDS_HOME layout, release ids, atomic writes and the release manifest.
 
 ``$SDS_HOME/releases/<dataset>/<release-id>/`` holds what may be published (manifest.json and the
-artifacts it lists with their sha256); ``$SDS_HOME/private/<release-id>/`` holds what never is.
-Used by the flow's tasks and the CLI; auditing lives in :mod:`release_store.audit`. No Prefect import.
+artifacts it lists with their sha256); ``$SDS_HOME/private/<release-id>/`` holds what never is. Used
+by the flow's tasks and the CLI; auditing lives in :mod:`release_store.audit`. No Prefect import.
 """
 
 from __future__ import annotations
@@ -27,8 +27,14 @@ from sds_core.errors import SdsInputError
 HOME_ENV = "SDS_HOME"
 DEFAULT_HOME = ".sds"
 MANIFEST = "manifest.json"
-PUBLISHED = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",
-             "evaluation.json", "report.html")
+PUBLISHED = (
+    "aggregates.parquet",
+    "aggregates.tsv",
+    "synthetic.parquet",
+    "synthetic.csv",
+    "evaluation.json",
+    "report.html",
+)
 STATUSES = ("running", "complete", "failed")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -69,7 +75,8 @@ def validate_id(value: object, what: str = "release id") -> str:
     if not isinstance(value, str) or not _ID.fullmatch(value):
         raise SdsInputError(
             f"{what} {value!r} is not valid: use 1-128 letters, digits, '.', '_' or '-', "
-            "starting with a letter or digit (no spaces or path separators)")
+            "starting with a letter or digit (no spaces or path separators)"
+        )
     return value
 
 
@@ -134,7 +141,8 @@ class ReleasePaths:
                 if d.exists():
                     raise SdsInputError(
                         f"release id {self.release_id!r} already exists ({d}); choose another "
-                        f"release id, or continue it with `sds resume {self.release_id}`")
+                        f"release id, or continue it with `sds resume {self.release_id}`"
+                    )
         self.release_dir.mkdir(parents=True, exist_ok=True)
         self.private_dir.mkdir(parents=True, exist_ok=True)
         os.chmod(self.private_dir, 0o700)
@@ -181,8 +189,9 @@ def atomic_write_text(path: str | Path, text: str, *, private: bool = False) -> 
 
 def atomic_write_json(path: str | Path, obj: Any, *, private: bool = False) -> Path:
     """Atomically write JSON (sorted keys, indent 2, trailing newline)."""
-    return atomic_write_text(path, json.dumps(obj, indent=2, sort_keys=True) + "\n",
-                             private=private)
+    return atomic_write_text(
+        path, json.dumps(obj, indent=2, sort_keys=True) + "\n", private=private
+    )
 
 
 def atomic_write_parquet(path: str | Path, table: Any, *, private: bool = False) -> Path:
@@ -207,9 +216,14 @@ def sha256_file(path: str | Path) -> str:
 def collect_versions() -> dict[str, str]:
     """Versions for the manifest (from package metadata: nothing heavy is imported)."""
     out = {"python": platform.python_version()}
-    for key, dist in (("project", "sds-release"), ("numpy", "numpy"), ("pandas", "pandas"),
-                      ("pyarrow", "pyarrow"), ("prefect", "prefect"),
-                      ("great_expectations", "great-expectations")):
+    for key, dist in (
+        ("project", "sds-release"),
+        ("numpy", "numpy"),
+        ("pandas", "pandas"),
+        ("pyarrow", "pyarrow"),
+        ("prefect", "prefect"),
+        ("great_expectations", "great-expectations"),
+    ):
         try:
             out[key] = metadata.version(dist)
         except metadata.PackageNotFoundError:
@@ -230,15 +244,29 @@ class Manifest:
         self.data = data
 
     @classmethod
-    def new(cls, *, release_id: str, dataset: str, parameters: Mapping[str, Any],
-            privacy: Mapping[str, Any] | None = None) -> Manifest:
+    def new(
+        cls,
+        *,
+        release_id: str,
+        dataset: str,
+        parameters: Mapping[str, Any],
+        privacy: Mapping[str, Any] | None = None,
+    ) -> Manifest:
         """A fresh ``running`` manifest with versions filled in."""
-        return cls({
-            "release_id": validate_id(release_id), "dataset": validate_id(dataset, "dataset id"),
-            "created_at": utc_now(), "status": "running", "parameters": dict(parameters),
-            "privacy": dict(privacy or {}), "input": {}, "stages": [], "artifacts": {},
-            "versions": collect_versions(),
-        })
+        return cls(
+            {
+                "release_id": validate_id(release_id),
+                "dataset": validate_id(dataset, "dataset id"),
+                "created_at": utc_now(),
+                "status": "running",
+                "parameters": dict(parameters),
+                "privacy": dict(privacy or {}),
+                "input": {},
+                "stages": [],
+                "artifacts": {},
+                "versions": collect_versions(),
+            }
+        )
 
     @classmethod
     def load(cls, path: str | Path) -> Manifest:
@@ -281,8 +309,13 @@ class Manifest:
         """Mark a stage running (idempotent for a resumed stage: keeps the first start time)."""
         rec = self.stage(name)
         if rec is None:
-            rec = {"name": name, "status": "running", "started": utc_now(), "finished": None,
-                   "artifacts": []}
+            rec = {
+                "name": name,
+                "status": "running",
+                "started": utc_now(),
+                "finished": None,
+                "artifacts": [],
+            }
             self.data["stages"].append(rec)
         rec["status"] = "running"
         return rec
@@ -290,8 +323,11 @@ class Manifest:
     def stage_finished(self, name: str, artifacts: Iterable[str] = ()) -> dict[str, Any]:
         """Mark a stage complete and list the artifact names it produced."""
         rec = self.stage(name) or self.stage_started(name)
-        rec.update(status="complete", finished=utc_now(),
-                   artifacts=sorted({*rec.get("artifacts", []), *artifacts}))
+        rec.update(
+            status="complete",
+            finished=utc_now(),
+            artifacts=sorted({*rec.get("artifacts", []), *artifacts}),
+        )
         return rec
 
     def record_artifact(self, name: str, path: str | Path) -> str:
@@ -311,8 +347,11 @@ def discard_incomplete(release_dir: str | Path, *, reason: str | None = None) ->
     release_dir = Path(release_dir)
     if not release_dir.is_dir():
         return []
-    removed = sorted(str(p.relative_to(release_dir)) for p in release_dir.rglob("*")
-                     if p.is_file() and p.name != MANIFEST)
+    removed = sorted(
+        str(p.relative_to(release_dir))
+        for p in release_dir.rglob("*")
+        if p.is_file() and p.name != MANIFEST
+    )
     try:
         manifest = Manifest.load(release_dir / MANIFEST)
     except SdsInputError:
@@ -345,11 +384,15 @@ def verify_release(release_dir: str | Path) -> list[str]:
     if manifest.status != "complete":
         problems.append(f"status is {manifest.status!r}, not 'complete'")
     if manifest.data["release_id"] != release_dir.name:
-        problems.append(f"manifest release_id {manifest.data['release_id']!r} does not match "
-                        f"the directory {release_dir.name!r}")
+        problems.append(
+            f"manifest release_id {manifest.data['release_id']!r} does not match "
+            f"the directory {release_dir.name!r}"
+        )
     if manifest.data["dataset"] != release_dir.parent.name:
-        problems.append(f"manifest dataset {manifest.data['dataset']!r} does not match the "
-                        f"directory {release_dir.parent.name!r}")
+        problems.append(
+            f"manifest dataset {manifest.data['dataset']!r} does not match the "
+            f"directory {release_dir.parent.name!r}"
+        )
     listed = manifest.data.get("artifacts") or {}
     for name, digest in sorted(listed.items()):
         path = release_dir / name
@@ -375,8 +418,11 @@ def forbidden_content_check(release_dir: str | Path, *, secrets: Iterable[str]) 
     """
     import pyarrow.parquet as pq
 
-    patterns = [(i, re.compile(rf"(?<![0-9A-Za-z]){re.escape(s)}(?![0-9A-Za-z])", re.I))
-                for i, s in enumerate(str(s) for s in secrets) if s]
+    patterns = [
+        (i, re.compile(rf"(?<![0-9A-Za-z]){re.escape(s)}(?![0-9A-Za-z])", re.I))
+        for i, s in enumerate(str(s) for s in secrets)
+        if s
+    ]
     problems = []
     for path in sorted(p for p in Path(release_dir).rglob("*") if p.is_file()):
         texts = [path.read_bytes().decode("latin-1")]

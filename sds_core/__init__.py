@@ -88,6 +88,7 @@ _EXPORTS: dict[str, str] = {
 """Public name -> the module that defines it."""
 
 __all__ = [
+    "EMPTY_CODE",
     "AccuracyMode",
     "AggregateSet",
     "Binning",
@@ -97,7 +98,6 @@ __all__ = [
     "Domain",
     "DpParams",
     "DpResult",
-    "EMPTY_CODE",
     "EvaluationParams",
     "FabricationMode",
     "FitResult",

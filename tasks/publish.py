@@ -27,17 +27,27 @@ from release_store.workspace import (
 )
 from tasks.stages import ReleaseContext
 
-ARTIFACTS = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",
-             "evaluation.json", "validation.json", "report.html")
+ARTIFACTS = (
+    "aggregates.parquet",
+    "aggregates.tsv",
+    "synthetic.parquet",
+    "synthetic.csv",
+    "evaluation.json",
+    "validation.json",
+    "report.html",
+)
 
 
 def aggregates_tsv(aggregates: Any) -> bytes:
     """SDS text form: header, ``record_count`` line, then combinations by length, count desc."""
     frame = aggregates.to_frame()
-    frame = frame.sort_values(["length", "count", "combination"], ascending=[True, False, True],
-                              kind="stable")
-    lines = ["selections\tprotected_count",
-             f"record_count\t{int(aggregates.protected_number_of_records)}"]
+    frame = frame.sort_values(
+        ["length", "count", "combination"], ascending=[True, False, True], kind="stable"
+    )
+    lines = [
+        "selections\tprotected_count",
+        f"record_count\t{int(aggregates.protected_number_of_records)}",
+    ]
     lines += [f"{c}\t{n}" for c, n in zip(frame["combination"], frame["count"], strict=True)]
     return ("\n".join(lines) + "\n").encode()
 
@@ -87,8 +97,13 @@ def public_evaluation(evaluation: Any) -> dict[str, Any]:
     return publishable_evaluation(evaluation)
 
 
-def write_artifacts(ctx: ReleaseContext, aggregates: Any, synthetic: Any,
-                    evaluation: dict[str, Any], validation: dict[str, Any]) -> dict[str, str]:
+def write_artifacts(
+    ctx: ReleaseContext,
+    aggregates: Any,
+    synthetic: Any,
+    evaluation: dict[str, Any],
+    validation: dict[str, Any],
+) -> dict[str, str]:
     """Write the publishable files; returns name -> sha256."""
     from sds_core.data.decoding import to_frame
 
@@ -98,12 +113,17 @@ def write_artifacts(ctx: ReleaseContext, aggregates: Any, synthetic: Any,
     syn = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
     atomic_write_bytes(out / "synthetic.parquet", _parquet_bytes(syn))
     atomic_write_bytes(out / "synthetic.csv", _csv_bytes(syn))
-    atomic_write_json(out / "evaluation.json", {
-        "note": "utility metrics computed from the sensitive data and the DP release; NOT "
-                "differentially private; only rounded ratios that reveal neither the true "
-                "record count nor exact counts are published",
-        "computed_from_sensitive_data": True, "differentially_private": False,
-        "metrics": public_evaluation(evaluation)})
+    atomic_write_json(
+        out / "evaluation.json",
+        {
+            "note": "utility metrics computed from the sensitive data and the DP release; NOT "
+            "differentially private; only rounded ratios that reveal neither the true "
+            "record count nor exact counts are published",
+            "computed_from_sensitive_data": True,
+            "differentially_private": False,
+            "metrics": public_evaluation(evaluation),
+        },
+    )
     atomic_write_json(out / "validation.json", validation)
     return {name: sha256_file(out / name) for name in ARTIFACTS if (out / name).is_file()}
 
@@ -115,18 +135,19 @@ def report_html(manifest: dict[str, Any], evaluation: dict[str, Any]) -> bytes:
         f"<tr><td>{html.escape(s['stage'])}</td><td>{html.escape(s['mechanism'])}</td>"
         f"<td>{s['epsilon']:.6g}</td><td>{s['delta']:.3g}</td>"
         f"<td>{'' if s['rho'] is None else format(s['rho'], '.6g')}</td></tr>"
-        for s in p["stages"])
+        for s in p["stages"]
+    )
     params = html.escape(json.dumps(manifest["parameters"], indent=2))
     metrics = html.escape(json.dumps(public_evaluation(evaluation), indent=2, default=str)[:20000])
     return f"""<!doctype html><html><head><meta charset="utf-8">
-<title>DP release {html.escape(manifest['release_id'])}</title>
+<title>DP release {html.escape(manifest["release_id"])}</title>
 <style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
 td,th{{border:1px solid #ccc;padding:.2em .5em}}table{{border-collapse:collapse}}</style></head>
-<body><h1>DP release {html.escape(manifest['release_id'])}</h1>
-<p>Dataset <b>{html.escape(manifest['dataset'])}</b>, created {manifest['created_at']}.
-This release is (ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-differentially private: the
+<body><h1>DP release {html.escape(manifest["release_id"])}</h1>
+<p>Dataset <b>{html.escape(manifest["dataset"])}</b>, created {manifest["created_at"]}.
+This release is (ε={p["epsilon"]:.6g}, δ={p["delta"]:.3g})-differentially private: the
 aggregates and synthetic records reveal at most that much about any one record.</p>
-<p>Protected (noisy) number of records: {manifest['input']['rows']}.</p>
+<p>Protected (noisy) number of records: {manifest["input"]["rows"]}.</p>
 <h2>Privacy spend by stage</h2><table><tr><th>stage</th><th>mechanism</th><th>ε</th>
 <th>δ</th><th>rho (zCDP)</th></tr>{rows}</table>
 <h2>Parameters</h2><pre>{params}</pre>
@@ -135,10 +156,18 @@ aggregates and synthetic records reveal at most that much about any one record.<
 
 
 @task(name="publish", persist_result=False)
-def publish(ctx: ReleaseContext, *, parameters: dict[str, Any], input_sha256: str,
-            aggregates: Any, synthetic: Any, evaluation: dict[str, Any],
-            validation: dict[str, Any], stages: list[dict[str, Any]],
-            flow_run_id: str | None = None) -> str:
+def publish(
+    ctx: ReleaseContext,
+    *,
+    parameters: dict[str, Any],
+    input_sha256: str,
+    aggregates: Any,
+    synthetic: Any,
+    evaluation: dict[str, Any],
+    validation: dict[str, Any],
+    stages: list[dict[str, Any]],
+    flow_run_id: str | None = None,
+) -> str:
     """Write artifacts, the report and the complete manifest; close the ledger reservation."""
     from release_store.ledger import Ledger
 
@@ -148,22 +177,47 @@ def publish(ctx: ReleaseContext, *, parameters: dict[str, Any], input_sha256: st
     hashes = write_artifacts(ctx, aggregates, synthetic, evaluation, validation)
     old = dirs.manifest() or {}
     manifest = {
-        "release_id": ctx.release_id, "dataset": ctx.dataset,
-        "created_at": old.get("created_at", now()), "finished_at": now(), "status": "running",
+        "release_id": ctx.release_id,
+        "dataset": ctx.dataset,
+        "created_at": old.get("created_at", now()),
+        "finished_at": now(),
+        "status": "running",
         "parameters": parameters,
-        "privacy": {"epsilon": ctx.epsilon, "delta": ctx.delta, "composition":
-                    "zCDP for the marginals + Laplace record count (basic composition)",
-                    "stages": [{"stage": c.stage, "mechanism": c.mechanism, "epsilon": c.epsilon,
-                                "delta": c.delta, "rho": c.rho} for c in charges]},
-        "input": {"sha256": input_sha256,
-                  "rows": int(aggregates.protected_number_of_records),
-                  "rows_note": "DP (noisy) record count; the true count is never published"},
-        "stages": stages, "artifacts": hashes, "versions": collect_versions(),
+        "privacy": {
+            "epsilon": ctx.epsilon,
+            "delta": ctx.delta,
+            "composition": "zCDP for the marginals + Laplace record count (basic composition)",
+            "stages": [
+                {
+                    "stage": c.stage,
+                    "mechanism": c.mechanism,
+                    "epsilon": c.epsilon,
+                    "delta": c.delta,
+                    "rho": c.rho,
+                }
+                for c in charges
+            ],
+        },
+        "input": {
+            "sha256": input_sha256,
+            "rows": int(aggregates.protected_number_of_records),
+            "rows_note": "DP (noisy) record count; the true count is never published",
+        },
+        "stages": stages,
+        "artifacts": hashes,
+        "versions": collect_versions(),
     }
     atomic_write_bytes(dirs.release_dir / "report.html", report_html(manifest, evaluation))
     manifest["artifacts"]["report.html"] = sha256_file(dirs.release_dir / "report.html")
-    manifest["stages"] = [*stages, {"name": "publish", "status": "complete",
-                                    "finished": now(), "artifacts": sorted(manifest["artifacts"])}]
+    manifest["stages"] = [
+        *stages,
+        {
+            "name": "publish",
+            "status": "complete",
+            "finished": now(),
+            "artifacts": sorted(manifest["artifacts"]),
+        },
+    ]
     ledger.complete(ctx.release_id)
     manifest["status"] = "complete"
     dirs.write_manifest(manifest)
@@ -176,12 +230,19 @@ def _prefect_artifacts(manifest: dict[str, Any], release_dir: Path) -> None:
 
     p = manifest["privacy"]
     key = "".join(ch if ch.isalnum() else "-" for ch in manifest["dataset"].lower())
-    create_table_artifact(key=f"privacy-spend-{key}"[:100], table=p["stages"],
-                          description=f"Privacy spend of release {manifest['release_id']}")
+    create_table_artifact(
+        key=f"privacy-spend-{key}"[:100],
+        table=p["stages"],
+        description=f"Privacy spend of release {manifest['release_id']}",
+    )
     files = "\n".join(f"| {n} | `{h[:16]}…` |" for n, h in sorted(manifest["artifacts"].items()))
-    create_markdown_artifact(key=f"release-{key}"[:100], markdown=(
-        f"# DP release {manifest['release_id']}\n\n"
-        f"(ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-DP, protected records: "
-        f"{manifest['input']['rows']}\n\nDirectory: `{release_dir}`\n\n"
-        f"| artifact | sha256 |\n|---|---|\n{files}\n"),
-        description="DP release summary")
+    create_markdown_artifact(
+        key=f"release-{key}"[:100],
+        markdown=(
+            f"# DP release {manifest['release_id']}\n\n"
+            f"(ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-DP, protected records: "
+            f"{manifest['input']['rows']}\n\nDirectory: `{release_dir}`\n\n"
+            f"| artifact | sha256 |\n|---|---|\n{files}\n"
+        ),
+        description="DP release summary",
+    )

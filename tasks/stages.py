@@ -33,6 +33,7 @@ _TABLES: dict[str, PreparedTable] = {}
 
 SENSITIVE = {"persist_result": False, "cache_policy": NO_CACHE}
 
+
 @dataclass(frozen=True, slots=True)
 class ReleaseContext:
     """Where a release lives and what it may spend (no data in here)."""
@@ -76,8 +77,9 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
 
     home = resolve_home(params.home)
     release_id = params.release_id or new_release_id(params.dataset)
-    ctx = ReleaseContext(str(home), params.dataset, release_id, params.epsilon,
-                         params.resolved_delta())
+    ctx = ReleaseContext(
+        str(home), params.dataset, release_id, params.epsilon, params.resolved_delta()
+    )
     dirs = ctx.dirs
     manifest = dirs.manifest()
     if manifest is not None and manifest.get("status") == "complete":
@@ -107,20 +109,27 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
                 f"`sds resume {release_id}` (same parameters) or start a new release id"
             )
     if ledger.budget(params.dataset) is None and params.default_budget is not None:
-        ledger.set_budget(params.dataset, epsilon=params.default_budget.epsilon,
-                          delta=params.default_budget.delta)
-    ledger.reserve(params.dataset, release_id, planned_charges(params),
-                   epsilon=ctx.epsilon, delta=ctx.delta, flow_run_id=flow_run_id)
+        ledger.set_budget(
+            params.dataset, epsilon=params.default_budget.epsilon, delta=params.default_budget.delta
+        )
+    ledger.reserve(
+        params.dataset,
+        release_id,
+        planned_charges(params),
+        epsilon=ctx.epsilon,
+        delta=ctx.delta,
+        flow_run_id=flow_run_id,
+    )
     dirs.paths.create(exist_ok=True)
     atomic_write_json(saved, public, private=True)
     if params.seed is not None:
         atomic_write_json(dirs.private_dir / "seed.json", {"seed": params.seed}, private=True)
     dirs.randomness(params.seed)
     if manifest is None:
-        dirs.write_manifest(Manifest.new(release_id=release_id, dataset=params.dataset,
-                                         parameters=public).data)
-    get_run_logger().info("reserved ε=%s δ=%.3g for release %s", ctx.epsilon, ctx.delta,
-                          release_id)
+        dirs.write_manifest(
+            Manifest.new(release_id=release_id, dataset=params.dataset, parameters=public).data
+        )
+    get_run_logger().info("reserved ε=%s δ=%.3g for release %s", ctx.epsilon, ctx.delta, release_id)
     return ctx
 
 
@@ -172,8 +181,9 @@ def _charge(ctx: ReleaseContext, stage: str, flow_run_id: str | None) -> None:
 
 
 @task(name="count", **SENSITIVE)
-def count_records(ctx: ReleaseContext, params: ReleaseParams,
-                  flow_run_id: str | None = None) -> int:
+def count_records(
+    ctx: ReleaseContext, params: ReleaseParams, flow_run_id: str | None = None
+) -> int:
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
     from sds_core.marginals.engine import protect_record_count
@@ -183,8 +193,9 @@ def count_records(ctx: ReleaseContext, params: ReleaseParams,
     if done is not None:
         return int(done)
     _charge(ctx, "count", flow_run_id)
-    step = protect_record_count(_table(ctx), dp_params(params), dirs.randomness(params.seed),
-                                release_label=ctx.release_id)
+    step = protect_record_count(
+        _table(ctx), dp_params(params), dirs.randomness(params.seed), release_label=ctx.release_id
+    )
     _maybe_kill("count")
     n = int(step.protected_number_of_records)
     dirs.save_checkpoint("count", n)
@@ -192,8 +203,13 @@ def count_records(ctx: ReleaseContext, params: ReleaseParams,
 
 
 @task(name="aggregate", task_run_name="aggregate-{k}", **SENSITIVE)
-def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protected_n: int,
-                     flow_run_id: str | None = None) -> dict[str, Any]:
+def aggregate_length(
+    ctx: ReleaseContext,
+    params: ReleaseParams,
+    k: int,
+    protected_n: int,
+    flow_run_id: str | None = None,
+) -> dict[str, Any]:
     """DP counts of the length-k combinations: charged, drawn, survivors checkpointed privately."""
     progress.stage(f"aggregate-{k} (DP combinations of length {k})")
     progress.advance(k - 1, params.reporting_length)
@@ -210,17 +226,31 @@ def aggregate_length(ctx: ReleaseContext, params: ReleaseParams, k: int, protect
         dp = dp_params(params)
         plan = dp_aggregate.plan_release(dp, protected_n)
         _charge(ctx, stage, flow_run_id)
-        step = dp_aggregate.aggregate_length(_table(ctx), k, previous, plan, dp,
-                                             dirs.randomness(params.seed),
-                                             release_label=ctx.release_id, domain=released)
+        step = dp_aggregate.aggregate_length(
+            _table(ctx),
+            k,
+            previous,
+            plan,
+            dp,
+            dirs.randomness(params.seed),
+            release_label=ctx.release_id,
+            domain=released,
+        )
         _maybe_kill(stage)
-        done = {"survivors": step.survivors, "allowed_sensitivity": step.allowed_sensitivity,
-                "threshold": step.threshold, "domain": step.domain,
-                "private_notes": dict(step.private_notes)}
+        done = {
+            "survivors": step.survivors,
+            "allowed_sensitivity": step.allowed_sensitivity,
+            "threshold": step.threshold,
+            "domain": step.domain,
+            "private_notes": dict(step.private_notes),
+        }
         dirs.save_checkpoint(stage, done)
     progress.advance(k, params.reporting_length)
-    return {"length": k, "survivors": len(done["survivors"]),
-            "allowed_sensitivity": int(done["allowed_sensitivity"])}
+    return {
+        "length": k,
+        "survivors": len(done["survivors"]),
+        "allowed_sensitivity": int(done["allowed_sensitivity"]),
+    }
 
 
 @task(name="normalize", **SENSITIVE)
@@ -234,12 +264,17 @@ def finalize_aggregates(ctx: ReleaseContext, params: ReleaseParams, protected_n:
     dirs = ctx.dirs
     done = dirs.load_checkpoint("normalize")
     if done is None:
-        by_len = {k: dirs.load_checkpoint(f"aggregate-{k}")["survivors"]
-                  for k in range(1, params.reporting_length + 1)}
+        by_len = {
+            k: dirs.load_checkpoint(f"aggregate-{k}")["survivors"]
+            for k in range(1, params.reporting_length + 1)
+        }
         released = dirs.load_checkpoint("aggregate-1").get("domain")
-        done = dp_aggregate.finalize(by_len, domain=released or _table(ctx).domain,
-                                     reporting_length=params.reporting_length,
-                                     protected_number_of_records=protected_n)
+        done = dp_aggregate.finalize(
+            by_len,
+            domain=released or _table(ctx).domain,
+            reporting_length=params.reporting_length,
+            protected_number_of_records=protected_n,
+        )
         dirs.save_checkpoint("normalize", done)
     return done
 
@@ -254,18 +289,22 @@ def synthesize_records(ctx: ReleaseContext, params: ReleaseParams, aggregates: A
     done = dirs.load_checkpoint("synthesize")
     if done is None:
         rng = dirs.randomness(params.seed).generator(f"{ctx.release_id}/synthesis")
-        done = synthesize(aggregates,
-                          SynthesisParams(target_number_of_records=default_target(aggregates)),
-                          rng=rng, multi_value_columns=_table(ctx).multi_value_columns,
-                          progress=progress.advance)
+        done = synthesize(
+            aggregates,
+            SynthesisParams(target_number_of_records=default_target(aggregates)),
+            rng=rng,
+            multi_value_columns=_table(ctx).multi_value_columns,
+            progress=progress.advance,
+        )
         _maybe_kill("synthesize")
         dirs.save_checkpoint("synthesize", done)
     return done
 
 
 @task(name="evaluate", **SENSITIVE)
-def evaluate_release(ctx: ReleaseContext, params: ReleaseParams, aggregates: Any,
-                     synthetic: PreparedTable) -> dict[str, Any]:
+def evaluate_release(
+    ctx: ReleaseContext, params: ReleaseParams, aggregates: Any, synthetic: PreparedTable
+) -> dict[str, Any]:
     """Utility metrics (computed from the sensitive data; no raw count is returned)."""
     progress.stage("evaluate")
     from sds_core.evaluation import metrics as core
@@ -275,9 +314,14 @@ def evaluate_release(ctx: ReleaseContext, params: ReleaseParams, aggregates: Any
     if done is None and not hasattr(core, "evaluate_release"):
         done = {"status": "not available in this version"}
     if done is None:
-        done = core.evaluate_release(_table(ctx), synthetic, aggregates,
-                                      core.EvaluationParams(reporting_length=params.reporting_length,
-                                                            resolution=params.resolution))
+        done = core.evaluate_release(
+            _table(ctx),
+            synthetic,
+            aggregates,
+            core.EvaluationParams(
+                reporting_length=params.reporting_length, resolution=params.resolution
+            ),
+        )
         dirs.save_checkpoint("evaluate", done)
     return done
 
@@ -299,14 +343,20 @@ def mark_failed(ctx: ReleaseContext, error: BaseException, stages_done: list[dic
     dirs = ctx.dirs
     ledger = Ledger.open(ctx.home)
     charged = ledger.charges(release_id=ctx.release_id)
-    atomic_write_json(dirs.private_dir / "failure.json",
-                      {"at": now(), "type": type(error).__name__, "message": str(error)},
-                      private=True)
+    atomic_write_json(
+        dirs.private_dir / "failure.json",
+        {"at": now(), "type": type(error).__name__, "message": str(error)},
+        private=True,
+    )
     if not charged:
         ledger.cancel(ctx.release_id)
-    manifest = dirs.manifest() or {"release_id": ctx.release_id, "dataset": ctx.dataset,
-                                   "status": "failed"}
+    manifest = dirs.manifest() or {
+        "release_id": ctx.release_id,
+        "dataset": ctx.dataset,
+        "status": "failed",
+    }
     manifest.update({"stages": stages_done, "resumable": bool(charged)})
     dirs.write_manifest(manifest)
-    discard_incomplete(dirs.release_dir,
-                       reason=f"{type(error).__name__} (details in the private workspace)")
+    discard_incomplete(
+        dirs.release_dir, reason=f"{type(error).__name__} (details in the private workspace)"
+    )

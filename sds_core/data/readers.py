@@ -1,4 +1,5 @@
-"""Input adapters of :func:`sds_core.data.preparation.prepare`: tables in, factorized text columns out.
+"""Input adapters of :func:`sds_core.data.preparation.prepare`: tables in, factorized text columns
+out.
 
 Accepts a pandas DataFrame, a pyarrow Table or pac-synth style raw rows (row 0 = headers) and
 exposes each column as integer codes into its distinct cell texts, so every later rule of the

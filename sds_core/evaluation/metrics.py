@@ -37,9 +37,15 @@ NOT_DP_NOTE = (
     "data owner's decision"
 )
 __all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported here
-    "NOT_DP_NOTE", "PUBLISHABLE_NOTE", "EvaluationParams", "aggregate_metrics",
-    "evaluate_release", "marginal_fidelity", "publishable_evaluation", "risk_metrics",
-]  # fmt: skip
+    "NOT_DP_NOTE",
+    "PUBLISHABLE_NOTE",
+    "EvaluationParams",
+    "aggregate_metrics",
+    "evaluate_release",
+    "marginal_fidelity",
+    "publishable_evaluation",
+    "risk_metrics",
+]
 FIRST_COUNT_BIN = 10
 DENSE_MARGINAL_CELLS = 1 << 22
 
@@ -113,8 +119,12 @@ def _sorted(
 
 def _buckets(sums: NDArray[np.float64]) -> list[dict[str, float]]:
     """Buckets from rows of summed (1, preservation, length, syn count, proportional error)."""
-    names = ("count_preservation", "mean_combo_length", "mean_combo_count",
-             "mean_proportional_error")  # fmt: skip
+    names = (
+        "count_preservation",
+        "mean_combo_length",
+        "mean_combo_count",
+        "mean_proportional_error",
+    )
     out = []
     for row in sums:
         n = int(row[0])
@@ -164,12 +174,13 @@ def aggregate_metrics(
         n_s, n_supp, n_fab = sk.size, sk.size - common.size, tk.size - common.size
         err = np.abs(sc[si] - tc[ti]).astype(np.float64)
         by_length[k] = {
-            "n_sensitive": int(n_s), "n_target": int(tk.size),
+            "n_sensitive": int(n_s),
+            "n_target": int(tk.size),
             "suppressed_pct": 100.0 * n_supp / n_s if n_s else 0.0,
             "fabricated_pct": 100.0 * n_fab / n_s if n_s else 0.0,
             "mean_count": float(sc.mean()) if n_s else 0.0,
             "mean_error": float(err.mean()) if err.size else 0.0,
-        }  # fmt: skip
+        }
         tot["s"] += n_s
         tot["supp"] += n_supp
         tot["fab"] += n_fab
@@ -389,14 +400,20 @@ def evaluate_release(
         "note": NOT_DP_NOTE,
         "params": {"reporting_length": R, "resolution": k, "max_marginal_order": order},
         "sensitive_vs_dp_aggregates": aggregate_metrics(
-            sensitive, dp_aggregates, resolution=k, n_sensitive=original.n_records,
+            sensitive,
+            dp_aggregates,
+            resolution=k,
+            n_sensitive=original.n_records,
             n_target=dp_aggregates.protected_number_of_records,
         ),
         "sensitive_vs_synthetic": aggregate_metrics(
-            sensitive, synth, resolution=k, n_sensitive=original.n_records,
+            sensitive,
+            synth,
+            resolution=k,
+            n_sensitive=original.n_records,
             n_target=synthetic.n_records,
         ),
         "sensitive_risk": risk_metrics(sensitive, original, resolution=k),
         "synthetic_risk": risk_metrics(synth, synthetic, resolution=k),
         "marginal_fidelity": marginal_fidelity(original, synthetic, max_order=order),
-    }  # fmt: skip
+    }

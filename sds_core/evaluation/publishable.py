@@ -29,8 +29,11 @@ def _pick(d: Any, fields: dict[str, int]) -> dict[str, float]:
 
 
 def _aggregate_subset(m: Any) -> dict[str, Any]:
-    pres = {"count_preservation": _RATIO_DIGITS, "mean_combo_length": 2,
-            "mean_proportional_error": _RATIO_DIGITS}  # fmt: skip
+    pres = {
+        "count_preservation": _RATIO_DIGITS,
+        "mean_combo_length": 2,
+        "mean_proportional_error": _RATIO_DIGITS,
+    }
     pct = {"suppressed_pct": _PCT_DIGITS, "fabricated_pct": _PCT_DIGITS}
     return {
         **_pick(m, pct),
@@ -103,9 +106,18 @@ def publishable_evaluation(evaluation: dict[str, Any]) -> dict[str, Any]:
         pct = {"unique_pct": _PCT_DIGITS, "rare_pct": _PCT_DIGITS}
         out["synthetic_risk"] = {
             **({"resolution": int(risk["resolution"])} if "resolution" in risk else {}),
-            **_pick(risk, {f"{w}_pct": _PCT_DIGITS for w in (
-                "unique_combinations", "rare_combinations", "records_with_unique",
-                "records_with_rare")}),
+            **_pick(
+                risk,
+                {
+                    f"{w}_pct": _PCT_DIGITS
+                    for w in (
+                        "unique_combinations",
+                        "rare_combinations",
+                        "records_with_unique",
+                        "records_with_rare",
+                    )
+                },
+            ),
             "by_length": {k: _pick(v, pct) for k, v in risk.get("by_length", {}).items()},
-        }  # fmt: skip
+        }
     return out

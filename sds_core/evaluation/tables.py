@@ -56,12 +56,12 @@ def record_min_counts(
 ) -> NDArray[np.int64]:
     """Per record, the smallest count among the given combinations it holds (int64 max: none).
 
-    ``rare`` maps a length to (attrs, counts); rows whose columns are not strictly ascending
-    match no record, and of repeated rows the first counts. Counts are replaced by their rank
-    among the distinct counts, so each clique's lookup table is small (a dense array, or
-    sorted keys when the clique is too big), and one compiled pass per clique updates the
-    records' smallest rank; cliques inside a :func:`~sds_core.marginals._count_kernels.joint_groups` group
-    share one pass over the group's joint cells.
+    ``rare`` maps a length to (attrs, counts); rows whose columns are not strictly ascending match
+    no record, and of repeated rows the first counts. Counts are replaced by their rank among the
+    distinct counts, so each clique's lookup table is small (a dense array, or sorted keys when the
+    clique is too big), and one compiled pass per clique updates the records' smallest rank; cliques
+    inside a :func:`~sds_core.marginals._count_kernels.joint_groups` group share one pass over the
+    group's joint cells.
     """
     n = codes.shape[0]
     big = np.iinfo(np.int64).max
@@ -167,8 +167,15 @@ def joint_marginal_sums(
         if len(subs) < 2:
             continue
         cells = int(np.prod([cards[c] for c in cols]))
-        diff = signed_counts(codes_o, codes_s, np.asarray(cols, dtype=np.int64),
-                             mixed_radix(cards, cols), n_s, n_o, cells)  # fmt: skip
+        diff = signed_counts(
+            codes_o,
+            codes_s,
+            np.asarray(cols, dtype=np.int64),
+            mixed_radix(cards, cols),
+            n_s,
+            n_o,
+            cells,
+        )
         diff = diff.reshape([cards[c] for c in cols])
         for sub in subs:
             axes = tuple(i for i in range(len(cols)) if i not in sub)

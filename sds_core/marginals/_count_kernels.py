@@ -1,5 +1,6 @@
-"""Compiled record loops of exact counting and evaluation (used by :mod:`sds_core.marginals.exact_counts` and
-:mod:`sds_core.evaluation.metrics`): clique counts, rare-combination lookups and marginal differences.
+"""Compiled record loops of exact counting and evaluation (used by
+:mod:`sds_core.marginals.exact_counts` and :mod:`sds_core.evaluation.metrics`): clique counts,
+rare-combination lookups and marginal differences.
 
 Every loop reads a column-major ``(n_columns, n)`` code array and builds the mixed-radix keys
 ``sum((code + shift) * mult)`` of a block of records at a time (vectorizable, no per-clique key

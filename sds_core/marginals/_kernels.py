@@ -1,6 +1,6 @@
 """Compiled inner loops of DP aggregation (used by :mod:`sds_core.marginals.combinations`,
-:mod:`sds_core.marginals.contributions` and :mod:`sds_core.marginals.engine`; the CDT and normalisation
-kernels live in :mod:`sds_core.dp.noise` and :mod:`sds_core.marginals.normalization`).
+:mod:`sds_core.marginals.contributions` and :mod:`sds_core.marginals.engine`; the CDT and
+normalisation kernels live in :mod:`sds_core.dp.noise` and :mod:`sds_core.marginals.normalization`).
 
 Each kernel returns exactly what the numpy code it replaces returns (the callers keep that code
 as the fallback when numba is absent and the tests compare both); they only avoid the big

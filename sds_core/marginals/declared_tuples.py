@@ -83,8 +83,11 @@ def code_maps(data_domain: Domain, released: Domain) -> tuple[NDArray[np.int32],
     out = []
     for data_labs, rel_labs in zip(data_domain.labels, released.labels, strict=True):
         pos = {lab: i for i, lab in enumerate(rel_labs)}
-        out.append(np.fromiter((pos.get(lab, EMPTY_CODE) for lab in data_labs), np.int32,
-                               count=len(data_labs)))
+        out.append(
+            np.fromiter(
+                (pos.get(lab, EMPTY_CODE) for lab in data_labs), np.int32, count=len(data_labs)
+            )
+        )
     return tuple(out)
 
 

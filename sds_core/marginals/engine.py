@@ -161,10 +161,10 @@ def aggregate_length(
 ) -> LengthStep:
     """Run length k of the level-wise loop (spec §1.5 steps 1-7).
 
-    With ``params.declared_domains`` length 1 noises every declared value (Gaussian tail for
-    those absent from the data, :func:`sds_core.dp.declared.declared_one_tuples`) and returns the
-    released domain in ``LengthStep.domain``; lengths k >= 2 need it as ``domain`` and run on
-    the table re-encoded into it (:func:`sds_core.marginals.declared_tuples.reencode`, deterministic).
+    With ``params.declared_domains`` length 1 noises every declared value (Gaussian tail for those
+    absent from the data, :func:`sds_core.dp.declared.declared_one_tuples`) and returns the released
+    domain in ``LengthStep.domain``; lengths k >= 2 need it as ``domain`` and run on the table
+    re-encoded into it (:func:`sds_core.marginals.declared_tuples.reencode`, deterministic).
 
     Args:
         table: the sensitive prepared table.
@@ -229,8 +229,9 @@ def aggregate_length(
     del lookups, valid, over  # the record-level structures are done with: free them before noise
     sigma = plan.sigma_by_len[k - 1]
     if declared and k == 1:
-        return _declared_length_one(table, cands, counts, allowed, sigma, spend, params, rnd,
-                                    prefix=prefix, stage=stage)
+        return _declared_length_one(
+            table, cands, counts, allowed, sigma, spend, params, rnd, prefix=prefix, stage=stage
+        )
     noise = discrete_gaussian(
         rnd,
         f"{prefix}/gaussian",
@@ -282,8 +283,16 @@ def _declared_length_one(
         label=f"{prefix}/declared",
         stage=stage,
     )
-    return LengthStep(1, out.one_tuples, allowed, float(threshold), n_declared, spend,
-                      out.domain, out.private_notes)
+    return LengthStep(
+        1,
+        out.one_tuples,
+        allowed,
+        float(threshold),
+        n_declared,
+        spend,
+        out.domain,
+        out.private_notes,
+    )
 
 
 # ---------------------------------------------------------------- stage 3: finalize
@@ -345,8 +354,9 @@ def dp_aggregate(
     steps: list[LengthStep] = []
     for k in range(1, params.reporting_length + 1):
         released = steps[0].domain if steps else None
-        step = aggregate_length(table, k, survivors, plan, params, rnd,
-                                release_label=release_label, domain=released)
+        step = aggregate_length(
+            table, k, survivors, plan, params, rnd, release_label=release_label, domain=released
+        )
         survivors[k] = step.survivors
         steps.append(step)
         say(

@@ -65,11 +65,11 @@ def count_cliques(
     """Exact counts per clique: ``{cols: (sorted local keys with count > 0, counts)}``.
 
     Keys are :func:`sds_core.marginals.combinations.local_keys` (digit 0 = empty cell; such keys are
-    counted and dropped at the end, cheaper than testing every record). Cliques inside one of
-    the :func:`~sds_core.marginals._count_kernels.joint_groups` (joint table <= n/16 cells) are sums of the
-    group's joint counts (one pass per group). Other cliques are counted one at a time: small
-    ones (and big ones on big data) in one compiled pass over the records into a dense array of
-    at most ``dense_budget`` entries (reused from clique to clique); the rest map-reduce: every
+    counted and dropped at the end, cheaper than testing every record). Cliques inside one of the
+    :func:`~sds_core.marginals._count_kernels.joint_groups` (joint table <= n/16 cells) are sums of
+    the group's joint counts (one pass per group). Other cliques are counted one at a time: small
+    ones (and big ones on big data) in one compiled pass over the records into a dense array of at
+    most ``dense_budget`` entries (reused from clique to clique); the rest map-reduce: every
     partition of ``chunk_records`` records is sorted and counted, and the lists are merged.
     ``dense_budget=0`` forces the map-reduce for every clique.
     """

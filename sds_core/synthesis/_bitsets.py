@@ -82,10 +82,16 @@ def disabled_bitsets(n_cols: int) -> Bitsets:
 
 
 def build_bitsets(
-    col_sizes: NDArray[np.int64], attr_col: NDArray[np.int64], col_lo: NDArray[np.int64],
-    idx1: NDArray[np.int64], pairs: NDArray[np.int64] | None, csr_start: NDArray[np.int64],
-    third: NDArray[np.int32], pair_first: int, n_pairs: int,
-) -> Bitsets:  # fmt: skip
+    col_sizes: NDArray[np.int64],
+    attr_col: NDArray[np.int64],
+    col_lo: NDArray[np.int64],
+    idx1: NDArray[np.int64],
+    pairs: NDArray[np.int64] | None,
+    csr_start: NDArray[np.int64],
+    third: NDArray[np.int32],
+    pair_first: int,
+    n_pairs: int,
+) -> Bitsets:
     """Bitsets over one domain; ``pairs`` (m, 2) are the reported pairs, CSR lists by pair."""
     colw = np.zeros(col_sizes.size + 1, dtype=np.int64)
     colw[1:] = np.cumsum((col_sizes + 63) // 64)
@@ -95,8 +101,13 @@ def build_bitsets(
     word_of = colw[attr_col] + (np.arange(attr_col.size) - col_lo[attr_col]) // 64
     bit_of = ((np.arange(attr_col.size) - col_lo[attr_col]) % 64).astype(np.uint64)
     has1 = np.zeros(max(W, 1), dtype=np.uint64)
-    _set_bits(has1.reshape(1, -1), np.zeros(int((idx1 >= 0).sum()), np.int64),
-              np.flatnonzero(idx1 >= 0), word_of, bit_of)  # fmt: skip
+    _set_bits(
+        has1.reshape(1, -1),
+        np.zeros(int((idx1 >= 0).sum()), np.int64),
+        np.flatnonzero(idx1 >= 0),
+        word_of,
+        bit_of,
+    )
     b2 = np.zeros((attr_col.size, max(W, 1)), dtype=np.uint64)
     if pairs is not None and len(pairs):
         _set_bits(b2, pairs[:, 0], pairs[:, 1], word_of, bit_of)
@@ -120,9 +131,15 @@ def _set_bits(
 
 @_jit
 def _fill_b3(
-    b3: np.ndarray, cum3: np.ndarray, csr_start: np.ndarray, third: np.ndarray, pair_first: int,
-    n_pairs: int, word_of: np.ndarray, bit_of: np.ndarray,
-) -> None:  # fmt: skip
+    b3: np.ndarray,
+    cum3: np.ndarray,
+    csr_start: np.ndarray,
+    third: np.ndarray,
+    pair_first: int,
+    n_pairs: int,
+    word_of: np.ndarray,
+    bit_of: np.ndarray,
+) -> None:
     """Thirds of each pair's CSR list as bits; cum3 = set bits before each word of the row."""
     W = b3.shape[1]
     for pl in range(n_pairs):

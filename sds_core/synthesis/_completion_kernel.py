@@ -1,10 +1,10 @@
 """Compiled kernel of the default synthesis mode (``complete_records=True``), column by column.
 
-Used only by :mod:`sds_core.synthesis.generator`. In completion mode each step keeps only the candidates
-of the best-ranked free column, so this kernel evaluates columns lazily in rank order and stops
-at the first one with a positive candidate weight, instead of keeping every free attribute's
-sub-combinations up to date after each pick (:mod:`sds_core.synthesis._reference_kernel`, which stays
-the kernel of the reference mode). Same candidates, weights and sampling distribution.
+Used only by :mod:`sds_core.synthesis.generator`. In completion mode each step keeps only the
+candidates of the best-ranked free column, so this kernel evaluates columns lazily in rank order and
+stops at the first one with a positive candidate weight, instead of keeping every free attribute's
+sub-combinations up to date after each pick (:mod:`sds_core.synthesis._reference_kernel`, which
+stays the kernel of the reference mode). Same candidates, weights and sampling distribution.
 """
 
 from __future__ import annotations
@@ -27,16 +27,45 @@ __all__ = ["quantile_r8", "synthesize_records_ordered"]
 
 @_jit
 def synthesize_records_ordered(
-    out: np.ndarray, uniforms: np.ndarray, attr_col: np.ndarray, col_lo: np.ndarray,
-    col_hi: np.ndarray, col_order: np.ndarray, counts: np.ndarray, syn: np.ndarray,
-    idx1: np.ndarray, tkeys: np.ndarray, tvals: np.ndarray, bits: int, base: int,
-    reporting_length: int, avail: np.ndarray, budget0: np.ndarray, state: np.ndarray,
-    use_syn: bool, percentile: float, fill_rate: np.ndarray, filled: np.ndarray,
-    sub_cap: int, pair_idx: np.ndarray, csr_start: np.ndarray, csr_attr: np.ndarray,
-    csr_combo: np.ndarray, csr_count: np.ndarray, csr_syn: np.ndarray, trip_pos: np.ndarray,
-    trip_first: int, pair_col_start: np.ndarray, pair_first: int, use_bits: bool,
-    colw: np.ndarray, has1bits: np.ndarray, b2: np.ndarray, b3: np.ndarray, cum3: np.ndarray,
-) -> tuple[int, int]:  # fmt: skip
+    out: np.ndarray,
+    uniforms: np.ndarray,
+    attr_col: np.ndarray,
+    col_lo: np.ndarray,
+    col_hi: np.ndarray,
+    col_order: np.ndarray,
+    counts: np.ndarray,
+    syn: np.ndarray,
+    idx1: np.ndarray,
+    tkeys: np.ndarray,
+    tvals: np.ndarray,
+    bits: int,
+    base: int,
+    reporting_length: int,
+    avail: np.ndarray,
+    budget0: np.ndarray,
+    state: np.ndarray,
+    use_syn: bool,
+    percentile: float,
+    fill_rate: np.ndarray,
+    filled: np.ndarray,
+    sub_cap: int,
+    pair_idx: np.ndarray,
+    csr_start: np.ndarray,
+    csr_attr: np.ndarray,
+    csr_combo: np.ndarray,
+    csr_count: np.ndarray,
+    csr_syn: np.ndarray,
+    trip_pos: np.ndarray,
+    trip_first: int,
+    pair_col_start: np.ndarray,
+    pair_first: int,
+    use_bits: bool,
+    colw: np.ndarray,
+    has1bits: np.ndarray,
+    b2: np.ndarray,
+    b3: np.ndarray,
+    cum3: np.ndarray,
+) -> tuple[int, int]:
     """Completion-mode twin of :func:`sds_core.synthesis._reference_kernel.synthesize_records`.
 
     Same arguments and state contract, plus ``col_lo``/``col_hi`` (attribute id range of each
@@ -143,12 +172,32 @@ def synthesize_records_ordered(
                                 cand[n_alive] = a
                                 nsub[n_alive] = 0
                                 full[n_alive] = 0
-                                push_sub(subs, wraw, wadj, nsub, full, n_alive, i1, counts[i1],
-                                         syn[i1] if use_syn else 0, False)  # fmt: skip
+                                push_sub(
+                                    subs,
+                                    wraw,
+                                    wadj,
+                                    nsub,
+                                    full,
+                                    n_alive,
+                                    i1,
+                                    counts[i1],
+                                    syn[i1] if use_syn else 0,
+                                    False,
+                                )
                                 for t in range(s):
                                     pi = pair_idx[rec[t] * n_attr + a]
-                                    push_sub(subs, wraw, wadj, nsub, full, n_alive, pi, counts[pi],
-                                             syn[pi] if use_syn else 0, s == 1)  # fmt: skip
+                                    push_sub(
+                                        subs,
+                                        wraw,
+                                        wadj,
+                                        nsub,
+                                        full,
+                                        n_alive,
+                                        pi,
+                                        counts[pi],
+                                        syn[pi] if use_syn else 0,
+                                        s == 1,
+                                    )
                                 if has_csr:
                                     below = low - np.uint64(1)
                                     for pp in range(n_rp):
@@ -158,9 +207,18 @@ def synthesize_records_ordered(
                                             + cum3[o]
                                             + np.int64(popcount64(b3[o] & below))
                                         )
-                                        push_sub(subs, wraw, wadj, nsub, full, n_alive,
-                                                 csr_combo[e], csr_count[e],
-                                                 csr_syn[e] if use_syn else 0, s == 2)  # fmt: skip
+                                        push_sub(
+                                            subs,
+                                            wraw,
+                                            wadj,
+                                            nsub,
+                                            full,
+                                            n_alive,
+                                            csr_combo[e],
+                                            csr_count[e],
+                                            csr_syn[e] if use_syn else 0,
+                                            s == 2,
+                                        )
                                 alive[n_alive] = n_alive
                                 n_alive += 1
                     else:
@@ -196,12 +254,31 @@ def synthesize_records_ordered(
                             cand[n_alive] = a
                             nsub[n_alive] = 0
                             full[n_alive] = 0
-                            push_sub(subs, wraw, wadj, nsub, full, n_alive, i1, counts[i1],
-                                     syn[i1] if use_syn else 0, False)  # fmt: skip
+                            push_sub(
+                                subs,
+                                wraw,
+                                wadj,
+                                nsub,
+                                full,
+                                n_alive,
+                                i1,
+                                counts[i1],
+                                syn[i1] if use_syn else 0,
+                                False,
+                            )
                             if seed >= 0:  # the seed pair's triple
-                                push_sub(subs, wraw, wadj, nsub, full, n_alive, csr_combo[e],
-                                         csr_count[e], csr_syn[e] if use_syn else 0,
-                                         s == 2)  # fmt: skip
+                                push_sub(
+                                    subs,
+                                    wraw,
+                                    wadj,
+                                    nsub,
+                                    full,
+                                    n_alive,
+                                    csr_combo[e],
+                                    csr_count[e],
+                                    csr_syn[e] if use_syn else 0,
+                                    s == 2,
+                                )
                             alive[n_alive] = n_alive
                             n_alive += 1
                         # pairs {a, r}, r in the record: one row of the dense pair table per r
@@ -220,8 +297,18 @@ def synthesize_records_ordered(
                                         key = np.int64(min(r, a) + 1) * base + max(r, a) + 1
                                         pi = _lookup_i(tkeys, tvals, bits, key)
                                     if pi >= 0:
-                                        push_sub(subs, wraw, wadj, nsub, full, j, pi, counts[pi],
-                                                 syn[pi] if use_syn else 0, s == 1)  # fmt: skip
+                                        push_sub(
+                                            subs,
+                                            wraw,
+                                            wadj,
+                                            nsub,
+                                            full,
+                                            j,
+                                            pi,
+                                            counts[pi],
+                                            syn[pi] if use_syn else 0,
+                                            s == 1,
+                                        )
                                         alive[k] = j
                                         k += 1
                                 n_alive = k
@@ -252,9 +339,18 @@ def synthesize_records_ordered(
                                                 else:
                                                     e2 = mid
                                         if e < b1 and csr_attr[e] == a:
-                                            push_sub(subs, wraw, wadj, nsub, full, j, csr_combo[e],
-                                                     csr_count[e], csr_syn[e] if use_syn else 0,
-                                                     s == 2)  # fmt: skip
+                                            push_sub(
+                                                subs,
+                                                wraw,
+                                                wadj,
+                                                nsub,
+                                                full,
+                                                j,
+                                                csr_combo[e],
+                                                csr_count[e],
+                                                csr_syn[e] if use_syn else 0,
+                                                s == 2,
+                                            )
                                             alive[k] = j
                                             k += 1
                                     n_alive = k
@@ -275,8 +371,18 @@ def synthesize_records_ordered(
                                 if ci < 0:
                                     ok = False
                                     break
-                                push_sub(subs, wraw, wadj, nsub, full, j, ci, counts[ci],
-                                         syn[ci] if use_syn else 0, k == s)  # fmt: skip
+                                push_sub(
+                                    subs,
+                                    wraw,
+                                    wadj,
+                                    nsub,
+                                    full,
+                                    j,
+                                    ci,
+                                    counts[ci],
+                                    syn[ci] if use_syn else 0,
+                                    k == s,
+                                )
                                 if not next_subset(sidx, k, s):
                                     break
                             if ok:

@@ -1,8 +1,8 @@
 """Helpers inlined into the completion kernel (:mod:`sds_core.synthesis._completion_kernel`).
 
-Hash lookups and keys of :mod:`sds_core.synthesis._reference_kernel` recompiled for inlining, and the
-R-8 quantile of one candidate's sub-combination weights (the weight beyond the reporting
-length, spec §2.1). Inlined at numba-IR level, so the hot loops pay no call overhead.
+Hash lookups and keys of :mod:`sds_core.synthesis._reference_kernel` recompiled for inlining, and
+the R-8 quantile of one candidate's sub-combination weights (the weight beyond the reporting length,
+spec §2.1). Inlined at numba-IR level, so the hot loops pay no call overhead.
 """
 
 from __future__ import annotations
@@ -72,9 +72,17 @@ def quantile_r8(x: np.ndarray, r: int, n: int, p: float, tmp: np.ndarray) -> flo
 
 @_inline
 def push_sub(
-    subs: np.ndarray, wraw: np.ndarray, wadj: np.ndarray, nsub: np.ndarray, full: np.ndarray,
-    j: int, idx: int, count: int, used: int, is_full: bool,
-) -> None:  # fmt: skip
+    subs: np.ndarray,
+    wraw: np.ndarray,
+    wadj: np.ndarray,
+    nsub: np.ndarray,
+    full: np.ndarray,
+    j: int,
+    idx: int,
+    count: int,
+    used: int,
+    is_full: bool,
+) -> None:
     """Append sub-combination ``idx`` to candidate ``j``'s weights.
 
     ``count`` is its (scaled) aggregate count, ``used`` its synthetic count (0 when synthetic

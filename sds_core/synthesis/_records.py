@@ -1,9 +1,9 @@
 """One step of building a record, shared by both synthesis kernels (inlined into them).
 
-The integer-weighted choice, the lexicographic k-subset walk, inserting a picked attribute into
-the sorted record, writing a finished record and starting a new budget cycle (spec §2.1):
-compiled with ``inline="always"`` (the budget cycle, once per cycle, as a plain call), so the
-kernels in :mod:`sds_core.synthesis._reference_kernel` and :mod:`sds_core.synthesis._completion_kernel` pay no
+The integer-weighted choice, the lexicographic k-subset walk, inserting a picked attribute into the
+sorted record, writing a finished record and starting a new budget cycle (spec §2.1): compiled with
+``inline="always"`` (the budget cycle, once per cycle, as a plain call), so the kernels in
+:mod:`sds_core.synthesis._reference_kernel` and :mod:`sds_core.synthesis._completion_kernel` pay no
 call overhead in their hot loops.
 """
 
@@ -14,8 +14,12 @@ import numpy as np
 from sds_core._jit import _inline, _jit
 
 __all__ = [
-    "insert_attribute", "new_budget_cycle", "next_subset", "weighted_index", "write_record",
-]  # fmt: skip
+    "insert_attribute",
+    "new_budget_cycle",
+    "next_subset",
+    "weighted_index",
+    "write_record",
+]
 
 
 @_inline
@@ -70,9 +74,12 @@ def weighted_index(wts: np.ndarray, n: int, total: np.int64, uniform: float) -> 
 
 @_jit
 def new_budget_cycle(
-    avail: np.ndarray, budget0: np.ndarray, syn: np.ndarray, csr_syn: np.ndarray,
+    avail: np.ndarray,
+    budget0: np.ndarray,
+    syn: np.ndarray,
+    csr_syn: np.ndarray,
     state: np.ndarray,
-) -> bool:  # fmt: skip
+) -> bool:
     """Budgets used up: with a target, restore them and zero the synthetic counts (spec §2.1).
 
     Returns False (and sets ``state[3] = 1``, done) when there is no target or no budget at all.

@@ -1,4 +1,5 @@
-"""Compiled inner loops of aggregate-seeded synthesis (used only by :mod:`sds_core.synthesis.generator`).
+"""Compiled inner loops of aggregate-seeded synthesis (used only by
+:mod:`sds_core.synthesis.generator`).
 
 One record is built attribute by attribute exactly as the reference does (spec §2.1), sequentially,
 so budgets and synthetic counts evolve per attribute: the kernel of ``complete_records=False``

@@ -206,18 +206,61 @@ def synthesize(
             uniforms = b_rng.random(want * n_cols)
             if params.complete_records:
                 n, _ = synthesize_records_ordered(
-                    out, uniforms, attr_col, col_lo, col_hi, col_order, lay.counts, syn,
-                    lay.idx1, lay.tkeys, lay.tvals, lay.bits, lay.base, R, avail, budget0, state,
-                    params.use_synthetic_counts, pct, fill_rate, filled, sub_cap, lay.pair_idx,
-                    *csr, lay.pair_col_start, lay.pair_first, bs.enabled, bs.colw, bs.has1, bs.b2,
-                    bs.b3, bs.cum3,
-                )  # fmt: skip
+                    out,
+                    uniforms,
+                    attr_col,
+                    col_lo,
+                    col_hi,
+                    col_order,
+                    lay.counts,
+                    syn,
+                    lay.idx1,
+                    lay.tkeys,
+                    lay.tvals,
+                    lay.bits,
+                    lay.base,
+                    R,
+                    avail,
+                    budget0,
+                    state,
+                    params.use_synthetic_counts,
+                    pct,
+                    fill_rate,
+                    filled,
+                    sub_cap,
+                    lay.pair_idx,
+                    *csr,
+                    lay.pair_col_start,
+                    lay.pair_first,
+                    bs.enabled,
+                    bs.colw,
+                    bs.has1,
+                    bs.b2,
+                    bs.b3,
+                    bs.cum3,
+                )
             else:
                 n, _ = synthesize_records(
-                    out, uniforms, attr_col, lay.counts, syn, lay.idx1, lay.tkeys, lay.tvals,
-                    lay.bits, lay.base, R, avail, budget0, state, params.use_synthetic_counts,
-                    pct, sub_cap, lay.pair_idx, *csr,
-                )  # fmt: skip
+                    out,
+                    uniforms,
+                    attr_col,
+                    lay.counts,
+                    syn,
+                    lay.idx1,
+                    lay.tkeys,
+                    lay.tvals,
+                    lay.bits,
+                    lay.base,
+                    R,
+                    avail,
+                    budget0,
+                    state,
+                    params.use_synthetic_counts,
+                    pct,
+                    sub_cap,
+                    lay.pair_idx,
+                    *csr,
+                )
             if state[3] == 2:
                 raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
             chunks.append(out[:n])
@@ -232,10 +275,18 @@ def synthesize(
     if batches == 1:
         chunks = run(0, rng, target)
     else:
-        targets = [None if target is None else target // batches + (b < target % batches)
-                   for b in range(batches)]  # fmt: skip
-        chunks = _run_parallel(run, rng.spawn(batches), targets, done, progress,
-                               total_budget * batches if target is None else target)  # fmt: skip
+        targets = [
+            None if target is None else target // batches + (b < target % batches)
+            for b in range(batches)
+        ]
+        chunks = _run_parallel(
+            run,
+            rng.spawn(batches),
+            targets,
+            done,
+            progress,
+            total_budget * batches if target is None else target,
+        )
     ids = np.concatenate(chunks) if chunks else np.zeros((0, n_cols), dtype=np.int64)
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
     codes = np.where(ids >= 0, ids - offsets[None, :], EMPTY_CODE).astype(np.int32)
@@ -257,9 +308,12 @@ def _expected_records(aggregates: AggregateSet, target: int | None, f: float) ->
 
 def _run_parallel(
     run: Callable[[int, np.random.Generator, int | None], list[NDArray[np.int64]]],
-    rngs: list[np.random.Generator], targets: list[int | None], done: NDArray[np.int64],
-    progress: Callable[[int, int], None] | None, total: int,
-) -> list[NDArray[np.int64]]:  # fmt: skip
+    rngs: list[np.random.Generator],
+    targets: list[int | None],
+    done: NDArray[np.int64],
+    progress: Callable[[int, int], None] | None,
+    total: int,
+) -> list[NDArray[np.int64]]:
     """Run the batches on threads (the kernels release the GIL); progress from this thread."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 

@@ -1,4 +1,5 @@
-"""The aggregates laid out as flat arrays for the synthesis kernels (used by sds_core.synthesis.generator).
+"""The aggregates laid out as flat arrays for the synthesis kernels (used by
+sds_core.synthesis.generator).
 
 Counts of every length in one array (lengths ascending, rows in AggregateSet order), the
 1-combination index of each attribute, a dense pair table for small domains, CSR lists of the
@@ -125,17 +126,29 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
         bits = 4
         tkeys, tvals = np.full(16, -1, dtype=np.int64), np.full(16, -1, dtype=np.int64)
     csr, pcs = _triples_by_pair(
-        attrs_by_len.get(3), first.get(3, 0), first.get(2, 0), pair_idx, all_counts, attr_col,
-        domain.n_columns, dense and R >= 3,
-    )  # fmt: skip
+        attrs_by_len.get(3),
+        first.get(3, 0),
+        first.get(2, 0),
+        pair_idx,
+        all_counts,
+        attr_col,
+        domain.n_columns,
+        dense and R >= 3,
+    )
     bitsets = disabled_bitsets(domain.n_columns)
     if dense:
         n_pairs = len(attrs_by_len[2]) if 2 in attrs_by_len else 0
         bitsets = build_bitsets(
-            np.diff(np.asarray(domain.offsets, dtype=np.int64)), attr_col.astype(np.int64),
-            np.asarray(domain.offsets[:-1], dtype=np.int64), idx1, attrs_by_len.get(2), csr[0],
-            csr[1], first.get(2, 0), n_pairs,
-        )  # fmt: skip
+            np.diff(np.asarray(domain.offsets, dtype=np.int64)),
+            attr_col.astype(np.int64),
+            np.asarray(domain.offsets[:-1], dtype=np.int64),
+            idx1,
+            attrs_by_len.get(2),
+            csr[0],
+            csr[1],
+            first.get(2, 0),
+            n_pairs,
+        )
     return Layout(
         all_counts, idx1, tkeys, tvals, bits, base, pair_idx, csr, pcs, first.get(2, 0), bitsets
     )
@@ -143,9 +156,16 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
 
 @_jit
 def _fill_csr(
-    triples: np.ndarray, t_first: int, pair_idx: np.ndarray, n_attr: int, size: int,
-    pair_first: int, n_pairs: int, attr_col: np.ndarray, n_cols: int,
-) -> tuple[np.ndarray, ...]:  # fmt: skip
+    triples: np.ndarray,
+    t_first: int,
+    pair_idx: np.ndarray,
+    n_attr: int,
+    size: int,
+    pair_first: int,
+    n_pairs: int,
+    attr_col: np.ndarray,
+    n_cols: int,
+) -> tuple[np.ndarray, ...]:
     """CSR lists by pair index, third attributes ascending within each list (counting sorts)."""
     m3 = triples.shape[0]
     ii = (0, 0, 1)
@@ -201,10 +221,15 @@ def _fill_csr(
 
 
 def _triples_by_pair(
-    triples: NDArray[np.int64] | None, t_first: int, pair_first: int,
-    pair_idx: NDArray[np.int64], counts: NDArray[np.int64], attr_col: NDArray[np.int64],
-    n_cols: int, enabled: bool,
-) -> tuple[tuple[Any, ...], NDArray[np.int64]]:  # fmt: skip
+    triples: NDArray[np.int64] | None,
+    t_first: int,
+    pair_first: int,
+    pair_idx: NDArray[np.int64],
+    counts: NDArray[np.int64],
+    attr_col: NDArray[np.int64],
+    n_cols: int,
+    enabled: bool,
+) -> tuple[tuple[Any, ...], NDArray[np.int64]]:
     """CSR lists for the kernels: for each reported pair, the third attribute of its triples.
 
     Returns ((start, third attribute, triple index, triple count, synthetic count (zeros),
@@ -218,9 +243,16 @@ def _triples_by_pair(
     n_attr = attr_col.shape[0]
     n_pairs = int(np.count_nonzero(pair_idx >= 0)) // 2
     start, third, combo, trip_pos, pcs = _fill_csr(
-        triples, t_first, pair_idx, n_attr, counts.size, pair_first, n_pairs,
-        attr_col.astype(np.int64), n_cols,
-    )  # fmt: skip
+        triples,
+        t_first,
+        pair_idx,
+        n_attr,
+        counts.size,
+        pair_first,
+        n_pairs,
+        attr_col.astype(np.int64),
+        n_cols,
+    )
     # int32 copies for the walk (half the memory traffic) unless a count could overflow
     small = counts.size == 0 or int(counts.max()) < 2**30
     csr_count = counts[combo].astype(np.int32 if small else np.int64)

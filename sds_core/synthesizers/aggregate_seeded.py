@@ -1,8 +1,8 @@
 """``aggregate-seeded``: the SDS method behind the :class:`Synthesizer` interface.
 
 ``fit`` runs :func:`sds_core.marginals.engine.dp_aggregate` (DP k-tuple aggregates, all stages at
-once) and ``sample`` runs :func:`sds_core.synthesis.generator.synthesize` on them (post-processing). The
-release pipeline runs the same stages one at a time instead (to checkpoint and resume them);
+once) and ``sample`` runs :func:`sds_core.synthesis.generator.synthesize` on them (post-processing).
+The release pipeline runs the same stages one at a time instead (to checkpoint and resume them);
 this adapter makes SDS selectable by name like every other synthesizer.
 """
 
@@ -50,10 +50,10 @@ class AggregateSeededModel:
 class AggregateSeeded:
     """SDS: DP k-tuple marginals (pac-synth parameters and defaults) + aggregate-seeded synthesis.
 
-    Args: the :class:`sds_core.marginals.params.DpParams` fields other than ε and δ (same meaning and
-    defaults); ``declared`` sets ``DpParams.declared_domains`` (all columns or none).
-    δ must be given to :meth:`budget` and :meth:`fit`: the engine's default 1/(ln m·m) needs
-    the protected count m, which is not known before the data.
+    Args: the :class:`sds_core.marginals.params.DpParams` fields other than ε and δ (same meaning
+    and defaults); ``declared`` sets ``DpParams.declared_domains`` (all columns or none). δ must be
+    given to :meth:`budget` and :meth:`fit`: the engine's default 1/(ln m·m) needs the protected
+    count m, which is not known before the data.
     """
 
     name: ClassVar[str] = "aggregate-seeded"
@@ -120,8 +120,9 @@ class AggregateSeeded:
         release_label: str,
     ) -> FitResult:
         """All DP aggregation stages on ``table`` (noise labels ``{release_label}/...``)."""
-        result = dp_aggregate(table, self.dp_params(epsilon, delta), rnd,
-                              release_label=release_label)
+        result = dp_aggregate(
+            table, self.dp_params(epsilon, delta), rnd, release_label=release_label
+        )
         self._model = AggregateSeededModel(result.aggregates)
         self._multi_value = table.multi_value_columns
         notes: Mapping[str, object] = dict(result.private_notes)
@@ -139,5 +140,6 @@ class AggregateSeeded:
             empty = np.zeros((0, self._model.domain.n_columns), dtype=np.int32)
             return PreparedTable(self._model.domain, empty, self._multi_value)
         params = SynthesisParams() if n is None else SynthesisParams(target_number_of_records=n)
-        return synthesize(self._model.aggregates, params, rng=rng,
-                          multi_value_columns=self._multi_value)
+        return synthesize(
+            self._model.aggregates, params, rng=rng, multi_value_columns=self._multi_value
+        )

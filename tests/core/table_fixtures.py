@@ -1,7 +1,8 @@
 """Tiny test-local encoder (rows of strings -> PreparedTable) for the aggregation tests.
 
 Follows the SDS rules that matter here: values are trimmed, "" and "0" are empty. The real
-preprocessing lives in sds_core.data.preparation; this keeps the aggregation tests independent of it.
+preprocessing lives in sds_core.data.preparation; this keeps the aggregation tests independent of
+it.
 """
 
 from __future__ import annotations

@@ -1,4 +1,5 @@
-"""Tests of sds_core.marginals.combinations: candidate generation (reference fixture) and clique lookups."""
+"""Tests of sds_core.marginals.combinations: candidate generation (reference fixture) and clique
+lookups."""
 
 from __future__ import annotations
 

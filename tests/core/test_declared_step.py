@@ -1,4 +1,3 @@
-
 """Tests of declared domains in the SDS engine (declared_step + dp_aggregate with declared)."""
 
 from __future__ import annotations
@@ -45,8 +44,9 @@ def _table(n: int = 3000, seed: int = 0) -> PreparedTable:
 
 
 def _params(**kw: object) -> DpParams:
-    return DpParams(**{"epsilon": 4.0, "delta": 1e-6, "reporting_length": 3,
-                       "declared_domains": DECLARED, **kw})
+    return DpParams(
+        **{"epsilon": 4.0, "delta": 1e-6, "reporting_length": 3, "declared_domains": DECLARED, **kw}
+    )
 
 
 def test_declared_release_contains_only_declared_labels() -> None:
@@ -99,18 +99,39 @@ def test_declared_stage_by_stage_equals_all_at_once_and_is_reproducible() -> Non
     survivors: dict[int, CombinationCounts] = {}
     released = None
     for k in (1, 2, 3):
-        step = aggregate_length(table, k, dict(survivors), plan, params, ReleaseRandomness(key),
-                                release_label="r1", chunk_records=333, domain=released)
+        step = aggregate_length(
+            table,
+            k,
+            dict(survivors),
+            plan,
+            params,
+            ReleaseRandomness(key),
+            release_label="r1",
+            chunk_records=333,
+            domain=released,
+        )
         released = step.domain if k == 1 else released
         survivors[k] = step.survivors
-    staged = finalize(survivors, domain=released, reporting_length=3,
-                      protected_number_of_records=count.protected_number_of_records)
+    staged = finalize(
+        survivors,
+        domain=released,
+        reporting_length=3,
+        protected_number_of_records=count.protected_number_of_records,
+    )
     assert staged.domain == whole.aggregates.domain
     assert staged.to_text_dict() == whole.aggregates.to_text_dict()
     # a table already re-encoded by the caller gives the same length-2 step
     pre = reencode(table, released)
-    s2 = aggregate_length(pre, 2, {1: survivors[1]}, plan, params, ReleaseRandomness(key),
-                          release_label="r1", domain=released)
+    s2 = aggregate_length(
+        pre,
+        2,
+        {1: survivors[1]},
+        plan,
+        params,
+        ReleaseRandomness(key),
+        release_label="r1",
+        domain=released,
+    )
     assert np.array_equal(s2.survivors.counts, survivors[2].counts)
 
 
@@ -119,8 +140,7 @@ def test_declared_needs_every_column_and_the_released_domain() -> None:
     table = _table(200)
     rnd = ReleaseRandomness.from_seed(0)
     with pytest.raises(SdsInputError, match=r"every column or none.*\['C'\]"):
-        protect_record_count(table, _params(declared_domains=DECLARED[:2]), rnd,
-                             release_label="r")
+        protect_record_count(table, _params(declared_domains=DECLARED[:2]), rnd, release_label="r")
     bad = (*DECLARED, DeclaredDomain("Z", values=("z",)))
     with pytest.raises(SdsInputError, match=r"not in the table: \['Z'\]"):
         check_declared(table.domain, bad)

@@ -1,4 +1,5 @@
-"""Tests of sds_core.marginals.engine: stages, reproducibility, noise spread, thresholds, finalize."""
+"""Tests of sds_core.marginals.engine: stages, reproducibility, noise spread, thresholds,
+finalize."""
 
 from __future__ import annotations
 
@@ -340,7 +341,9 @@ def test_compiled_survivor_selection_equals_numpy(monkeypatch) -> None:
     """Thresholding noisy counts: compiled and numpy paths keep the same rows and counts."""
     import importlib
 
-    dpa = importlib.import_module("sds_core.marginals.engine")  # the package exports a same-named fn
+    dpa = importlib.import_module(
+        "sds_core.marginals.engine"
+    )  # the package exports a same-named fn
     rng = np.random.default_rng(3)
     cands = np.sort(rng.integers(0, 50, size=(5000, 3)), axis=1).astype(np.int32)
     counts = rng.integers(0, 30, size=5000)

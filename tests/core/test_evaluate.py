@@ -1,4 +1,5 @@
-"""Tests of sds_core.evaluation.metrics: hand-computed SDS metrics, risk, TVD and the NOT-DP labels."""
+"""Tests of sds_core.evaluation.metrics: hand-computed SDS metrics, risk, TVD and the NOT-DP
+labels."""
 
 from __future__ import annotations
 
@@ -216,10 +217,12 @@ X = pd.DataFrame({"A": ["x"]})
         (lambda: EvaluationParams(reporting_length=True), "reporting_length"),
         (lambda: marginal_fidelity(X, pd.DataFrame({"B": ["x"]})), "differ"),
         (lambda: marginal_fidelity(X, pd.DataFrame({"A": []})), "non-empty"),
-        (lambda: aggregate_metrics(_agg(S), _agg(T), resolution=0, n_sensitive=1, n_target=1),
-         "resolution"),
+        (
+            lambda: aggregate_metrics(_agg(S), _agg(T), resolution=0, n_sensitive=1, n_target=1),
+            "resolution",
+        ),
     ],
-)  # fmt: skip
+)
 def test_bad_input(call: Callable[[], object], match: str) -> None:
     """Invalid parameters and mismatched tables raise SdsInputError naming the problem."""
     with pytest.raises(SdsInputError, match=match):
@@ -229,8 +232,9 @@ def test_bad_input(call: Callable[[], object], match: str) -> None:
 # ---- fast paths against plain reference computations (random small tables) ------------------
 
 
-def _random_table(rng: np.random.Generator, cards: list[int], n: int, empty: float,
-                  prefix: str = "v") -> PreparedTable:  # fmt: skip
+def _random_table(
+    rng: np.random.Generator, cards: list[int], n: int, empty: float, prefix: str = "v"
+) -> PreparedTable:
     domain = Domain(
         tuple(f"C{j}" for j in range(len(cards))),
         tuple(tuple(f"{prefix}{i:03d}" for i in range(c)) for c in cards),
@@ -254,8 +258,13 @@ def _same(got: object, want: object, path: str = "") -> None:
 
 def _bucket_ref(items: list[tuple[int, int, int]]) -> dict[str, float]:
     if not items:
-        return {"count_preservation": 0.0, "mean_combo_length": 0.0, "mean_combo_count": 0.0,
-                "mean_proportional_error": 0.0, "n_combinations": 0}  # fmt: skip
+        return {
+            "count_preservation": 0.0,
+            "mean_combo_length": 0.0,
+            "mean_combo_count": 0.0,
+            "mean_proportional_error": 0.0,
+            "n_combinations": 0,
+        }
     pres = [min(syn / sen, 1.0) if sen > 0 else 0.0 for _, sen, syn in items]
     perr = [abs(syn - sen) / sen if sen > 0 else 1.0 for _, sen, syn in items]
     return {
@@ -277,12 +286,13 @@ def _aggregate_metrics_ref(s_agg: AggregateSet, t_agg: AggregateSet, res: int) -
         t = {c: v for c, v in t_all.items() if c.count(";") == k - 1}
         err = [abs(s[c] - t[c]) for c in s if c in t]
         by_len[k] = {
-            "n_sensitive": len(s), "n_target": len(t),
+            "n_sensitive": len(s),
+            "n_target": len(t),
             "suppressed_pct": 100.0 * len(s.keys() - t.keys()) / len(s) if s else 0.0,
             "fabricated_pct": 100.0 * len(t.keys() - s.keys()) / len(s) if s else 0.0,
             "mean_count": float(np.mean(list(s.values()))) if s else 0.0,
             "mean_error": float(np.mean(err)) if err else 0.0,
-        }  # fmt: skip
+        }
         n_s, common_err = n_s + len(s), common_err + err
         n_supp, n_fab = n_supp + len(s.keys() - t.keys()), n_fab + len(t.keys() - s.keys())
         items += [(k, v, t.get(c, 0)) for c, v in s.items() if v >= res]
@@ -298,7 +308,8 @@ def _aggregate_metrics_ref(s_agg: AggregateSet, t_agg: AggregateSet, res: int) -
     }
     s_vals = [v for c, v in s_all.items() if c.count(";") < s_agg.reporting_length]
     return {
-        "differentially_private": False, "note": NOT_DP_NOTE,
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
         "suppressed_pct": 100.0 * n_supp / n_s if n_s else 0.0,
         "fabricated_pct": 100.0 * n_fab / n_s if n_s else 0.0,
         "mean_count": float(np.sum(s_vals)) / n_s if n_s else 0.0,
@@ -312,7 +323,7 @@ def _aggregate_metrics_ref(s_agg: AggregateSet, t_agg: AggregateSet, res: int) -
             np.mean([b["mean_proportional_error"] for b in by_count.values()])
         ),
         "record_expansion_pct": None,
-    }  # fmt: skip
+    }
 
 
 def _perturbed(agg: AggregateSet, rng: np.random.Generator, shuffle: bool) -> AggregateSet:
@@ -358,9 +369,10 @@ def _risk_ref(agg: AggregateSet, table: PreparedTable, res: int) -> tuple[float,
     counts = {
         tuple(row): c
         for k in range(1, agg.reporting_length + 1)
-        for row, c in zip(agg.counts_of(k).attrs.tolist(), agg.counts_of(k).counts.tolist(),
-                          strict=True)
-    }  # fmt: skip
+        for row, c in zip(
+            agg.counts_of(k).attrs.tolist(), agg.counts_of(k).counts.tolist(), strict=True
+        )
+    }
     offsets = table.domain.offsets
     uniq = rare = 0
     for row in table.codes.tolist():
@@ -413,15 +425,20 @@ def _tvd_ref(o: pd.DataFrame, s: pd.DataFrame, max_order: int) -> dict[int, list
 
 
 def _decoded(table: PreparedTable) -> pd.DataFrame:
-    return pd.DataFrame({
-        col: [labs[c] if c >= 0 else "" for c in table.codes[:, j].tolist()]
-        for j, (col, labs) in enumerate(zip(table.domain.columns, table.domain.labels, strict=True))
-    })  # fmt: skip
+    return pd.DataFrame(
+        {
+            col: [labs[c] if c >= 0 else "" for c in table.codes[:, j].tolist()]
+            for j, (col, labs) in enumerate(
+                zip(table.domain.columns, table.domain.labels, strict=True)
+            )
+        }
+    )
 
 
 @pytest.mark.parametrize("dense_cells", [1 << 22, 6])
-def test_marginal_fidelity_equals_reference(monkeypatch: pytest.MonkeyPatch,
-                                            dense_cells: int) -> None:  # fmt: skip
+def test_marginal_fidelity_equals_reference(
+    monkeypatch: pytest.MonkeyPatch, dense_cells: int
+) -> None:
     """Dense and sparse (compacted) marginals: TVD equals a groupby computation, any domains."""
     from sds_core.evaluation import metrics as evaluate
 

@@ -1,4 +1,5 @@
-"""Tests of sds_core.marginals.exact_counts: the seed's worked examples and the map-reduce counting."""
+"""Tests of sds_core.marginals.exact_counts: the seed's worked examples and the map-reduce
+counting."""
 
 from __future__ import annotations
 
@@ -23,11 +24,24 @@ SEED_ROWS = [
 ]
 
 SEED_COUNTS = {
-    "A:a1": 3, "A:a2": 2, "B:b1": 1, "B:b2": 3, "C:c1": 3, "C:c2": 1,
-    "A:a1;B:b1": 1, "A:a1;B:b2": 2, "A:a1;C:c1": 2, "A:a2;B:b2": 1, "A:a2;C:c1": 1,
-    "A:a2;C:c2": 1, "B:b1;C:c1": 1, "B:b2;C:c1": 2,
-    "A:a1;B:b1;C:c1": 1, "A:a1;B:b2;C:c1": 1, "A:a2;B:b2;C:c1": 1,
-}  # fmt: skip
+    "A:a1": 3,
+    "A:a2": 2,
+    "B:b1": 1,
+    "B:b2": 3,
+    "C:c1": 3,
+    "C:c2": 1,
+    "A:a1;B:b1": 1,
+    "A:a1;B:b2": 2,
+    "A:a1;C:c1": 2,
+    "A:a2;B:b2": 1,
+    "A:a2;C:c1": 1,
+    "A:a2;C:c2": 1,
+    "B:b1;C:c1": 1,
+    "B:b2;C:c1": 2,
+    "A:a1;B:b1;C:c1": 1,
+    "A:a1;B:b2;C:c1": 1,
+    "A:a2;B:b2;C:c1": 1,
+}
 
 
 def _brute_force(rows: list[list[str]], header: list[str], r: int) -> dict[str, int]:
@@ -140,9 +154,10 @@ def test_random_tables_equal_brute_force(cards: list[int], empty: float, r: int)
     got = {
         tuple(row): c
         for k in range(1, r + 1)
-        for row, c in zip(agg.counts_of(k).attrs.tolist(), agg.counts_of(k).counts.tolist(),
-                          strict=True)
-    }  # fmt: skip
+        for row, c in zip(
+            agg.counts_of(k).attrs.tolist(), agg.counts_of(k).counts.tolist(), strict=True
+        )
+    }
     assert got == _brute_force_codes(table, r)
     for k in range(1, r + 1):
         cc = agg.counts_of(k)

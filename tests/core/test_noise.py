@@ -1,4 +1,5 @@
-"""Tests for sds_core.dp.noise: exact CDT samplers for the discrete Gaussian and discrete Laplace."""
+"""Tests for sds_core.dp.noise: exact CDT samplers for the discrete Gaussian and discrete
+Laplace."""
 
 from __future__ import annotations
 

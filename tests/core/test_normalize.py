@@ -1,4 +1,5 @@
-"""Tests of sds_core.marginals.normalization: rounding, missing parents and child <= parent normalisation."""
+"""Tests of sds_core.marginals.normalization: rounding, missing parents and child <= parent
+normalisation."""
 
 from __future__ import annotations
 
@@ -35,8 +36,12 @@ def _as_dict(by_len: dict[int, CombinationCounts]) -> dict[tuple[int, ...], int]
 def test_round_half_away_from_zero() -> None:
     """Halves go away from zero (Python's round would give 0, 2, 2)."""
     assert round_half_away_from_zero(np.array([0.5, 1.5, 2.5, -2.5, 2.4999])).tolist() == [
-        1, 2, 3, -3, 2,
-    ]  # fmt: skip
+        1,
+        2,
+        3,
+        -3,
+        2,
+    ]
 
 
 def test_missing_parents_get_max_child_count() -> None:

@@ -1,4 +1,5 @@
-"""Tests of sds_core.marginals.params: defaults, presets and validation of DpParams and the modes."""
+"""Tests of sds_core.marginals.params: defaults, presets and validation of DpParams and the
+modes."""
 
 from __future__ import annotations
 

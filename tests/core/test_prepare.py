@@ -1,4 +1,5 @@
-"""Tests of sds_core.data.preparation: the SDS data-block behaviours (spec §3.3, §6) and bad input."""
+"""Tests of sds_core.data.preparation: the SDS data-block behaviours (spec §3.3, §6) and bad
+input."""
 
 from __future__ import annotations
 
@@ -119,17 +120,37 @@ def test_multi_value_all_columns(shared_data: Path) -> None:
         PrepareParams(multi_value_columns=MV_BCD, allow_empty_columns=True),
     )
     assert t.domain.columns == (
-        "RowID", "A", "B_b1", "B_b3", "B_b4", "C_c1", "C_c2", "C_c3",
-        "F<colon>SenseZeros", "G<colon>SenseZeros", "D_d1", "D_d3", "D_d4",
-    )  # fmt: skip
+        "RowID",
+        "A",
+        "B_b1",
+        "B_b3",
+        "B_b4",
+        "C_c1",
+        "C_c2",
+        "C_c3",
+        "F<colon>SenseZeros",
+        "G<colon>SenseZeros",
+        "D_d1",
+        "D_d3",
+        "D_d4",
+    )
     ones = dict.fromkeys
     assert records(t) == [
-        {"RowID": "1", "A": "a1", **ones(["B_b1", "B_b3", "B_b4", "C_c1", "C_c2", "C_c3"], "1"),
-         **ones(["D_d1", "D_d3"], "1")},
+        {
+            "RowID": "1",
+            "A": "a1",
+            **ones(["B_b1", "B_b3", "B_b4", "C_c1", "C_c2", "C_c3"], "1"),
+            **ones(["D_d1", "D_d3"], "1"),
+        },
         {"RowID": "2", "A": "a1", "C_c1": "1", "D_d1": "1", "D_d4": "1"},
-        {"RowID": "3", "A": "a1", "B_b1": "1", "G<colon>SenseZeros": "Value<semicolon>ToNormalize",
-         "D_d1": "1"},
-    ]  # fmt: skip
+        {
+            "RowID": "3",
+            "A": "a1",
+            "B_b1": "1",
+            "G<colon>SenseZeros": "Value<semicolon>ToNormalize",
+            "D_d1": "1",
+        },
+    ]
     assert t.multi_value_columns[0] == MultiValueColumn(
         "B", ";", ("B_b1", "B_b3", "B_b4"), ("b1", "b3", "b4")
     )
@@ -165,15 +186,35 @@ def test_multi_value_selected_columns_sensitive_zeros(shared_data: Path) -> None
     )
     t = prepare(load(shared_data, "test_data_block_multi_value.csv"), params)
     assert t.domain.columns == (
-        "A", "B_0", "B_b1", "B_b3", "B_b4", "G<colon>SenseZeros", "D_d1", "D_d3", "D_d4",
-    )  # fmt: skip
+        "A",
+        "B_0",
+        "B_b1",
+        "B_b3",
+        "B_b4",
+        "G<colon>SenseZeros",
+        "D_d1",
+        "D_d3",
+        "D_d4",
+    )
     assert records(t) == [
-        {"A": "a1", "B_b1": "1", "B_b3": "1", "B_b4": "1", "G<colon>SenseZeros": "0",
-         "D_d1": "1", "D_d3": "1"},
+        {
+            "A": "a1",
+            "B_b1": "1",
+            "B_b3": "1",
+            "B_b4": "1",
+            "G<colon>SenseZeros": "0",
+            "D_d1": "1",
+            "D_d3": "1",
+        },
         {"A": "a1", "B_0": "1", "G<colon>SenseZeros": "0", "D_d1": "1", "D_d4": "1"},
-        {"A": "a1", "B_0": "1", "B_b1": "1", "G<colon>SenseZeros": "Value<semicolon>ToNormalize",
-         "D_d1": "1"},
-    ]  # fmt: skip
+        {
+            "A": "a1",
+            "B_0": "1",
+            "B_b1": "1",
+            "G<colon>SenseZeros": "Value<semicolon>ToNormalize",
+            "D_d1": "1",
+        },
+    ]
 
 
 # --- multi-value re-join -------------------------------------------------------------------
@@ -400,7 +441,7 @@ RAW = [["A", "B"], ["a1", "b1"], ["a2", ""]]
             r"already exist: \['B_x'\]",
         ),
     ],
-)  # fmt: skip
+)
 def test_bad_input_raises(data: object, params: PrepareParams, match: str) -> None:
     """Every kind of bad input raises SdsInputError naming the problem."""
     with pytest.raises(SdsInputError, match=match):

@@ -59,11 +59,15 @@ def test_aggregate_seeded_equals_dp_aggregate_plus_synthesize() -> None:
 
     table = _table()
     synth = create("aggregate-seeded", reporting_length=2, accounting="reference")
-    fit = synth.fit(table, epsilon=3.0, delta=1e-5, rnd=ReleaseRandomness.from_seed(4),
-                    release_label="rel")
-    ref = dp_aggregate(table, DpParams(epsilon=3.0, delta=1e-5, reporting_length=2,
-                                       accounting="reference"),
-                       ReleaseRandomness.from_seed(4), release_label="rel")
+    fit = synth.fit(
+        table, epsilon=3.0, delta=1e-5, rnd=ReleaseRandomness.from_seed(4), release_label="rel"
+    )
+    ref = dp_aggregate(
+        table,
+        DpParams(epsilon=3.0, delta=1e-5, reporting_length=2, accounting="reference"),
+        ReleaseRandomness.from_seed(4),
+        release_label="rel",
+    )
     assert fit.model.aggregates.to_text_dict() == ref.aggregates.to_text_dict()
     assert fit.privacy_report == ref.report.to_dict()
     ours = synth.sample(None, rng=np.random.default_rng(8))
@@ -77,11 +81,14 @@ def test_aggregate_seeded_budget_matches_fit_with_declared_domains() -> None:
     """budget() (no data) == fit's spends, also with declared domains; δ must be explicit."""
     declared = (DeclaredDomain("a", values=("x", "y", "z")), DeclaredDomain("b", size=1000))
     synth = create("aggregate-seeded", reporting_length=2, declared=declared)
-    fit = synth.fit(_table(), epsilon=2.0, delta=1e-6, rnd=ReleaseRandomness.from_seed(1),
-                    release_label="r")
+    fit = synth.fit(
+        _table(), epsilon=2.0, delta=1e-6, rnd=ReleaseRandomness.from_seed(1), release_label="r"
+    )
     assert fit.spends == synth.budget(2.0, 1e-6)
     assert [s.stage for s in fit.spends] == [
-        "aggregate-seeded/count", "aggregate-seeded/aggregate-1", "aggregate-seeded/aggregate-2"
+        "aggregate-seeded/count",
+        "aggregate-seeded/aggregate-1",
+        "aggregate-seeded/aggregate-2",
     ]
     assert fit.private_notes == {"b": {"undeclared_values": ["q"], "n_undeclared_values": 1}}
     assert "q" not in fit.model.domain.labels[1]

@@ -1,4 +1,5 @@
-"""Tests of sds_core.synthesis.generator: forced records, determinism, guarantee, targets, errors."""
+"""Tests of sds_core.synthesis.generator: forced records, determinism, guarantee, targets,
+errors."""
 
 from __future__ import annotations
 
@@ -97,9 +98,17 @@ def test_single_attribute_budgets_are_used_exactly_without_target() -> None:
     """Reference mode (no target) uses every 1-count budget exactly once."""
     dom = Domain(("A", "B", "C"), (("a1", "a2"), ("b1",), ("c1", "c2")))
     counts = {
-        "A:a1": 5, "A:a2": 3, "B:b1": 4, "C:c1": 2, "C:c2": 6,
-        "A:a1;B:b1": 3, "A:a2;B:b1": 1, "A:a1;C:c2": 4, "A:a2;C:c1": 2, "B:b1;C:c2": 3,
-    }  # fmt: skip
+        "A:a1": 5,
+        "A:a2": 3,
+        "B:b1": 4,
+        "C:c1": 2,
+        "C:c2": 6,
+        "A:a1;B:b1": 3,
+        "A:a2;B:b1": 1,
+        "A:a1;C:c2": 4,
+        "A:a2;C:c1": 2,
+        "B:b1;C:c2": 3,
+    }
     agg = _agg(dom, counts, 2)
     for seed in range(3):
         table = synthesize(agg, REFERENCE_PARAMS, rng=np.random.default_rng(seed))
@@ -192,14 +201,18 @@ def test_parallel_batches_replay_and_split_the_target() -> None:
     b = synthesize(agg, p, rng=np.random.default_rng(4))
     assert a.n_records == 1001 and np.array_equal(a.codes, b.codes)
     assert _unreported(a, agg) == 0
-    one = synthesize(agg, SynthesisParams(target_number_of_records=1001, parallel_batches=1),
-                     rng=np.random.default_rng(4))  # fmt: skip
+    one = synthesize(
+        agg,
+        SynthesisParams(target_number_of_records=1001, parallel_batches=1),
+        rng=np.random.default_rng(4),
+    )
     assert not np.array_equal(one.codes, a.codes)
     # without a target each of B batches uses its ceil(count / B) budgets once
     c1 = agg.counts_of(1).counts
     for batches in (1, 3):
-        p = SynthesisParams(use_synthetic_counts=False, complete_records=False,
-                            parallel_batches=batches)  # fmt: skip
+        p = SynthesisParams(
+            use_synthetic_counts=False, complete_records=False, parallel_batches=batches
+        )
         out = synthesize(agg, p, rng=np.random.default_rng(1))
         assert int((out.codes >= 0).sum()) == batches * int(np.ceil(c1 / batches).sum())
 
@@ -213,14 +226,22 @@ def test_percentile_weight_beyond_reporting_length(percentile: int, p_c1: float)
     """
     dom = Domain(("A", "B", "C"), (("a1",), ("b1",), ("c1", "c2")))
     counts = {
-        "A:a1": 200, "B:b1": 200, "C:c1": 6000, "C:c2": 4000, "A:a1;B:b1": 200,
-        "A:a1;C:c1": 5, "B:b1;C:c1": 10, "A:a1;C:c2": 30, "B:b1;C:c2": 30,
-    }  # fmt: skip
+        "A:a1": 200,
+        "B:b1": 200,
+        "C:c1": 6000,
+        "C:c2": 4000,
+        "A:a1;B:b1": 200,
+        "A:a1;C:c1": 5,
+        "B:b1;C:c1": 10,
+        "A:a1;C:c2": 30,
+        "B:b1;C:c2": 30,
+    }
     agg = _agg(dom, counts, 2, n=200)  # every column fill rate 1: ties go by cardinality
     params = SynthesisParams(
-        use_synthetic_counts=False, target_number_of_records=1,
+        use_synthetic_counts=False,
+        target_number_of_records=1,
         weight_selection_percentile=percentile,
-    )  # fmt: skip
+    )
     n, hits = 600, 0
     for seed in range(n):
         rec = synthesize(agg, params, rng=np.random.default_rng(seed)).codes[0]
@@ -271,9 +292,7 @@ def test_layout_triple_lists_sorted_and_split_by_column() -> None:
     for pl, (a, b) in enumerate(agg.counts_of(2).attrs):
         p = lay.pair_first + pl
         lst = third[start[p] : start[p + 1]]
-        want = sorted(
-            int(x) for t in triples for x in t if a in t and b in t and x not in (a, b)
-        )
+        want = sorted(int(x) for t in triples for x in t if a in t and b in t and x not in (a, b))
         assert lst.tolist() == want
         for c in range(n_cols):
             lo, hi = lay.pair_col_start[pl * n_cols + c], lay.pair_col_start[pl * n_cols + c + 1]

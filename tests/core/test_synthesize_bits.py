@@ -73,9 +73,10 @@ def test_bitsets_hold_pairs_thirds_and_ranks() -> None:
         p = lay.pair_first + pl
         lst = third[start[p] : start[p + 1]].tolist()
         set_bits = [
-            a for a in range(dom.n_attributes)
+            a
+            for a in range(dom.n_attributes)
             if _bit(b3[pl], colw, col_of[a], a - dom.offsets[col_of[a]])
-        ]  # fmt: skip
+        ]
         assert set_bits == lst
         for w in range(W):  # rank before each word = set bits in the words before it
             assert cum3[pl, w] == sum(bin(int(x)).count("1") for x in b3[pl, :w])

@@ -124,8 +124,15 @@ def complete_releases(home: Path) -> list[Path]:
     import json
 
     root = home / "releases"
-    return [p.parent for p in root.glob("*/*/manifest.json")
-            if json.loads(p.read_text()).get("status") == "complete"] if root.is_dir() else []
+    return (
+        [
+            p.parent
+            for p in root.glob("*/*/manifest.json")
+            if json.loads(p.read_text()).get("status") == "complete"
+        ]
+        if root.is_dir()
+        else []
+    )
 
 
 os.environ.setdefault("SDS_TEST", "1")

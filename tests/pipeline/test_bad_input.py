@@ -33,8 +33,11 @@ def _case_file(case: str, tmp_path: Path, tiny_csv: Path) -> str:
     if case == "duplicate-columns":
         return _write(tmp_path, "dup.csv", body.replace("educ", "age", 1).encode())
     if case == "column-not-in-schema":
-        return _write(tmp_path, "extra.csv", ("\n".join(
-            [rows[0] + ",zip"] + [r + ",90210" for r in rows[1:]]) + "\n").encode())
+        return _write(
+            tmp_path,
+            "extra.csv",
+            ("\n".join([rows[0] + ",zip"] + [r + ",90210" for r in rows[1:]]) + "\n").encode(),
+        )
     if case == "not-utf8":
         return _write(tmp_path, "latin.csv", (body + "1,30,9,1,caf\xe9\n").encode("latin-1"))
     if case == "ragged":
@@ -42,8 +45,9 @@ def _case_file(case: str, tmp_path: Path, tiny_csv: Path) -> str:
     if case == "outside-domain":
         return _write(tmp_path, "domain.csv", (body + "1,30,9,1,a million\n").encode())
     if case == "schema-column-not-in-file":
-        return _write(tmp_path, "fewer.csv", ("\n".join(
-            r.rsplit(",", 1)[0] for r in rows) + "\n").encode())
+        return _write(
+            tmp_path, "fewer.csv", ("\n".join(r.rsplit(",", 1)[0] for r in rows) + "\n").encode()
+        )
     raise AssertionError(case)
 
 
@@ -54,15 +58,24 @@ CASES = {  # case: (the problem, named with file/column/row, and the fix)
     "header-only": ("header.csv' has a header row but no data rows", "give a file with data"),
     "wrong-delimiter": ("the file looks ';'-delimited", "pass --delimiter ';'"),
     "duplicate-columns": ("duplicate column names ['age']", "rename them"),
-    "column-not-in-schema": ("input column(s) ['zip'] are not in the schema",
-                             "declare them or drop them with use_columns"),
-    "schema-column-not-in-file": ("declared column(s) ['inc_cat'] are missing from the input",
-                                  FIX_SCHEMA),
-    "not-utf8": ("latin.csv' is not valid UTF-8: undecodable byte at line 402",
-                 "re-save the file as UTF-8"),
+    "column-not-in-schema": (
+        "input column(s) ['zip'] are not in the schema",
+        "declare them or drop them with use_columns",
+    ),
+    "schema-column-not-in-file": (
+        "declared column(s) ['inc_cat'] are missing from the input",
+        FIX_SCHEMA,
+    ),
+    "not-utf8": (
+        "latin.csv' is not valid UTF-8: undecodable byte at line 402",
+        "re-save the file as UTF-8",
+    ),
     "ragged": ("data row 401 (line 402) has 3 fields but the header has 5", "fix that row"),
-    "outside-domain": ("column 'inc_cat': values must be one of the 10 declared values (first "
-                       "failing data row 401)", FIX_SCHEMA),
+    "outside-domain": (
+        "column 'inc_cat': values must be one of the 10 declared values (first "
+        "failing data row 401)",
+        FIX_SCHEMA,
+    ),
 }
 
 
@@ -72,8 +85,9 @@ def test_bad_file_is_refused_without_charge(
 ) -> None:
     """Each broken input file fails clearly, charges nothing and leaves no complete release."""
     path = _case_file(case, tmp_path, tiny_csv)
-    code, _out, err = run_cli("release", path, "--config", str(tiny_config), "--home", str(home),
-                             "--quiet")
+    code, _out, err = run_cli(
+        "release", path, "--config", str(tiny_config), "--home", str(home), "--quiet"
+    )
     problem, fix = CASES[case]
     assert code != 0
     assert problem in err and fix in err
@@ -97,8 +111,9 @@ def test_bad_parameters_fail_before_anything(
     args: list[str], expected: str, tiny_csv: Path, tiny_config: Path, home: Path
 ) -> None:
     """Invalid parameters are refused with the parameter's name, before any ledger exists."""
-    code, _, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
-                           "--home", str(home), *args)
+    code, _, err = run_cli(
+        "release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home), *args
+    )
     assert code == 2
     assert expected in err
     assert not (home / "ledger.sqlite").exists()
@@ -106,8 +121,16 @@ def test_bad_parameters_fail_before_anything(
 
 def test_non_numeric_epsilon(tiny_csv: Path, tiny_config: Path, home: Path) -> None:
     """A non-numeric --epsilon is a usage error naming the option."""
-    code, _, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
-                           "--home", str(home), "--epsilon", "lots")
+    code, _, err = run_cli(
+        "release",
+        str(tiny_csv),
+        "--config",
+        str(tiny_config),
+        "--home",
+        str(home),
+        "--epsilon",
+        "lots",
+    )
     assert code == 2
     assert "--epsilon" in err
     assert charges(home) == []
@@ -117,26 +140,30 @@ def test_home_not_writable(tiny_csv: Path, tiny_config: Path, tmp_path: Path) ->
     """A --home that cannot be created is named in the error."""
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    code, _, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
-                           "--home", str(blocker / "home"))
+    code, _, err = run_cli(
+        "release", str(tiny_csv), "--config", str(tiny_config), "--home", str(blocker / "home")
+    )
     assert code == 2
     assert "not a writable directory" in err
 
 
-def test_zero_budget_left(tiny_csv: Path, tiny_config: Path, home: Path,
-                          prefect_server: str) -> None:
+def test_zero_budget_left(
+    tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
+) -> None:
     """A dataset whose budget cannot pay the release is refused before the data is read."""
     assert run_cli("budget", "set", "tiny", "--epsilon", "1", "--home", str(home))[0] == 0
-    code, _, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
-                           "--home", str(home), "--quiet")
+    code, _, err = run_cli(
+        "release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home), "--quiet"
+    )
     assert code == 1
     assert "needs (epsilon=2.0" in err and "only (epsilon=1.0" in err
     assert charges(home) == []
     assert not (home / "releases").exists() or complete_releases(home) == []
 
 
-def test_exactly_zero_budget_left(tiny_csv: Path, tiny_config: Path, home: Path,
-                                  prefect_server: str) -> None:
+def test_exactly_zero_budget_left(
+    tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
+) -> None:
     """A dataset whose lifetime budget is fully spent refuses the next release, naming it."""
     from release_store.ledger import Ledger, PlannedCharge
 
@@ -146,8 +173,9 @@ def test_exactly_zero_budget_left(tiny_csv: Path, tiny_config: Path, home: Path,
     ledger.charge("earlier", "count")
     ledger.complete("earlier")
     before = charges(home)
-    code, _, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
-                           "--home", str(home), "--quiet")
+    code, _, err = run_cli(
+        "release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home), "--quiet"
+    )
     assert code == 1
     assert "'tiny'" in err and "only (epsilon=0" in err
     assert "sds budget set" in err  # the fix
@@ -155,8 +183,9 @@ def test_exactly_zero_budget_left(tiny_csv: Path, tiny_config: Path, home: Path,
     assert complete_releases(home) == []
 
 
-def test_failure_is_one_paragraph_in_a_real_process(tmp_path: Path, tiny_csv: Path,
-                                                    tiny_config: Path, prefect_server: str) -> None:
+def test_failure_is_one_paragraph_in_a_real_process(
+    tmp_path: Path, tiny_csv: Path, tiny_config: Path, prefect_server: str
+) -> None:
     """Run as a program, a failing release prints exactly one stderr paragraph (no tracebacks)."""
     import os
     import subprocess
@@ -167,20 +196,47 @@ def test_failure_is_one_paragraph_in_a_real_process(tmp_path: Path, tiny_csv: Pa
     bad = _case_file("outside-domain", tmp_path, tiny_csv)
     env = {**os.environ, "PREFECT_API_URL": prefect_server}
     env.pop("PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL", None)
-    done = subprocess.run([sys.executable, "-m", "flows.cli", "release", bad, "--config",
-                           str(tiny_config), "--home", str(tmp_path / "home")],
-                          cwd=PROJECT, env=env, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "flows.cli",
+            "release",
+            bad,
+            "--config",
+            str(tiny_config),
+            "--home",
+            str(tmp_path / "home"),
+        ],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 1
     lines = [ln for ln in done.stderr.splitlines() if ln.strip()]
     assert len(lines) == 1 and lines[0].startswith("sds: error: release "), done.stderr[-3000:]
     assert FIX_SCHEMA in lines[0]
 
 
-def test_existing_release_id(tiny_csv: Path, tiny_config: Path, home: Path,
-                             prefect_server: str) -> None:
+def test_existing_release_id(
+    tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
+) -> None:
     """Re-using the id of a complete release is refused and charges nothing more."""
-    args = ["release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home),
-            "--release-id", "r1", "--seed", "3", "--quiet"]
+    args = [
+        "release",
+        str(tiny_csv),
+        "--config",
+        str(tiny_config),
+        "--home",
+        str(home),
+        "--release-id",
+        "r1",
+        "--seed",
+        "3",
+        "--quiet",
+    ]
     code, out, _ = run_cli(*args)
     assert code == 0, out
     before = charges(home)
@@ -190,8 +246,9 @@ def test_existing_release_id(tiny_csv: Path, tiny_config: Path, home: Path,
     assert charges(home) == before
 
 
-def test_release_id_of_a_failed_release(tmp_path: Path, tiny_csv: Path, tiny_config: Path,
-                                        home: Path, prefect_server: str) -> None:
+def test_release_id_of_a_failed_release(
+    tmp_path: Path, tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
+) -> None:
     """Re-using the id of a release that failed (and was cancelled) is refused, naming the fix."""
     bad = _case_file("outside-domain", tmp_path, tiny_csv)
     args = ["--config", str(tiny_config), "--home", str(home), "--release-id", "r9", "--quiet"]

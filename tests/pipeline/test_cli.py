@@ -15,20 +15,24 @@ from tests.pipeline.conftest import PROJECT, run_cli
 
 def test_help_does_not_import_prefect_or_gx() -> None:
     """`sds --help` loads neither Prefect, Great Expectations nor pandas (it stays fast)."""
-    code = ("import sys; from typer.testing import CliRunner; from flows.cli import app; "
-            "r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0, r.output; "
-            "assert 'release' in r.output; "
-            "bad = [m for m in ('prefect', 'great_expectations', 'pandas') if m in sys.modules]; "
-            "assert not bad, bad")
-    done = subprocess.run([sys.executable, "-c", code], cwd=PROJECT, capture_output=True,
-                          timeout=120)
+    code = (
+        "import sys; from typer.testing import CliRunner; from flows.cli import app; "
+        "r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0, r.output; "
+        "assert 'release' in r.output; "
+        "bad = [m for m in ('prefect', 'great_expectations', 'pandas') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code], cwd=PROJECT, capture_output=True, timeout=120
+    )
     assert done.returncode == 0, done.stderr.decode()[-2000:]
 
 
 def test_budget_set_and_show(home: Path) -> None:
     """budget set records a lifetime budget; budget show --json reports it with nothing spent."""
-    code, out, _ = run_cli("budget", "set", "census", "--epsilon", "10", "--delta", "1e-5",
-                           "--home", str(home))
+    code, out, _ = run_cli(
+        "budget", "set", "census", "--epsilon", "10", "--delta", "1e-5", "--home", str(home)
+    )
     assert code == 0 and "remaining ε=10" in out
     code, out, _ = run_cli("budget", "show", "census", "--json", "--home", str(home))
     assert code == 0
@@ -70,8 +74,9 @@ def test_missing_dataset_id(tiny_csv: Path, home: Path) -> None:
 
 def test_evaluate_identical_tables(tiny_csv: Path) -> None:
     """A table against itself: zero TVD, nothing suppressed or fabricated, labelled not DP."""
-    code, out, _ = run_cli("evaluate", str(tiny_csv), str(tiny_csv), "--reporting-length", "2",
-                           "--json")
+    code, out, _ = run_cli(
+        "evaluate", str(tiny_csv), str(tiny_csv), "--reporting-length", "2", "--json"
+    )
     assert code == 0
     result = json.loads(out)
     assert result["differentially_private"] is False and "NOT differentially" in result["note"]

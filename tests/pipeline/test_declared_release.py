@@ -35,10 +35,22 @@ def test_declared_release_publishes_only_declared_labels(
     """The flow runs stage by stage on the released domain; outputs use declared values only."""
     home = tmp_path / "home"
     cfg = tmp_path / "declared.toml"
-    cfg.write_text(tiny_config.read_text().replace('"above 150k"]', '"above 150k", '
-                                                   '"not-in-the-data"]'))
-    code, out, err = run_cli("release", str(tiny_csv), "--config", str(cfg), "--home", str(home),
-                             "--use-columns", DECLARED_COLUMNS, "--seed", "4", "--quiet")
+    cfg.write_text(
+        tiny_config.read_text().replace('"above 150k"]', '"above 150k", "not-in-the-data"]')
+    )
+    code, out, err = run_cli(
+        "release",
+        str(tiny_csv),
+        "--config",
+        str(cfg),
+        "--home",
+        str(home),
+        "--use-columns",
+        DECLARED_COLUMNS,
+        "--seed",
+        "4",
+        "--quiet",
+    )
     assert code == 0, err
     release = Path(out.strip().splitlines()[-1])
     m = json.loads((release / "manifest.json").read_text())

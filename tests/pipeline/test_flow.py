@@ -14,8 +14,9 @@ from tests.pipeline.conftest import N_ROWS, charges, run_cli
 
 
 @pytest.fixture(scope="module")
-def released_run(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path,
-                 prefect_server: str) -> tuple[Path, list[tuple]]:
+def released_run(
+    tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path, prefect_server: str
+) -> tuple[Path, list[tuple]]:
     """One complete release (seed 11, progress on) and the progress events the CLI displayed."""
     from release_store import progress
 
@@ -33,8 +34,16 @@ def released_run(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_
     home = tmp_path_factory.mktemp("flowhome")
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(progress, "RichProgress", Recording)
-        code, out, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
-                                 "--home", str(home), "--seed", "11")
+        code, out, err = run_cli(
+            "release",
+            str(tiny_csv),
+            "--config",
+            str(tiny_config),
+            "--home",
+            str(home),
+            "--seed",
+            "11",
+        )
     assert code == 0, err
     last = out.strip().splitlines()[-1]
     assert Path(last).is_dir()
@@ -51,8 +60,16 @@ def test_progress_of_the_long_stages(released_run: tuple[Path, list[tuple]]) -> 
     """Stages are shown in order; aggregation advances per length; synthesis per record chunk."""
     path, events = released_run
     stages = [e[1].split(" ")[0] for e in events if e[0] == "stage"]
-    assert stages == ["reserving", "validating", "count", "aggregate-1", "aggregate-2",
-                      "normalize", "synthesize", "evaluate"]
+    assert stages == [
+        "reserving",
+        "validating",
+        "count",
+        "aggregate-1",
+        "aggregate-2",
+        "normalize",
+        "synthesize",
+        "evaluate",
+    ]
     i = events.index(("stage", "synthesize (synthetic records)"))
     synth = [e for e in events[i:] if e[0] == "advance"]
     assert ("advance", 1, 2) in events[:i] and ("advance", 2, 2) in events[:i]
@@ -76,12 +93,28 @@ def test_release_directory_follows_the_contract(released: Path) -> None:
     from release_store.workspace import verify_release
 
     m = json.loads((released / "manifest.json").read_text())
-    for key in ("release_id", "dataset", "created_at", "status", "parameters", "privacy",
-                "input", "stages", "artifacts", "versions"):
+    for key in (
+        "release_id",
+        "dataset",
+        "created_at",
+        "status",
+        "parameters",
+        "privacy",
+        "input",
+        "stages",
+        "artifacts",
+        "versions",
+    ):
         assert key in m
     assert m["status"] == "complete"
-    assert {"aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",
-            "evaluation.json", "report.html"} <= set(m["artifacts"])
+    assert {
+        "aggregates.parquet",
+        "aggregates.tsv",
+        "synthetic.parquet",
+        "synthetic.csv",
+        "evaluation.json",
+        "report.html",
+    } <= set(m["artifacts"])
     assert [s["name"] for s in m["stages"]][:4] == ["budget", "validate", "count", "aggregate-1"]
     assert m["parameters"]["seed"] == "given (withheld)"
     assert verify_release(released) == []
@@ -140,8 +173,14 @@ def test_published_evaluation_has_no_true_record_count(released: Path) -> None:
     assert metrics["differentially_private"] is False
     assert set(metrics["marginal_fidelity"]["tvd_mean_by_order"]) == {"1", "2", "3"}
     assert "sensitive_risk" not in metrics
-    for word in ("expansion", "mean_count", "mean_error", "n_sensitive", "n_target",
-                 "n_combinations"):
+    for word in (
+        "expansion",
+        "mean_count",
+        "mean_error",
+        "n_sensitive",
+        "n_target",
+        "n_combinations",
+    ):
         assert word not in text
 
 
@@ -154,11 +193,20 @@ def test_prefect_artifacts_are_created(released: Path) -> None:
     assert {"release-tiny", "privacy-spend-tiny"} <= keys
 
 
-def test_evaluate_a_release_with_its_config(released: Path, tiny_csv: Path,
-                                           tiny_config: Path) -> None:
+def test_evaluate_a_release_with_its_config(
+    released: Path, tiny_csv: Path, tiny_config: Path
+) -> None:
     """`sds evaluate --config` bins the original like the release; the comparison is sane."""
-    code, out, err = run_cli("evaluate", str(tiny_csv), str(released / "synthetic.csv"),
-                             "--config", str(tiny_config), "--reporting-length", "2", "--json")
+    code, out, err = run_cli(
+        "evaluate",
+        str(tiny_csv),
+        str(released / "synthetic.csv"),
+        "--config",
+        str(tiny_config),
+        "--reporting-length",
+        "2",
+        "--json",
+    )
     assert code == 0, err
     result = json.loads(out)
     assert result["differentially_private"] is False
@@ -192,13 +240,24 @@ def test_audit_verify_reports_tampering(released: Path, tmp_path: Path) -> None:
     assert "synthetic.csv" in out
 
 
-def test_registry_synthesizer_release(tiny_csv: Path, tiny_config: Path, tmp_path: Path,
-                                      prefect_server: str) -> None:
+def test_registry_synthesizer_release(
+    tiny_csv: Path, tiny_config: Path, tmp_path: Path, prefect_server: str
+) -> None:
     """A non-SDS synthesizer is one charged fit stage; the release is complete and verified."""
     home = tmp_path / "home"
-    code, out, err = run_cli("release", str(tiny_csv), "--config", str(tiny_config),
-                             "--home", str(home), "--synthesizer", "histogram-1way",
-                             "--seed", "2", "--quiet")
+    code, out, err = run_cli(
+        "release",
+        str(tiny_csv),
+        "--config",
+        str(tiny_config),
+        "--home",
+        str(home),
+        "--synthesizer",
+        "histogram-1way",
+        "--seed",
+        "2",
+        "--quiet",
+    )
     assert code == 0, err
     assert "release " not in err  # --quiet: no progress display
     m = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())

@@ -19,8 +19,11 @@ from release_store.ledger import (
 )
 from sds_core.errors import SdsInputError
 
-PURE = [PlannedCharge("count", "laplace", 0.1), PlannedCharge("k1", "laplace", 0.2),
-        PlannedCharge("k2", "laplace", 0.3)]
+PURE = [
+    PlannedCharge("count", "laplace", 0.1),
+    PlannedCharge("k1", "laplace", 0.2),
+    PlannedCharge("k2", "laplace", 0.3),
+]
 
 
 @pytest.fixture
@@ -118,8 +121,10 @@ def test_verify_detects_insertion(ledger: Ledger) -> None:
     """A row appended by hand with a made-up hash does not chain."""
     _filled(ledger)
     conn = sqlite3.connect(ledger.path)
-    conn.execute("INSERT INTO ledger (seq, kind, dataset, epsilon, delta, created_at, prev_hash, "
-                 "hash) VALUES (7, 'budget', 'pums', '100', '0', 'now', 'x', 'y')")
+    conn.execute(
+        "INSERT INTO ledger (seq, kind, dataset, epsilon, delta, created_at, prev_hash, "
+        "hash) VALUES (7, 'budget', 'pums', '100', '0', 'now', 'x', 'y')"
+    )
     conn.commit()
     conn.close()
     report = ledger.verify()
@@ -127,10 +132,16 @@ def test_verify_detects_insertion(ledger: Ledger) -> None:
 
 
 # -- budgets and reservations ---------------------------------------------------------------------
-@pytest.mark.parametrize("eps, delta, match", [
-    (0.0, 0.0, "must be > 0"), (-1.0, 0.0, "finite number >= 0"), (math.inf, 0.0, "finite"),
-    (1.0, 1.0, r"\[0, 1\)"), ("1", 0.0, "finite"),
-])
+@pytest.mark.parametrize(
+    "eps, delta, match",
+    [
+        (0.0, 0.0, "must be > 0"),
+        (-1.0, 0.0, "finite number >= 0"),
+        (math.inf, 0.0, "finite"),
+        (1.0, 1.0, r"\[0, 1\)"),
+        ("1", 0.0, "finite"),
+    ],
+)
 def test_set_budget_validation(tmp_path: Path, eps: object, delta: object, match: str) -> None:
     """Budgets need finite epsilon > 0 and 0 <= delta < 1."""
     with pytest.raises(SdsInputError, match=match):
@@ -196,8 +207,9 @@ def test_complete_spends_total_and_releases_unused(ledger: Ledger) -> None:
         ledger.charge("r1", stage)
     done = ledger.complete("r1")
     assert (done.status, done.epsilon_spent, done.epsilon_returned) == ("completed", 0.8, 0.0)
-    ledger.reserve("pums", "r2", [PlannedCharge("count", "laplace", 0.05),
-                                  PlannedCharge("k1", "laplace", 0.1)])
+    ledger.reserve(
+        "pums", "r2", [PlannedCharge("count", "laplace", 0.05), PlannedCharge("k1", "laplace", 0.1)]
+    )
     ledger.charge("r2", "count")
     part = ledger.complete("r2")
     assert (part.epsilon_spent, part.epsilon_returned) == (0.05, 0.1)
@@ -211,7 +223,8 @@ def test_zcdp_partial_spend_is_conservative(ledger: Ledger) -> None:
     """Cancelled after count + k1: pure eps plus Bun-Steinke eps of the drawn rho, below total."""
     ledger.set_budget("pums", epsilon=10.0, delta=1e-5)
     plan = [PlannedCharge("count", "laplace", 0.4)] + [
-        PlannedCharge(f"k{k}", "gaussian", 1.2, 1e-6 / 3, 0.1) for k in (1, 2, 3)]
+        PlannedCharge(f"k{k}", "gaussian", 1.2, 1e-6 / 3, 0.1) for k in (1, 2, 3)
+    ]
     ledger.reserve("pums", "r1", plan, epsilon=4.0, delta=1e-6)
     ledger.charge("r1", "count")
     ledger.charge("r1", "k1")
@@ -235,12 +248,15 @@ def test_reserve_idempotent_and_conflicts(ledger: Ledger) -> None:
         ledger.reserve("other", "r1", PURE)
 
 
-@pytest.mark.parametrize("plan, kwargs, match", [
-    ([], {}, "at least one"),
-    ([PURE[0], PURE[0]], {}, "unique"),
-    (PURE, {"epsilon": 0.5}, "sum to 0.6"),
-    ([PlannedCharge("count", "laplace", 0.0)], {}, "epsilon must be > 0"),
-])
+@pytest.mark.parametrize(
+    "plan, kwargs, match",
+    [
+        ([], {}, "at least one"),
+        ([PURE[0], PURE[0]], {}, "unique"),
+        (PURE, {"epsilon": 0.5}, "sum to 0.6"),
+        ([PlannedCharge("count", "laplace", 0.0)], {}, "epsilon must be > 0"),
+    ],
+)
 def test_reserve_validation(ledger: Ledger, plan: list, kwargs: dict, match: str) -> None:
     """Empty plans, duplicate stages and shares larger than the total are refused."""
     with pytest.raises(SdsInputError, match=match):
@@ -265,7 +281,12 @@ def test_charge_idempotent_and_checked(ledger: Ledger) -> None:
     row = ledger.charge("r1", "k1", epsilon=0.2, flow_run_id="run-a")
     assert ledger.charge("r1", "k1", flow_run_id="run-b") == row
     assert (row.dataset, row.stage, row.mechanism, row.epsilon, row.flow_run_id) == (
-        "pums", "k1", "laplace", 0.2, "run-a")
+        "pums",
+        "k1",
+        "laplace",
+        0.2,
+        "run-a",
+    )
     assert len(ledger.charges(release_id="r1")) == 1
     with pytest.raises(LedgerConflictError, match=r"reserved 0\.2"):
         ledger.charge("r1", "k1", epsilon=0.25)
@@ -361,12 +382,17 @@ def test_concurrent_charges_of_one_stage_give_one_row(ledger: Ledger, tmp_path: 
 def test_real_sds_plan_reserves_and_cancels(ledger: Ledger) -> None:
     """The accounting module's stage spends fit their totals; a cancel keeps a sound partial."""
     accounting = pytest.importorskip("sds_core.dp.accounting")
-    plan = accounting.plan_budget(epsilon=4.0, delta=1e-6, reporting_length=3,
-                                  percentile_epsilon_proportion=0.01,
-                                  number_of_records_epsilon_proportion=0.1,
-                                  sigma_proportions=(1.0, 1.0, 1.0))
-    stages = [PlannedCharge(s.stage, s.mechanism, s.epsilon, s.delta, s.rho)
-              for s in plan.stage_spends()]
+    plan = accounting.plan_budget(
+        epsilon=4.0,
+        delta=1e-6,
+        reporting_length=3,
+        percentile_epsilon_proportion=0.01,
+        number_of_records_epsilon_proportion=0.1,
+        sigma_proportions=(1.0, 1.0, 1.0),
+    )
+    stages = [
+        PlannedCharge(s.stage, s.mechanism, s.epsilon, s.delta, s.rho) for s in plan.stage_spends()
+    ]
     ledger.set_budget("pums", epsilon=8.0, delta=1e-5)
     ledger.reserve("pums", "r1", stages, epsilon=4.0, delta=1e-6)
     assert ledger.budget("pums").epsilon_reserved == 4.0
@@ -382,8 +408,7 @@ def test_real_sds_plan_reserves_and_cancels(ledger: Ledger) -> None:
 
 def test_long_decimal_totals_stay_exact(ledger: Ledger) -> None:
     """Shares whose exact sum has more than 17 digits re-reserve idempotently and spend exactly."""
-    plan = [PlannedCharge("a", "laplace", 0.1234567890123456),
-            PlannedCharge("b", "laplace", 1e-20)]
+    plan = [PlannedCharge("a", "laplace", 0.1234567890123456), PlannedCharge("b", "laplace", 1e-20)]
     first = ledger.reserve("pums", "r1", plan)
     assert ledger.reserve("pums", "r1", plan) == first
     for stage in ("a", "b"):

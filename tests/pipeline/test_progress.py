@@ -63,8 +63,9 @@ def test_display_is_erased_and_silent_off_a_terminal() -> None:
 def test_quiet_display_prints_nothing() -> None:
     """--quiet (disable=True) shows nothing at all."""
     buf = io.StringIO()
-    shown = progress.RichProgress("release r1", disable=True,
-                                  console=Console(file=buf, force_terminal=True))
+    shown = progress.RichProgress(
+        "release r1", disable=True, console=Console(file=buf, force_terminal=True)
+    )
     with shown, progress.reporting(shown):
         progress.stage("synthesize")
         progress.advance(5, 10)

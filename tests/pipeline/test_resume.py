@@ -14,19 +14,37 @@ import pytest
 from release_store.workspace import sha256_file
 from tests.pipeline.conftest import PROJECT, charges, run_cli
 
-COMPARED = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "synthetic.csv",
-            "evaluation.json", "validation.json")
+COMPARED = (
+    "aggregates.parquet",
+    "aggregates.tsv",
+    "synthetic.parquet",
+    "synthetic.csv",
+    "evaluation.json",
+    "validation.json",
+)
 RID = "resume-test"
 
 
 def _args(tiny_csv: Path, tiny_config: Path, home: Path) -> list[str]:
-    return ["release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home),
-            "--release-id", RID, "--seed", "5", "--quiet"]
+    return [
+        "release",
+        str(tiny_csv),
+        "--config",
+        str(tiny_config),
+        "--home",
+        str(home),
+        "--release-id",
+        RID,
+        "--seed",
+        "5",
+        "--quiet",
+    ]
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path,
-              prefect_server: str) -> dict[str, str]:
+def reference(
+    tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path, prefect_server: str
+) -> dict[str, str]:
     """Artifact hashes of an uninterrupted release with the same id and seed."""
     home = tmp_path_factory.mktemp("uninterrupted")
     code, out, err = run_cli(*_args(tiny_csv, tiny_config, home))
@@ -35,19 +53,28 @@ def reference(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_con
     return {name: sha256_file(rel / name) for name in COMPARED}
 
 
-def _killed_run(stage: str, tiny_csv: Path, tiny_config: Path, home: Path,
-                api_url: str) -> None:
+def _killed_run(stage: str, tiny_csv: Path, tiny_config: Path, home: Path, api_url: str) -> None:
     env = {**os.environ, "SDS_TEST_KILL_AT": stage, "PREFECT_API_URL": api_url}
-    proc = subprocess.run([sys.executable, "-m", "flows.cli", *_args(tiny_csv, tiny_config, home)],
-                          cwd=PROJECT, env=env, capture_output=True, timeout=600)
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *_args(tiny_csv, tiny_config, home)],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("stage", ["count", "aggregate-2", "synthesize"])
-def test_resume_after_kill_is_identical(stage: str, reference: dict[str, str], tiny_csv: Path,
-                                        tiny_config: Path, tmp_path: Path,
-                                        prefect_server: str) -> None:
+def test_resume_after_kill_is_identical(
+    stage: str,
+    reference: dict[str, str],
+    tiny_csv: Path,
+    tiny_config: Path,
+    tmp_path: Path,
+    prefect_server: str,
+) -> None:
     """Killed inside ``stage`` then resumed: same artifacts, each stage charged once."""
     home = tmp_path / "home"
     _killed_run(stage, tiny_csv, tiny_config, home, prefect_server)

@@ -56,13 +56,32 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, dict
     """`prefect server start` on 127.0.0.1 with its own PREFECT_HOME; yields (url, env)."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}/api"
-    env = {**os.environ, "PREFECT_HOME": str(tmp_path_factory.mktemp("prefect-server")),
-           "PREFECT_API_URL": url, "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
-           "PREFECT_UI_ENABLED": "false", "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
-           "PREFECT_RUNNER_POLL_FREQUENCY": "2", "PREFECT_LOGGING_TO_API_ENABLED": "true"}
+    env = {
+        **os.environ,
+        "PREFECT_HOME": str(tmp_path_factory.mktemp("prefect-server")),
+        "PREFECT_API_URL": url,
+        "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+        "PREFECT_UI_ENABLED": "false",
+        "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+        "PREFECT_RUNNER_POLL_FREQUENCY": "2",
+        "PREFECT_LOGGING_TO_API_ENABLED": "true",
+    }
     proc = subprocess.Popen(
-        [sys.executable, "-m", "prefect", "server", "start", "--host", "127.0.0.1",
-         "--port", str(port)], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        [
+            sys.executable,
+            "-m",
+            "prefect",
+            "server",
+            "start",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         _wait_healthy(url, proc)
         yield url, env
@@ -89,22 +108,44 @@ def _wait_served(proc: subprocess.Popen, names: list[str], timeout: float = 180)
     raise RuntimeError("served deployments did not appear within 180 s")
 
 
-def test_prefect_yaml_deploys(server: tuple[str, dict[str, str]], tiny_csv: Path,
-                              tiny_config: Path, tmp_path: Path) -> None:
+def test_prefect_yaml_deploys(
+    server: tuple[str, dict[str, str]], tiny_csv: Path, tiny_config: Path, tmp_path: Path
+) -> None:
     """`prefect deploy` registers both deployments with a schema-enforced form and a cron."""
     url, env = server
-    env = {**env, "SDS_PROJECT_DIR": str(PROJECT), "SDS_INPUT": str(tiny_csv),
-           "SDS_CONFIG": str(tiny_config), "SDS_HOME": str(tmp_path / "home")}
+    env = {
+        **env,
+        "SDS_PROJECT_DIR": str(PROJECT),
+        "SDS_INPUT": str(tiny_csv),
+        "SDS_CONFIG": str(tiny_config),
+        "SDS_HOME": str(tmp_path / "home"),
+    }
     prefect = [sys.executable, "-m", "prefect", "--no-prompt"]
-    subprocess.run([*prefect, "work-pool", "create", "sds-local", "--type", "process"],
-                   env=env, cwd=PROJECT, check=True, capture_output=True, timeout=120)
-    done = subprocess.run([*prefect, "deploy", "--all", "--prefect-file",
-                           "deployments/prefect.yaml"], env=env, cwd=PROJECT,
-                          capture_output=True, timeout=300)
+    subprocess.run(
+        [*prefect, "work-pool", "create", "sds-local", "--type", "process"],
+        env=env,
+        cwd=PROJECT,
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+    done = subprocess.run(
+        [*prefect, "deploy", "--all", "--prefect-file", "deployments/prefect.yaml"],
+        env=env,
+        cwd=PROJECT,
+        capture_output=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout.decode()[-3000:] + done.stderr.decode()[-3000:]
-    with urllib.request.urlopen(urllib.request.Request(
-            f"{url}/deployments/filter", data=b"{}", method="POST",
-            headers={"Content-Type": "application/json"}), timeout=30) as r:
+    with urllib.request.urlopen(
+        urllib.request.Request(
+            f"{url}/deployments/filter",
+            data=b"{}",
+            method="POST",
+            headers={"Content-Type": "application/json"},
+        ),
+        timeout=30,
+    ) as r:
         deployments = {d["name"]: d for d in json.load(r)}
     nightly = deployments["scheduled-release"]
     assert nightly["enforce_parameter_schema"] is True
@@ -128,16 +169,28 @@ def test_served_deployment_runs_and_exhausted_budget_fails(
     from release_store.workspace import resolve_home
 
     Ledger.open(resolve_home(poor)).set_budget("tiny", epsilon=0.5, delta=1e-3)
-    serve = subprocess.Popen([sys.executable, "-c", SERVE, str(tiny_csv), str(tiny_config),
-                              str(poor)], env=env, cwd=PROJECT,
-                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    serve = subprocess.Popen(
+        [sys.executable, "-c", SERVE, str(tiny_csv), str(tiny_config), str(poor)],
+        env=env,
+        cwd=PROJECT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     try:
         with temporary_settings({PREFECT_API_URL: url}):
             _wait_served(serve, ["sds-release/test-on-demand", "sds-release/test-nightly"])
             run = run_deployment(
-                "sds-release/test-on-demand", timeout=600,
-                parameters={"params": {"input": str(tiny_csv), "config": str(tiny_config),
-                                       "home": str(home), "seed": 2}})
+                "sds-release/test-on-demand",
+                timeout=600,
+                parameters={
+                    "params": {
+                        "input": str(tiny_csv),
+                        "config": str(tiny_config),
+                        "home": str(home),
+                        "seed": 2,
+                    }
+                },
+            )
             assert run.state is not None and run.state.is_completed(), run.state
             with get_client(sync_client=True) as client:
                 keys = {a.key for a in client.read_artifacts()}

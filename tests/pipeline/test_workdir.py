@@ -1,4 +1,5 @@
-"""The flow's private working state: layout from release_store.workspace, key, checkpoints, manifest."""
+"""The flow's private working state: layout from release_store.workspace, key, checkpoints,
+manifest."""
 
 from __future__ import annotations
 

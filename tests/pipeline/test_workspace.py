@@ -135,8 +135,12 @@ def test_sha256_file(tmp_path: Path) -> None:
 def _complete_release(home: Path, dataset: str = "pums", rid: str = "r1") -> ws.ReleasePaths:
     p = ws.release_paths(home, dataset, rid)
     p.create()
-    m = ws.Manifest.new(release_id=rid, dataset=dataset, parameters={"epsilon": 0.6},
-                        privacy={"epsilon": 0.6, "delta": 0.0})
+    m = ws.Manifest.new(
+        release_id=rid,
+        dataset=dataset,
+        parameters={"epsilon": 0.6},
+        privacy={"epsilon": 0.6, "delta": 0.0},
+    )
     m.save(p.release_dir)
     m.stage_started("synthesize")
     ws.atomic_write_text(p.artifact("synthetic.csv"), "a,b\n1,2\n")
@@ -154,13 +158,32 @@ def test_manifest_round_trip(tmp_path: Path) -> None:
     p = _complete_release(tmp_path)
     m = ws.Manifest.load(p.release_dir)
     assert m.status == "complete" and m.data["release_id"] == "r1"
-    assert {"release_id", "dataset", "created_at", "status", "parameters", "privacy", "input",
-            "stages", "artifacts", "versions"} <= m.data.keys()
-    assert set(m.data["versions"]) == {"project", "python", "numpy", "pandas", "pyarrow",
-                                       "prefect", "great_expectations"}
+    assert {
+        "release_id",
+        "dataset",
+        "created_at",
+        "status",
+        "parameters",
+        "privacy",
+        "input",
+        "stages",
+        "artifacts",
+        "versions",
+    } <= m.data.keys()
+    assert set(m.data["versions"]) == {
+        "project",
+        "python",
+        "numpy",
+        "pandas",
+        "pyarrow",
+        "prefect",
+        "great_expectations",
+    }
     stage = m.stage("synthesize")
-    assert stage["status"] == "complete" and stage["artifacts"] == ["synthetic.csv",
-                                                                    "synthetic.parquet"]
+    assert stage["status"] == "complete" and stage["artifacts"] == [
+        "synthetic.csv",
+        "synthetic.parquet",
+    ]
     assert m.data["artifacts"]["synthetic.csv"] == ws.sha256_file(p.artifact("synthetic.csv"))
     assert ws.Manifest.load(p.manifest).data == m.data
     with pytest.raises(SdsInputError, match="manifest status must be one of"):
@@ -196,7 +219,10 @@ def test_discard_incomplete(tmp_path: Path) -> None:
     assert sorted(x.name for x in p.release_dir.iterdir()) == ["manifest.json"]
     m = ws.Manifest.load(p.manifest)
     assert (m.status, m.data["artifacts"], m.data["failure"]) == (
-        "failed", {}, "validation failed (see private)")
+        "failed",
+        {},
+        "validation failed (see private)",
+    )
     assert ws.verify_release(p.release_dir) == ["status is 'failed', not 'complete'"]
     bare = tmp_path / "releases" / "pums" / "r2"
     bare.mkdir()
@@ -210,8 +236,9 @@ def test_discard_incomplete(tmp_path: Path) -> None:
 def test_forbidden_content_check(tmp_path: Path) -> None:
     """Secrets are found in text and inside compressed Parquet; whole tokens only; not echoed."""
     (tmp_path / "a.csv").write_text("n\n41234\n")
-    ws.atomic_write_parquet(tmp_path / "b.parquet",
-                            pd.DataFrame({"k": ["deadbeefcafe"] * 50 + ["other"]}))
+    ws.atomic_write_parquet(
+        tmp_path / "b.parquet", pd.DataFrame({"k": ["deadbeefcafe"] * 50 + ["other"]})
+    )
     found = ws.forbidden_content_check(tmp_path, secrets=["1234", "DEADBEEFCAFE", "", "41234"])
     assert found == ["a.csv: contains forbidden value #3", "b.parquet: contains forbidden value #1"]
     assert not any("deadbeef" in f.lower() for f in found)
@@ -240,13 +267,22 @@ def test_audit_clean_and_json(tmp_path: Path) -> None:
     report = audit(home, verify=True)
     assert report.ok and report.ledger.ok
     assert [(r.release_id, r.status, r.ledger_status) for r in report.releases] == [
-        ("r1", "complete", "completed"), ("r2", "no directory", "open")]
+        ("r1", "complete", "completed"),
+        ("r2", "no directory", "open"),
+    ]
     assert report.releases[0].epsilon_spent == 0.6 and report.releases[1].epsilon_spent == 0.1
     assert report.budgets[0].epsilon_remaining == pytest.approx(0.8)
     assert json.loads(json.dumps(report.to_dict()))["ok"] is True
-    assert report.table_rows()[0] == {"dataset": "pums", "release": "r1", "status": "complete",
-                                      "ledger": "completed", "epsilon": "0.6", "delta": "0",
-                                      "artifacts": "2", "check": "ok"}
+    assert report.table_rows()[0] == {
+        "dataset": "pums",
+        "release": "r1",
+        "status": "complete",
+        "ledger": "completed",
+        "epsilon": "0.6",
+        "delta": "0",
+        "artifacts": "2",
+        "check": "ok",
+    }
     assert ws.audit(home, "other").releases == ()
 
 
@@ -274,7 +310,8 @@ def test_audit_flags_manifest_ledger_mismatch(tmp_path: Path) -> None:
     assert report.problems == (
         "pums/ghost: complete release has no reservation in the ledger",
         "pums/ghost: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
-        "not anchored by this release")
+        "not anchored by this release",
+    )
 
 
 def _rewrite_chain(path: Path, sql: str) -> None:
@@ -290,27 +327,39 @@ def _rewrite_chain(path: Path, sql: str) -> None:
     for row in conn.execute("SELECT * FROM ledger ORDER BY seq").fetchall():
         content = {k: row[k] for k in FIELDS} | {"prev_hash": prev}
         prev, seq = row_hash(content), row["seq"]
-        conn.execute("UPDATE ledger SET prev_hash = ?, hash = ? WHERE seq = ?",
-                     (content["prev_hash"], prev, seq))
+        conn.execute(
+            "UPDATE ledger SET prev_hash = ?, hash = ? WHERE seq = ?",
+            (content["prev_hash"], prev, seq),
+        )
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(seq),))
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (prev,))
     conn.commit()
     conn.close()
 
 
-@pytest.mark.parametrize(("sql", "expected"), [
-    ("UPDATE ledger SET epsilon = '0.01' WHERE kind = 'charge' AND stage = 'k1'",
-     "no longer has the hash recorded when this release completed: the ledger was rewritten"),
-    ("DELETE FROM ledger WHERE release_id = 'r1' AND kind = 'close' OR release_id = 'r2'",
-     "the ledger has no row 5, the head recorded when this release completed: the ledger was "
-     "truncated or replaced"),
-])
-def test_audit_detects_a_consistently_rewritten_ledger(tmp_path: Path, sql: str,
-                                                       expected: str) -> None:
+@pytest.mark.parametrize(
+    ("sql", "expected"),
+    [
+        (
+            "UPDATE ledger SET epsilon = '0.01' WHERE kind = 'charge' AND stage = 'k1'",
+            "no longer has the hash recorded when this release completed: the ledger was rewritten",
+        ),
+        (
+            "DELETE FROM ledger WHERE release_id = 'r1' AND kind = 'close' OR release_id = 'r2'",
+            "the ledger has no row 5, the head recorded when this release completed: the ledger "
+            "was truncated or replaced",
+        ),
+    ],
+)
+def test_audit_detects_a_consistently_rewritten_ledger(
+    tmp_path: Path, sql: str, expected: str
+) -> None:
     """A re-hashed (chain-valid) edit or truncation is caught by the manifest's ledger head."""
     home, led = _home_with_ledger(tmp_path)
-    assert json.loads(ws.release_paths(home, "pums", "r1").manifest.read_text())[
-        "ledger_head"]["seq"] == 5  # budget, reserve, 2 charges, close
+    assert (
+        json.loads(ws.release_paths(home, "pums", "r1").manifest.read_text())["ledger_head"]["seq"]
+        == 5
+    )  # budget, reserve, 2 charges, close
     _rewrite_chain(led.path, sql)
     report = audit(home, verify=True)
     assert report.ledger.ok  # the chain alone no longer shows anything
@@ -325,7 +374,8 @@ def test_audit_requires_the_ledger_head(tmp_path: Path) -> None:
     m.save(ws.release_paths(home, "pums", "r1").manifest)
     assert audit(home, verify=True).problems == (
         "pums/r1: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
-        "not anchored by this release",)
+        "not anchored by this release",
+    )
 
 
 def test_audit_empty_home_creates_nothing(tmp_path: Path) -> None:
@@ -340,10 +390,17 @@ def test_modules_do_not_import_prefect() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, release_store.ledger, release_store.workspace, release_store.audit, release_store.workdir\n"
-            "import release_store.progress\n"
-            "print(','.join(m for m in sys.modules "
-            "if m.split('.')[0] in ('prefect', 'great_expectations')))")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
-                         cwd=Path(__file__).resolve().parents[2])
+    code = (
+        "import sys, release_store.ledger, release_store.workspace, release_store.audit\n"
+        "import release_store.workdir, release_store.progress\n"
+        "print(','.join(m for m in sys.modules "
+        "if m.split('.')[0] in ('prefect', 'great_expectations')))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     assert out.stdout.strip() == ""
