@@ -1,25 +1,26 @@
 """The ``release`` flow: one DP data release, stage by stage, as Prefect tasks.
 
-budget (reserve) -> validate (GX gate, nothing charged) -> count -> aggregate k=1..R -> normalize
--> synthesize (a registry synthesizer instead: fit) -> validate output -> evaluate -> publish.
-Re-running with the same release id resumes: finished stages load their hash-checked
-checkpoints, nothing is charged twice.
+budget -> ingest -> validate (GX gate, nothing charged) -> prepare -> count -> aggregate k=1..R
+-> normalize -> synthesize (a registry synthesizer instead: fit) -> validate-output -> evaluate
+-> publish. Each task receives what it reads and returns what the next one needs; the sensitive
+table is a handle that only this flow run holds. Re-running with the same release id resumes:
+finished stages load their hash-checked checkpoints and nothing is charged twice.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from contextlib import contextmanager
-from typing import Any
+from prefect import flow, get_run_logger, runtime
 
-from prefect import flow, get_run_logger, runtime, task
-from prefect.cache_policies import NO_CACHE
-
+from release_store import stages
 from release_store.params import ReleaseParams
-from release_store.workdir import now
-from tasks import stages
+from tasks.budget import reserve_budget
+from tasks.evaluation import evaluate
+from tasks.ingest import ingest
+from tasks.marginals import aggregate_length, count_records, normalize_aggregates
+from tasks.preparation import prepare_table
 from tasks.publish import publish
-from tasks.registry_synth import fit_synthesizer
+from tasks.synthesis import fit_synthesizer, synthesize_records
+from tasks.validation import validate_input, validate_output
 
 
 def _run_name() -> str:
@@ -29,103 +30,70 @@ def _run_name() -> str:
     return f"release-{params.get('release_id') or params.get('dataset', 'new')}"
 
 
-@task(name="validate-output", persist_result=False, cache_policy=NO_CACHE)
-def validate_output(
-    ctx: stages.ReleaseContext, params: ReleaseParams, synthetic: Any
-) -> list[dict[str, Any]]:
-    """The synthetic table against the declared schema (bins and value sets)."""
-    from release_store.validation import output_schema, validate_table
-    from sds_core.data.decoding import to_frame
-
-    if params.table_schema is None:
-        return []
-    frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
-    labels = dict(zip(synthetic.domain.columns, synthetic.domain.labels, strict=True))
-    schema = output_schema(params.table_schema, {c: labels.get(c, ()) for c in frame.columns})
-    return validate_table(
-        frame, schema, name="output", private_dir=ctx.dirs.private_dir, what="output"
-    )
-
-
-class _Stages:
-    """The finished stages of a run, in order, with their start and finish times (manifest)."""
-
-    def __init__(self) -> None:
-        self.done: list[dict[str, Any]] = []
-
-    @contextmanager
-    def run(self, name: str) -> Iterator[None]:
-        """Time one stage; it is recorded only when its body finishes."""
-        started = now()
-        yield
-        self.done.append(
-            {"name": name, "status": "complete", "started": started, "finished": now()}
-        )
-
-
 @flow(name="sds-release", flow_run_name=_run_name, persist_result=False, validate_parameters=True)
 def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
-    run_id = str(runtime.flow_run.id) if runtime.flow_run.id else None
     log = get_run_logger()
-    timeline = _Stages()
+    timeline = stages.Timeline()
 
-    # --- 1. budget: reserve (ε, δ) before the data is read -----------------------------------
-    with timeline.run("budget"):
-        ctx = stages.reserve_budget(params=params, flow_run_id=run_id)
+    # --- budget: reserve (ε, δ) before the data is read -----------------------------------------
+    with timeline.run(stages.BUDGET):
+        run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
     try:
-        # --- 2. validate the input (GX gate); nothing charged yet -----------------------------
-        with timeline.run("validate"):
-            checked = stages.validate_input(ctx=ctx, params=params)
+        # --- ingest, validate (GX gate; nothing charged yet), prepare -------------------------
+        with timeline.run(stages.INGEST):
+            raw, input_sha256 = ingest(run=run)
+        with timeline.run(stages.VALIDATE):
+            input_summary = validate_input(run=run, table=raw)
+        with timeline.run(stages.PREPARE):
+            table = prepare_table(run=run, table=raw, input_sha256=input_sha256)
+        del raw
 
-        if params.synthesizer != "aggregate-seeded":
-            # --- 3. fit a registry synthesizer (charged, then drawn) ------------------------
-            with timeline.run("fit"):
-                synthetic, aggregates = fit_synthesizer(ctx=ctx, params=params, flow_run_id=run_id)
-        else:
-            # --- 3. count, 4. aggregate k = 1..R: charged, then drawn ------------------------
-            with timeline.run("count"):
-                protected_n = stages.count_records(ctx=ctx, params=params, flow_run_id=run_id)
+        if params.synthesizer == "aggregate-seeded":
+            # --- count, aggregate k = 1..R: each charged, then drawn ---------------------------
+            with timeline.run(stages.COUNT):
+                protected_n = count_records(run=run, table=table)
+            by_length: dict[int, dict] = {}
             for k in range(1, params.reporting_length + 1):
-                with timeline.run(f"aggregate-{k}"):
-                    step = stages.aggregate_length(
-                        ctx=ctx, params=params, k=k, protected_n=protected_n, flow_run_id=run_id
+                with timeline.run(stages.aggregate_stage(k)):
+                    by_length[k] = aggregate_length(
+                        run=run, table=table, k=k, protected_n=protected_n, shorter=by_length
                     )
-                log.info("aggregate-%d: %d DP combinations survive", k, step["survivors"])
-
-            # --- 5. normalize, 6. synthesize (post-processing, no spend) ---------------------
-            with timeline.run("normalize"):
-                aggregates = stages.finalize_aggregates(
-                    ctx=ctx, params=params, protected_n=protected_n
+                log.info(
+                    "aggregate-%d: %d DP combinations survive", k, len(by_length[k]["survivors"])
                 )
-            with timeline.run("synthesize"):
-                synthetic = stages.synthesize_records(ctx=ctx, params=params, aggregates=aggregates)
 
-        # --- 7. validate output, 8. evaluate -------------------------------------------------
-        with timeline.run("validate-output"):
-            out_summary = validate_output(ctx=ctx, params=params, synthetic=synthetic)
-        with timeline.run("evaluate"):
-            evaluation = stages.evaluate_release(
-                ctx=ctx, params=params, aggregates=aggregates, synthetic=synthetic
-            )
+            # --- normalize, synthesize: post-processing of the DP aggregates, no spend ---------
+            with timeline.run(stages.NORMALIZE):
+                aggregates = normalize_aggregates(
+                    run=run, table=table, by_length=by_length, protected_n=protected_n
+                )
+            with timeline.run(stages.SYNTHESIZE):
+                synthetic = synthesize_records(run=run, aggregates=aggregates, table=table)
+        else:
+            # --- fit a registry synthesizer: all its charges, then its draws -------------------
+            with timeline.run(stages.FIT):
+                synthetic, aggregates = fit_synthesizer(run=run, table=table)
 
-        # --- 9. publish (the manifest turns complete, anchored to the ledger head) ----------
+        # --- validate output, evaluate ----------------------------------------------------------
+        with timeline.run(stages.VALIDATE_OUTPUT):
+            output_summary = validate_output(run=run, synthetic=synthetic)
+        with timeline.run(stages.EVALUATE):
+            evaluation = evaluate(run=run, table=table, aggregates=aggregates, synthetic=synthetic)
+
+        # --- publish (the manifest turns complete, anchored to the ledger head) ---------------
         return publish(
-            ctx=ctx,
-            parameters=params.public_dict() | {"release_id": ctx.release_id},
-            input_sha256=checked["input_sha256"],
+            run=run,
+            input_sha256=input_sha256,
             aggregates=aggregates,
             synthetic=synthetic,
             evaluation=evaluation,
-            validation={"input": checked["validation"], "output": out_summary},
-            stages=timeline.done,
-            flow_run_id=run_id,
+            validation={"input": input_summary, "output": output_summary},
+            stages_done=timeline.done,
         )
     except BaseException as e:
-        stages.mark_failed(ctx, e, timeline.done)
+        run.mark_failed(e, timeline.done)
         raise
-    finally:
-        stages.forget_table(ctx)
 
 
 if __name__ == "__main__":

@@ -40,8 +40,8 @@ _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
 def utc_now() -> str:
-    """Current UTC time, ISO 8601 with seconds."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
+    """Current UTC time, ISO 8601 with milliseconds (stage timings need sub-second resolution)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 # -- home and ids ----------------------------------------------------------------------------------
@@ -433,10 +433,3 @@ def forbidden_content_check(release_dir: str | Path, *, secrets: Iterable[str]) 
             if any(pattern.search(t) for t in texts):
                 problems.append(f"{path.name}: contains forbidden value #{i}")
     return problems
-
-
-def audit(home: str | Path, dataset: str | None = None, *, verify: bool = False) -> Any:
-    """Audit a home: see :func:`release_store.audit.audit` (returns an ``AuditReport``)."""
-    from release_store.audit import audit as _audit
-
-    return _audit(home, dataset, verify=verify)

@@ -1,5 +1,6 @@
-"""Prefect tasks and release infrastructure.
+"""Prefect tasks: one thin task per release stage (the stage names are in release_store.stages).
 
-Tasks are thin wrappers (I/O, logging, retries) around one sds_core stage each; the ledger
-and the release workspace (files, manifest, audit) live here too.
+Each task wraps one ``sds_core`` stage (or one store operation) and adds only I/O, logging and
+progress; the charge/draw/checkpoint rule is ``ReleaseRun.stage``. Tasks that read the sensitive
+table never persist or cache their results (:data:`tasks.options.SENSITIVE`).
 """

@@ -62,13 +62,16 @@ def test_progress_of_the_long_stages(released_run: tuple[Path, list[tuple]]) -> 
     stages = [e[1].split(" ")[0] for e in events if e[0] == "stage"]
     assert stages == [
         "reserving",
+        "reading",
         "validating",
+        "preparing",
         "count",
         "aggregate-1",
         "aggregate-2",
         "normalize",
         "synthesize",
         "evaluate",
+        "publish",
     ]
     i = events.index(("stage", "synthesize (synthetic records)"))
     synth = [e for e in events[i:] if e[0] == "advance"]
@@ -115,7 +118,14 @@ def test_release_directory_follows_the_contract(released: Path) -> None:
         "evaluation.json",
         "report.html",
     } <= set(m["artifacts"])
-    assert [s["name"] for s in m["stages"]][:4] == ["budget", "validate", "count", "aggregate-1"]
+    assert [s["name"] for s in m["stages"]][:6] == [
+        "budget",
+        "ingest",
+        "validate",
+        "prepare",
+        "count",
+        "aggregate-1",
+    ]
     assert m["parameters"]["seed"] == "given (withheld)"
     assert verify_release(released) == []
 

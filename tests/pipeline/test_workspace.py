@@ -283,7 +283,7 @@ def test_audit_clean_and_json(tmp_path: Path) -> None:
         "artifacts": "2",
         "check": "ok",
     }
-    assert ws.audit(home, "other").releases == ()
+    assert audit(home, "other").releases == ()
 
 
 def test_audit_reports_tampering(tmp_path: Path) -> None:

@@ -1,0 +1,252 @@
+"""One running release: its parameters, budget reservation, stage runner and failure record.
+
+:class:`ReleaseRun` is the one object every stage task receives: where the release lives, what
+it may spend and how it was asked for. :meth:`ReleaseRun.stage` is the resume idiom, written
+once: a finished stage loads its checkpoint; otherwise it is charged (when the stage registry
+says so), computed (drawing noise from the release key) and checkpointed. The sensitive table
+travels only as a :class:`SensitiveTable` handle, which refuses to be pickled or printed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from release_store import stages
+from release_store.ledger import Ledger
+from release_store.params import ReleaseParams, dp_params
+from release_store.workdir import ReleaseDirs, atomic_write_json, now
+from release_store.workspace import Manifest, discard_incomplete, new_release_id, resolve_home
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.errors import SdsInputError, SdsInternalError
+
+__all__ = [
+    "KILL_ENV",
+    "ReleaseRun",
+    "SensitiveTable",
+    "planned_charges",
+    "registry_synthesizer",
+    "reserve",
+]
+
+KILL_ENV = "SDS_TEST_KILL_AT"
+"""Test-only hook: a stage name (e.g. ``aggregate-2``); that stage SIGKILLs its own process
+after it was charged and computed, before its checkpoint is written (resume tests)."""
+
+T = TypeVar("T")
+
+
+class SensitiveTable(Generic[T]):
+    """A handle on the sensitive table (raw or prepared): held by the flow run only.
+
+    It cannot be pickled (so no result store, cache or process pool can persist it), and its
+    ``repr`` shows only the type, so it cannot reach a log by accident. ``.value`` is the table.
+    """
+
+    __slots__ = ("value",)
+
+    def __init__(self, value: T) -> None:
+        """Wrap ``value`` (an Arrow table or a ``PreparedTable``)."""
+        self.value = value
+
+    def __repr__(self) -> str:
+        """The type only, never the content."""
+        return f"SensitiveTable[{type(self.value).__name__}](<withheld>)"
+
+    def __reduce__(self) -> Any:
+        """Refuse pickling: the sensitive table is never persisted."""
+        raise SdsInternalError("the sensitive table must never be pickled, persisted or cached")
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseRun:
+    """One release being run: its parameters, id, home and the flow run that runs it."""
+
+    params: ReleaseParams
+    release_id: str
+    home: str
+    flow_run_id: str | None = None
+
+    @property
+    def dataset(self) -> str:
+        """The dataset whose budget the release spends."""
+        return self.params.dataset
+
+    @property
+    def epsilon(self) -> float:
+        """ε of the whole release."""
+        return self.params.epsilon
+
+    @property
+    def delta(self) -> float:
+        """δ of the whole release (fixed before the data is read)."""
+        return self.params.resolved_delta()
+
+    @property
+    def dirs(self) -> ReleaseDirs:
+        """The release's directories, key, checkpoints and manifest."""
+        return ReleaseDirs(Path(self.home), self.dataset, self.release_id)
+
+    def ledger(self) -> Ledger:
+        """The privacy-budget ledger of the home."""
+        return Ledger.open(self.home)
+
+    def randomness(self) -> ReleaseRandomness:
+        """The release key (stored in the private workspace on first use)."""
+        return self.dirs.randomness(self.params.seed)
+
+    def stage(
+        self, name: str, compute: Callable[[], T], *, charges: Iterable[str] | None = None
+    ) -> T:
+        """Run stage ``name`` once per release, as the stage registry says.
+
+        A finished stage returns its checkpoint. Otherwise the stage is charged first (its own
+        planned charge, or the ledger stages in ``charges``), then ``compute`` runs (drawing from
+        the release key), then its result is checkpointed; a crash in between leaves the charge
+        in place and a resumed stage redraws the same noise from the same key.
+        """
+        entry = stages.spec(name)
+        if entry.checkpoint:
+            done = self.dirs.load_checkpoint(name)
+            if done is not None:
+                return done  # type: ignore[no-any-return]
+        if entry.charges:
+            ledger = self.ledger()
+            for charged in [name] if charges is None else list(charges):
+                ledger.charge(self.release_id, charged, flow_run_id=self.flow_run_id)
+        result = compute()
+        if os.environ.get(KILL_ENV) == name:
+            os.kill(os.getpid(), signal.SIGKILL)
+        if entry.checkpoint:
+            self.dirs.save_checkpoint(name, result)
+        return result
+
+    def mark_failed(self, error: BaseException, stages_done: list[dict[str, Any]]) -> None:
+        """Record a failure: manifest ``failed`` (redacted reason), full reason privately.
+
+        When nothing was charged the reservation is cancelled (the whole budget goes back);
+        otherwise it stays open so ``sds resume`` can finish the release without new spend.
+        """
+        dirs = self.dirs
+        ledger = self.ledger()
+        charged = ledger.charges(release_id=self.release_id)
+        atomic_write_json(
+            dirs.private_dir / "failure.json",
+            {"at": now(), "type": type(error).__name__, "message": str(error)},
+            private=True,
+        )
+        if not charged:
+            ledger.cancel(self.release_id)
+        manifest = dirs.manifest() or {
+            "release_id": self.release_id,
+            "dataset": self.dataset,
+            "status": "failed",
+        }
+        manifest.update({"stages": stages_done, "resumable": bool(charged)})
+        dirs.write_manifest(manifest)
+        discard_incomplete(
+            dirs.release_dir, reason=f"{type(error).__name__} (details in the private workspace)"
+        )
+
+
+def registry_synthesizer(params: ReleaseParams) -> Any:
+    """The registry synthesizer of ``params``, with options from the declared schema."""
+    from sds_core.dp.declared import DeclaredDomain
+    from sds_core.synthesizers import create, option_names
+
+    names = set(option_names(params.synthesizer))
+    if "declared" in names and params.table_schema is not None:
+        declared = tuple(
+            DeclaredDomain(c.name, values=tuple(c.values))
+            for c in params.table_schema.columns
+            if c.values is not None and (not params.use_columns or c.name in params.use_columns)
+        )
+        return create(params.synthesizer, declared=declared)
+    if "columns" not in names:
+        return create(params.synthesizer)
+    columns = list(params.use_columns) or (
+        [c.name for c in params.table_schema.columns] if params.table_schema else []
+    )
+    if not columns:
+        raise SdsInputError(
+            f"synthesizer {params.synthesizer!r} splits its budget over the columns, which must "
+            "be known before the data is read: declare a [schema] or pass --use-columns a,b,c"
+        )
+    if "marginal_columns" in names:  # histogram-nway: one joint histogram over all columns
+        return create(params.synthesizer, columns=tuple(columns), marginal_columns=tuple(columns))
+    return create(params.synthesizer, columns=tuple(columns))
+
+
+def planned_charges(params: ReleaseParams) -> list[Any]:
+    """The ledger plan of a release (one ``StageSpend`` per charged stage), without the data."""
+    from sds_core.marginals.engine import plan_release
+
+    if params.synthesizer != "aggregate-seeded":
+        return list(registry_synthesizer(params).budget(params.epsilon, params.resolved_delta()))
+    return list(plan_release(dp_params(params), 1).stage_spends())  # δ explicit: count unused
+
+
+def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun:
+    """Reserve the whole release's (ε, δ) before any data is read; refuse if it does not fit.
+
+    Also refuses a release id that is complete or was closed, and a resumed release whose
+    parameters changed; creates the workspace, the release key and the running manifest.
+    """
+    home = resolve_home(params.home)
+    release_id = params.release_id or new_release_id(params.dataset)
+    run = ReleaseRun(params, release_id, str(home), flow_run_id)
+    dirs = run.dirs
+    manifest = dirs.manifest()
+    if manifest is not None and manifest.get("status") == "complete":
+        raise SdsInputError(
+            f"release id {release_id!r} already exists and is complete ({dirs.release_dir}); "
+            "choose another --release-id or leave it out to get a new one"
+        )
+    ledger = run.ledger()
+    earlier = ledger.reservation(release_id)
+    if earlier is not None and earlier.status != "open":
+        closed = "failed or was cancelled" if earlier.status == "cancelled" else "completed"
+        raise SdsInputError(
+            f"release id {release_id!r} was already used by a release that {closed}; "
+            "start a new release id (leave out --release-id to get a fresh one)"
+        )
+    saved = dirs.private_dir / "params.json"
+    public = params.public_dict() | {"release_id": release_id}
+    if saved.is_file():
+        before = json.loads(saved.read_text())
+        if {k: v for k, v in before.items() if k != "home"} != {
+            k: v for k, v in public.items() if k != "home"
+        }:
+            raise SdsInputError(
+                f"release {release_id!r} was started with other parameters; resume it with "
+                f"`sds resume {release_id}` (same parameters) or start a new release id"
+            )
+    if ledger.budget(params.dataset) is None and params.default_budget is not None:
+        ledger.set_budget(
+            params.dataset,
+            epsilon=params.default_budget.epsilon,
+            delta=params.default_budget.delta,
+        )
+    ledger.reserve(
+        params.dataset,
+        release_id,
+        planned_charges(params),
+        epsilon=run.epsilon,
+        delta=run.delta,
+        flow_run_id=flow_run_id,
+    )
+    dirs.paths.create(exist_ok=True)
+    atomic_write_json(saved, public, private=True)
+    if params.seed is not None:
+        atomic_write_json(dirs.private_dir / "seed.json", {"seed": params.seed}, private=True)
+    run.randomness()
+    if manifest is None:
+        dirs.write_manifest(
+            Manifest.new(release_id=release_id, dataset=params.dataset, parameters=public).data
+        )
+    return run

@@ -1,0 +1,100 @@
+"""The DP marginals tasks: ``count``, ``aggregate-k`` and ``normalize`` (sds_core.marginals).
+
+Each noisy stage is charged, then drawn from the release key, then checkpointed privately
+(``ReleaseRun.stage``); the tasks return only DP values, which the flow passes on explicitly.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prefect import task
+
+from release_store import progress, stages
+from release_store.params import dp_params
+from release_store.run import ReleaseRun, SensitiveTable
+from sds_core.data.table import PreparedTable
+from sds_core.marginals import engine
+from sds_core.marginals.aggregates import AggregateSet
+from tasks.options import SENSITIVE
+
+
+@task(name=stages.COUNT, **SENSITIVE)
+def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> int:
+    """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
+    progress.stage("count (DP record count)")
+
+    def compute() -> int:
+        step = engine.protect_record_count(
+            table.value, dp_params(run.params), run.randomness(), release_label=run.release_id
+        )
+        return int(step.protected_number_of_records)
+
+    return int(run.stage(stages.COUNT, compute))
+
+
+@task(name=stages.AGGREGATE, task_run_name="aggregate-{k}", **SENSITIVE)
+def aggregate_length(
+    run: ReleaseRun,
+    table: SensitiveTable[PreparedTable],
+    k: int,
+    protected_n: int,
+    shorter: dict[int, dict[str, Any]],
+) -> dict[str, Any]:
+    """DP counts of the length-k combinations, given the DP results of lengths 1..k-1.
+
+    Returns the survivors with their noisy counts, Δ_k, the threshold and (k = 1 with declared
+    domains) the released domain: DP values only (the private notes stay in the checkpoint).
+    """
+    name = stages.aggregate_stage(k)
+    progress.stage(f"{name} (DP combinations of length {k})")
+    progress.advance(k - 1, run.params.reporting_length)
+
+    def compute() -> dict[str, Any]:
+        dp = dp_params(run.params)
+        step = engine.aggregate_length(
+            table.value,
+            k,
+            {j: shorter[j]["survivors"] for j in range(1, k)},
+            engine.plan_release(dp, protected_n),
+            dp,
+            run.randomness(),
+            release_label=run.release_id,
+            domain=shorter[1].get("domain") if k > 1 else None,
+        )
+        return {
+            "survivors": step.survivors,
+            "allowed_sensitivity": step.allowed_sensitivity,
+            "threshold": step.threshold,
+            "domain": step.domain,
+            "private_notes": dict(step.private_notes),
+        }
+
+    done = run.stage(name, compute)
+    progress.advance(k, run.params.reporting_length)
+    return {key: value for key, value in done.items() if key != "private_notes"}
+
+
+@task(name=stages.NORMALIZE, **SENSITIVE)
+def normalize_aggregates(
+    run: ReleaseRun,
+    table: SensitiveTable[PreparedTable],
+    by_length: dict[int, dict[str, Any]],
+    protected_n: int,
+) -> AggregateSet:
+    """Round, add missing parents, normalize: the published DP ``AggregateSet``.
+
+    Post-processing of DP values; the table is read only for its domain when no domain was
+    released (undeclared columns: the domain of the published 1-tuples).
+    """
+    progress.stage("normalize")
+
+    def compute() -> AggregateSet:
+        return engine.finalize(
+            {k: step["survivors"] for k, step in by_length.items()},
+            domain=by_length[1].get("domain") or table.value.domain,
+            reporting_length=run.params.reporting_length,
+            protected_number_of_records=protected_n,
+        )
+
+    return run.stage(stages.NORMALIZE, compute)
