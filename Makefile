@@ -4,6 +4,7 @@ PY      := $(VENV)/bin/python
 PIP     := $(VENV)/bin/pip
 SDS_HOME ?= .sds
 PYTHON  ?= python3
+CODE    := sds_core release_store tasks flows tests bench
 
 .PHONY: setup release test test-fast bench lint clean
 
@@ -21,16 +22,19 @@ release: setup
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py).
 test: setup
-	$(PY) -m pytest -q --doctest-modules sds_core tests
+	$(PY) -m pytest -q --doctest-modules sds_core release_store tests
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not server" --doctest-modules sds_core tests
+	$(PY) -m pytest -q -m "not slow and not server" --doctest-modules sds_core release_store tests
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py
 
+## ruff (lint and format) and mypy (strict on sds_core): CI runs this before the tests.
 lint: setup
-	$(VENV)/bin/ruff check sds_core tasks flows tests bench
+	$(VENV)/bin/ruff check $(CODE)
+	$(VENV)/bin/ruff format --check $(CODE)
+	$(VENV)/bin/mypy
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache

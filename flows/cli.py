@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -274,7 +273,7 @@ def audit(
     from rich.console import Console
     from rich.table import Table
 
-    from release_store.audit import audit as run_audit
+    from release_store.audit import audit_home as run_audit
 
     report = run_audit(_home(home), dataset, verify=verify)
     if as_json:
@@ -337,4 +336,4 @@ def main() -> None:  # pragma: no cover - console entry point alias
 
 
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    main()

@@ -9,16 +9,18 @@ finished stages load their hash-checked checkpoints and nothing is charged twice
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import flow, get_run_logger, runtime
 
 from release_store import stages
 from release_store.params import ReleaseParams
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
-from tasks.ingest import ingest
+from tasks.ingest import read_input
 from tasks.marginals import aggregate_length, count_records, normalize_aggregates
 from tasks.preparation import prepare_table
-from tasks.publish import publish
+from tasks.publish import publish_release
 from tasks.synthesis import fit_synthesizer, synthesize_records
 from tasks.validation import validate_input, validate_output
 
@@ -42,7 +44,7 @@ def release(params: ReleaseParams) -> str:
     try:
         # --- ingest, validate (GX gate; nothing charged yet), prepare -------------------------
         with timeline.run(stages.INGEST):
-            raw, input_sha256 = ingest(run=run)
+            raw, input_sha256 = read_input(run=run)
         with timeline.run(stages.VALIDATE):
             input_summary = validate_input(run=run, table=raw)
         with timeline.run(stages.PREPARE):
@@ -53,7 +55,7 @@ def release(params: ReleaseParams) -> str:
             # --- count, aggregate k = 1..R: each charged, then drawn ---------------------------
             with timeline.run(stages.COUNT):
                 protected_n = count_records(run=run, table=table)
-            by_length: dict[int, dict] = {}
+            by_length: dict[int, dict[str, Any]] = {}
             for k in range(1, params.reporting_length + 1):
                 with timeline.run(stages.aggregate_stage(k)):
                     by_length[k] = aggregate_length(
@@ -82,7 +84,7 @@ def release(params: ReleaseParams) -> str:
             evaluation = evaluate(run=run, table=table, aggregates=aggregates, synthetic=synthetic)
 
         # --- publish (the manifest turns complete, anchored to the ledger head) ---------------
-        return publish(
+        return publish_release(
             run=run,
             input_sha256=input_sha256,
             aggregates=aggregates,

@@ -122,7 +122,9 @@ def _manifests(home: Path, dataset: str | None) -> list[Path]:
     return sorted(p for p in root.glob(pattern) if p.is_dir()) if root.is_dir() else []
 
 
-def audit(home: str | Path, dataset: str | None = None, *, verify: bool = False) -> AuditReport:
+def audit_home(
+    home: str | Path, dataset: str | None = None, *, verify: bool = False
+) -> AuditReport:
     """Audit a home (nothing is created or modified).
 
     Args:

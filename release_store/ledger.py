@@ -32,12 +32,12 @@ from release_store.ledger_types import (
     LedgerConflictError,
     PlannedCharge,
     Reservation,
-    check_amount,
     check_name,
     dec,
     partial_spend,
     validate_plan,
 )
+from sds_core.dp.accounting import check_amount
 from sds_core.errors import SdsInputError
 
 __all__ = [
@@ -435,7 +435,7 @@ class Ledger:
 
     def charges(self, dataset: str | None = None, release_id: str | None = None) -> list[ChargeRow]:
         """Charge rows in ledger order, optionally for one dataset and/or release."""
-        sql, args = "SELECT * FROM ledger WHERE kind = 'charge'", []
+        sql, args = "SELECT * FROM ledger WHERE kind = 'charge'", list[str]()
         for column, value in (("dataset", dataset), ("release_id", release_id)):
             if value is not None:
                 sql, args = f"{sql} AND {column} = ?", [*args, value]

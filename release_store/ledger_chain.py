@@ -123,7 +123,8 @@ def append_row(conn: sqlite3.Connection, path: Path, values: dict[str, Any]) -> 
     )
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(seq + 1),))
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (digest,))
-    return conn.execute("SELECT * FROM ledger WHERE seq = ?", (seq + 1,)).fetchone()
+    row: sqlite3.Row = conn.execute("SELECT * FROM ledger WHERE seq = ?", (seq + 1,)).fetchone()
+    return row
 
 
 def verify_chain(conn: sqlite3.Connection) -> VerifyReport:

@@ -74,7 +74,7 @@ def csv_bytes(frame: Any) -> bytes:
     for col in frame.columns:
         texts.extend(str(v) for v in pd.unique(frame[col].astype(str)))
     if frame.shape[1] == 0 or bool(frame.isna().any().any()) or any(map(special.search, texts)):
-        return frame.to_csv(index=False).encode()
+        return str(frame.to_csv(index=False)).encode()
     buf = io.BytesIO()
     buf.write((",".join(str(c) for c in frame.columns) + "\n").encode())
     table = pa.Table.from_pandas(frame.astype(str), preserve_index=False)
@@ -154,7 +154,7 @@ aggregates and synthetic records reveal at most that much about any one record.<
 </body></html>""".encode()
 
 
-def publish_release(
+def write_release(
     run: ReleaseRun,
     *,
     parameters: dict[str, Any],

@@ -75,6 +75,8 @@ class ReleaseRun:
     @property
     def dataset(self) -> str:
         """The dataset whose budget the release spends."""
+        if self.params.dataset is None:  # ReleaseParams requires it; a bug if it is missing
+            raise SdsInternalError("a release run without a dataset id")
         return self.params.dataset
 
     @property
@@ -226,14 +228,14 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
                 f"release {release_id!r} was started with other parameters; resume it with "
                 f"`sds resume {release_id}` (same parameters) or start a new release id"
             )
-    if ledger.budget(params.dataset) is None and params.default_budget is not None:
+    if ledger.budget(run.dataset) is None and params.default_budget is not None:
         ledger.set_budget(
-            params.dataset,
+            run.dataset,
             epsilon=params.default_budget.epsilon,
             delta=params.default_budget.delta,
         )
     ledger.reserve(
-        params.dataset,
+        run.dataset,
         release_id,
         planned_charges(params),
         epsilon=run.epsilon,
@@ -247,6 +249,6 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
     run.randomness()
     if manifest is None:
         dirs.write_manifest(
-            Manifest.new(release_id=release_id, dataset=params.dataset, parameters=public).data
+            Manifest.new(release_id=release_id, dataset=run.dataset, parameters=public).data
         )
     return run

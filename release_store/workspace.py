@@ -154,7 +154,7 @@ def release_paths(home: str | Path, dataset: str, release_id: str) -> ReleasePat
 
 
 # -- atomic writes ---------------------------------------------------------------------------------
-def _atomic(path: str | Path, write: Callable[[io.BufferedWriter], None], private: bool) -> Path:
+def _atomic(path: str | Path, write: Callable[[io.BufferedWriter], object], private: bool) -> Path:
     """Write through a temp file in the same directory, fsync, rename, fsync the directory."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ from tasks.options import SENSITIVE
 
 
 @task(name=stages.INGEST, **SENSITIVE)
-def ingest(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
+def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
     """Read the input (only the used columns); returns the table handle and the file's sha256."""
     progress.stage("reading the input")
     params = run.params

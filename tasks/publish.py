@@ -12,14 +12,14 @@ from prefect import task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from release_store import progress, stages
-from release_store.publishing import publish_release
+from release_store.publishing import write_release
 from release_store.run import ReleaseRun
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 
 
 @task(name=stages.PUBLISH, persist_result=False)
-def publish(
+def publish_release(
     run: ReleaseRun,
     *,
     input_sha256: str,
@@ -31,7 +31,7 @@ def publish(
 ) -> str:
     """Publish the release; returns its directory."""
     progress.stage("publish")
-    manifest = publish_release(
+    manifest = write_release(
         run,
         parameters=run.params.public_dict() | {"release_id": run.release_id},
         input_sha256=input_sha256,

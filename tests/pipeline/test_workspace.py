@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from release_store import workspace as ws
-from release_store.audit import audit, ledger_anchor
+from release_store.audit import audit_home, ledger_anchor
 from release_store.ledger import Ledger, PlannedCharge
 from sds_core.errors import SdsInputError
 
@@ -264,7 +264,7 @@ def _home_with_ledger(tmp_path: Path) -> tuple[Path, Ledger]:
 def test_audit_clean_and_json(tmp_path: Path) -> None:
     """A consistent home audits clean; releases, spend and budgets are reported."""
     home, _ = _home_with_ledger(tmp_path)
-    report = audit(home, verify=True)
+    report = audit_home(home, verify=True)
     assert report.ok and report.ledger.ok
     assert [(r.release_id, r.status, r.ledger_status) for r in report.releases] == [
         ("r1", "complete", "completed"),
@@ -283,7 +283,7 @@ def test_audit_clean_and_json(tmp_path: Path) -> None:
         "artifacts": "2",
         "check": "ok",
     }
-    assert audit(home, "other").releases == ()
+    assert audit_home(home, "other").releases == ()
 
 
 def test_audit_reports_tampering(tmp_path: Path) -> None:
@@ -295,8 +295,8 @@ def test_audit_reports_tampering(tmp_path: Path) -> None:
     conn.execute("UPDATE ledger SET epsilon = '0.01' WHERE kind = 'charge' AND stage = 'k1'")
     conn.commit()
     conn.close()
-    assert audit(home, verify=False).problems == ()
-    report = audit(home, verify=True)
+    assert audit_home(home, verify=False).problems == ()
+    report = audit_home(home, verify=True)
     assert not report.ok
     assert any(p.startswith("ledger: row seq") for p in report.problems)
     assert any("pums/r1: synthetic.csv: sha256 does not match" in p for p in report.problems)
@@ -306,7 +306,7 @@ def test_audit_flags_manifest_ledger_mismatch(tmp_path: Path) -> None:
     """A complete manifest whose release is not in the ledger is a problem."""
     _complete_release(tmp_path, rid="ghost")
     Ledger.open(tmp_path)
-    report = audit(tmp_path, verify=True)
+    report = audit_home(tmp_path, verify=True)
     assert report.problems == (
         "pums/ghost: complete release has no reservation in the ledger",
         "pums/ghost: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
@@ -361,7 +361,7 @@ def test_audit_detects_a_consistently_rewritten_ledger(
         == 5
     )  # budget, reserve, 2 charges, close
     _rewrite_chain(led.path, sql)
-    report = audit(home, verify=True)
+    report = audit_home(home, verify=True)
     assert report.ledger.ok  # the chain alone no longer shows anything
     assert any(p.startswith("pums/r1: ") and expected in p for p in report.problems)
 
@@ -372,7 +372,7 @@ def test_audit_requires_the_ledger_head(tmp_path: Path) -> None:
     m = ws.Manifest.load(ws.release_paths(home, "pums", "r1").manifest)
     del m.data["ledger_head"]
     m.save(ws.release_paths(home, "pums", "r1").manifest)
-    assert audit(home, verify=True).problems == (
+    assert audit_home(home, verify=True).problems == (
         "pums/r1: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
         "not anchored by this release",
     )
@@ -380,7 +380,7 @@ def test_audit_requires_the_ledger_head(tmp_path: Path) -> None:
 
 def test_audit_empty_home_creates_nothing(tmp_path: Path) -> None:
     """Auditing a home without ledger or releases reports nothing and writes nothing."""
-    report = audit(tmp_path / "none", verify=True)
+    report = audit_home(tmp_path / "none", verify=True)
     assert report.releases == () and report.ledger is None and report.ok
     assert not (tmp_path / "none").exists()
 
