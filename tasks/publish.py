@@ -1,7 +1,8 @@
-"""The ``publish`` task: write the release (release_store.publishing) and its Prefect artifacts.
+"""The ``publish`` task: write the release (release_store.publishing), sign it, and show it.
 
 Everything it writes or shows is DP output or public parameters; the manifest turns complete,
-anchored to the ledger head, only after every artifact is on disk.
+anchored to the ledger head, only after every artifact is on disk; then the home's key signs
+the manifest (release_store.signing: ``manifest.sig``, ``signing-key.pub``).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 from release_store import progress, stages
 from release_store.publishing import write_release
 from release_store.run import ReleaseRun
+from release_store.signing import sign_release, signing_key
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 
@@ -29,8 +31,9 @@ def publish_release(
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
 ) -> str:
-    """Publish the release; returns its directory."""
+    """Publish and sign the release; returns its directory."""
     progress.stage("publish")
+    signing_key(run.home)  # created or read before the release turns complete, so it can fail
     manifest = write_release(
         run,
         parameters=run.params.public_dict() | {"release_id": run.release_id},
@@ -42,11 +45,12 @@ def publish_release(
         stages=stages_done,
     )
     release_dir = str(run.dirs.release_dir)
-    _prefect_artifacts(manifest, release_dir)
+    signed_by = sign_release(run.home, release_dir)
+    _prefect_artifacts(manifest, release_dir, signed_by)
     return release_dir
 
 
-def _prefect_artifacts(manifest: dict[str, Any], release_dir: str) -> None:
+def _prefect_artifacts(manifest: dict[str, Any], release_dir: str, signed_by: str) -> None:
     p = manifest["privacy"]
     key = "".join(ch if ch.isalnum() else "-" for ch in manifest["dataset"].lower())
     create_table_artifact(
@@ -61,6 +65,7 @@ def _prefect_artifacts(manifest: dict[str, Any], release_dir: str) -> None:
             f"# DP release {manifest['release_id']}\n\n"
             f"(ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-DP, protected records: "
             f"{manifest['input']['rows']}\n\nDirectory: `{release_dir}`\n\n"
+            f"Signed (Ed25519, `manifest.sig`) by key `{signed_by}`\n\n"
             f"| artifact | sha256 |\n|---|---|\n{files}\n"
         ),
         description="DP release summary",
