@@ -35,6 +35,7 @@ from sds_core.errors import SdsInputError
 
 __all__ = [
     "SignatureCheck",
+    "check_signature",
     "home_public_keys",
     "key_history",
     "key_id",
@@ -278,28 +279,15 @@ class SignatureCheck:
         }
 
 
-def verify_signed_release(
-    release_dir: str | Path, public_key: Ed25519PublicKey | None = None
-) -> SignatureCheck:
-    """Check a release directory's signature and every artifact's sha256, from its files alone.
+def check_signature(
+    release_dir: Path, public_key: Ed25519PublicKey | None = None
+) -> tuple[Ed25519PublicKey | None, bool, list[str]]:
+    """The signature of ``release_dir/manifest.json`` alone: (key used, valid, problems).
 
-    Args:
-        release_dir: a published release directory, wherever it was copied to.
-        public_key: the custodian's key, obtained separately (``--public-key``); None uses the
-            release's own ``signing-key.pub``, which proves the files were not changed after
-            signing but not who signed them.
-
-    Raises:
-        SdsInputError: ``release_dir`` is not a directory.
+    ``public_key`` None uses the release's own ``signing-key.pub``; a given key must also be
+    the one the release ships.
     """
-    release_dir = Path(release_dir)
-    if not release_dir.is_dir():
-        raise SdsInputError(
-            f"{release_dir} is not a directory; pass the directory holding manifest.json, "
-            "manifest.sig and the artifacts"
-        )
     problems: list[str] = []
-    source = "given" if public_key is not None else "included"
     included = release_dir / PUBLIC_KEY
     if public_key is None and included.is_file():
         try:
@@ -337,6 +325,32 @@ def verify_signed_release(
                 f"{key_id(public_key)}: the manifest was changed after signing, or signed "
                 "with another key"
             )
+    return public_key, valid, problems
+
+
+def verify_signed_release(
+    release_dir: str | Path, public_key: Ed25519PublicKey | None = None
+) -> SignatureCheck:
+    """Check a release directory's signature and every artifact's sha256, from its files alone.
+
+    Args:
+        release_dir: a published release directory, wherever it was copied to.
+        public_key: the custodian's key, obtained separately (``--public-key``); None uses the
+            release's own ``signing-key.pub``, which proves the files were not changed after
+            signing but not who signed them.
+
+    Raises:
+        SdsInputError: ``release_dir`` is not a directory.
+    """
+    release_dir = Path(release_dir)
+    if not release_dir.is_dir():
+        raise SdsInputError(
+            f"{release_dir} is not a directory; pass the directory holding manifest.json, "
+            "manifest.sig and the artifacts"
+        )
+    source = "given" if public_key is not None else "included"
+    public_key, valid, problems = check_signature(release_dir, public_key)
+    manifest_path = release_dir / MANIFEST
     manifest: dict[str, Any] = {}
     if manifest_path.is_file():
         try:
