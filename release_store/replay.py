@@ -22,6 +22,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from release_store import stages
+from release_store.ingest import check_input_path
 from release_store.ledger import LEDGER_FILE, Ledger
 from release_store.ledger_replay import ReplayLedger
 from release_store.ledger_types import ChargeRow, Reservation
@@ -292,8 +293,6 @@ class RecordedRelease:
         Raises:
             SdsInputError: it is not (nothing has run yet).
         """
-        from release_store.ingest import check_input_path
-
         try:
             p = check_input_path(path)
         except SdsInputError as e:
