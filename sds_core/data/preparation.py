@@ -22,6 +22,7 @@ from sds_core.data.domain import Domain
 from sds_core.data.readers import RawColumn, TableLike, TableSource
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError, invariant
+from sds_core.param_fields import check_fields, documented, param
 
 __all__ = [
     "Binning",
@@ -80,35 +81,66 @@ def _tuple_of_names(field_name: str, value: object) -> tuple[str, ...]:
     return names
 
 
+@documented
 @dataclass(frozen=True, slots=True)
 class PrepareParams:
     """How to turn a sensitive table into records (SDS preprocessing, spec §3.3).
 
     Column names are matched trimmed and case-insensitively against the input headers, and
     every name given must exist in the input. Lists and a ``{column: delimiter}`` dict are
-    accepted and stored as tuples.
-
-    Args:
-        use_columns: columns to keep, in input order; ``()`` keeps all. The subject-id column
-            is an attribute too unless left out here (as in the reference).
-        sensitive_zeros: columns where ``"0"`` is a real value (elsewhere it means empty).
-        multi_value_columns: ``(column, delimiter)`` pairs; each such column becomes one
-            binary column ``<column>_<value>`` per distinct value.
-        subject_id: column whose (trimmed, lower-cased) value identifies the person; rows of one
-            subject are joined into one record, making the privacy unit the subject.
-        record_limit: keep only the first L data rows (before joining); ``None``/0 = all.
-        binning: declared bins for numeric columns (never derived from the data).
-        allow_empty_columns: keep columns without any non-empty value (a multi-value one then
-            vanishes, as in the reference) instead of raising ``SdsInputError``.
+    accepted and stored as tuples. Every field is declared once below (default, meaning,
+    privacy effect).
     """
 
-    use_columns: tuple[str, ...] = ()
-    sensitive_zeros: tuple[str, ...] = ()
-    multi_value_columns: tuple[tuple[str, str], ...] = ()
-    subject_id: str | None = None
-    record_limit: int | None = None
-    binning: tuple[Binning, ...] = ()
-    allow_empty_columns: bool = False
+    use_columns: tuple[str, ...] = param(
+        (),
+        doc="Columns to use, in input order; empty = all (a release: all declared columns). "
+        "The subject-id column is an attribute too unless left out here (as in the reference).",
+        privacy="Fewer columns mean fewer combinations, so less noise per count; the guarantee "
+        "is unchanged.",
+    )
+    sensitive_zeros: tuple[str, ...] = param(
+        (),
+        doc="Columns where '0' is a value, not an empty cell (elsewhere '0' means empty).",
+        privacy="None: it only decides which cells hold a value.",
+    )
+    multi_value_columns: tuple[tuple[str, str], ...] = param(
+        (),
+        doc="(column, delimiter) pairs; each such column becomes one binary column "
+        "<column>_<value> per distinct value.",
+        privacy="Changes which attributes are counted, not the accounting: (ε, δ) is unchanged.",
+    )
+    subject_id: str | None = param(
+        None,
+        kind=str,
+        optional=True,
+        doc="Column whose (trimmed, lower-cased) value identifies the person; rows of one "
+        "subject are joined into one record.",
+        privacy="Sets the privacy unit: with it, the guarantee protects each subject (all their "
+        "rows); without it, each row.",
+    )
+    record_limit: int | None = param(
+        None,
+        kind=int,
+        ge=0,
+        optional=True,
+        doc="Use only the first N data rows (before joining); empty = all. (The core also "
+        "takes 0 for all, as the reference does; the release form does not.)",
+        privacy="None: the limit is public and applied before anything is measured.",
+    )
+    binning: tuple[Binning, ...] = param(
+        (),
+        doc="Declared bins for numeric columns (never derived from the data).",
+        privacy="Declared in advance, so it reveals nothing; coarser bins mean larger counts "
+        "that survive the noise.",
+    )
+    allow_empty_columns: bool = param(
+        False,
+        kind=bool,
+        doc="Keep columns without any non-empty value (a multi-value one then vanishes, as in "
+        "the reference) instead of raising SdsInputError.",
+        privacy="None: it only decides between an error and an empty column.",
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -142,14 +174,7 @@ class PrepareParams:
                 f"PrepareParams.subject_id must be a non-empty column name or None, "
                 f"got {self.subject_id!r}"
             )
-        limit = self.record_limit
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise SdsInputError(
-                f"PrepareParams.record_limit must be None or an integer >= 0 (0 = all rows), "
-                f"got {limit!r}"
-            )
+        check_fields(self)
 
 
 @dataclass(slots=True)
