@@ -11,7 +11,9 @@ Runs a fixed matrix of releases (fixed ``--seed`` and ``--release-id``, a fresh 
     (library versions), ``ledger_head`` (hash of a ledger chain that includes timestamps) and
     the raw sha256 of ``report.html`` (it prints ``created_at``);
   - ``report.html``: hashed after replacing ISO timestamps and the temporary home and project
-    paths (it prints ``created_at`` and the parameters, paths included) with placeholders.
+    paths (it prints ``created_at`` and the parameters, paths included) with placeholders;
+  - ``manifest.sig`` and ``signing-key.pub`` are left out: they are made with the fresh home's
+    random signing key over a manifest holding timestamps (``sds verify`` checks them).
 * ``private/<path>``: the private workspace.
   - ``*.pkl`` checkpoints are unpickled (with whatever code is on the path) and hashed in a
     canonical form: objects -> (class ``__name__`` only, fields sorted by name; fields starting
@@ -240,6 +242,8 @@ def fingerprint(home: Path, tmp: Path) -> dict[str, str]:
     (rel,) = home.glob(f"releases/*/{RID}")
     out: dict[str, str] = {}
     for f in sorted(p for p in rel.iterdir() if p.is_file()):
+        if f.name in ("manifest.sig", "signing-key.pub"):
+            continue
         if f.name == "manifest.json":
             out["release/manifest.json"] = json_hash(manifest_view(json.loads(f.read_text())))
         elif f.name == "report.html":
