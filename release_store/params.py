@@ -337,6 +337,7 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
         return ()
     out = []
     for c in cols:
+        assert c is not None and c.values is not None  # checked just above (narrowing for mypy)
         empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
         values = sorted({normalize_text(v) for v in c.values} - empty)
         out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
@@ -422,7 +423,8 @@ def _allowed(branch: dict[str, Any]) -> str:
         return f"id matching `{branch['pattern']}`"
     if branch.get("minLength") == branch.get("maxLength") == 1:
         return "one character"
-    return {"boolean": "true/false", "array": "list", "string": "text"}.get(kind, "see meaning")
+    names = {"boolean": "true/false", "array": "list", "string": "text"}
+    return names.get(str(kind), "see meaning")
 
 
 def _cell_text(text: str) -> str:
@@ -433,7 +435,7 @@ def _cell_text(text: str) -> str:
 def _cell_value(value: Any) -> str:
     if value is None:
         return "none"
-    if dataclasses.is_dataclass(value) and value == type(value)():
+    if dataclasses.is_dataclass(value) and value == type(value)():  # type: ignore[misc]
         return f"`{type(value).__name__}()`"
     if value == ():
         return "empty"

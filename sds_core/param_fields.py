@@ -147,7 +147,7 @@ class FieldSpec:
             types = int if kind is int else int | float
             if isinstance(value, bool) or not isinstance(value, types):
                 return False
-            x = float(value)  # type: ignore[arg-type]
+            x = float(value)
             return (
                 math.isfinite(x)
                 and (self.ge is None or x >= self.ge)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,7 @@ from sds_core.data.decoding import fingerprint, to_frame, to_sorted_rows
 from sds_core.data.domain import Domain
 from sds_core.data.readers import RawColumn, TableLike, TableSource
 from sds_core.data.table import MultiValueColumn, PreparedTable
-from sds_core.errors import SdsInputError, invariant
+from sds_core.errors import SdsInputError, SdsInternalError, invariant
 from sds_core.param_fields import check_fields, documented, param
 
 __all__ = [
@@ -71,7 +72,7 @@ def _tuple_of_names(field_name: str, value: object) -> tuple[str, ...]:
             f"PrepareParams.{field_name} must be a sequence of column names (strings), "
             f"got {value!r}"
         )
-    names = tuple(value)  # type: ignore[arg-type]
+    names: tuple[str, ...] = tuple(value)  # type: ignore[arg-type]
     keys = [match_key(v) for v in names]
     dup = sorted({v for v, k in zip(names, keys, strict=True) if keys.count(k) > 1})
     if dup:
@@ -282,12 +283,16 @@ def _join_subjects(col: _Column, groups: NDArray[np.int64], n_groups: int) -> bo
         merged[group] = pairs % base
         col.codes = merged
         return bool((np.diff(group) == 0).any())
+    if col.values is None:
+        raise SdsInternalError("a multi-value column without values")
     pairs = _unique(groups[col.rows] * base + col.values)
     col.rows, col.values = pairs // base, pairs % base
     return False
 
 
-def _sorted_codes(labels: list[str], codes: NDArray[np.int64]) -> tuple[tuple[str, ...], NDArray]:
+def _sorted_codes(
+    labels: list[str], codes: NDArray[np.int64]
+) -> tuple[tuple[str, ...], NDArray[np.integer[Any]]]:
     """Sort ``labels`` (plain str order) and remap ``codes`` to the sorted positions."""
     order = sorted(range(len(labels)), key=labels.__getitem__)
     rank = np.full(len(labels) + 1, -1, dtype=np.int32)

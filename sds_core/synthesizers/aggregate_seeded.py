@@ -56,7 +56,7 @@ _DP_FIELDS = {f.name: f for f in fields(DpParams) if f.name not in PER_CALL}
 OPTIONS = tuple((name, OPTION_NAMES.get(name, name)) for name in _DP_FIELDS)
 """(DpParams field, constructor option) of every option, in DpParams' order."""
 
-_DpOptions = make_dataclass(
+_DpOptions: Any = make_dataclass(  # generated: mypy cannot see its fields
     "_DpOptions",
     [
         (OPTION_NAMES.get(f.name, f.name), f.type, field(default=f.default, metadata=f.metadata))
@@ -70,7 +70,7 @@ _DpOptions.__module__ = __name__
 
 @register
 @dataclass(slots=True)
-class AggregateSeeded(_DpOptions):
+class AggregateSeeded(_DpOptions):  # type: ignore[misc]  # a base generated from DpParams
     """SDS: DP k-tuple marginals (pac-synth parameters and defaults) + aggregate-seeded synthesis.
 
     Args: the :class:`sds_core.marginals.params.DpParams` fields other than ε and δ, generated
@@ -87,9 +87,10 @@ class AggregateSeeded(_DpOptions):
     _multi_value: tuple[MultiValueColumn, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.declared, DeclaredDomain) or not isinstance(self.declared, Sequence):
+        declared: Any = self.declared  # a field of the generated base
+        if isinstance(declared, DeclaredDomain) or not isinstance(declared, Sequence):
             raise SdsInputError("declared must be a list of DeclaredDomain, one per column")
-        self.declared = tuple(self.declared)
+        object.__setattr__(self, "declared", tuple(declared))
         self.dp_params(1.0, 0.5)  # validate the options now, not at fit time
 
     @classmethod
