@@ -105,8 +105,8 @@ class BudgetPlan:
         eps = [self.epsilon_records] + [self.epsilon_marginals * r / total_rho for r in rhos]
         dels = [0.0] + [self.delta / 2 * r / total_rho for r in rhos]
         dels[1] += self.delta / 2
-        eps = _exact_split(eps, self.epsilon)
-        dels = _exact_split(dels, self.delta)
+        eps = exact_split(eps, self.epsilon)
+        dels = exact_split(dels, self.delta)
         spends = [StageSpend("count", "discrete-laplace", eps[0], dels[0], None)]
         spends += [
             StageSpend(f"aggregate-{k}", "zcdp-gaussian+percentile", eps[k], dels[k], rhos[k - 1])
@@ -115,8 +115,13 @@ class BudgetPlan:
         return tuple(spends)
 
 
-def _exact_split(shares: list[float], total: float) -> list[float]:
-    """Adjust the last share so that ``math.fsum(shares) == total`` exactly."""
+def exact_split(shares: list[float], total: float) -> list[float]:
+    """Adjust the last share so that ``math.fsum(shares) == total`` exactly.
+
+    >>> import math
+    >>> math.fsum(exact_split([0.1, 0.2, 0.3], 0.6)) == 0.6
+    True
+    """
     out = list(shares)
     out[-1] = total - math.fsum(out[:-1])
     for _ in range(64):
