@@ -21,7 +21,7 @@ from tasks.ingest import read_input
 from tasks.marginals import aggregate_length, count_records, normalize_aggregates
 from tasks.preparation import prepare_table
 from tasks.publish import publish_release
-from tasks.synthesis import fit_synthesizer, synthesize_records
+from tasks.synthesis import aggregate_noise, fit_synthesizer, synthesize_records
 from tasks.validation import validate_input, validate_output
 
 
@@ -70,8 +70,11 @@ def release(params: ReleaseParams) -> str:
                 aggregates = normalize_aggregates(
                     run=run, table=table, by_length=by_length, protected_n=protected_n
                 )
+            noise = aggregate_noise(run, by_length, protected_n)
             with timeline.run(stages.SYNTHESIZE):
-                synthetic = synthesize_records(run=run, aggregates=aggregates, table=table)
+                synthetic = synthesize_records(
+                    run=run, aggregates=aggregates, table=table, noise=noise
+                )
         else:
             # --- fit a registry synthesizer: all its charges, then its draws -------------------
             with timeline.run(stages.FIT):

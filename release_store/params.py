@@ -23,6 +23,7 @@ SYNTHESIZERS = (
     "histogram-nway",
     "dirichlet-multinomial",
     "cathist",
+    "mst",
 )
 """Synthesizer names accepted before the registry (sds_core.synthesizers) is importable."""
 
@@ -177,6 +178,18 @@ class ReleaseParams(BaseModel):
     synthesizer: str = Field(
         "aggregate-seeded", description=f"Synthesizer: one of {', '.join(SYNTHESIZERS)}."
     )
+    synthesis: Literal["records", "model"] = Field(
+        "records",
+        description="aggregate-seeded only: 'records' builds records from the DP aggregates "
+        "(SDS); 'model' fits one consistent distribution to them and samples it (post-processing, "
+        "no extra budget; docs/consistent-model.md).",
+    )
+    max_model_bytes: int = Field(
+        2 * 1024**3,
+        ge=1,
+        description="Largest working memory a fitted model (synthesis 'model', mst) may need; "
+        "checked before anything is charged.",
+    )
     seed: int | None = Field(
         None,
         ge=0,
@@ -222,6 +235,15 @@ class ReleaseParams(BaseModel):
         if name not in known:
             raise ValueError(f"unknown synthesizer {name!r}; choose one of {', '.join(known)}")
         return name
+
+    @model_validator(mode="after")
+    def _model_mode(self) -> ReleaseParams:
+        if self.synthesis == "model" and self.synthesizer != "aggregate-seeded":
+            raise ValueError(
+                f"synthesis = 'model' is a mode of the aggregate-seeded synthesizer, not of "
+                f"{self.synthesizer!r}; remove it or use synthesizer = 'aggregate-seeded'"
+            )
+        return self
 
     def resolved_delta(self) -> float:
         """The release's δ, fixed before reading data (see ``delta``'s description)."""

@@ -162,6 +162,8 @@ def registry_synthesizer(params: ReleaseParams) -> Any:
     from sds_core.synthesizers import create, option_names
 
     names = set(option_names(params.synthesizer))
+    if "max_model_bytes" in names:  # mst: columns come from the data's domain
+        return create(params.synthesizer, max_model_bytes=params.max_model_bytes)
     if "declared" in names and params.table_schema is not None:
         declared = tuple(
             DeclaredDomain(c.name, values=tuple(c.values))

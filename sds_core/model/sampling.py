@@ -87,7 +87,8 @@ def sample_records(model: FittedModel, n: int, *, rng: np.random.Generator) -> N
             group = np.ravel_multi_index(tuple(out[:, c] for c in sep), sep_shape)
         else:
             group = np.zeros(n, dtype=np.int64)
-        order = np.argsort(group, kind="stable")  # rows are in random order within a group
+        shuffled = rng.permutation(n)  # a fresh random order within every group
+        order = shuffled[np.argsort(group[shuffled], kind="stable")]
         sizes = np.bincount(group, minlength=cond.shape[0]).astype(np.int64)
         alloc = round_groups(cond * sizes[:, None], sizes, rng)
         values = np.repeat(

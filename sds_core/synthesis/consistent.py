@@ -336,6 +336,38 @@ def _warm_start(tree: JunctionTree, published: _Published) -> list[NDArray[np.fl
     return theta
 
 
+def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length: int) -> int:
+    """An upper bound on the model's working memory, from a domain holding every published value.
+
+    Every column after the first enters the model in one clique of at most three columns (two
+    without triples or with R < 3) and at most ``max_clique_cells`` cells; the bound takes the
+    largest such clique for each column. Called before anything is charged.
+
+    Raises:
+        SdsInputError: the bound is above ``params.max_model_bytes`` (names the columns).
+    """
+    sizes = tuple(k + 1 for k in domain.cardinalities)
+    width = 3 if params.triples and reporting_length >= 3 else 2
+    cliques: list[Clique] = []
+    for v in range(len(sizes)):
+        others = sorted((c for c in range(len(sizes)) if c != v), key=lambda c: -sizes[c])
+        best: Clique = (v,)
+        for r in range(1, width):
+            for extra in itertools.combinations(others, r):
+                clique = tuple(sorted((v, *extra)))
+                cells = math.prod(sizes[c] for c in clique)
+                if cells <= params.max_clique_cells and cells > math.prod(sizes[c] for c in best):
+                    best = clique
+        cliques.append(best)
+    return check_model_size(
+        sizes,
+        cliques,
+        domain.columns,
+        params.max_model_bytes,
+        what="the consistent model of the DP aggregates (synthesis = 'model')",
+    )
+
+
 def fit_aggregates(
     aggregates: AggregateSet, noise: AggregateNoise, params: ModelParams = ModelParams()
 ) -> FittedModel:
