@@ -43,11 +43,20 @@ class BinSpec(BaseModel):
     )
     width: float | None = Field(None, gt=0, description="Equal-width bins of this width.")
     origin: float = Field(0.0, description="Where the equal-width grid starts.")
+    dp_quantiles: int | None = Field(
+        None,
+        ge=2,
+        le=100,
+        description="This many bins of about equal mass, edges chosen by a DP quantile "
+        "mechanism inside the declared [min, max] (costs binning_epsilon_proportion of ε, its "
+        "own ledger stage 'binning').",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> BinSpec:
-        if (self.edges is None) == (self.width is None):
-            raise ValueError("give exactly one of 'edges' or 'width'")
+        kinds = sum(x is not None for x in (self.edges, self.width, self.dp_quantiles))
+        if kinds != 1:
+            raise ValueError("give exactly one of 'edges', 'width' or 'dp_quantiles'")
         if self.edges is not None and (
             len(self.edges) < 2
             or any(b <= a for a, b in zip(self.edges, self.edges[1:], strict=False))
@@ -81,6 +90,12 @@ class ColumnSchema(BaseModel):
             raise ValueError(f"column {self.name!r}: min/max/bins need type 'integer' or 'float'")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"column {self.name!r}: min {self.min} > max {self.max}")
+        if self.bins is not None and self.bins.dp_quantiles is not None:
+            if self.min is None or self.max is None or not self.min < self.max:
+                raise ValueError(
+                    f"column {self.name!r}: bins.dp_quantiles needs a declared range (min < max): "
+                    "the DP quantile edges are chosen inside it; add min and max to the column"
+                )
         return self
 
 
@@ -189,6 +204,13 @@ class ReleaseParams(BaseModel):
         ge=1,
         description="Largest working memory a fitted model (synthesis 'model', mst) may need; "
         "checked before anything is charged.",
+    )
+    binning_epsilon_proportion: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="Share of ε spent choosing DP quantile bin edges (only when the schema asks "
+        "for bins = { dp_quantiles = q }); the rest goes to the synthesizer.",
     )
     seed: int | None = Field(
         None,
@@ -316,12 +338,35 @@ def describe_validation_error(e: ValidationError) -> str:
 
 
 # -- conversion to the core parameter objects (no data needed) ----------------------------------
+def dp_binned_columns(params: ReleaseParams) -> list[ColumnSchema]:
+    """The released schema columns whose bins are DP quantiles (in schema order)."""
+    if params.table_schema is None:
+        return []
+    return [
+        c
+        for c in params.table_schema.columns
+        if c.bins is not None
+        and c.bins.dp_quantiles is not None
+        and (not params.use_columns or c.name in params.use_columns)
+    ]
+
+
+def binning_epsilon(params: ReleaseParams) -> float:
+    """ε spent on DP quantile bins (0 when the schema asks for none)."""
+    return params.epsilon * params.binning_epsilon_proportion if dp_binned_columns(params) else 0.0
+
+
+def synthesis_epsilon(params: ReleaseParams) -> float:
+    """ε left for the synthesizer once the DP bins are paid (basic composition)."""
+    return params.epsilon - binning_epsilon(params)
+
+
 def dp_params(params: ReleaseParams) -> Any:
     """The core DpParams of a release (δ always explicit, fixed before reading the data)."""
     from sds_core.marginals.params import DpParams
 
     return DpParams(
-        epsilon=params.epsilon,
+        epsilon=synthesis_epsilon(params),
         delta=params.resolved_delta(),
         reporting_length=params.reporting_length,
         percentile_percentage=params.percentile_percentage,
@@ -354,15 +399,23 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     return tuple(out)
 
 
-def prepare_params(params: ReleaseParams) -> Any:
-    """The core PrepareParams (declared bins from the schema)."""
+def prepare_params(params: ReleaseParams, dp_edges: dict[str, list[float]] | None = None) -> Any:
+    """The core PrepareParams (declared bins from the schema, DP quantile edges from the
+    ``binning`` stage in ``dp_edges``)."""
     from sds_core.data.binning import Binning
     from sds_core.data.preparation import PrepareParams
 
     bins = []
     for col in params.table_schema.columns if params.table_schema else []:
         if col.bins is not None and (not params.use_columns or col.name in params.use_columns):
-            if col.bins.edges is not None:
+            if col.bins.dp_quantiles is not None:
+                if dp_edges is None or col.name not in dp_edges:
+                    raise SdsInputError(
+                        f"column {col.name!r} asks for DP quantile bins but the binning stage "
+                        "gave no edges for it (internal order of stages)"
+                    )
+                bins.append(Binning(col.name, edges=tuple(dp_edges[col.name])))
+            elif col.bins.edges is not None:
                 bins.append(Binning(col.name, edges=tuple(col.bins.edges)))
             else:
                 bins.append(Binning(col.name, width=col.bins.width, origin=col.bins.origin))

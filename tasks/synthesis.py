@@ -11,7 +11,7 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
-from release_store.params import dp_params
+from release_store.params import dp_params, synthesis_epsilon
 from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
@@ -89,7 +89,8 @@ def fit_synthesizer(
     params = run.params
     progress.stage(f"fit {params.synthesizer}")
     synth = registry_synthesizer(params)
-    spends = synth.budget(params.epsilon, params.resolved_delta())
+    epsilon = synthesis_epsilon(params)
+    spends = synth.budget(epsilon, params.resolved_delta())
     check_size = getattr(synth, "check_size", None)
     if check_size is not None and run.dirs.load_checkpoint(stages.FIT) is None:
         check_size(table.value.domain)  # before the charge: refuse with nothing spent
@@ -98,7 +99,7 @@ def fit_synthesizer(
         rnd = run.randomness()
         fitted = synth.fit(
             table.value,
-            epsilon=params.epsilon,
+            epsilon=epsilon,
             delta=run.delta,
             rnd=rnd,
             release_label=run.release_id,

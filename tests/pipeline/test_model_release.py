@@ -76,3 +76,68 @@ def test_model_mode_needs_aggregate_seeded(tiny_csv: Path, tiny_config: Path, ho
     )
     assert code != 0 and "mode of the aggregate-seeded synthesizer" in err
     assert charges(home) == []
+
+
+DP_BINS_CONFIG = """
+dataset = "tiny-dp-bins"
+epsilon = 2.0
+reporting_length = 2
+sensitive_zeros = ["sex", "married"]
+
+[budget]
+epsilon = 100.0
+delta = 0.001
+
+[schema]
+min_rows = 10
+max_rows = 100000
+
+[[schema.columns]]
+name = "sex"
+values = ["0", "1"]
+
+[[schema.columns]]
+name = "age"
+type = "integer"
+min = 0
+max = 120
+bins = { dp_quantiles = 4 }
+
+[[schema.columns]]
+name = "educ"
+
+[[schema.columns]]
+name = "married"
+
+[[schema.columns]]
+name = "inc_cat"
+"""
+
+
+@pytest.mark.slow
+def test_dp_quantile_bins_release(
+    tiny_csv: Path, tmp_path: Path, home: Path, prefect_server: str
+) -> None:
+    """bins = { dp_quantiles = 4 }: a 'binning' charge of 5% of ε first, age released in bins."""
+    config = tmp_path / "dp_bins.toml"
+    config.write_text(DP_BINS_CONFIG)
+    code, out, err = _release(tiny_csv, config, home)
+    assert code == 0, err
+    path = Path(out.strip().splitlines()[-1])
+    rows = charges(home)
+    assert rows[0].stage == "binning" and rows[0].epsilon == pytest.approx(0.1)
+    assert math.fsum(c.epsilon for c in rows) == pytest.approx(2.0)
+    ages = set(pd.read_csv(path / "synthetic.csv", dtype=str)["age"].dropna())
+    assert ages and all("-" in a for a in ages)  # bin labels "lo-hi", not raw ages
+    stages = [s["name"] for s in json.loads((path / "manifest.json").read_text())["stages"]]
+    assert stages.index("binning") < stages.index("prepare")
+
+
+def test_dp_quantiles_need_a_range() -> None:
+    """dp_quantiles without min/max is a schema error naming the column and the fix."""
+    from release_store.params import build_params
+    from sds_core.errors import SdsInputError
+
+    schema = {"columns": [{"name": "age", "type": "integer", "bins": {"dp_quantiles": 4}}]}
+    with pytest.raises(SdsInputError, match=r"'age': bins\.dp_quantiles needs a declared range"):
+        build_params({"dataset": "d", "input": "x.csv", "table_schema": schema}, {})
