@@ -115,7 +115,7 @@ def fit_model(
             mu_trial = calibrate(tree, trial, total)
             loss_trial, grads_trial = _loss_and_grads(tree, measurements, homes, mu_trial)
             decrease = sum(
-                float(np.vdot(g, a - b)) for g, a, b in zip(grads, mu, mu_trial, strict=True)
+                float(np.sum(g * (a - b))) for g, a, b in zip(grads, mu, mu_trial, strict=True)
             )
             if loss - loss_trial >= 0.5 * decrease:
                 break

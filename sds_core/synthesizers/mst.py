@@ -116,7 +116,7 @@ class Mst:
     select_share: float = 1 / 3
     max_clique_cells: int = 1_000_000
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
-    iterations: int = 500
+    iterations: int = 100
     _model: MstModel | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
