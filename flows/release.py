@@ -38,6 +38,7 @@ def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     log = get_run_logger()
     timeline = stages.Timeline()
+    noise_published: dict[str, Any] | None = None
 
     # --- budget: reserve (ε, δ) before the data is read -----------------------------------------
     with timeline.run(stages.BUDGET):
@@ -76,6 +77,12 @@ def release(params: ReleaseParams) -> str:
                     run=run, table=table, by_length=by_length, protected_n=protected_n
                 )
             noise = aggregate_noise(run, by_length, protected_n)
+            noise_published = {
+                "sigma_by_len": list(noise.sigma_by_len),
+                "threshold_by_len": [
+                    t if t != float("inf") else None for t in noise.threshold_by_len
+                ],
+            }
             with timeline.run(stages.SYNTHESIZE):
                 synthetic = synthesize_records(
                     run=run, aggregates=aggregates, table=table, noise=noise
@@ -100,6 +107,7 @@ def release(params: ReleaseParams) -> str:
             evaluation=evaluation,
             validation={"input": input_summary, "output": output_summary},
             stages_done=timeline.done,
+            aggregate_noise=noise_published,
         )
     except BaseException as e:
         run.mark_failed(e, timeline.done)

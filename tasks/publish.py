@@ -28,6 +28,7 @@ def publish_release(
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
+    aggregate_noise: dict[str, Any] | None = None,
 ) -> str:
     """Publish the release; returns its directory."""
     progress.stage("publish")
@@ -40,6 +41,7 @@ def publish_release(
         evaluation=evaluation,
         validation=validation,
         stages=stages_done,
+        aggregate_noise=aggregate_noise,
     )
     release_dir = str(run.dirs.release_dir)
     _prefect_artifacts(manifest, release_dir)
