@@ -5,7 +5,7 @@ combinations of length 1..R that survived), the noise scale and threshold of eac
 the protected record count. Each length's counts are Gaussian measurements of the model's
 marginals (noise σ_k·√Δ_k); a candidate combination that was suppressed is a censored
 measurement (its noisy count fell below the threshold), not a zero; the protected count fixes
-the total. The model is a junction tree of pairs and triples chosen from the aggregates
+the total. The model is a junction tree of cliques of up to four columns chosen from the aggregates
 (:func:`choose_tree`), fitted by :func:`sds_core.model.estimation.fit_model`, then sampled.
 """
 
@@ -83,7 +83,8 @@ class ModelParams:
             smaller cliques or not at all).
         max_model_bytes: refuse to fit when the chosen model needs more working memory
             (~48 bytes per clique cell).
-        triples: allow cliques of three columns (needs R >= 3 to use 3-way counts).
+        max_clique_columns: most columns in one clique, 2..4 (cliques wider than the reporting
+            length R hold no count of their full width, but tie R-way counts together).
         iterations: most mirror-descent iterations. Few on purpose: the fit's likelihood
             keeps improving on the noise of the aggregates while the records' error grows
             again after ~100 iterations (docs/consistent-model.md); stopping early regularises.
@@ -91,7 +92,7 @@ class ModelParams:
 
     max_clique_cells: int = DEFAULT_MAX_CLIQUE_CELLS
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
-    triples: bool = True
+    max_clique_columns: int = 4
     iterations: int = 100
 
     def __post_init__(self) -> None:
@@ -99,6 +100,9 @@ class ModelParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SdsInputError(f"model {name} must be a positive integer, got {value!r}")
+        width = self.max_clique_columns
+        if isinstance(width, bool) or not isinstance(width, int) or not 2 <= width <= 4:
+            raise SdsInputError(f"model max_clique_columns must be 2, 3 or 4, got {width!r}")
 
 
 class _Published:
@@ -179,10 +183,10 @@ def _information(table: NDArray[np.float64], first: int) -> float:
 
 
 def choose_tree(published: _Published, params: ModelParams, reporting_length: int) -> JunctionTree:
-    """A junction tree of pairs and triples chosen greedily from the published counts.
+    """A junction tree of cliques of 2..``max_clique_columns`` columns, chosen greedily.
 
     Start from the most dependent pair; then repeatedly attach the unplaced column v and the
-    separator S (one column, or two columns of one existing clique) with the largest
+    separator S (1 to max_clique_columns - 1 columns of one existing clique) with the largest
     G-statistic 2·N·I(v; S) minus its degrees of freedom, among cliques S + {v} of at most
     ``max_clique_cells`` cells. Post-processing of the published counts only.
     """
@@ -191,7 +195,7 @@ def choose_tree(published: _Published, params: ModelParams, reporting_length: in
     d = len(sizes)
     if d == 1:
         return JunctionTree(sizes, ((0,),), (-1,))
-    use_triples = params.triples and reporting_length >= 3
+    width = params.max_clique_columns if reporting_length >= 2 else 2
     memo: dict[tuple[int, Clique], float] = {}
 
     def score(v: int, sep: Clique) -> float:
@@ -218,9 +222,11 @@ def choose_tree(published: _Published, params: ModelParams, reporting_length: in
         best: tuple[float, int, Clique, int] | None = None
         for v in sorted(set(range(d)) - placed):
             for j, clique in enumerate(cliques):
-                seps: list[Clique] = [(c,) for c in clique]
-                if use_triples:
-                    seps += list(itertools.combinations(clique, 2))
+                seps: list[Clique] = [
+                    sep
+                    for r in range(1, min(width - 1, len(clique)) + 1)
+                    for sep in itertools.combinations(clique, r)
+                ]
                 for sep in seps:
                     if not fits((*sep, v)):
                         continue
@@ -341,15 +347,15 @@ def _warm_start(tree: JunctionTree, published: _Published) -> list[NDArray[np.fl
 def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length: int) -> int:
     """An upper bound on the model's working memory, from a domain holding every published value.
 
-    Every column after the first enters the model in one clique of at most three columns (two
-    without triples or with R < 3) and at most ``max_clique_cells`` cells; the bound takes the
+    Every column after the first enters the model in one clique of at most
+    ``max_clique_columns`` columns and at most ``max_clique_cells`` cells; the bound takes the
     largest such clique for each column. Called before anything is charged.
 
     Raises:
         SdsInputError: the bound is above ``params.max_model_bytes`` (names the columns).
     """
     sizes = tuple(k + 1 for k in domain.cardinalities)
-    width = 3 if params.triples and reporting_length >= 3 else 2
+    width = params.max_clique_columns if reporting_length >= 2 else 2
     cliques: list[Clique] = []
     for v in range(len(sizes)):
         others = sorted((c for c in range(len(sizes)) if c != v), key=lambda c: -sizes[c])

@@ -107,7 +107,13 @@ def test_worst_case_size_refused_with_column_names() -> None:
 
 
 @pytest.mark.parametrize(
-    ("field", "value"), [("iterations", 0), ("max_clique_cells", -1), ("max_model_bytes", True)]
+    ("field", "value"),
+    [
+        ("iterations", 0),
+        ("max_clique_cells", -1),
+        ("max_model_bytes", True),
+        ("max_clique_columns", 5),
+    ],
 )
 def test_model_params_validated(field: str, value: object) -> None:
     """Non-positive or non-integer model settings are input errors naming the setting."""
