@@ -295,8 +295,14 @@ class Mst:
             ms.append(
                 Measurement((a, b), np.arange(y.size, dtype=np.int64), y.astype(np.float64), sigma2)
             )
-        if two_way:
-            total = float(np.mean([y.sum() for y in two_way]))
+        # the total: inverse-variance mean of every complete noisy table's sum
+        sums = [(float(y.sum()), y.size * sigma2**2) for y in two_way]
+        sums += [
+            (float(v.sum() + e), (v.size + 1) * sigma1**2) for v, e in one_way if e is not None
+        ]
+        if sums:
+            weights = [1.0 / var for _, var in sums]
+            total = sum(w * t for w, (t, _) in zip(weights, sums, strict=True)) / sum(weights)
         else:
             total = n_hat
         total = max(total, 1.0)
