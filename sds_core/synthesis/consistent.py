@@ -34,6 +34,7 @@ from sds_core.model.structure import (
 )
 
 DEFAULT_MAX_CLIQUE_CELLS = 1_000_000
+DEFAULT_MAX_MODEL_CELLS = 1_500_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +82,8 @@ class ModelParams:
         max_clique_cells: a pair or triple of columns whose table has more cells is never a
             clique of the model (the model stays small; those columns are linked through
             smaller cliques or not at all).
+        max_model_cells: the chosen cliques hold at most this many cells in total (fit time
+            is proportional to it: a clique that would exceed it is not a candidate).
         max_model_bytes: refuse to fit when the chosen model needs more working memory
             (~48 bytes per clique cell).
         max_clique_columns: most columns in one clique, 2..4 (cliques wider than the reporting
@@ -91,12 +94,13 @@ class ModelParams:
     """
 
     max_clique_cells: int = DEFAULT_MAX_CLIQUE_CELLS
+    max_model_cells: int = DEFAULT_MAX_MODEL_CELLS
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
     max_clique_columns: int = 4
     iterations: int = 100
 
     def __post_init__(self) -> None:
-        for name in ("max_clique_cells", "max_model_bytes", "iterations"):
+        for name in ("max_clique_cells", "max_model_cells", "max_model_bytes", "iterations"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise SdsInputError(f"model {name} must be a positive integer, got {value!r}")
@@ -188,7 +192,8 @@ def choose_tree(published: _Published, params: ModelParams, reporting_length: in
     Start from the most dependent pair; then repeatedly attach the unplaced column v and the
     separator S (1 to max_clique_columns - 1 columns of one existing clique) with the largest
     G-statistic 2·N·I(v; S) minus its degrees of freedom, among cliques S + {v} of at most
-    ``max_clique_cells`` cells. Post-processing of the published counts only.
+    ``max_clique_cells`` cells that keep the model within ``max_model_cells``. Post-processing
+    of the published counts only.
     """
     cards = published.cards
     sizes = tuple(c + 1 for c in cards)
@@ -207,8 +212,11 @@ def choose_tree(published: _Published, params: ModelParams, reporting_length: in
             memo[key] = 2 * _information(table, 1) - df
         return memo[key]
 
+    used = 0
+
     def fits(cols: Sequence[int]) -> bool:
-        return math.prod(sizes[c] for c in cols) <= params.max_clique_cells
+        cells = math.prod(sizes[c] for c in cols)
+        return cells <= params.max_clique_cells and used + cells <= params.max_model_cells
 
     pairs = [(a, b) for a, b in itertools.combinations(range(d), 2) if fits((a, b))]
     if pairs:
@@ -216,6 +224,7 @@ def choose_tree(published: _Published, params: ModelParams, reporting_length: in
         cliques: list[Clique] = [(a, b)]
     else:
         cliques = [(0,)]
+    used = math.prod(sizes[c] for c in cliques[0])
     parents = [-1]
     placed = set(cliques[0])
     while len(placed) < d:
@@ -236,11 +245,13 @@ def choose_tree(published: _Published, params: ModelParams, reporting_length: in
         if best is None:  # no pair fits: the remaining columns enter on their own
             v = min(set(range(d)) - placed)
             cliques.append((v,))
+            used += sizes[v]
             parents.append(0)
             placed.add(v)
             continue
         _, v, sep, j = best
         cliques.append(tuple(sorted((*sep, v))))
+        used += math.prod(sizes[c] for c in cliques[-1])
         parents.append(j)
         placed.add(v)
     return JunctionTree(sizes, tuple(cliques), tuple(parents))
