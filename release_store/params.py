@@ -388,11 +388,14 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     schema = params.table_schema
     if schema is None or (not params.use_columns and schema.allow_extra_columns):
         return ()
-    cols = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
-    if not cols or any(c is None or c.values is None or c.bins is not None for c in cols):
+    found = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
+    cols = [c for c in found if c is not None]
+    if not cols or len(cols) < len(found):
         return ()
     out = []
     for c in cols:
+        if c.values is None or c.bins is not None:
+            return ()
         empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
         values = sorted({normalize_text(v) for v in c.values} - empty)
         out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))

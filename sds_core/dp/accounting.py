@@ -172,7 +172,10 @@ def _cks_epsilon(rho: float, delta: float) -> float:
     log_inv_delta = -math.log(delta)
 
     def eps_at(a: np.ndarray) -> np.ndarray:
-        return a * rho + (log_inv_delta + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (a - 1)
+        out: np.ndarray = a * rho + (log_inv_delta + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (
+            a - 1
+        )
+        return out
 
     alphas = 1 + np.logspace(-8, 8, 4001)
     values = eps_at(alphas)
