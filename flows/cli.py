@@ -90,6 +90,12 @@ def release(
     delta: Annotated[float | None, typer.Option(help="δ (default: from the schema).")] = None,
     reporting_length: Annotated[int | None, typer.Option(help="Longest combination R.")] = None,
     synthesizer: Annotated[str | None, typer.Option(help="Synthesizer name.")] = None,
+    synthesis: Annotated[
+        str | None, typer.Option(help="aggregate-seeded mode: records (default) or model.")
+    ] = None,
+    max_model_bytes: Annotated[
+        int | None, typer.Option(help="Memory limit of a fitted model (bytes).")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Testing only: derive the key.")] = None,
     use_columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
     sensitive_zeros: Annotated[str | None, typer.Option(help="Columns where 0 is a value.")] = None,
@@ -111,6 +117,8 @@ def release(
             "delta": delta,
             "reporting_length": reporting_length,
             "synthesizer": synthesizer,
+            "synthesis": synthesis,
+            "max_model_bytes": max_model_bytes,
             "seed": seed,
             "use_columns": _csv_list(use_columns),
             "sensitive_zeros": _csv_list(sensitive_zeros),

@@ -1,6 +1,7 @@
 """The ``release`` flow: one DP data release, stage by stage, as Prefect tasks.
 
-budget -> ingest -> validate (GX gate, nothing charged) -> prepare -> count -> aggregate k=1..R
+budget -> ingest -> validate (GX gate, nothing charged) -> [binning: DP quantile bin edges] ->
+prepare -> count -> aggregate k=1..R
 -> normalize -> synthesize (a registry synthesizer instead: fit) -> validate-output -> evaluate
 -> publish. Each task receives what it reads and returns what the next one needs; the sensitive
 table is a handle that only this flow run holds. Re-running with the same release id resumes:
@@ -14,14 +15,14 @@ from typing import Any
 from prefect import flow, get_run_logger, runtime
 
 from release_store import stages
-from release_store.params import ReleaseParams
+from release_store.params import ReleaseParams, dp_binned_columns
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
 from tasks.ingest import read_input
 from tasks.marginals import aggregate_length, count_records, normalize_aggregates
-from tasks.preparation import prepare_table
+from tasks.preparation import choose_bins, prepare_table
 from tasks.publish import publish_release
-from tasks.synthesis import fit_synthesizer, synthesize_records
+from tasks.synthesis import aggregate_noise, fit_synthesizer, synthesize_records
 from tasks.validation import validate_input, validate_output
 
 
@@ -37,6 +38,7 @@ def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     log = get_run_logger()
     timeline = stages.Timeline()
+    noise_published: dict[str, Any] | None = None
 
     # --- budget: reserve (ε, δ) before the data is read -----------------------------------------
     with timeline.run(stages.BUDGET):
@@ -47,8 +49,12 @@ def release(params: ReleaseParams) -> str:
             raw, input_sha256 = read_input(run=run)
         with timeline.run(stages.VALIDATE):
             input_summary = validate_input(run=run, table=raw)
+        dp_edges = None
+        if dp_binned_columns(params):  # --- DP quantile bins: charged, drawn, checkpointed ---
+            with timeline.run(stages.BINNING):
+                dp_edges = choose_bins(run=run, table=raw)
         with timeline.run(stages.PREPARE):
-            table = prepare_table(run=run, table=raw, input_sha256=input_sha256)
+            table = prepare_table(run=run, table=raw, input_sha256=input_sha256, dp_edges=dp_edges)
         del raw
 
         if params.synthesizer == "aggregate-seeded":
@@ -70,8 +76,17 @@ def release(params: ReleaseParams) -> str:
                 aggregates = normalize_aggregates(
                     run=run, table=table, by_length=by_length, protected_n=protected_n
                 )
+            noise = aggregate_noise(run, by_length, protected_n)
+            noise_published = {
+                "sigma_by_len": list(noise.sigma_by_len),
+                "threshold_by_len": [
+                    t if t != float("inf") else None for t in noise.threshold_by_len
+                ],
+            }
             with timeline.run(stages.SYNTHESIZE):
-                synthetic = synthesize_records(run=run, aggregates=aggregates, table=table)
+                synthetic = synthesize_records(
+                    run=run, aggregates=aggregates, table=table, noise=noise
+                )
         else:
             # --- fit a registry synthesizer: all its charges, then its draws -------------------
             with timeline.run(stages.FIT):
@@ -92,6 +107,7 @@ def release(params: ReleaseParams) -> str:
             evaluation=evaluation,
             validation={"input": input_summary, "output": output_summary},
             stages_done=timeline.done,
+            aggregate_noise=noise_published,
         )
     except BaseException as e:
         run.mark_failed(e, timeline.done)

@@ -31,6 +31,7 @@ SYNTHESIZERS = (
     "histogram-nway",
     "dirichlet-multinomial",
     "cathist",
+    "mst",
 )
 """Synthesizer names accepted before the registry (sds_core.synthesizers) is importable."""
 
@@ -82,11 +83,20 @@ class BinSpec(BaseModel):
     )
     width: float | None = Field(None, gt=0, description="Equal-width bins of this width.")
     origin: float = Field(0.0, description="Where the equal-width grid starts.")
+    dp_quantiles: int | None = Field(
+        None,
+        ge=2,
+        le=100,
+        description="This many bins of about equal mass, edges chosen by a DP quantile "
+        "mechanism inside the declared [min, max] (costs binning_epsilon_proportion of ε, its "
+        "own ledger stage 'binning').",
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> BinSpec:
-        if (self.edges is None) == (self.width is None):
-            raise ValueError("give exactly one of 'edges' or 'width'")
+        kinds = sum(x is not None for x in (self.edges, self.width, self.dp_quantiles))
+        if kinds != 1:
+            raise ValueError("give exactly one of 'edges', 'width' or 'dp_quantiles'")
         if self.edges is not None and (
             len(self.edges) < 2
             or any(b <= a for a, b in zip(self.edges, self.edges[1:], strict=False))
@@ -120,6 +130,12 @@ class ColumnSchema(BaseModel):
             raise ValueError(f"column {self.name!r}: min/max/bins need type 'integer' or 'float'")
         if self.min is not None and self.max is not None and self.min > self.max:
             raise ValueError(f"column {self.name!r}: min {self.min} > max {self.max}")
+        if self.bins is not None and self.bins.dp_quantiles is not None:
+            if self.min is None or self.max is None or not self.min < self.max:
+                raise ValueError(
+                    f"column {self.name!r}: bins.dp_quantiles needs a declared range (min < max): "
+                    "the DP quantile edges are chosen inside it; add min and max to the column"
+                )
         return self
 
 
@@ -198,6 +214,25 @@ class ReleaseParams(BaseModel):
     synthesizer: str = Field(
         "aggregate-seeded", description=f"Synthesizer: one of {', '.join(SYNTHESIZERS)}."
     )
+    synthesis: Literal["records", "model"] = Field(
+        "records",
+        description="aggregate-seeded only: 'records' builds records from the DP aggregates "
+        "(SDS); 'model' fits one consistent distribution to them and samples it (post-processing, "
+        "no extra budget; docs/consistent-model.md).",
+    )
+    max_model_bytes: int = Field(
+        2 * 1024**3,
+        ge=1,
+        description="Largest working memory a fitted model (synthesis 'model', mst) may need; "
+        "checked before anything is charged.",
+    )
+    binning_epsilon_proportion: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="Share of ε spent choosing DP quantile bin edges (only when the schema asks "
+        "for bins = { dp_quantiles = q }); the rest goes to the synthesizer.",
+    )
     seed: int | None = Field(
         None,
         ge=0,
@@ -237,6 +272,15 @@ class ReleaseParams(BaseModel):
         if name not in known:
             raise ValueError(f"unknown synthesizer {name!r}; choose one of {', '.join(known)}")
         return name
+
+    @model_validator(mode="after")
+    def _model_mode(self) -> ReleaseParams:
+        if self.synthesis == "model" and self.synthesizer != "aggregate-seeded":
+            raise ValueError(
+                f"synthesis = 'model' is a mode of the aggregate-seeded synthesizer, not of "
+                f"{self.synthesizer!r}; remove it or use synthesizer = 'aggregate-seeded'"
+            )
+        return self
 
     def resolved_delta(self) -> float:
         """The release's δ, fixed before reading data: ``delta``, else the one default
@@ -307,10 +351,33 @@ def describe_validation_error(e: ValidationError) -> str:
 
 
 # -- conversion to the core parameter objects (no data needed) ----------------------------------
+def dp_binned_columns(params: ReleaseParams) -> list[ColumnSchema]:
+    """The released schema columns whose bins are DP quantiles (in schema order)."""
+    if params.table_schema is None:
+        return []
+    return [
+        c
+        for c in params.table_schema.columns
+        if c.bins is not None
+        and c.bins.dp_quantiles is not None
+        and (not params.use_columns or c.name in params.use_columns)
+    ]
+
+
+def binning_epsilon(params: ReleaseParams) -> float:
+    """ε spent on DP quantile bins (0 when the schema asks for none)."""
+    return params.epsilon * params.binning_epsilon_proportion if dp_binned_columns(params) else 0.0
+
+
+def synthesis_epsilon(params: ReleaseParams) -> float:
+    """ε left for the synthesizer once the DP bins are paid (basic composition)."""
+    return params.epsilon - binning_epsilon(params)
+
+
 def dp_params(params: ReleaseParams) -> DpParams:
     """The core DpParams of a release (δ always explicit, fixed before reading the data)."""
     return DpParams(
-        epsilon=params.epsilon,
+        epsilon=synthesis_epsilon(params),
         delta=params.resolved_delta(),
         reporting_length=params.reporting_length,
         percentile_percentage=params.percentile_percentage,
@@ -332,26 +399,38 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     schema = params.table_schema
     if schema is None or (not params.use_columns and schema.allow_extra_columns):
         return ()
-    cols = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
-    if not cols or any(c is None or c.values is None or c.bins is not None for c in cols):
+    found = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
+    cols = [c for c in found if c is not None]
+    if not cols or len(cols) < len(found):
         return ()
     out = []
     for c in cols:
-        assert c is not None and c.values is not None  # checked just above (narrowing for mypy)
+        if c.values is None or c.bins is not None:
+            return ()
         empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
         values = sorted({normalize_text(v) for v in c.values} - empty)
         out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
     return tuple(out)
 
 
-def prepare_params(params: ReleaseParams) -> PrepareParams:
-    """The core PrepareParams (declared bins from the schema)."""
+def prepare_params(
+    params: ReleaseParams, dp_edges: dict[str, list[float]] | None = None
+) -> PrepareParams:
+    """The core PrepareParams (declared bins from the schema, DP quantile edges from the
+    ``binning`` stage in ``dp_edges``)."""
     from sds_core.data.binning import Binning
 
     bins = []
     for col in params.table_schema.columns if params.table_schema else []:
         if col.bins is not None and (not params.use_columns or col.name in params.use_columns):
-            if col.bins.edges is not None:
+            if col.bins.dp_quantiles is not None:
+                if dp_edges is None or col.name not in dp_edges:
+                    raise SdsInputError(
+                        f"column {col.name!r} asks for DP quantile bins but the binning stage "
+                        "gave no edges for it (internal order of stages)"
+                    )
+                bins.append(Binning(col.name, edges=tuple(dp_edges[col.name])))
+            elif col.bins.edges is not None:
                 bins.append(Binning(col.name, edges=tuple(col.bins.edges)))
             else:
                 bins.append(Binning(col.name, width=col.bins.width, origin=col.bins.origin))

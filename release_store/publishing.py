@@ -164,8 +164,13 @@ def write_release(
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages: list[dict[str, Any]],
+    aggregate_noise: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write artifacts, the report and the complete manifest; close the ledger reservation.
+
+    ``aggregate_noise`` (aggregate-seeded releases): each length's noise scale σ_k·√Δ_k and
+    threshold ρ_k, DP or public values that make the aggregates measurements anyone can refit
+    (the consistent model of ``synthesis = "model"`` is a function of them and the aggregates).
 
     Returns the complete manifest.
     """
@@ -195,6 +200,7 @@ def write_release(
                 }
                 for c in charges
             ],
+            **({"aggregate_noise": aggregate_noise} if aggregate_noise is not None else {}),
         },
         "input": {
             "sha256": input_sha256,

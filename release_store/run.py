@@ -20,7 +20,13 @@ from typing import Any, Generic, TypeVar
 from release_store import stages
 from release_store.ledger import Ledger
 from release_store.ledger_replay import ReplayLedger
-from release_store.params import ReleaseParams, dp_params
+from release_store.params import (
+    ReleaseParams,
+    binning_epsilon,
+    dp_binned_columns,
+    dp_params,
+    synthesis_epsilon,
+)
 from release_store.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace import Manifest, discard_incomplete, new_release_id, resolve_home
 from sds_core.dp.randomness import ReleaseRandomness
@@ -30,6 +36,7 @@ __all__ = [
     "KILL_ENV",
     "ReleaseRun",
     "SensitiveTable",
+    "binning_spend",
     "planned_charges",
     "registry_synthesizer",
     "reserve",
@@ -169,6 +176,8 @@ def registry_synthesizer(params: ReleaseParams) -> Any:
     from sds_core.synthesizers import create, option_names
 
     names = set(option_names(params.synthesizer))
+    if "max_model_bytes" in names:  # mst: columns come from the data's domain
+        return create(params.synthesizer, max_model_bytes=params.max_model_bytes)
     if "declared" in names and params.table_schema is not None:
         declared = tuple(
             DeclaredDomain(c.name, values=tuple(c.values))
@@ -191,13 +200,40 @@ def registry_synthesizer(params: ReleaseParams) -> Any:
     return create(params.synthesizer, columns=tuple(columns))
 
 
+def binning_spend(params: ReleaseParams) -> Any | None:
+    """The ``binning`` stage's charge when the schema asks for DP quantile bins, else None.
+
+    ε_b = binning_epsilon_proportion·ε, split equally over the DP-binned columns (each record is
+    in every column: sequential composition); pure ε-DP, ρ = Σ (q − 1)·(ε_i)²/8 (bounded range).
+    """
+    from sds_core.dp.accounting import StageSpend
+    from sds_core.dp.quantiles import quantile_rho
+
+    cols = dp_binned_columns(params)
+    if not cols:
+        return None
+    eps_b = binning_epsilon(params)
+    per_col = eps_b / len(cols)
+    rho = 0.0
+    for c in cols:
+        q = c.bins.dp_quantiles if c.bins is not None else None
+        if q is not None:
+            rho += quantile_rho(per_col, q)
+    return StageSpend(
+        stages.BINNING, "exponential-mechanism quantiles (bounded range)", eps_b, 0.0, rho
+    )
+
+
 def planned_charges(params: ReleaseParams) -> list[Any]:
     """The ledger plan of a release (one ``StageSpend`` per charged stage), without the data."""
     from sds_core.marginals.engine import plan_release
 
+    binning = binning_spend(params)
+    first = [binning] if binning is not None else []
     if params.synthesizer != "aggregate-seeded":
-        return list(registry_synthesizer(params).budget(params.epsilon, params.resolved_delta()))
-    return list(plan_release(dp_params(params), 1).stage_spends())  # δ explicit: count unused
+        synth = registry_synthesizer(params)
+        return first + list(synth.budget(synthesis_epsilon(params), params.resolved_delta()))
+    return first + list(plan_release(dp_params(params), 1).stage_spends())  # δ explicit
 
 
 def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun:

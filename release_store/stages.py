@@ -17,6 +17,7 @@ from sds_core.errors import SdsInternalError
 
 __all__ = [
     "AGGREGATE",
+    "BINNING",
     "BUDGET",
     "COUNT",
     "EVALUATE",
@@ -38,6 +39,7 @@ __all__ = [
 BUDGET = "budget"
 INGEST = "ingest"
 VALIDATE = "validate"
+BINNING = "binning"
 PREPARE = "prepare"
 COUNT = "count"
 AGGREGATE = "aggregate"
@@ -89,6 +91,7 @@ _FIXED = {
         StageSpec(BUDGET, "reserve the whole release's (ε, δ) before the data is read"),
         StageSpec(INGEST, "read the sensitive input", sensitive=True),
         StageSpec(VALIDATE, "the Great Expectations gate on the input", sensitive=True),
+        StageSpec(BINNING, "DP quantile bin edges of numeric columns", True, True, True, True),
         StageSpec(PREPARE, "SDS preprocessing into integer codes", sensitive=True),
         StageSpec(COUNT, "the DP record count", True, True, True, True),
         StageSpec(NORMALIZE, "rounding, missing parents, child <= parent", checkpoint=True),
@@ -119,13 +122,17 @@ def spec(name: str) -> StageSpec:
     raise SdsInternalError(f"no stage named {name!r} in the registry")
 
 
-def release_stages(reporting_length: int, *, aggregate_seeded: bool = True) -> tuple[str, ...]:
-    """The stages of one release, in order.
+def release_stages(
+    reporting_length: int, *, aggregate_seeded: bool = True, dp_binning: bool = False
+) -> tuple[str, ...]:
+    """The stages of one release, in order (``binning`` only with DP quantile bins).
 
     >>> release_stages(2)[:6]
     ('budget', 'ingest', 'validate', 'prepare', 'count', 'aggregate-1')
     >>> release_stages(3, aggregate_seeded=False)[4]
     'fit'
+    >>> release_stages(2, dp_binning=True)[3]
+    'binning'
     """
     middle = (
         (
@@ -137,7 +144,18 @@ def release_stages(reporting_length: int, *, aggregate_seeded: bool = True) -> t
         if aggregate_seeded
         else (FIT,)
     )
-    return (BUDGET, INGEST, VALIDATE, PREPARE, *middle, VALIDATE_OUTPUT, EVALUATE, PUBLISH)
+    binning = (BINNING,) if dp_binning else ()
+    return (
+        BUDGET,
+        INGEST,
+        VALIDATE,
+        *binning,
+        PREPARE,
+        *middle,
+        VALIDATE_OUTPUT,
+        EVALUATE,
+        PUBLISH,
+    )
 
 
 class Timeline:

@@ -7,13 +7,17 @@ evaluator):
   (``preparation``), readers of tables (``readers``), declared binning (``binning``) and decoding
   codes back to text (``decoding``);
 - ``dp``: the DP building blocks: keyed release randomness, exact integer noise, the DP
-  percentile, zCDP accounting, declared (weakly constrained) domains and CatHist;
+  percentile, DP quantile bin edges, zCDP accounting, declared (weakly constrained) domains and
+  CatHist;
 - ``marginals``: the DP marginals engine stage by stage (``engine``: protect the record count,
   plan, aggregate each length, finalize), its parameters, the ``AggregateSet`` it publishes, the
   privacy report, combinations, contribution bounding, normalization, exact counts, and its
   compiled kernels (``_kernels``, ``_count_kernels``);
 - ``synthesis``: aggregate-seeded synthesis (``generator``), the aggregates' flat ``layout`` and
-  the compiled kernels (``_completion_kernel``: default; ``_reference_kernel``: pac-synth's mode);
+  the compiled kernels (``_completion_kernel``: default; ``_reference_kernel``: pac-synth's mode),
+  and the consistent model of the published aggregates (``consistent``, ``synthesis = "model"``);
+- ``model``: one distribution fitted to noisy and censored marginals (junction tree, belief
+  propagation, Private-PGM's mirror descent, controlled-rounding sampler, size check);
 - ``evaluation``: utility and risk metrics, and their publishable subset;
 - ``synthesizers``: every synthesizer behind one ``fit``/``sample`` interface, by name.
 

@@ -16,6 +16,7 @@ from release_store.run import ReleaseRun, SensitiveTable
 from sds_core.data.table import PreparedTable
 from sds_core.marginals import engine
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.synthesis.consistent import ModelParams, worst_case_model_bytes
 from tasks.options import SENSITIVE
 
 
@@ -23,6 +24,13 @@ from tasks.options import SENSITIVE
 def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> int:
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
+    if run.params.synthesis == "model" and run.dirs.load_checkpoint(stages.COUNT) is None:
+        # the consistent model's largest possible size, refused before the first charge
+        worst_case_model_bytes(
+            table.value.domain,
+            ModelParams(max_model_bytes=run.params.max_model_bytes),
+            run.params.reporting_length,
+        )
 
     def compute() -> int:
         step = engine.protect_record_count(

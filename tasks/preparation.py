@@ -1,4 +1,5 @@
-"""The ``prepare`` task: SDS preprocessing of the sensitive table into integer codes."""
+"""The ``binning`` and ``prepare`` tasks: DP quantile bin edges (when the schema asks for them),
+then SDS preprocessing of the sensitive table into integer codes."""
 
 from __future__ import annotations
 
@@ -7,22 +8,67 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
-from release_store.params import prepare_params
-from release_store.run import ReleaseRun, SensitiveTable
+from release_store.params import dp_binned_columns, prepare_params
+from release_store.run import ReleaseRun, SensitiveTable, binning_spend
 from sds_core.data.decoding import fingerprint
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
-from sds_core.errors import SdsInputError
+from sds_core.errors import SdsInputError, SdsInternalError
 from tasks.options import SENSITIVE
+
+
+@task(name=stages.BINNING, **SENSITIVE)
+def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[float]]:
+    """DP quantile edges of every ``bins = { dp_quantiles = q }`` column: charged, then drawn.
+
+    Returns only the DP edges (published as the bins' labels); checkpointed, so a resumed
+    release reuses them and spends nothing twice.
+    """
+    import numpy as np
+    import pandas as pd
+
+    from sds_core.dp.quantiles import dp_quantile_edges
+
+    progress.stage("binning (DP quantile bin edges)")
+    cols = dp_binned_columns(run.params)
+    spend = binning_spend(run.params)
+
+    def compute() -> dict[str, list[float]]:
+        rnd = run.randomness()
+        out: dict[str, list[float]] = {}
+        for col in cols:
+            q = col.bins.dp_quantiles if col.bins is not None else None
+            if spend is None or q is None or col.min is None or col.max is None:
+                raise SdsInternalError(f"column {col.name!r} is not a DP-binned column")
+            raw = table.value.column(col.name).to_pylist()[: run.params.record_limit]
+            values = pd.to_numeric(pd.Series(raw, dtype="string"), errors="coerce").dropna()
+            edges = dp_quantile_edges(
+                values.to_numpy(dtype=np.float64),
+                lower=float(col.min),
+                upper=float(col.max),
+                bins=q,
+                epsilon=spend.epsilon / len(cols),
+                integer=col.type == "integer",
+                rnd=rnd,
+                label=f"{run.release_id}/{stages.BINNING}/{col.name}",
+                stage=stages.BINNING,
+            )
+            out[col.name] = list(edges)
+        return out
+
+    return run.stage(stages.BINNING, compute)
 
 
 @task(name=stages.PREPARE, **SENSITIVE)
 def prepare_table(
-    run: ReleaseRun, table: SensitiveTable[Any], input_sha256: str
+    run: ReleaseRun,
+    table: SensitiveTable[Any],
+    input_sha256: str,
+    dp_edges: dict[str, list[float]] | None = None,
 ) -> SensitiveTable[PreparedTable]:
     """Prepare the table; a resumed release must find the same prepared data (fingerprint)."""
     progress.stage("preparing the data")
-    prepared = prepare(table.value, prepare_params(run.params))
+    prepared = prepare(table.value, prepare_params(run.params, dp_edges))
     fp = fingerprint(prepared)
     dirs = run.dirs
     if dirs.state().get("fingerprint") not in (None, fp):

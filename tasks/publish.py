@@ -30,6 +30,7 @@ def publish_release(
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
+    aggregate_noise: dict[str, Any] | None = None,
 ) -> str:
     """Publish and sign the release; returns its directory."""
     progress.stage("publish")
@@ -43,6 +44,7 @@ def publish_release(
         evaluation=evaluation,
         validation=validation,
         stages=stages_done,
+        aggregate_noise=aggregate_noise,
     )
     release_dir = str(run.dirs.release_dir)
     signed_by = sign_release(run.home, release_dir)

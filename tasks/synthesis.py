@@ -6,28 +6,64 @@ Both checkpoint their records, so a resumed release neither draws nor spends twi
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import task
 
 from release_store import progress, stages
+from release_store.params import dp_params, synthesis_epsilon
 from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.engine import plan_release
 from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.synthesis.consistent import AggregateNoise, ModelParams, synthesize_from_model
 from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
 from tasks.options import SENSITIVE
 
 
+def aggregate_noise(
+    run: ReleaseRun, by_length: dict[int, dict[str, Any]], protected_n: int
+) -> AggregateNoise:
+    """Each length's noise scale σ_k·√Δ_k and threshold ρ_k (DP or public values only)."""
+    plan = plan_release(dp_params(run.params), protected_n)
+    lengths = range(1, run.params.reporting_length + 1)
+    return AggregateNoise.from_release(
+        plan.sigma_by_len,
+        [int(by_length[k]["allowed_sensitivity"]) for k in lengths],
+        [float(by_length[k]["threshold"]) for k in lengths],
+    )
+
+
 @task(name=stages.SYNTHESIZE, **SENSITIVE)
 def synthesize_records(
-    run: ReleaseRun, aggregates: AggregateSet, table: SensitiveTable[PreparedTable]
+    run: ReleaseRun,
+    aggregates: AggregateSet,
+    table: SensitiveTable[PreparedTable],
+    noise: AggregateNoise,
 ) -> PreparedTable:
     """Aggregate-seeded synthesis from the DP aggregates (post-processing, no spend).
 
-    The table is read only for its multi-value column declarations (a preparation setting).
+    ``synthesis = "records"``: SDS's record building; ``"model"``: the consistent model fitted
+    to the aggregates and their published ``noise``, sampled. The table is read only for its
+    multi-value column declarations (a preparation setting).
     """
-    progress.stage("synthesize (synthetic records)")
+    progress.stage(
+        "synthesize (synthetic records)"
+        if run.params.synthesis == "records"
+        else "synthesize (consistent model)"
+    )
 
     def compute() -> PreparedTable:
+        if run.params.synthesis == "model":
+            return synthesize_from_model(
+                aggregates,
+                noise,
+                default_target(aggregates),
+                rng=run.randomness().generator(f"{run.release_id}/synthesis"),
+                params=ModelParams(max_model_bytes=run.params.max_model_bytes),
+                multi_value_columns=table.value.multi_value_columns,
+            )
         return synthesize(
             aggregates,
             SynthesisParams(target_number_of_records=default_target(aggregates)),
@@ -45,24 +81,33 @@ def fit_synthesizer(
 ) -> tuple[PreparedTable, AggregateSet]:
     """A registry synthesizer (not SDS): charge all its stages, fit, sample.
 
-    Returns the synthetic table and, as the published aggregates, the counts of the synthetic
-    records (post-processing of DP output, so DP as well).
+    Returns the synthetic table and, as the published aggregates, the synthesizer's own DP
+    measurements when its model has them (``mst``: its measured marginals), else the counts of
+    the synthetic records (post-processing of DP output, so DP as well). A synthesizer with a
+    ``check_size(domain)`` method is asked first, before anything is charged.
     """
     params = run.params
     progress.stage(f"fit {params.synthesizer}")
     synth = registry_synthesizer(params)
-    spends = synth.budget(params.epsilon, params.resolved_delta())
+    epsilon = synthesis_epsilon(params)
+    spends = synth.budget(epsilon, params.resolved_delta())
+    check_size = getattr(synth, "check_size", None)
+    if check_size is not None and run.dirs.load_checkpoint(stages.FIT) is None:
+        check_size(table.value.domain)  # before the charge: refuse with nothing spent
 
     def compute() -> tuple[PreparedTable, AggregateSet]:
         rnd = run.randomness()
-        synth.fit(
+        fitted = synth.fit(
             table.value,
-            epsilon=params.epsilon,
+            epsilon=epsilon,
             delta=run.delta,
             rnd=rnd,
             release_label=run.release_id,
         )
         synthetic = synth.sample(None, rng=rnd.generator(f"{run.release_id}/synthesis"))
+        measured = getattr(fitted.model, "aggregates", None)
+        if isinstance(measured, AggregateSet) and measured.is_dp:
+            return synthetic, measured  # the synthesizer's own DP measurements (mst)
         counts = exact_aggregates(synthetic, params.reporting_length)
         published = AggregateSet(
             synthetic.domain,

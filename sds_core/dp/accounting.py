@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
-from numpy.typing import NDArray
 
 from sds_core.errors import SdsInputError, invariant
 
@@ -106,8 +105,8 @@ class BudgetPlan:
         eps = [self.epsilon_records] + [self.epsilon_marginals * r / total_rho for r in rhos]
         dels = [0.0] + [self.delta / 2 * r / total_rho for r in rhos]
         dels[1] += self.delta / 2
-        eps = _exact_split(eps, self.epsilon)
-        dels = _exact_split(dels, self.delta)
+        eps = exact_split(eps, self.epsilon)
+        dels = exact_split(dels, self.delta)
         spends = [StageSpend("count", "discrete-laplace", eps[0], dels[0], None)]
         spends += [
             StageSpend(f"aggregate-{k}", "zcdp-gaussian+percentile", eps[k], dels[k], rhos[k - 1])
@@ -116,8 +115,13 @@ class BudgetPlan:
         return tuple(spends)
 
 
-def _exact_split(shares: list[float], total: float) -> list[float]:
-    """Adjust the last share so that ``math.fsum(shares) == total`` exactly."""
+def exact_split(shares: list[float], total: float) -> list[float]:
+    """Adjust the last share so that ``math.fsum(shares) == total`` exactly.
+
+    >>> import math
+    >>> math.fsum(exact_split([0.1, 0.2, 0.3], 0.6)) == 0.6
+    True
+    """
     out = list(shares)
     out[-1] = total - math.fsum(out[:-1])
     for _ in range(64):
@@ -167,10 +171,10 @@ def _cks_epsilon(rho: float, delta: float) -> float:
     """min over α > 1 of αρ + (ln 1/δ + (α−1) ln(1−1/α) − ln α)/(α−1) (CKS20, Prop. 12)."""
     log_inv_delta = -math.log(delta)
 
-    def eps_at(a: NDArray[np.float64]) -> NDArray[np.float64]:
-        out: NDArray[np.float64] = a * rho + (
-            log_inv_delta + (a - 1) * np.log1p(-1 / a) - np.log(a)
-        ) / (a - 1)
+    def eps_at(a: np.ndarray) -> np.ndarray:
+        out: np.ndarray = a * rho + (log_inv_delta + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (
+            a - 1
+        )
         return out
 
     alphas = 1 + np.logspace(-8, 8, 4001)

@@ -4,4 +4,5 @@
 aggregates out as flat arrays; the compiled kernels are ``_completion_kernel`` (the default,
 column-by-column completion), ``_reference_kernel`` (pac-synth's mode), with their shared record
 operations (``_records``), aggregate lookups (``_lookups``) and bitsets (``_bitsets``).
+``consistent`` is the other mode: one model fitted to the aggregates (``sds_core.model``), sampled.
 """

@@ -1,7 +1,8 @@
 """Synthesizers selectable by name: the interface, the registry and the seeds' methods.
 
 ``aggregate-seeded`` (SDS), ``histogram-1way`` / ``histogram-nway`` (Programming DP),
-``dirichlet-multinomial`` (Hu) and ``cathist`` (Rodriguez & Howe) are registered on import.
+``dirichlet-multinomial`` (Hu), ``cathist`` (Rodriguez & Howe) and ``mst`` (McKenna et al.) are
+registered on import.
 Use :func:`create` to build one by name and :func:`option_names` to see its options.
 """
 
@@ -18,6 +19,7 @@ from sds_core.synthesizers.base import (
 from sds_core.synthesizers.cathist import CatHist, CatHistModel
 from sds_core.synthesizers.dirichlet import DirichletModel, DirichletMultinomial
 from sds_core.synthesizers.histogram import Histogram1Way, HistogramModel, HistogramNWay
+from sds_core.synthesizers.mst import Mst, MstModel
 
 __all__ = [
     "AggregateSeeded",
@@ -30,6 +32,8 @@ __all__ = [
     "Histogram1Way",
     "HistogramModel",
     "HistogramNWay",
+    "Mst",
+    "MstModel",
     "Synthesizer",
     "SynthesizerSpend",
     "available",

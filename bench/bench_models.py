@@ -1,0 +1,147 @@
+"""Benchmark: SDS records vs the consistent model (synthesis = "model") vs mst vs independent.
+
+Same data, same ε, same run: for each data set and ε, our DP aggregates (R = 3, defaults) are
+synthesized two ways (SDS records, the consistent model), mst runs at the same (ε, δ), and
+independent per-column sampling from the DP 1-counts is the floor. Prints mean TVD over all
+1-/2-/3-way marginals (empty counted as a value), the model's fit/sample seconds and its size.
+PUMS_ca_10k.csv from ../shared/data; larger sizes are seeded resamples of it.
+
+    .venv/bin/python bench/bench_models.py                              # 10k raw + binned, ε 1/4/10
+    .venv/bin/python bench/bench_models.py --sizes 100000 --epsilons 4
+    .venv/bin/python bench/bench_models.py --sizes 1000000 --epsilons 4 --binned-only --skip-records
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from bench_synthesis import DATA, bin_columns, independent
+
+from sds_core.data.preparation import prepare
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.evaluation.metrics import marginal_fidelity
+from sds_core.marginals.engine import dp_aggregate
+from sds_core.marginals.params import DpParams
+from sds_core.synthesis.consistent import (
+    AggregateNoise,
+    fit_aggregates,
+    records_of,
+)
+from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
+from sds_core.synthesizers import create
+
+DELTA = 1e-6
+
+
+def _row(name: str, original, table, seconds: str, extra: str = "") -> str:
+    t = marginal_fidelity(original, table, max_order=3)["tvd_mean_by_order"]
+    return f"| {name} | {t[1]:.4f} | {t[2]:.4f} | {t[3]:.4f} | {seconds} | {extra} |"
+
+
+def run(size: int, binned: bool, epsilon: float, seed: int, skip_records: bool) -> None:
+    """One data set at one ε: all methods, same run."""
+    rng = np.random.default_rng(seed)
+    frame = pd.read_csv(DATA, dtype=str, keep_default_na=False)
+    if size != len(frame):
+        frame = frame.iloc[rng.integers(0, len(frame), size=size)].reset_index(drop=True)
+    if binned:
+        frame = bin_columns(frame)
+    original = prepare(frame)
+    t0 = time.perf_counter()
+    result = dp_aggregate(
+        original,
+        DpParams(epsilon=epsilon, delta=DELTA, reporting_length=3),
+        ReleaseRandomness.from_seed(seed),
+    )
+    agg_s = time.perf_counter() - t0
+    aggregates, rep = result.aggregates, result.report
+    noise = AggregateNoise.from_release(
+        rep.sigma_by_len, rep.allowed_sensitivity_by_len, rep.threshold_by_len
+    )
+    n = default_target(aggregates)
+    label = "binned age/income" if binned else "raw columns"
+    print(f"\n### {size:,} rows, {label}, ε = {epsilon:g}, δ = {DELTA:g}")
+    print(f"\n(SDS aggregation {agg_s:.2f} s; load {open('/proc/loadavg').read().split()[0]})\n")
+    print("| method | TVD1 | TVD2 | TVD3 | seconds (fit + sample) | notes |")
+    print("|---|---|---|---|---|---|")
+    if not skip_records:
+        t0 = time.perf_counter()
+        records = synthesize(
+            aggregates,
+            SynthesisParams(target_number_of_records=n),
+            rng=np.random.default_rng(seed),
+        )
+        print(_row("SDS records (default)", original, records, f"{time.perf_counter() - t0:.2f}"))
+    t0 = time.perf_counter()
+    model = fit_aggregates(aggregates, noise)
+    t1 = time.perf_counter()
+    table = records_of(model, aggregates, n, rng=np.random.default_rng(seed))
+    t2 = time.perf_counter()
+    print(
+        _row(
+            "SDS aggregates + consistent model",
+            original,
+            table,
+            f"{t1 - t0:.2f} + {t2 - t1:.2f}",
+            f"{len(model.tree.cliques)} cliques, {model.tree.cells:,} cells "
+            f"(~{model.tree.cells * 48 / 2**20:.1f} MiB), {model.iterations} iterations",
+        )
+    )
+    mst = create("mst")
+    t0 = time.perf_counter()
+    fit = mst.fit(
+        original,
+        epsilon=epsilon,
+        delta=DELTA,
+        rnd=ReleaseRandomness.from_seed(seed),
+        release_label="bench",
+    )
+    t1 = time.perf_counter()
+    table = mst.sample(None, rng=np.random.default_rng(seed))
+    t2 = time.perf_counter()
+    fitted = fit.model.fitted
+    print(
+        _row(
+            "mst (ours)",
+            original,
+            table,
+            f"{t1 - t0:.2f} + {t2 - t1:.2f}",
+            f"{fitted.tree.cells:,} cells, {fitted.iterations} iterations",
+        )
+    )
+    print(_row("independent (DP 1-counts)", original, independent(aggregates, n, rng), "-"))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS of the process so far: {rss:.0f} MiB")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10_000])
+    parser.add_argument("--epsilons", type=float, nargs="+", default=[1.0, 4.0, 10.0])
+    parser.add_argument("--binned-only", action="store_true")
+    parser.add_argument("--raw-only", action="store_true")
+    parser.add_argument("--skip-records", action="store_true", help="no SDS record synthesis")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args()
+    kinds = [False, True]
+    if args.binned_only:
+        kinds = [True]
+    if args.raw_only:
+        kinds = [False]
+    for size in args.sizes:
+        for binned in kinds:
+            for eps in args.epsilons:
+                run(size, binned, eps, args.seed, args.skip_records)
+
+
+if __name__ == "__main__":
+    main()

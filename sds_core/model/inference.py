@@ -1,0 +1,78 @@
+"""Exact inference on a junction tree: calibrated clique marginals from log-potentials.
+
+Two passes of log-space sum-product (leaves to root, root to leaves) give every clique's
+marginal of the distribution p(x) ∝ exp(Σ_j θ_j(x_Cj)), scaled to a total count. Used by
+:mod:`sds_core.model.estimation` at every mirror-descent step and by the sampler.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.model.structure import Clique, JunctionTree
+
+Table = NDArray[np.float64]
+
+
+def broadcast_shape(sub: Sequence[int], clique: Sequence[int], sizes: Sequence[int]) -> list[int]:
+    """Shape that makes a table over ``sub`` (a subset of ``clique``) broadcast against it.
+
+    >>> broadcast_shape((2,), (0, 2), (3, 4, 5))
+    [1, 5]
+    """
+    inside = set(sub)
+    return [sizes[c] if c in inside else 1 for c in clique]
+
+
+def other_axes(clique: Sequence[int], sub: Sequence[int]) -> tuple[int, ...]:
+    """Axes of a ``clique`` table that are not columns of ``sub``."""
+    inside = set(sub)
+    return tuple(i for i, c in enumerate(clique) if c not in inside)
+
+
+def logsumexp(a: Table, axes: tuple[int, ...]) -> Table:
+    """log Σ exp(a) over ``axes`` (stable); no axes: ``a`` itself."""
+    if not axes:
+        return a
+    m = np.max(a, axis=axes, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0.0)
+    out = np.log(np.sum(np.exp(a - m), axis=axes, keepdims=True)) + m
+    squeezed: Table = np.squeeze(out, axis=axes)
+    return squeezed
+
+
+def project(table: Table, clique: Clique, sub: Sequence[int]) -> Table:
+    """Marginal of a clique table on the columns ``sub`` (sum over the others)."""
+    axes = other_axes(clique, sub)
+    return table.sum(axis=axes) if axes else table
+
+
+def calibrate(tree: JunctionTree, theta: Sequence[Table], total: float) -> list[Table]:
+    """Every clique's marginal (counts summing to ``total``) of p ∝ exp(Σ θ_j).
+
+    Args:
+        tree: the junction tree.
+        theta: one log-potential table per clique, shaped ``tree.clique_shape(j)``.
+        total: the count the marginals sum to.
+    """
+    n = len(tree.cliques)
+    acc = [np.array(t, dtype=np.float64, copy=True) for t in theta]
+    up_parts: list[Table] = [np.empty(0)] * n
+    for j in range(n - 1, 0, -1):  # children have larger indices: they are done first
+        sep = tree.separator(j)
+        up_j = logsumexp(acc[j], other_axes(tree.cliques[j], sep))
+        up_parts[j] = up_j
+        p = tree.parents[j]
+        acc[p] = acc[p] + up_j.reshape(broadcast_shape(sep, tree.cliques[p], tree.sizes))
+    beliefs = [acc[0]] + [np.empty(0)] * (n - 1)
+    for j in range(1, n):
+        p, sep = tree.parents[j], tree.separator(j)
+        up_j = up_parts[j]
+        parent_shape = broadcast_shape(sep, tree.cliques[p], tree.sizes)
+        down = logsumexp(beliefs[p] - up_j.reshape(parent_shape), other_axes(tree.cliques[p], sep))
+        beliefs[j] = acc[j] + down.reshape(broadcast_shape(sep, tree.cliques[j], tree.sizes))
+    log_z = float(logsumexp(beliefs[0], tuple(range(beliefs[0].ndim))))
+    return [total * np.exp(b - log_z) for b in beliefs]

@@ -1,0 +1,463 @@
+"""``synthesis = "model"``: one consistent distribution fitted to the published DP aggregates.
+
+Pure post-processing of what a release publishes: the aggregates (noisy counts of the
+combinations of length 1..R that survived), the noise scale and threshold of each length, and
+the protected record count. Each length's counts are Gaussian measurements of the model's
+marginals (noise σ_k·√Δ_k); a candidate combination that was suppressed is a censored
+measurement (its noisy count fell below the threshold), not a zero; the protected count fixes
+the total. The model is a junction tree of cliques of up to four columns chosen from the aggregates
+(:func:`choose_tree`), fitted by :func:`sds_core.model.estimation.fit_model`, then sampled.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.errors import SdsInputError
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+from sds_core.model.estimation import FittedModel, fit_model
+from sds_core.model.measurements import Measurement
+from sds_core.model.sampling import sample_records
+from sds_core.model.structure import (
+    DEFAULT_MAX_MODEL_BYTES,
+    Clique,
+    JunctionTree,
+    check_model_size,
+)
+
+DEFAULT_MAX_CLIQUE_CELLS = 1_000_000
+DEFAULT_MAX_MODEL_CELLS = 1_500_000
+
+
+@dataclass(frozen=True, slots=True)
+class AggregateNoise:
+    """The published noise of each length: what makes the aggregates measurements.
+
+    Args:
+        sigma_by_len: noise standard deviation of a length-k count, σ_k·√Δ_k (k = 1..R).
+        threshold_by_len: ρ_k, a length-k count was published only when its noisy value
+            exceeded it (and 0); inf when the length released nothing.
+    """
+
+    sigma_by_len: tuple[float, ...]
+    threshold_by_len: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        if len(self.sigma_by_len) != len(self.threshold_by_len):
+            raise SdsInputError("one noise scale and one threshold per length")
+        for k, s in enumerate(self.sigma_by_len, start=1):
+            if not (math.isfinite(s) and s >= 0):
+                raise SdsInputError(f"noise scale of length {k} must be finite and >= 0, got {s}")
+
+    @classmethod
+    def from_release(
+        cls,
+        sigma_by_len: Sequence[float],
+        allowed_sensitivity_by_len: Sequence[int],
+        threshold_by_len: Sequence[float],
+    ) -> AggregateNoise:
+        """From the privacy report's σ_k, Δ_k and ρ_k."""
+        return cls(
+            tuple(
+                float(s) * math.sqrt(max(int(a), 0))
+                for s, a in zip(sigma_by_len, allowed_sensitivity_by_len, strict=True)
+            ),
+            tuple(float(t) for t in threshold_by_len),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class ModelParams:
+    """Settings of the consistent model (none costs budget; all are public).
+
+    Args:
+        max_clique_cells: a pair or triple of columns whose table has more cells is never a
+            clique of the model (the model stays small; those columns are linked through
+            smaller cliques or not at all).
+        max_model_cells: the chosen cliques hold at most this many cells in total (fit time
+            is proportional to it: a clique that would exceed it is not a candidate).
+        max_model_bytes: refuse to fit when the chosen model needs more working memory
+            (~48 bytes per clique cell).
+        max_clique_columns: most columns in one clique, 2..4 (cliques wider than the reporting
+            length R hold no count of their full width, but tie R-way counts together).
+        iterations: most mirror-descent iterations. Few on purpose: the fit's likelihood
+            keeps improving on the noise of the aggregates while the records' error grows
+            again after ~100 iterations (docs/consistent-model.md); stopping early regularises.
+    """
+
+    max_clique_cells: int = DEFAULT_MAX_CLIQUE_CELLS
+    max_model_cells: int = DEFAULT_MAX_MODEL_CELLS
+    max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
+    max_clique_columns: int = 4
+    iterations: int = 100
+
+    def __post_init__(self) -> None:
+        for name in ("max_clique_cells", "max_model_cells", "max_model_bytes", "iterations"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise SdsInputError(f"model {name} must be a positive integer, got {value!r}")
+        width = self.max_clique_columns
+        if isinstance(width, bool) or not isinstance(width, int) or not 2 <= width <= 4:
+            raise SdsInputError(f"model max_clique_columns must be 2, 3 or 4, got {width!r}")
+
+
+class _Published:
+    """The published counts as tables over each column subset's non-empty values."""
+
+    def __init__(self, aggregates: AggregateSet) -> None:
+        dom = aggregates.domain
+        self.cards = dom.cardinalities
+        self.total = float(aggregates.protected_number_of_records or 0)
+        col_of = dom.attribute_columns()
+        offsets = np.asarray(dom.offsets[:-1], dtype=np.int64)
+        self.by_subset: dict[Clique, tuple[NDArray[np.int64], NDArray[np.float64]]] = {}
+        for k, cc in aggregates.by_len.items():
+            if len(cc) == 0:
+                continue
+            cols = col_of[cc.attrs]
+            codes = cc.attrs - offsets[cols]
+            keys = [tuple(r) for r in cols.tolist()]
+            groups: dict[Clique, list[int]] = {}
+            for i, key in enumerate(keys):
+                groups.setdefault(key, []).append(i)
+            for key, rows in groups.items():
+                shape = tuple(self.cards[c] for c in key)
+                idx = np.asarray(rows)
+                cells = np.ravel_multi_index(tuple(codes[idx, j] for j in range(k)), shape)
+                self.by_subset[key] = (cells.astype(np.int64), cc.counts[idx].astype(np.float64))
+
+    def table(self, subset: Clique) -> NDArray[np.float64]:
+        """Published counts over ``subset``'s non-empty values (0 where not published)."""
+        if not subset:
+            return np.array(self.total)
+        out = np.zeros(tuple(self.cards[c] for c in subset))
+        if subset in self.by_subset:
+            cells, values = self.by_subset[subset]
+            out.reshape(-1)[cells] = values
+        return out
+
+    def published(self, subset: Clique) -> NDArray[np.bool_]:
+        """Which non-empty cells of ``subset`` were published."""
+        out = np.zeros(tuple(self.cards[c] for c in subset), dtype=bool)
+        if subset in self.by_subset:
+            out.reshape(-1)[self.by_subset[subset][0]] = True
+        return out
+
+    def full_table(self, clique: Clique) -> NDArray[np.float64]:
+        """Estimated table over ``clique`` with an "empty" category last on every axis.
+
+        Published counts of every sub-combination give the "at least these values" counts;
+        the empty cells follow by inclusion-exclusion (unpublished counts taken as 0, the
+        result clipped at 0). Used only to choose the structure.
+        """
+        k = len(clique)
+        ext = np.zeros(tuple(self.cards[c] + 1 for c in clique))
+        for mask in itertools.product((False, True), repeat=k):
+            sub = tuple(c for c, m in zip(clique, mask, strict=True) if m)
+            index = tuple(
+                slice(0, self.cards[c]) if m else self.cards[c]
+                for c, m in zip(clique, mask, strict=True)
+            )
+            ext[index] = self.table(sub)
+        for axis in range(k):
+            moved = np.moveaxis(ext, axis, 0)
+            moved[-1] -= moved[:-1].sum(axis=0)
+        return np.clip(ext, 0.0, None)
+
+
+def _information(table: NDArray[np.float64], first: int) -> float:
+    """N·I(A; B) of a count table whose first ``first`` axes are A and the others B."""
+    total = float(table.sum())
+    if total <= 0:
+        return 0.0
+    p = table / total
+    pa = p.sum(axis=tuple(range(first, p.ndim)), keepdims=True)
+    pb = p.sum(axis=tuple(range(first)), keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(p > 0, p * np.log(p / (pa * pb)), 0.0)
+    return total * float(terms.sum())
+
+
+def choose_tree(published: _Published, params: ModelParams, reporting_length: int) -> JunctionTree:
+    """A junction tree of cliques of 2..``max_clique_columns`` columns, chosen greedily.
+
+    Start from the most dependent pair; then repeatedly attach the unplaced column v and the
+    separator S (1 to max_clique_columns - 1 columns of one existing clique) with the largest
+    G-statistic 2·N·I(v; S) minus its degrees of freedom, among cliques S + {v} of at most
+    ``max_clique_cells`` cells that keep the model within ``max_model_cells``. Post-processing
+    of the published counts only.
+    """
+    cards = published.cards
+    sizes = tuple(c + 1 for c in cards)
+    d = len(sizes)
+    if d == 1:
+        return JunctionTree(sizes, ((0,),), (-1,))
+    width = params.max_clique_columns if reporting_length >= 2 else 2
+    memo: dict[tuple[int, Clique], float] = {}
+
+    def score(v: int, sep: Clique) -> float:
+        key = (v, sep)
+        if key not in memo:
+            clique = tuple(sorted((v, *sep)))
+            table = np.moveaxis(published.full_table(clique), clique.index(v), 0)
+            df = (sizes[v] - 1) * (math.prod(sizes[c] for c in sep) - 1)
+            memo[key] = 2 * _information(table, 1) - df
+        return memo[key]
+
+    used = 0
+
+    def fits(cols: Sequence[int]) -> bool:
+        cells = math.prod(sizes[c] for c in cols)
+        return cells <= params.max_clique_cells and used + cells <= params.max_model_cells
+
+    pairs = [(a, b) for a, b in itertools.combinations(range(d), 2) if fits((a, b))]
+    if pairs:
+        a, b = max(pairs, key=lambda p: (score(p[1], (p[0],)), -p[0], -p[1]))
+        cliques: list[Clique] = [(a, b)]
+    else:
+        cliques = [(0,)]
+    used = math.prod(sizes[c] for c in cliques[0])
+    parents = [-1]
+    placed = set(cliques[0])
+    while len(placed) < d:
+        best: tuple[float, int, Clique, int] | None = None
+        for v in sorted(set(range(d)) - placed):
+            for j, clique in enumerate(cliques):
+                seps: list[Clique] = [
+                    sep
+                    for r in range(1, min(width - 1, len(clique)) + 1)
+                    for sep in itertools.combinations(clique, r)
+                ]
+                for sep in seps:
+                    if not fits((*sep, v)):
+                        continue
+                    s = score(v, sep)
+                    if best is None or s > best[0]:
+                        best = (s, v, sep, j)
+        if best is None:  # no pair fits: the remaining columns enter on their own
+            v = min(set(range(d)) - placed)
+            cliques.append((v,))
+            used += sizes[v]
+            parents.append(0)
+            placed.add(v)
+            continue
+        _, v, sep, j = best
+        cliques.append(tuple(sorted((*sep, v))))
+        used += math.prod(sizes[c] for c in cliques[-1])
+        parents.append(j)
+        placed.add(v)
+    return JunctionTree(sizes, tuple(cliques), tuple(parents))
+
+
+def measurements(
+    published: _Published, tree: JunctionTree, noise: AggregateNoise
+) -> list[Measurement]:
+    """Every published length-k count inside a model clique, and its suppressed candidates.
+
+    A length-k combination was a candidate when all its (k-1)-sub-combinations were published
+    (every published value, for k = 2); a candidate that is not published was suppressed, so
+    its noisy count fell below max(ρ_k, 0.5) (the threshold, or rounding to 0).
+    """
+    out: list[Measurement] = []
+
+    def model_cells(subset: Clique, cells: NDArray[np.intp]) -> NDArray[np.int64]:
+        """Flat cells of the non-empty table -> flat cells of the model's table (+ empty)."""
+        values_shape = tuple(published.cards[c] for c in subset)
+        index = np.unravel_index(cells, values_shape)
+        model_shape = tuple(published.cards[c] + 1 for c in subset)
+        return np.ravel_multi_index(index, model_shape).astype(np.int64)
+
+    subsets: set[Clique] = set()
+    for clique in tree.cliques:
+        for k in range(1, len(clique) + 1):
+            subsets.update(itertools.combinations(clique, k))
+    for subset in sorted(subsets, key=lambda s: (len(s), s)):
+        k = len(subset)
+        if k > len(noise.sigma_by_len):
+            continue
+        sigma, threshold = noise.sigma_by_len[k - 1], noise.threshold_by_len[k - 1]
+        if sigma <= 0 or not math.isfinite(threshold):
+            continue  # nothing released at this length
+        seen = published.published(subset)
+        values = published.table(subset).reshape(-1)
+        cells = np.flatnonzero(seen.reshape(-1))
+        if cells.size:
+            out.append(Measurement(subset, model_cells(subset, cells), values[cells], sigma))
+        if k == 1:
+            continue  # unpublished values are not in the domain at all
+        candidate = np.ones(seen.shape, dtype=bool)
+        for drop in range(k):
+            parent = subset[:drop] + subset[drop + 1 :]
+            if len(parent) >= 2:
+                candidate &= np.expand_dims(published.published(parent), axis=drop)
+        censored = np.flatnonzero((candidate & ~seen).reshape(-1))
+        if censored.size:
+            bound = np.full(censored.size, max(threshold, 0.5))
+            out.append(Measurement(subset, model_cells(subset, censored), bound, sigma, True))
+    return out
+
+
+def published_domain(aggregates: AggregateSet) -> tuple[AggregateSet, list[NDArray[np.int32]]]:
+    """The aggregates over only the values published at length 1, and each column's map back.
+
+    A value of the domain without a published 1-tuple was suppressed (or never seen): the
+    published aggregates say nothing about it, so the model does not know it and its records
+    fall into the column's "empty" category, as in aggregate-seeded synthesis.
+    """
+    dom = aggregates.domain
+    keep = np.zeros(dom.n_attributes, dtype=bool)
+    keep[aggregates.counts_of(1).attrs[:, 0]] = True
+    labels, back = [], []
+    for j in range(dom.n_columns):
+        mask = keep[dom.offsets[j] : dom.offsets[j + 1]]
+        labels.append(tuple(lab for lab, m in zip(dom.labels[j], mask.tolist(), strict=True) if m))
+        back.append(np.flatnonzero(mask).astype(np.int32))
+    new_id = np.cumsum(keep) - 1
+    by_len = {}
+    for k, cc in aggregates.by_len.items():
+        alive = keep[cc.attrs].all(axis=1)
+        by_len[k] = CombinationCounts(
+            new_id[cc.attrs[alive]].astype(np.int32), cc.counts[alive].astype(np.int64)
+        )
+    small = AggregateSet(
+        Domain(dom.columns, tuple(labels)),
+        aggregates.reporting_length,
+        by_len,
+        aggregates.protected_number_of_records,
+        aggregates.is_dp,
+    )
+    return small, back
+
+
+def _warm_start(tree: JunctionTree, published: _Published) -> list[NDArray[np.float64]]:
+    """Log-potentials of the independent model of the published 1-way counts (a start point)."""
+    theta = [np.zeros(tree.clique_shape(j)) for j in range(len(tree.cliques))]
+    done: set[int] = set()
+    for j, clique in enumerate(tree.cliques):
+        for axis, c in enumerate(clique):
+            if c in done:
+                continue
+            done.add(c)
+            counts = np.clip(published.table((c,)), 0.0, None)
+            empty = max(published.total - float(counts.sum()), 0.0)
+            p = np.append(counts, empty) + 0.5
+            shape = [1] * len(clique)
+            shape[axis] = p.size
+            theta[j] = theta[j] + np.log(p / p.sum()).reshape(shape)
+    return theta
+
+
+def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length: int) -> int:
+    """An upper bound on the model's working memory, from a domain holding every published value.
+
+    Every column after the first enters the model in one clique of at most
+    ``max_clique_columns`` columns and at most ``max_clique_cells`` cells; the bound takes the
+    largest such clique for each column. Called before anything is charged.
+
+    Raises:
+        SdsInputError: the bound is above ``params.max_model_bytes`` (names the columns).
+    """
+    sizes = tuple(k + 1 for k in domain.cardinalities)
+    width = params.max_clique_columns if reporting_length >= 2 else 2
+    cliques: list[Clique] = []
+    for v in range(len(sizes)):
+        others = sorted((c for c in range(len(sizes)) if c != v), key=lambda c: -sizes[c])
+        best: Clique = (v,)
+        for r in range(1, width):
+            for extra in itertools.combinations(others, r):
+                clique = tuple(sorted((v, *extra)))
+                cells = math.prod(sizes[c] for c in clique)
+                if cells <= params.max_clique_cells and cells > math.prod(sizes[c] for c in best):
+                    best = clique
+        cliques.append(best)
+    return check_model_size(
+        sizes,
+        cliques,
+        domain.columns,
+        params.max_model_bytes,
+        what="the consistent model of the DP aggregates (synthesis = 'model')",
+    )
+
+
+def fit_aggregates(
+    aggregates: AggregateSet, noise: AggregateNoise, params: ModelParams = ModelParams()
+) -> FittedModel:
+    """The consistent model of the published aggregates (post-processing, no budget).
+
+    Raises:
+        SdsInputError: aggregates without a protected record count, or a model above
+            ``params.max_model_bytes`` (the message names the columns that make it large).
+    """
+    if not aggregates.protected_number_of_records:
+        raise SdsInputError(
+            "the consistent model needs the DP aggregates' protected record count (> 0)"
+        )
+    aggregates, _ = published_domain(aggregates)
+    published = _Published(aggregates)
+    tree = choose_tree(published, params, aggregates.reporting_length)
+    check_model_size(
+        tree.sizes,
+        tree.cliques,
+        aggregates.domain.columns,
+        params.max_model_bytes,
+        what="the consistent model of the DP aggregates",
+    )
+    return fit_model(
+        tree,
+        measurements(published, tree, noise),
+        published.total,
+        iterations=params.iterations,
+        start=_warm_start(tree, published),
+    )
+
+
+def synthesize_from_model(
+    aggregates: AggregateSet,
+    noise: AggregateNoise,
+    n: int,
+    *,
+    rng: np.random.Generator,
+    params: ModelParams = ModelParams(),
+    multi_value_columns: tuple[MultiValueColumn, ...] = (),
+) -> PreparedTable:
+    """``n`` synthetic records from the consistent model of the published aggregates."""
+    model = fit_aggregates(aggregates, noise, params)
+    return records_of(model, aggregates, n, rng=rng, multi_value_columns=multi_value_columns)
+
+
+def records_of(
+    model: FittedModel,
+    aggregates: AggregateSet,
+    n: int,
+    *,
+    rng: np.random.Generator,
+    multi_value_columns: tuple[MultiValueColumn, ...] = (),
+) -> PreparedTable:
+    """``n`` records sampled from ``model`` as a table over the aggregates' domain."""
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise SdsInputError(f"number of records must be an integer >= 0, got {n!r}")
+    cats = sample_records(model, n, rng=rng)
+    _, back = published_domain(aggregates)
+    codes = np.full(cats.shape, EMPTY_CODE, dtype=np.int32)
+    for j, codes_back in enumerate(back):
+        value = cats[:, j] < codes_back.size
+        codes[value, j] = codes_back[cats[value, j]]
+    return PreparedTable(aggregates.domain, codes, multi_value_columns)
+
+
+def model_summary(model: FittedModel, columns: Sequence[str]) -> Mapping[str, object]:
+    """Publishable description of a fitted model (structure and fit, DP-derived only)."""
+    return {
+        "cliques": [[columns[c] for c in clique] for clique in model.tree.cliques],
+        "cells": model.tree.cells,
+        "iterations": model.iterations,
+        "negative_log_likelihood": round(model.loss, 3),
+    }

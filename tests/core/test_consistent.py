@@ -1,0 +1,131 @@
+"""synthesis = "model": the consistent model of the published DP aggregates (post-processing)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from sds_core.data.domain import Domain
+from sds_core.data.preparation import prepare
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.errors import SdsInputError
+from sds_core.evaluation.metrics import marginal_fidelity
+from sds_core.marginals.engine import dp_aggregate
+from sds_core.marginals.params import DpParams
+from sds_core.synthesis.consistent import (
+    AggregateNoise,
+    ModelParams,
+    fit_aggregates,
+    synthesize_from_model,
+    worst_case_model_bytes,
+)
+
+EVEN = ["xxx", "xyy", "yxy", "yyx"]
+ODD = ["xxy", "xyx", "yxx", "yyy"]
+
+
+def _table(rows: list[str], copies: int = 60) -> pd.DataFrame:
+    """A 3-column table of the given rows (letters as values), each repeated ``copies`` times."""
+    return pd.DataFrame([list(r) for r in rows * copies], columns=["A", "B", "C"])
+
+
+def _release(frame: pd.DataFrame, seed: int = 4):
+    """DP aggregates (R = 2, ε = 8) of ``frame`` and their published noise."""
+    result = dp_aggregate(
+        prepare(frame),
+        DpParams(epsilon=8.0, delta=1e-6, reporting_length=2),
+        ReleaseRandomness.from_seed(seed),
+    )
+    rep = result.report
+    noise = AggregateNoise.from_release(
+        rep.sigma_by_len, rep.allowed_sensitivity_by_len, rep.threshold_by_len
+    )
+    return result.aggregates, noise
+
+
+def test_same_published_aggregates_same_records() -> None:
+    """Two different tables with equal published aggregates give identical synthetic records."""
+    agg_even, noise_even = _release(_table(EVEN))
+    agg_odd, noise_odd = _release(_table(ODD))
+    assert agg_even.to_text_dict() == agg_odd.to_text_dict()  # the tables differ in 3-ways only
+    assert noise_even == noise_odd
+    a = synthesize_from_model(agg_even, noise_even, 240, rng=np.random.default_rng(1))
+    b = synthesize_from_model(agg_odd, noise_odd, 240, rng=np.random.default_rng(1))
+    assert (a.codes == b.codes).all()
+
+
+def test_model_records_follow_the_aggregates() -> None:
+    """On a dependent table the model's records keep the 1- and 2-way marginals closely."""
+    rng = np.random.default_rng(0)
+    a = rng.integers(0, 4, 3000)
+    frame = pd.DataFrame(
+        {
+            "A": [f"a{v}" for v in a],
+            "B": [f"b{(v + (rng.random() < 0.1)) % 4}" for v in a],
+            "C": [f"c{rng.integers(0, 3)}" for _ in a],
+        }
+    )
+    aggregates, noise = _release(frame)
+    records = synthesize_from_model(aggregates, noise, 3000, rng=np.random.default_rng(2))
+    tvd = marginal_fidelity(prepare(frame), records, max_order=2)["tvd_mean_by_order"]
+    assert tvd[1] < 0.03 and tvd[2] < 0.05
+
+
+def test_unpublished_values_become_empty() -> None:
+    """A value too rare to be published is unknown to the model: its records come out empty."""
+    frame = pd.DataFrame({"A": ["a"] * 400 + ["rare"], "B": ["b", "c"] * 200 + ["b"]})
+    aggregates, noise = _release(frame)
+    assert "A:rare" not in aggregates.to_text_dict()
+    records = synthesize_from_model(aggregates, noise, 401, rng=np.random.default_rng(0))
+    a = aggregates.domain.column_index("A")
+    rare = (
+        aggregates.domain.labels[a].index("rare") if "rare" in aggregates.domain.labels[a] else -2
+    )
+    assert not (records.codes[:, a] == rare).any()
+
+
+def test_fit_is_deterministic_and_total_is_the_dp_count() -> None:
+    """The fit depends on the aggregates only and sums to the protected record count."""
+    aggregates, noise = _release(_table(EVEN))
+    one = fit_aggregates(aggregates, noise)
+    two = fit_aggregates(aggregates, noise)
+    assert one.total == aggregates.protected_number_of_records
+    for x, y in zip(one.marginals, two.marginals, strict=True):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_worst_case_size_refused_with_column_names() -> None:
+    """A domain whose smallest possible model exceeds the limit is refused, naming columns."""
+    dom = Domain(
+        ("puma", "income", "sex"),
+        (tuple(f"p{i:04d}" for i in range(900)), tuple(f"i{i:04d}" for i in range(1500)), ("0",)),
+    )
+    assert worst_case_model_bytes(dom, ModelParams(), 3) > 0
+    with pytest.raises(SdsInputError, match=r"income \(1501 values\).*Nothing was charged"):
+        worst_case_model_bytes(dom, ModelParams(max_model_bytes=10**5), 3)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("iterations", 0),
+        ("max_clique_cells", -1),
+        ("max_model_bytes", True),
+        ("max_clique_columns", 5),
+    ],
+)
+def test_model_params_validated(field: str, value: object) -> None:
+    """Non-positive or non-integer model settings are input errors naming the setting."""
+    with pytest.raises(SdsInputError, match=field):
+        ModelParams(**{field: value})  # type: ignore[arg-type]
+
+
+def test_needs_the_protected_count() -> None:
+    """Exact aggregates without a protected record count cannot seed the model."""
+    aggregates, noise = _release(_table(EVEN))
+    from sds_core.marginals.aggregates import AggregateSet
+
+    bare = AggregateSet(aggregates.domain, 2, aggregates.by_len, None, True)
+    with pytest.raises(SdsInputError, match="protected record count"):
+        fit_aggregates(bare, noise)

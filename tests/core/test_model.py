@@ -1,0 +1,118 @@
+"""The consistent model: junction tree, inference, measurements, mirror descent, sampling."""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+
+from sds_core.errors import SdsInputError, SdsInternalError
+from sds_core.model.estimation import fit_model
+from sds_core.model.inference import calibrate
+from sds_core.model.measurements import Measurement, log_ndtr
+from sds_core.model.sampling import round_groups, sample_records
+from sds_core.model.structure import JunctionTree, check_model_size, model_bytes
+
+SIZES = (3, 4, 2, 3)
+TREE = JunctionTree(SIZES, ((0, 1), (1, 2), (1, 3)), (-1, 0, 0))
+
+
+def _brute_joint(tree: JunctionTree, theta: list[np.ndarray]) -> np.ndarray:
+    """The joint table of exp(sum of potentials), normalised (brute force)."""
+    joint = np.zeros(tree.sizes)
+    for x in itertools.product(*(range(s) for s in tree.sizes)):
+        joint[x] = math.exp(
+            sum(t[tuple(x[c] for c in cl)] for t, cl in zip(theta, tree.cliques, strict=True))
+        )
+    return joint / joint.sum()
+
+
+def test_calibrate_matches_brute_force() -> None:
+    """Every clique marginal of belief propagation equals the brute-force joint's marginal."""
+    rng = np.random.default_rng(3)
+    theta = [rng.normal(size=TREE.clique_shape(j)) for j in range(3)]
+    mu = calibrate(TREE, theta, 100.0)
+    joint = _brute_joint(TREE, theta) * 100.0
+    for j, clique in enumerate(TREE.cliques):
+        other = tuple(i for i in range(4) if i not in clique)
+        np.testing.assert_allclose(mu[j], joint.sum(axis=other), rtol=1e-10)
+
+
+def test_running_intersection_is_enforced() -> None:
+    """A clique sharing a seen column its parent lacks is a bug (SdsInternalError)."""
+    with pytest.raises(SdsInternalError, match="running intersection"):
+        JunctionTree((2, 2, 2), ((0, 1), (1, 2), (0, 2)), (-1, 0, 1))
+
+
+def test_log_ndtr_matches_erfc() -> None:
+    """log Φ agrees with math.erfc over the whole range, far tails included."""
+    z = np.array([-30.0, -8.0, -1.0, 0.0, 1.5, 6.0])
+    want = [math.log(0.5 * math.erfc(-v / math.sqrt(2))) for v in z]
+    np.testing.assert_allclose(log_ndtr(z), want, rtol=2e-6, atol=1e-12)
+
+
+def test_fit_recovers_exact_marginals() -> None:
+    """With precise measurements of a tree distribution the fit reproduces its marginals."""
+    rng = np.random.default_rng(5)
+    theta = [rng.normal(size=TREE.clique_shape(j)) for j in range(3)]
+    truth = calibrate(TREE, theta, 1000.0)
+    ms = [
+        Measurement(cl, np.arange(t.size, dtype=np.int64), t.reshape(-1), 0.5)
+        for cl, t in zip(TREE.cliques, truth, strict=True)
+    ]
+    fitted = fit_model(TREE, ms, 1000.0, iterations=2000)
+    for got, want in zip(fitted.marginals, truth, strict=True):
+        assert np.abs(got - want).sum() < 5.0  # of 1000 records
+
+
+def test_censored_measurement_keeps_the_cell_low() -> None:
+    """A suppressed cell (censored below 2) ends near or below 2, not at its uniform share."""
+    tree = JunctionTree((2, 2), ((0, 1),), (-1,))
+    observed = Measurement((0, 1), np.array([0, 1, 2]), np.array([300.0, 300.0, 400.0]), 1.0)
+    censored = Measurement((0, 1), np.array([3]), np.array([2.0]), 1.0, censored=True)
+    fitted = fit_model(tree, [observed, censored], 1000.0, iterations=2000)
+    assert fitted.marginals[0].reshape(-1)[3] < 4.0
+    assert fitted.marginals[0].sum() == pytest.approx(1000.0)
+
+
+def test_measurement_outside_every_clique_is_refused() -> None:
+    """A measurement over columns no clique holds is an input error."""
+    m = Measurement((0, 2), np.array([0]), np.array([1.0]), 1.0)
+    with pytest.raises(SdsInputError, match="in no model clique"):
+        fit_model(TREE, [m], 10.0)
+
+
+def test_round_groups_floor_or_ceiling_and_totals() -> None:
+    """Each cell gets the floor or the ceiling of its expectation and rows keep their totals."""
+    rng = np.random.default_rng(0)
+    expected = rng.random((50, 7)) * 10
+    totals = np.round(expected.sum(axis=1)).astype(np.int64)
+    expected *= (totals / expected.sum(axis=1))[:, None]
+    out = round_groups(expected, totals, rng)
+    assert (out.sum(axis=1) == totals).all()
+    assert (np.abs(out - expected) < 1 + 1e-9).all()
+
+
+def test_samples_follow_the_model_to_within_rounding() -> None:
+    """Sampled clique counts are within 1 of n·p at the root and close on every clique."""
+    rng = np.random.default_rng(9)
+    theta = [rng.normal(size=TREE.clique_shape(j)) for j in range(3)]
+    mu = calibrate(TREE, theta, 1.0)
+    from sds_core.model.estimation import FittedModel
+
+    model = FittedModel(TREE, tuple(theta), tuple(m * 5000 for m in mu), 5000.0, 0.0, 0)
+    rows = sample_records(model, 5000, rng=rng)
+    for j, clique in enumerate(TREE.cliques):
+        counts = np.zeros(TREE.clique_shape(j))
+        np.add.at(counts, tuple(rows[:, c] for c in clique), 1)
+        tol = 1.0 if j == 0 else 0.01 * 5000
+        assert np.abs(counts - model.marginals[j]).max() <= tol
+
+
+def test_model_size_refusal_names_the_columns() -> None:
+    """Above the limit the message names the largest table's columns and what to do."""
+    assert model_bytes((10, 10), [(0, 1)]) == 48 * 100
+    with pytest.raises(SdsInputError, match=r"income \(2000 values\) x puma \(300 values\)"):
+        check_model_size((2000, 300, 3), [(0, 1), (2,)], ("income", "puma", "sex"), 10**6)
