@@ -26,7 +26,7 @@ from release_store.ledger_backends import (
     open_store,
     resolve_ledger_url,
 )
-from release_store.ledger_chain import VerifyReport, append_row, verify_chain
+from release_store.ledger_chain import FIELDS, VerifyReport, append_row, verify_chain
 from release_store.ledger_types import (
     BudgetExceededError,
     BudgetStatus,
@@ -420,6 +420,78 @@ class Ledger:
             )
 
         return self._write(body)
+
+    # -- migration (release_store.ledger_migration) ---------------------------------------
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row, verbatim (all columns incl. ``hash``), in chain order."""
+        columns = (*FIELDS, "hash")
+        sql = f"SELECT {', '.join(columns)} FROM ledger ORDER BY seq"
+        return self._read(
+            lambda conn: [dict(zip(columns, r, strict=True)) for r in conn.execute(sql)]
+        )
+
+    def extend_chain(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Append ``rows`` verbatim (same seq, times and hashes) after this ledger's own rows,
+        which must be exactly the first rows of ``rows``; returns how many were appended.
+
+        Raises:
+            LedgerConflictError: this ledger holds rows that are not a prefix of ``rows``.
+        """
+        columns = (*FIELDS, "hash")
+
+        def body(conn: Conn) -> int:
+            mine = [(r[0], r[1]) for r in conn.execute("SELECT seq, hash FROM ledger ORDER BY seq")]
+            theirs = [(r["seq"], r["hash"]) for r in rows[: len(mine)]]
+            if mine != theirs:
+                raise LedgerConflictError(
+                    f"the ledger {self.url} already holds {len(mine)} rows that are not the "
+                    "start of the ledger being copied; migrate into an empty database"
+                )
+            new = rows[len(mine) :]
+            for r in new:
+                conn.execute(
+                    f"INSERT INTO ledger ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' * len(columns))})",
+                    [r[c] for c in columns],
+                )
+            if rows:
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(rows[-1]["seq"]),)
+                )
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'head_hash'", (rows[-1]["hash"],)
+                )
+            return len(new)
+
+        return self._write(body)
+
+    def mark_moved(self, to_url: str, head: tuple[int, str]) -> None:
+        """Make this ledger read-only, pointing to ``to_url`` (redacted), if its head is still
+        ``head`` (nothing was appended since it was copied).
+
+        Raises:
+            LedgerConflictError: rows were appended since the copy; migrate again.
+        """
+
+        def body(conn: Conn) -> None:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if (int(meta["head_seq"]), meta["head_hash"]) != head:
+                raise LedgerConflictError(
+                    f"the ledger {self.url} was written to during the migration; run "
+                    "`sds ledger migrate` again (it copies only the new rows)"
+                )
+            conn.execute("INSERT INTO meta (key, value) VALUES ('moved_to', ?)", (to_url,))
+
+        self._write(body)
+
+    def moved_to(self) -> str | None:
+        """Where the ledger was migrated to (redacted URL), or None."""
+
+        def body(conn: Conn) -> str | None:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'moved_to'").fetchone()
+            return None if row is None else str(row[0])
+
+        return self._read(body)
 
     # -- queries ---------------------------------------------------------------------------
     def reservation(self, release_id: str) -> Reservation | None:

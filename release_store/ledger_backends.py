@@ -32,6 +32,7 @@ __all__ = [
     "open_store",
     "redact_url",
     "resolve_ledger_url",
+    "sqlite_path",
 ]
 
 LEDGER_FILE = "ledger.sqlite"
@@ -163,6 +164,24 @@ def _scheme(url: str) -> str:
     return {"postgres": "postgresql", "postgresql+psycopg": "postgresql"}.get(scheme, scheme)
 
 
+def sqlite_path(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL (SQLAlchemy's form: ``sqlite:////abs``, ``sqlite:///rel``);
+    None for any other kind of URL.
+
+    >>> sqlite_path("sqlite:////srv/sds/ledger.sqlite")
+    PosixPath('/srv/sds/ledger.sqlite')
+    """
+    if _scheme(url) != "sqlite":
+        return None
+    rest = url.split("://", 1)[1]
+    if not rest.startswith("/") or rest == "/":
+        raise SdsInputError(
+            f"ledger URL {redact_url(url)!r}: write sqlite:///relative/path or "
+            "sqlite:////absolute/path (three slashes, then the path)"
+        )
+    return Path(unquote(rest[1:]))
+
+
 def open_store(url: str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> LedgerStore:
     """The backend of a ledger URL (created and schema-checked).
 
@@ -171,16 +190,10 @@ def open_store(url: str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> LedgerStore
             the redacted URL and the fix).
         LedgerCorruptError: the database is not a ledger of this schema version.
     """
-    scheme = _scheme(url)
-    if scheme == "sqlite":
-        rest = url.split("://", 1)[1]
-        if not rest.startswith("/") or rest == "/":
-            raise SdsInputError(
-                f"ledger URL {redact_url(url)!r}: write sqlite:///relative/path or "
-                "sqlite:////absolute/path (three slashes, then the path)"
-            )
-        return SqliteStore(Path(unquote(rest[1:]) or "."), busy_timeout=busy_timeout)
-    if scheme == "postgresql":
+    path = sqlite_path(url)
+    if path is not None:
+        return SqliteStore(path, busy_timeout=busy_timeout)
+    if _scheme(url) == "postgresql":
         return PostgresStore(url, busy_timeout=busy_timeout)
     raise SdsInputError(
         f"ledger URL {redact_url(url)!r} is not supported: use sqlite:///PATH or "

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -144,6 +144,11 @@ class ReleaseParams(BaseModel):
         None,
         description="SDS home (ledger, releases, private workspace); default $SDS_HOME or ./.sds",
     )
+    ledger: str | None = Field(
+        None,
+        description="Ledger URL: sqlite:///PATH or postgresql://USER@HOST/DB; empty = "
+        "$SDS_LEDGER_URL, else SQLite in the home. Keep passwords in PGPASSWORD or ~/.pgpass.",
+    )
     delimiter: str = Field(",", min_length=1, max_length=1, description="CSV field delimiter.")
     epsilon: float = Field(
         4.0,
@@ -233,8 +238,27 @@ class ReleaseParams(BaseModel):
         return DEFAULT_DELTA
 
     def public_dict(self) -> dict[str, Any]:
-        """Parameters as published in the manifest (the seed is only marked as given)."""
+        """Parameters as published in the manifest: no local path, no secret.
+
+        The input and config are named by file name only (the manifest's ``input.sha256``
+        identifies the input) and the seed is only marked as given. Home and ledger are where
+        the deployment keeps its books, not properties of the release: they are left out.
+        """
+        out = self.private_dict()
+        for key in ("input", "config"):
+            if out[key] is not None:
+                out[key] = PurePath(out[key]).name
+        out.pop("home")
+        out.pop("ledger")
+        return out
+
+    def private_dict(self) -> dict[str, Any]:
+        """Parameters as kept in the private workspace for ``sds resume`` (full paths; the
+        ledger URL without its password; the seed is kept apart, in ``seed.json``)."""
+        from release_store.ledger_backends import redact_url
+
         out = self.model_dump(mode="json")
+        out["ledger"] = None if self.ledger is None else redact_url(self.ledger)
         out["seed"] = "given (withheld)" if self.seed is not None else None
         out["delta"] = self.resolved_delta()
         return out

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from release_store import stages
 from release_store.ledger import Ledger
+from release_store.ledger_backends import default_ledger_url, redact_url, resolve_ledger_url
 from release_store.params import ReleaseParams, dp_params
 from release_store.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace import Manifest, discard_incomplete, new_release_id, resolve_home
@@ -92,11 +93,11 @@ class ReleaseRun:
     @property
     def dirs(self) -> ReleaseDirs:
         """The release's directories, key, checkpoints and manifest."""
-        return ReleaseDirs(Path(self.home), self.dataset, self.release_id)
+        return ReleaseDirs(Path(self.home), self.dataset, self.release_id, self.params.ledger)
 
     def ledger(self) -> Ledger:
-        """The privacy-budget ledger of the home."""
-        return Ledger.open(self.home)
+        """The privacy-budget ledger: ``params.ledger``, else $SDS_LEDGER_URL, else the home's."""
+        return Ledger.open(self.home, self.params.ledger)
 
     def randomness(self) -> ReleaseRandomness:
         """The release key (stored in the private workspace on first use)."""
@@ -193,6 +194,13 @@ def planned_charges(params: ReleaseParams) -> list[Any]:
     return list(plan_release(dp_params(params), 1).stage_spends())  # δ explicit: count unused
 
 
+def ledger_identity(run: ReleaseRun) -> str | None:
+    """The ledger a release is reserved in, as kept in its private parameters: None for the
+    home's own SQLite file (which moves with the home), else the URL without its password."""
+    url = resolve_ledger_url(run.home, run.params.ledger)
+    return None if url == default_ledger_url(run.home) else redact_url(url)
+
+
 def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun:
     """Reserve the whole release's (ε, δ) before any data is read; refuse if it does not fit.
 
@@ -218,11 +226,17 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             "start a new release id (leave out --release-id to get a fresh one)"
         )
     saved = dirs.private_dir / "params.json"
-    public = params.public_dict() | {"release_id": release_id}
+    kept = params.private_dict() | {"release_id": release_id, "ledger": ledger_identity(run)}
     if saved.is_file():
         before = json.loads(saved.read_text())
+        if before.get("ledger") != kept["ledger"]:
+            was, now_ = before.get("ledger") or "of its home", kept["ledger"] or "of the home"
+            raise SdsInputError(
+                f"release {release_id!r} was reserved in the ledger {was}, not in the ledger "
+                f"{now_}; resume it against the same ledger (--ledger URL or SDS_LEDGER_URL)"
+            )
         if {k: v for k, v in before.items() if k != "home"} != {
-            k: v for k, v in public.items() if k != "home"
+            k: v for k, v in kept.items() if k != "home"
         }:
             raise SdsInputError(
                 f"release {release_id!r} was started with other parameters; resume it with "
@@ -243,11 +257,12 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
         flow_run_id=flow_run_id,
     )
     dirs.paths.create(exist_ok=True)
-    atomic_write_json(saved, public, private=True)
+    atomic_write_json(saved, kept, private=True)
     if params.seed is not None:
         atomic_write_json(dirs.private_dir / "seed.json", {"seed": params.seed}, private=True)
     run.randomness()
     if manifest is None:
+        public = params.public_dict() | {"release_id": release_id}
         dirs.write_manifest(
             Manifest.new(release_id=release_id, dataset=run.dataset, parameters=public).data
         )
