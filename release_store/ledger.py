@@ -432,7 +432,8 @@ class Ledger:
 
     def extend_chain(self, rows: Sequence[dict[str, Any]]) -> int:
         """Append ``rows`` verbatim (same seq, times and hashes) after this ledger's own rows,
-        which must be exactly the first rows of ``rows``; returns how many were appended.
+        which must be exactly the first rows of ``rows`` (or begin with all of them: nothing
+        to do); returns how many were appended.
 
         Raises:
             LedgerConflictError: this ledger holds rows that are not a prefix of ``rows``.
@@ -441,12 +442,14 @@ class Ledger:
 
         def body(conn: Conn) -> int:
             mine = [(r[0], r[1]) for r in conn.execute("SELECT seq, hash FROM ledger ORDER BY seq")]
-            theirs = [(r["seq"], r["hash"]) for r in rows[: len(mine)]]
-            if mine != theirs:
+            theirs = [(r["seq"], r["hash"]) for r in rows]
+            if mine[: len(theirs)] != theirs[: len(mine)]:
                 raise LedgerConflictError(
                     f"the ledger {self.url} already holds {len(mine)} rows that are not the "
                     "start of the ledger being copied; migrate into an empty database"
                 )
+            if len(mine) >= len(theirs):
+                return 0  # copied before (and maybe written to since)
             new = rows[len(mine) :]
             for r in new:
                 conn.execute(

@@ -52,11 +52,11 @@ def migrate_ledger(source: Ledger, target: Ledger) -> MigrationReport:
         )
     rows = source.rows()
     copied = target.extend_chain(rows)
-    if target.rows() != rows:
+    if target.rows()[: len(rows)] != rows:
         raise LedgerCorruptError(f"the copy in {target.url} differs from {source.url}")
     head = (rows[-1]["seq"], rows[-1]["hash"]) if rows else (0, GENESIS_HASH)
     report = target.verify()
-    if not report.ok or target.head() != head:
+    if not report.ok:
         raise LedgerCorruptError(
             f"the copy in {target.url} does not verify: " + "; ".join(report.problems)
         )

@@ -217,14 +217,6 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             f"release id {release_id!r} already exists and is complete ({dirs.release_dir}); "
             "choose another --release-id or leave it out to get a new one"
         )
-    ledger = run.ledger()
-    earlier = ledger.reservation(release_id)
-    if earlier is not None and earlier.status != "open":
-        closed = "failed or was cancelled" if earlier.status == "cancelled" else "completed"
-        raise SdsInputError(
-            f"release id {release_id!r} was already used by a release that {closed}; "
-            "start a new release id (leave out --release-id to get a fresh one)"
-        )
     saved = dirs.private_dir / "params.json"
     kept = params.private_dict() | {"release_id": release_id, "ledger": ledger_identity(run)}
     if saved.is_file():
@@ -242,6 +234,14 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
                 f"release {release_id!r} was started with other parameters; resume it with "
                 f"`sds resume {release_id}` (same parameters) or start a new release id"
             )
+    ledger = run.ledger()
+    earlier = ledger.reservation(release_id)
+    if earlier is not None and earlier.status != "open":
+        closed = "failed or was cancelled" if earlier.status == "cancelled" else "completed"
+        raise SdsInputError(
+            f"release id {release_id!r} was already used by a release that {closed}; "
+            "start a new release id (leave out --release-id to get a fresh one)"
+        )
     if ledger.budget(run.dataset) is None and params.default_budget is not None:
         ledger.set_budget(
             run.dataset,
