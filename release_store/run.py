@@ -236,7 +236,10 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             )
     ledger = run.ledger()
     earlier = ledger.reservation(release_id)
-    if earlier is not None and earlier.status != "open":
+    # completed in the ledger but never published (killed between the two): resumable, it
+    # finishes from its checkpoints without any new charge
+    unpublished = earlier is not None and earlier.status == "completed" and saved.is_file()
+    if earlier is not None and earlier.status != "open" and not unpublished:
         closed = "failed or was cancelled" if earlier.status == "cancelled" else "completed"
         raise SdsInputError(
             f"release id {release_id!r} was already used by a release that {closed}; "
