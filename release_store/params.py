@@ -194,6 +194,11 @@ class ReleaseParams(BaseModel):
     sensitive_zeros: list[str] = Field(
         default_factory=list, description="Columns where '0' is a value, not an empty cell."
     )
+    subject_id: str | None = Field(
+        None,
+        description="Column identifying the person: their rows are joined into one record, so "
+        "the privacy unit is the subject. Never released; needs use_columns.",
+    )
     record_limit: int | None = Field(None, ge=1, description="Use only the first N data rows.")
     table_schema: TableSchema | None = Field(
         None, description="Declared schema the input is validated against before any spend."
@@ -218,6 +223,17 @@ class ReleaseParams(BaseModel):
     def _has_dataset(self) -> ReleaseParams:
         if self.dataset is None:
             raise ValueError("no dataset id: give dataset (--dataset ID or in the config file)")
+        return self
+
+    @model_validator(mode="after")
+    def _subject_not_released(self) -> ReleaseParams:
+        if self.subject_id is not None and (
+            not self.use_columns or self.subject_id in self.use_columns
+        ):
+            raise ValueError(
+                f"subject_id {self.subject_id!r} needs use_columns listing the released columns "
+                "without it (the subject id itself is never released)"
+            )
         return self
 
     @field_validator("synthesizer")
@@ -373,6 +389,7 @@ def prepare_params(params: ReleaseParams) -> Any:
         sensitive_zeros=tuple(
             c for c in params.sensitive_zeros if not params.use_columns or c in params.use_columns
         ),
+        subject_id=params.subject_id,
         record_limit=params.record_limit,
         binning=tuple(bins),
     )
