@@ -312,9 +312,12 @@ def audit(
     from rich.table import Table
 
     from release_store.audit import audit_home as run_audit
+    from release_store.workspace import validate_id
     from sds_core.errors import SdsInputError
 
     try:
+        if dataset is not None:
+            validate_id(dataset, "dataset id")
         report = run_audit(_home(home), dataset, verify=verify, ledger_url=ledger)
     except SdsInputError as e:
         raise fail(str(e), 2) from None

@@ -246,13 +246,16 @@ class Ledger:
                 ctx.prec = 60
                 left = (life[0] - spent[0] - held[0], life[1] - spent[1] - held[1])
             if total[0] > left[0] or total[1] > left[1]:
+                short = " and ".join(
+                    name for name, i in (("epsilon", 0), ("delta", 1)) if total[i] > left[i]
+                )
                 raise BudgetExceededError(
                     f"release {release_id!r} needs (epsilon={float(total[0])}, "
                     f"delta={float(total[1])}) but dataset {dataset!r} has only "
                     f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its lifetime "
-                    f"(epsilon={float(life[0])}, delta={float(life[1])}); "
+                    f"(epsilon={float(life[0])}, delta={float(life[1])}): not enough {short}; "
                     "release with a smaller --epsilon/--delta or raise the budget with "
-                    f"`sds budget set {dataset} --epsilon E`"
+                    f"`sds budget set {dataset} --epsilon E --delta D`"
                 )
             append_row(
                 conn,
