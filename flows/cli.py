@@ -151,8 +151,14 @@ def release(
 
 
 def _run(params: Any, root: Path, *, quiet: bool) -> None:
+    from release_store.ledger_backends import split_password
     from sds_core.errors import SdsInputError
 
+    if params.ledger is not None:  # Prefect stores the flow's parameters: never a password
+        url, password = split_password(params.ledger)
+        if password is not None:
+            os.environ.setdefault("PGPASSWORD", password)
+            params = params.model_copy(update={"ledger": url})
     prefect_environment(root)
     from rich.console import Console
 
@@ -185,7 +191,7 @@ def resume(
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Continue an unfinished release from its first unfinished stage (no double spend)."""
-    from release_store.ledger_backends import LEDGER_URL_ENV, redact_url
+    from release_store.ledger_backends import LEDGER_URL_ENV, split_password
     from release_store.params import ReleaseParams
     from release_store.workspace import validate_id
     from sds_core.errors import SdsInputError
@@ -207,7 +213,7 @@ def resume(
         data["ledger"] = ledger
     elif data.get("ledger") is None:  # reserved in the home's own SQLite ledger
         data["ledger"] = default_url(root) if env_url else None
-    elif env_url and redact_url(env_url) == data["ledger"]:
+    elif env_url and split_password(env_url)[0] == data["ledger"]:
         data["ledger"] = env_url  # the same ledger, with the password the stored URL lacks
     _run(ReleaseParams.model_validate(data), root, quiet=quiet)
 

@@ -32,6 +32,7 @@ __all__ = [
     "open_store",
     "redact_url",
     "resolve_ledger_url",
+    "split_password",
     "sqlite_path",
 ]
 
@@ -157,6 +158,21 @@ def redact_url(url: str) -> str:
     netloc = parts.netloc.rpartition("@")
     user = netloc[0].partition(":")[0]
     return urlunsplit(parts._replace(netloc=f"{user}:***@{netloc[2]}"))
+
+
+def split_password(url: str) -> tuple[str, str | None]:
+    """(the URL without its password, the password or None): the flow's parameters (stored by
+    Prefect) get the first, libpq gets the second through ``PGPASSWORD``.
+
+    >>> split_password("postgresql://sds:pw@db/ledger")
+    ('postgresql://sds@db/ledger', 'pw')
+    """
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url, None
+    netloc = parts.netloc.rpartition("@")
+    user = netloc[0].partition(":")[0]
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc[2]}")), unquote(parts.password)
 
 
 def _scheme(url: str) -> str:

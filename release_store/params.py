@@ -271,10 +271,10 @@ class ReleaseParams(BaseModel):
     def private_dict(self) -> dict[str, Any]:
         """Parameters as kept in the private workspace for ``sds resume`` (full paths; the
         ledger URL without its password; the seed is kept apart, in ``seed.json``)."""
-        from release_store.ledger_backends import redact_url
+        from release_store.ledger_backends import split_password
 
         out = self.model_dump(mode="json")
-        out["ledger"] = None if self.ledger is None else redact_url(self.ledger)
+        out["ledger"] = None if self.ledger is None else split_password(self.ledger)[0]
         out["seed"] = "given (withheld)" if self.seed is not None else None
         out["delta"] = self.resolved_delta()
         return out

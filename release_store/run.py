@@ -19,7 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from release_store import stages
 from release_store.ledger import Ledger
-from release_store.ledger_backends import default_ledger_url, redact_url, resolve_ledger_url
+from release_store.ledger_backends import default_ledger_url, resolve_ledger_url, split_password
 from release_store.params import ReleaseParams, dp_params
 from release_store.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace import Manifest, discard_incomplete, new_release_id, resolve_home
@@ -198,7 +198,7 @@ def ledger_identity(run: ReleaseRun) -> str | None:
     """The ledger a release is reserved in, as kept in its private parameters: None for the
     home's own SQLite file (which moves with the home), else the URL without its password."""
     url = resolve_ledger_url(run.home, run.params.ledger)
-    return None if url == default_ledger_url(run.home) else redact_url(url)
+    return None if url == default_ledger_url(run.home) else split_password(url)[0]
 
 
 def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun:
@@ -228,7 +228,9 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
                 f"{now_}; resume it against the same ledger (--ledger URL or SDS_LEDGER_URL)"
             )
         if {k: v for k, v in before.items() if k != "home"} != {
-            k: v for k, v in kept.items() if k != "home"
+            k: v  # a parameter added since the release started counts when it is set
+            for k, v in kept.items()
+            if k != "home" and (k in before or v is not None)
         }:
             raise SdsInputError(
                 f"release {release_id!r} was started with other parameters; resume it with "

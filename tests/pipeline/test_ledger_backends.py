@@ -71,6 +71,26 @@ def test_redact_url() -> None:
     assert redact_url("postgresql://a@h/d") == "postgresql://a@h/d"
 
 
+def test_ledger_url_password_is_never_kept(tmp_path: Path) -> None:
+    """The private parameters keep the ledger URL without its password; the manifest's
+    parameters do not name the ledger; the kept identity of the home ledger is None."""
+    from release_store.ledger_backends import split_password
+    from release_store.params import ReleaseParams
+    from release_store.run import ReleaseRun, ledger_identity
+
+    url = "postgresql://sds:s3cret@db.example:5432/ledger?sslmode=require"
+    bare = "postgresql://sds@db.example:5432/ledger?sslmode=require"
+    assert split_password(url) == (bare, "s3cret")
+    params = ReleaseParams(input=str(tmp_path / "in.csv"), dataset="d", ledger=url)
+    assert "s3cret" not in json.dumps(params.private_dict())
+    public = params.public_dict()
+    assert "ledger" not in public and "home" not in public and public["input"] == "in.csv"
+    run = ReleaseRun(params, "r1", str(tmp_path))
+    assert ledger_identity(run) == bare
+    home_run = ReleaseRun(params.model_copy(update={"ledger": None}), "r1", str(tmp_path))
+    assert ledger_identity(home_run) is None
+
+
 def test_postgres_rows_hash_like_sqlite(tmp_path: Path, pg_url: str) -> None:
     """The same calls give the same rows on both backends: same columns, same chain rules."""
     lite = _fill(Ledger.from_url(f"sqlite:///{tmp_path}/l.sqlite"))
