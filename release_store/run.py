@@ -219,33 +219,32 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
         )
     saved = dirs.private_dir / "params.json"
     kept = params.private_dict() | {"release_id": release_id, "ledger": ledger_identity(run)}
-    if saved.is_file():
-        before = json.loads(saved.read_text())
-        if before.get("ledger") != kept["ledger"]:
-            was, now_ = before.get("ledger") or "of its home", kept["ledger"] or "of the home"
-            raise SdsInputError(
-                f"release {release_id!r} was reserved in the ledger {was}, not in the ledger "
-                f"{now_}; resume it against the same ledger (--ledger URL or SDS_LEDGER_URL)"
-            )
-        if {k: v for k, v in before.items() if k != "home"} != {
-            k: v  # a parameter added since the release started counts when it is set
-            for k, v in kept.items()
-            if k != "home" and (k in before or v is not None)
-        }:
-            raise SdsInputError(
-                f"release {release_id!r} was started with other parameters; resume it with "
-                f"`sds resume {release_id}` (same parameters) or start a new release id"
-            )
+    before = json.loads(saved.read_text()) if saved.is_file() else None
+    if before is not None and before.get("ledger") != kept["ledger"]:  # before opening it
+        was, now_ = before.get("ledger") or "of its home", kept["ledger"] or "of the home"
+        raise SdsInputError(
+            f"release {release_id!r} was reserved in the ledger {was}, not in the ledger "
+            f"{now_}; resume it against the same ledger (--ledger URL or SDS_LEDGER_URL)"
+        )
     ledger = run.ledger()
     earlier = ledger.reservation(release_id)
     # completed in the ledger but never published (killed between the two): resumable, it
     # finishes from its checkpoints without any new charge
-    unpublished = earlier is not None and earlier.status == "completed" and saved.is_file()
+    unpublished = earlier is not None and earlier.status == "completed" and before is not None
     if earlier is not None and earlier.status != "open" and not unpublished:
         closed = "failed or was cancelled" if earlier.status == "cancelled" else "completed"
         raise SdsInputError(
             f"release id {release_id!r} was already used by a release that {closed}; "
             "start a new release id (leave out --release-id to get a fresh one)"
+        )
+    if before is not None and {k: v for k, v in before.items() if k != "home"} != {
+        k: v  # a parameter added since the release started counts when it is set
+        for k, v in kept.items()
+        if k != "home" and (k in before or v is not None)
+    }:
+        raise SdsInputError(
+            f"release {release_id!r} was started with other parameters; resume it with "
+            f"`sds resume {release_id}` (same parameters) or start a new release id"
         )
     if ledger.budget(run.dataset) is None and params.default_budget is not None:
         ledger.set_budget(
