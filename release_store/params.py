@@ -365,10 +365,10 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     if not cols or any(c is None or c.values is None or c.bins is not None for c in cols):
         return ()
     out = []
-    for c in cols:
-        empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
-        values = sorted({normalize_text(v) for v in c.values} - empty)
-        out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
+    for name, declared in [(c.name, c.values) for c in cols if c and c.values is not None]:
+        empty = {""} if name in params.sensitive_zeros else {"", "0"}  # prepare's empties
+        values = sorted({normalize_text(v) for v in declared} - empty)
+        out.append(DeclaredDomain(normalize_text(name), values=tuple(values)))
     return tuple(out)
 
 
