@@ -6,7 +6,7 @@ SDS_HOME ?= .sds
 PYTHON  ?= python3
 CODE    := sds_core release_store tasks flows tests bench
 
-.PHONY: setup release test test-fast bench lint clean
+.PHONY: setup postgres release test test-fast bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -16,15 +16,19 @@ $(VENV)/.installed: pyproject.toml
 
 setup: $(VENV)/.installed
 
+## The PostgreSQL server binaries the ledger tests start (apt-get install postgresql when missing).
+postgres: setup
+	$(PY) tests/pgserver.py install
+
 ## Run a real DP release of the bundled example data (PUMS sample) into $(SDS_HOME).
 release: setup
 	$(VENV)/bin/sds release examples/pums_ca_10k.csv --config examples/release.toml --home $(SDS_HOME)
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py).
-test: setup
+test: setup postgres
 	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
-test-fast: setup
+test-fast: setup postgres
 	$(PY) -m pytest -q -m "not slow and not server" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 bench: setup

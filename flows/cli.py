@@ -1,5 +1,5 @@
-"""The ``sds`` command line (typer + rich): release, resume, cancel, budget, audit, evaluate,
-verify, sign and signing-key.
+"""The ``sds`` command line (typer + rich): release, resume, cancel, budget, audit, ledger,
+evaluate, verify, sign and signing-key.
 
 Thin front end of the ``release`` flow and the ledger. Prefect, GX and ``sds_core`` (whose
 package import loads pandas) are imported inside the commands that need them, so ``sds --help``
@@ -28,9 +28,19 @@ budget_app = typer.Typer(no_args_is_help=True, help="Lifetime privacy budgets pe
 app.add_typer(budget_app, name="budget")
 key_app = typer.Typer(no_args_is_help=True, help="The home's Ed25519 release-signing key.")
 app.add_typer(key_app, name="signing-key")
+ledger_app = typer.Typer(no_args_is_help=True, help="The privacy-budget ledger itself.")
+app.add_typer(ledger_app, name="ledger")
 
 HomeOpt = Annotated[
     str | None, typer.Option("--home", help="SDS home (default $SDS_HOME or ./.sds).")
+]
+LedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Ledger URL: sqlite:///PATH or postgresql://USER@HOST/DB (default "
+        "$SDS_LEDGER_URL, else HOME/ledger.sqlite).",
+    ),
 ]
 
 PREFECT_DEFAULTS = {
@@ -103,6 +113,7 @@ def release(
     record_limit: Annotated[int | None, typer.Option(help="Use the first N rows only.")] = None,
     release_id: Annotated[str | None, typer.Option(help="Release id (default: new).")] = None,
     home: HomeOpt = None,
+    ledger: LedgerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
 ) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
@@ -126,6 +137,7 @@ def release(
             "record_limit": record_limit,
             "release_id": release_id,
             "home": home,
+            "ledger": ledger,
             "input": str(Path(input).expanduser().absolute()),
         }
         if "dataset" not in cfg and dataset is None:
@@ -149,8 +161,14 @@ def release(
 
 
 def _run(params: Any, root: Path, *, quiet: bool) -> None:
+    from release_store.ledger_backends import split_password
     from sds_core.errors import SdsInputError
 
+    if params.ledger is not None:  # Prefect stores the flow's parameters: never a password
+        url, password = split_password(params.ledger)
+        if password is not None:
+            os.environ.setdefault("PGPASSWORD", password)
+            params = params.model_copy(update={"ledger": url})
     prefect_environment(root)
     from rich.console import Console
 
@@ -179,11 +197,19 @@ def _run(params: Any, root: Path, *, quiet: bool) -> None:
 def resume(
     release_id: str,
     home: HomeOpt = None,
+    ledger: LedgerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
 ) -> None:
     """Continue an unfinished release from its first unfinished stage (no double spend)."""
+    from release_store.ledger_backends import LEDGER_URL_ENV, split_password
     from release_store.params import ReleaseParams
+    from release_store.workspace import validate_id
+    from sds_core.errors import SdsInputError
 
+    try:
+        validate_id(release_id)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
     root = _home(home)
     saved = root / "private" / release_id / "params.json"
     if not saved.is_file():
@@ -192,19 +218,27 @@ def resume(
     seed_file = saved.parent / "seed.json"
     data["seed"] = json.loads(seed_file.read_text())["seed"] if seed_file.is_file() else None
     data["home"] = str(root)
+    env_url = os.environ.get(LEDGER_URL_ENV)
+    if ledger is not None:
+        data["ledger"] = ledger
+    elif data.get("ledger") is None:  # reserved in the home's own SQLite ledger
+        data["ledger"] = default_url(root) if env_url else None
+    elif env_url and split_password(env_url)[0] == data["ledger"]:
+        data["ledger"] = env_url  # the same ledger, with the password the stored URL lacks
     _run(ReleaseParams.model_validate(data), root, quiet=quiet)
 
 
 @app.command()
-def cancel(release_id: str, home: HomeOpt = None) -> None:
+def cancel(release_id: str, home: HomeOpt = None, ledger: LedgerOpt = None) -> None:
     """Abandon an unfinished release: keep what its drawn stages spent, return the rest."""
     from release_store.ledger import Ledger
-    from release_store.workspace import discard_incomplete
+    from release_store.workspace import discard_incomplete, validate_id
     from sds_core.errors import SdsInputError
 
     root = _home(home)
     try:
-        res = Ledger.open(root).cancel(release_id)
+        validate_id(release_id)
+        res = Ledger.open(root, ledger).cancel(release_id)
     except SdsInputError as e:
         raise fail(str(e), 2) from None
     for d in (root / "releases").glob(f"*/{release_id}"):
@@ -221,13 +255,16 @@ def budget_set(
     epsilon: Annotated[float, typer.Option(help="Lifetime ε.")],
     delta: Annotated[float, typer.Option(help="Lifetime δ.")] = 1e-5,
     home: HomeOpt = None,
+    ledger: LedgerOpt = None,
 ) -> None:
     """Set a dataset's lifetime (ε, δ) budget."""
     from release_store.ledger import Ledger
+    from release_store.workspace import validate_id
     from sds_core.errors import SdsInputError
 
     try:
-        st = Ledger.open(_home(home)).set_budget(dataset, epsilon=epsilon, delta=delta)
+        validate_id(dataset, "dataset id")
+        st = Ledger.open(_home(home), ledger).set_budget(dataset, epsilon=epsilon, delta=delta)
     except SdsInputError as e:
         raise fail(str(e), 2) from None
     typer.echo(
@@ -240,6 +277,7 @@ def budget_set(
 def budget_show(
     dataset: Annotated[str | None, typer.Argument()] = None,
     home: HomeOpt = None,
+    ledger: LedgerOpt = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Show lifetime, spent, reserved and remaining budget per dataset."""
@@ -247,9 +285,13 @@ def budget_show(
     from rich.table import Table
 
     from release_store.ledger import Ledger
+    from sds_core.errors import SdsInputError
 
-    ledger = Ledger.open(_home(home))
-    rows = [ledger.budget(dataset)] if dataset else ledger.datasets()
+    try:
+        book = Ledger.open(_home(home), ledger)
+        rows = [book.budget(dataset)] if dataset else book.datasets()
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
     rows = [r for r in rows if r is not None]
     if dataset and not rows:
         raise fail(
@@ -293,6 +335,7 @@ def audit(
     ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     home: HomeOpt = None,
+    ledger: LedgerOpt = None,
 ) -> None:
     """List releases and budgets; --verify checks the ledger chain and every artifact hash.
 
@@ -306,8 +349,15 @@ def audit(
         _replay(dataset, input, replay=replay, verify=verify, as_json=as_json, home=home)
         return
     from release_store.audit import audit_home as run_audit
+    from release_store.workspace import validate_id
+    from sds_core.errors import SdsInputError
 
-    report = run_audit(_home(home), dataset, verify=verify)
+    try:
+        if dataset is not None:
+            validate_id(dataset, "dataset id")
+        report = run_audit(_home(home), dataset, verify=verify, ledger_url=ledger)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
     if as_json:
         typer.echo(json.dumps(report.to_dict(), indent=2, default=str))
     else:
@@ -490,6 +540,53 @@ def key_rotate(home: HomeOpt = None) -> None:
         "publish the new key's fingerprint where your users look for it; re-sign releases "
         "that should carry the new key with `sds sign RELEASE_ID`"
     )
+
+
+@ledger_app.command("migrate")
+def ledger_migrate(
+    to: Annotated[str, typer.Option("--to", help="Target ledger URL (e.g. postgresql://...).")],
+    source: Annotated[
+        str | None,
+        typer.Option("--from", help="Source ledger URL (default: HOME/ledger.sqlite)."),
+    ] = None,
+    home: HomeOpt = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Copy the ledger to another URL row by row, verify it, and make the old one read-only."""
+    from release_store.audit import audit_home as run_audit
+    from release_store.ledger import Ledger
+    from release_store.ledger_migration import migrate_ledger
+    from sds_core.errors import SdsInputError
+
+    root = _home(home)
+    try:
+        report = migrate_ledger(Ledger.from_url(source or default_url(root)), Ledger.from_url(to))
+        audited = run_audit(root, verify=True, ledger_url=to)
+    except (SdsInputError, RuntimeError) as e:
+        raise fail(str(e), 2) from None
+    if as_json:
+        out = report.to_dict() | {"audit_ok": audited.ok, "audit_problems": audited.problems}
+        typer.echo(json.dumps(out, indent=2))
+    else:
+        typer.echo(
+            f"copied {report.copied} of {report.rows} rows from {report.source} to "
+            f"{report.target} (head seq {report.head_seq}, {report.head_hash[:12]}…); the old "
+            "ledger is now read-only"
+        )
+        for p in audited.problems:
+            typer.echo(f"problem: {p}", err=True)
+        typer.echo(
+            "audit --verify: " + ("ok" if audited.ok else f"{len(audited.problems)} problem(s)")
+        )
+    if not audited.ok:
+        raise typer.Exit(1)
+
+
+def default_url(root: Path) -> str:
+    """The home's own SQLite ledger URL."""
+    from release_store.ledger_backends import default_ledger_url
+
+    return default_ledger_url(root)
 
 
 @app.command()

@@ -10,12 +10,18 @@ finished stages load their hash-checked checkpoints and nothing is charged twice
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime
 
 from release_store import stages
 from release_store.params import ReleaseParams, dp_binned_columns
+from release_store.run import ReleaseRun
+from sds_core.data.table import PreparedTable
+from sds_core.marginals.aggregates import AggregateSet
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
 from tasks.ingest import read_input
@@ -33,81 +39,135 @@ def _run_name() -> str:
     return f"release-{params.get('release_id') or params.get('dataset', 'new')}"
 
 
+@dataclass(frozen=True)
+class StageOutputs:
+    """What the data stages hand to publish: DP outputs, summaries and the evaluation."""
+
+    input_sha256: str
+    input_summary: list[dict[str, Any]]
+    output_summary: list[dict[str, Any]]
+    aggregates: AggregateSet
+    synthetic: PreparedTable
+    evaluation: dict[str, Any]
+    aggregate_noise: dict[str, Any] | None
+
+
+def _call(task: Any, **kwargs: Any) -> Any:
+    """Run a stage as a Prefect task (a task run in the flow's graph)."""
+    return task(**kwargs)
+
+
+def run_stages(
+    run: ReleaseRun,
+    timeline: stages.Timeline,
+    call: Callable[..., Any] = _call,
+    log: logging.Logger | logging.LoggerAdapter[Any] | None = None,
+) -> StageOutputs:
+    """The stages between the budget and publish, in the registry's order.
+
+    The one place the stage sequence is written: the flow runs each stage as a Prefect task
+    (``call`` = the task), the replay audit (flows/replay.py) as the task's body (``task.fn``).
+    """
+    params = run.params
+    # --- ingest, validate (GX gate; nothing charged yet), [DP bins], prepare --------------------
+    with timeline.run(stages.INGEST):
+        raw, input_sha256 = call(read_input, run=run)
+    with timeline.run(stages.VALIDATE):
+        input_summary = call(validate_input, run=run, table=raw)
+    dp_edges = None
+    if dp_binned_columns(params):  # --- DP quantile bins: charged, drawn, checkpointed --------
+        with timeline.run(stages.BINNING):
+            dp_edges = call(choose_bins, run=run, table=raw)
+    with timeline.run(stages.PREPARE):
+        table = call(
+            prepare_table, run=run, table=raw, input_sha256=input_sha256, dp_edges=dp_edges
+        )
+    del raw
+
+    noise_published: dict[str, Any] | None = None
+    if params.synthesizer == "aggregate-seeded":
+        # --- count, aggregate k = 1..R: each charged, then drawn -------------------------------
+        with timeline.run(stages.COUNT):
+            protected_n = call(count_records, run=run, table=table)
+        by_length: dict[int, dict[str, Any]] = {}
+        for k in range(1, params.reporting_length + 1):
+            with timeline.run(stages.aggregate_stage(k)):
+                by_length[k] = call(
+                    aggregate_length,
+                    run=run,
+                    table=table,
+                    k=k,
+                    protected_n=protected_n,
+                    shorter=by_length,
+                )
+            if log is not None:
+                log.info(
+                    "aggregate-%d: %d DP combinations survive", k, len(by_length[k]["survivors"])
+                )
+
+        # --- normalize, synthesize: post-processing of the DP aggregates, no spend -------------
+        with timeline.run(stages.NORMALIZE):
+            aggregates = call(
+                normalize_aggregates,
+                run=run,
+                table=table,
+                by_length=by_length,
+                protected_n=protected_n,
+            )
+        noise = aggregate_noise(run, by_length, protected_n)
+        noise_published = {
+            "sigma_by_len": list(noise.sigma_by_len),
+            "threshold_by_len": [t if t != float("inf") else None for t in noise.threshold_by_len],
+        }
+        with timeline.run(stages.SYNTHESIZE):
+            synthetic = call(
+                synthesize_records, run=run, aggregates=aggregates, table=table, noise=noise
+            )
+    else:
+        # --- fit a registry synthesizer: all its charges, then its draws -----------------------
+        with timeline.run(stages.FIT):
+            synthetic, aggregates = call(fit_synthesizer, run=run, table=table)
+
+    # --- validate output, evaluate --------------------------------------------------------------
+    with timeline.run(stages.VALIDATE_OUTPUT):
+        output_summary = call(validate_output, run=run, synthetic=synthetic)
+    with timeline.run(stages.EVALUATE):
+        evaluation = call(
+            evaluate, run=run, table=table, aggregates=aggregates, synthetic=synthetic
+        )
+    return StageOutputs(
+        input_sha256,
+        input_summary,
+        output_summary,
+        aggregates,
+        synthetic,
+        evaluation,
+        noise_published,
+    )
+
+
 @flow(name="sds-release", flow_run_name=_run_name, persist_result=False, validate_parameters=True)
 def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
-    log = get_run_logger()
     timeline = stages.Timeline()
-    noise_published: dict[str, Any] | None = None
 
     # --- budget: reserve (ε, δ) before the data is read -----------------------------------------
     with timeline.run(stages.BUDGET):
         run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
     try:
-        # --- ingest, validate (GX gate; nothing charged yet), prepare -------------------------
-        with timeline.run(stages.INGEST):
-            raw, input_sha256 = read_input(run=run)
-        with timeline.run(stages.VALIDATE):
-            input_summary = validate_input(run=run, table=raw)
-        dp_edges = None
-        if dp_binned_columns(params):  # --- DP quantile bins: charged, drawn, checkpointed ---
-            with timeline.run(stages.BINNING):
-                dp_edges = choose_bins(run=run, table=raw)
-        with timeline.run(stages.PREPARE):
-            table = prepare_table(run=run, table=raw, input_sha256=input_sha256, dp_edges=dp_edges)
-        del raw
-
-        if params.synthesizer == "aggregate-seeded":
-            # --- count, aggregate k = 1..R: each charged, then drawn ---------------------------
-            with timeline.run(stages.COUNT):
-                protected_n = count_records(run=run, table=table)
-            by_length: dict[int, dict[str, Any]] = {}
-            for k in range(1, params.reporting_length + 1):
-                with timeline.run(stages.aggregate_stage(k)):
-                    by_length[k] = aggregate_length(
-                        run=run, table=table, k=k, protected_n=protected_n, shorter=by_length
-                    )
-                log.info(
-                    "aggregate-%d: %d DP combinations survive", k, len(by_length[k]["survivors"])
-                )
-
-            # --- normalize, synthesize: post-processing of the DP aggregates, no spend ---------
-            with timeline.run(stages.NORMALIZE):
-                aggregates = normalize_aggregates(
-                    run=run, table=table, by_length=by_length, protected_n=protected_n
-                )
-            noise = aggregate_noise(run, by_length, protected_n)
-            noise_published = {
-                "sigma_by_len": list(noise.sigma_by_len),
-                "threshold_by_len": [
-                    t if t != float("inf") else None for t in noise.threshold_by_len
-                ],
-            }
-            with timeline.run(stages.SYNTHESIZE):
-                synthetic = synthesize_records(
-                    run=run, aggregates=aggregates, table=table, noise=noise
-                )
-        else:
-            # --- fit a registry synthesizer: all its charges, then its draws -------------------
-            with timeline.run(stages.FIT):
-                synthetic, aggregates = fit_synthesizer(run=run, table=table)
-
-        # --- validate output, evaluate ----------------------------------------------------------
-        with timeline.run(stages.VALIDATE_OUTPUT):
-            output_summary = validate_output(run=run, synthetic=synthetic)
-        with timeline.run(stages.EVALUATE):
-            evaluation = evaluate(run=run, table=table, aggregates=aggregates, synthetic=synthetic)
+        # --- ingest, validate, prepare, count, aggregate-k, normalize, synthesize, evaluate ---
+        out = run_stages(run, timeline, log=get_run_logger())
 
         # --- publish (the manifest turns complete, anchored to the ledger head) ---------------
         return publish_release(
             run=run,
-            input_sha256=input_sha256,
-            aggregates=aggregates,
-            synthetic=synthetic,
-            evaluation=evaluation,
-            validation={"input": input_summary, "output": output_summary},
+            input_sha256=out.input_sha256,
+            aggregates=out.aggregates,
+            synthetic=out.synthetic,
+            evaluation=out.evaluation,
+            validation={"input": out.input_summary, "output": out.output_summary},
             stages_done=timeline.done,
-            aggregate_noise=noise_published,
+            aggregate_noise=out.aggregate_noise,
         )
     except BaseException as e:
         run.mark_failed(e, timeline.done)

@@ -11,18 +11,13 @@ compared byte for byte.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
+from flows.release import run_stages
 from release_store import stages
+from release_store.params import dp_binned_columns
 from release_store.publishing import write_release
 from release_store.replay import DIFFERS, MATCH, Check, RecordedRelease, ReplayReport
 from sds_core.errors import SdsInternalError
-from tasks.evaluation import evaluate
-from tasks.ingest import read_input
-from tasks.marginals import aggregate_length, count_records, normalize_aggregates
-from tasks.preparation import prepare_table
-from tasks.synthesis import fit_synthesizer, synthesize_records
-from tasks.validation import validate_input, validate_output
 
 
 def replay_release(home: str | Path, release_id: str, input_path: str | Path) -> ReplayReport:
@@ -43,40 +38,8 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
         # --- the release's stages, in the flow's order (flows/release.py) -------------------
         with timeline.run(stages.BUDGET):  # nothing is reserved: the plan is only compared
             checks.append(recorded.plan_check(run))
-        with timeline.run(stages.INGEST):
-            raw, input_sha256 = read_input.fn(run=run)
-        checks[0] = recorded.input_check(input_sha256, params.input)  # what the task read
-        with timeline.run(stages.VALIDATE):
-            input_summary = validate_input.fn(run=run, table=raw)
-        with timeline.run(stages.PREPARE):
-            table = prepare_table.fn(run=run, table=raw, input_sha256=input_sha256)
-        del raw
-
-        if params.synthesizer == "aggregate-seeded":
-            with timeline.run(stages.COUNT):
-                protected_n = count_records.fn(run=run, table=table)
-            by_length: dict[int, dict[str, Any]] = {}
-            for k in range(1, params.reporting_length + 1):
-                with timeline.run(stages.aggregate_stage(k)):
-                    by_length[k] = aggregate_length.fn(
-                        run=run, table=table, k=k, protected_n=protected_n, shorter=by_length
-                    )
-            with timeline.run(stages.NORMALIZE):
-                aggregates = normalize_aggregates.fn(
-                    run=run, table=table, by_length=by_length, protected_n=protected_n
-                )
-            with timeline.run(stages.SYNTHESIZE):
-                synthetic = synthesize_records.fn(run=run, aggregates=aggregates, table=table)
-        else:
-            with timeline.run(stages.FIT):
-                synthetic, aggregates = fit_synthesizer.fn(run=run, table=table)
-
-        with timeline.run(stages.VALIDATE_OUTPUT):
-            output_summary = validate_output.fn(run=run, synthetic=synthetic)
-        with timeline.run(stages.EVALUATE):
-            evaluation = evaluate.fn(
-                run=run, table=table, aggregates=aggregates, synthetic=synthetic
-            )
+        out = run_stages(run, timeline, call=lambda task, **kwargs: task.fn(**kwargs))
+        checks[0] = recorded.input_check(out.input_sha256, params.input)  # what the task read
 
         # --- publish into the throwaway directory: the recorded parameters and stage times ----
         recorded_stages = recorded.manifest.get("stages") or []
@@ -84,17 +47,20 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
             write_release(
                 run,
                 parameters=recorded.published_parameters(run),
-                input_sha256=input_sha256,
-                aggregates=aggregates,
-                synthetic=synthetic,
-                evaluation=evaluation,
-                validation={"input": input_summary, "output": output_summary},
+                input_sha256=out.input_sha256,
+                aggregates=out.aggregates,
+                synthetic=out.synthetic,
+                evaluation=out.evaluation,
+                validation={"input": out.input_summary, "output": out.output_summary},
                 stages=[s for s in recorded_stages if s.get("name") != stages.PUBLISH],
+                aggregate_noise=out.aggregate_noise,
             )
 
         names = [s["name"] for s in timeline.done]
         expected = stages.release_stages(
-            params.reporting_length, aggregate_seeded=params.synthesizer == "aggregate-seeded"
+            params.reporting_length,
+            aggregate_seeded=params.synthesizer == "aggregate-seeded",
+            dp_binning=bool(dp_binned_columns(params)),
         )
         if tuple(names) != expected:
             raise SdsInternalError(f"the replay ran {names}, the stage registry says {expected}")

@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release_store.ledger import LEDGER_FILE, BudgetStatus, Ledger, VerifyReport
+from release_store.ledger import BudgetStatus, Ledger, VerifyReport
+from release_store.ledger_backends import resolve_ledger_url, sqlite_path
 from release_store.workspace import MANIFEST, PUBLIC_KEY, SIGNATURE, Manifest, verify_release
 
 
@@ -82,13 +83,13 @@ class AuditReport:
         ]
 
 
-def ledger_anchor(home: str | Path) -> dict[str, Any]:
+def ledger_anchor(home: str | Path, ledger_url: str | None = None) -> dict[str, Any]:
     """The ledger head ``{"seq", "hash"}`` to record in a manifest as it turns complete.
 
     The hash chain alone cannot reveal a ledger truncated or rewritten as a whole (with its
     head moved along); a head recorded outside the ledger can.
     """
-    seq, digest = Ledger.open(home).head()
+    seq, digest = Ledger.open(home, ledger_url).head()
     return {"seq": seq, "hash": digest}
 
 
@@ -145,17 +146,25 @@ def _manifests(home: Path, dataset: str | None) -> list[Path]:
 
 
 def audit_home(
-    home: str | Path, dataset: str | None = None, *, verify: bool = False
+    home: str | Path,
+    dataset: str | None = None,
+    *,
+    verify: bool = False,
+    ledger_url: str | None = None,
 ) -> AuditReport:
-    """Audit a home (nothing is created or modified).
+    """Audit a home (nothing is created or modified, except a PostgreSQL ledger's empty tables).
 
     Args:
         home: the SDS home directory.
         dataset: only this dataset's releases and budget.
         verify: check the ledger chain, every artifact's sha256 and manifest vs ledger.
+        ledger_url: the ledger (default $SDS_LEDGER_URL, else the home's SQLite file, which
+            is not created when absent).
     """
     home = Path(home)
-    ledger = Ledger.open(home) if (home / LEDGER_FILE).is_file() else None
+    url = resolve_ledger_url(home, ledger_url)
+    path = sqlite_path(url)
+    ledger = Ledger.from_url(url) if path is None or path.is_file() else None
     chain = ledger.verify() if ledger is not None and verify else None
     problems = [f"ledger: {p}" for p in chain.problems] if chain else []
     releases, seen = [], set()

@@ -9,7 +9,9 @@ persisted: the table stays in memory of the process running the flow.
 from __future__ import annotations
 
 import csv
+import hashlib
 import io
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -17,6 +19,9 @@ import pyarrow as pa
 from sds_core.errors import SdsInputError
 
 _OTHER_DELIMITERS = (",", ";", "\t", "|")
+MAX_LINE_BYTES = 64 * 2**20
+"""Longest CSV line accepted (64 MiB): a longer one is refused before the file is loaded."""
+_CHUNK = 8 * 2**20
 
 
 def check_input_path(path: str | Path) -> Path:
@@ -42,17 +47,61 @@ def read_table(path: str | Path, *, delimiter: str = ",") -> pa.Table:
     Raises:
         SdsInputError: naming the file, the line and the fix for every structural problem.
     """
+    return read_table_with_digest(path, delimiter=delimiter)[0]
+
+
+def read_table_with_digest(path: str | Path, *, delimiter: str = ",") -> tuple[pa.Table, str]:
+    """The input table and the sha256 of exactly the bytes it was parsed from.
+
+    The file is read once (so the digest in the manifest is the data released), after a
+    streaming check that no CSV line exceeds :data:`MAX_LINE_BYTES`; a file whose size or
+    modification time changes while it is read is refused (copy it somewhere stable first).
+
+    Raises:
+        SdsInputError: a structural problem (file, line and fix named), a line that is too
+            long, or a file that changed while it was read.
+    """
     p = check_input_path(path)
-    if p.suffix.lower() in (".parquet", ".pq"):
-        return _read_parquet(p)
-    return _read_csv(p, delimiter)
+    before = os.stat(p)
+    parquet = p.suffix.lower() in (".parquet", ".pq")
+    if not parquet:
+        _check_line_lengths(p)
+    data = p.read_bytes()
+    after = os.stat(p)
+    changed = (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns)
+    if changed or len(data) != after.st_size:
+        raise SdsInputError(
+            f"input file '{p}' changed while it was read ({before.st_size} -> {after.st_size} "
+            "bytes): it is still being written; wait until it is complete, or copy it to a "
+            "stable file, and run again"
+        )
+    table = _read_parquet(p, data) if parquet else _read_csv(p, data, delimiter)
+    return table, hashlib.sha256(data).hexdigest()
 
 
-def _read_parquet(p: Path) -> pa.Table:
+def _check_line_lengths(p: Path) -> None:
+    """Refuse a CSV with a line longer than MAX_LINE_BYTES without loading the whole file."""
+    line, run = 1, 0
+    with open(p, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            start = 0
+            while (nl := chunk.find(b"\n", start)) != -1:
+                if run + nl - start > MAX_LINE_BYTES:
+                    break
+                line, run, start = line + 1, 0, nl + 1
+            run += len(chunk) - start
+            if run > MAX_LINE_BYTES:
+                raise SdsInputError(
+                    f"input file '{p}': line {line} is longer than {MAX_LINE_BYTES // 2**20} MiB; "
+                    "this is not a CSV table of records (wrong file, or a missing line break?)"
+                )
+
+
+def _read_parquet(p: Path, data: bytes) -> pa.Table:
     import pyarrow.parquet as pq
 
     try:
-        table = pq.read_table(p)
+        table = pq.read_table(pa.BufferReader(data))
     except (pa.ArrowInvalid, OSError) as e:
         raise SdsInputError(
             f"input file '{p}' is not a readable Parquet file ({type(e).__name__})"
@@ -63,8 +112,7 @@ def _read_parquet(p: Path) -> pa.Table:
     return table
 
 
-def _read_csv(p: Path, delimiter: str) -> pa.Table:
-    data = p.read_bytes()
+def _read_csv(p: Path, data: bytes, delimiter: str) -> pa.Table:
     if not data.strip():
         raise SdsInputError(
             f"input file '{p}' is empty; it needs a header row and at least one data row"

@@ -1,29 +1,32 @@
-"""The privacy-budget ledger ($SDS_HOME/ledger.sqlite): budgets, reservations and stage charges.
+"""The privacy-budget ledger: budgets, reservations and stage charges, behind a ledger URL.
 
 The budget step of a release *reserves* its whole (epsilon, delta) atomically; each stage then
 *charges* its planned share right before it draws noise; ``complete``/``cancel`` close the
-reservation. Plain sqlite3 with ``BEGIN IMMEDIATE`` (no Prefect, so the CLI imports it fast);
-rows are hash-chained by :mod:`release_store.ledger_chain`. Rules in docs/ledger.md.
+reservation. Stored in SQLite (``$SDS_HOME/ledger.sqlite``, the default) or PostgreSQL
+(:mod:`release_store.ledger_backends`; no Prefect, so the CLI imports it fast); rows are
+hash-chained by :mod:`release_store.ledger_chain`. Rules in docs/ledger.md.
 """
 
 from __future__ import annotations
 
 import json
-import sqlite3
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import asdict
 from decimal import Decimal, localcontext
 from pathlib import Path
+from typing import Any, TypeVar
 
-from release_store.ledger_chain import (
-    SCHEMA,
-    SCHEMA_VERSION,
+from release_store.ledger_backends import (
+    BUSY_TIMEOUT_S,
+    LEDGER_FILE,
+    Conn,
     LedgerCorruptError,
-    VerifyReport,
-    append_row,
-    verify_chain,
+    LedgerStore,
+    SqliteStore,
+    open_store,
+    resolve_ledger_url,
 )
+from release_store.ledger_chain import FIELDS, VerifyReport, append_row, verify_chain
 from release_store.ledger_types import (
     BudgetExceededError,
     BudgetStatus,
@@ -41,6 +44,7 @@ from sds_core.dp.accounting import check_amount
 from sds_core.errors import SdsInputError
 
 __all__ = [
+    "LEDGER_FILE",
     "BudgetExceededError",
     "BudgetStatus",
     "CancelResult",
@@ -48,84 +52,75 @@ __all__ = [
     "Ledger",
     "LedgerConflictError",
     "LedgerCorruptError",
+    "LedgerMovedError",
     "PlannedCharge",
     "Reservation",
     "VerifyReport",
     "partial_spend",
 ]
 
-LEDGER_FILE = "ledger.sqlite"
-BUSY_TIMEOUT_S = 60.0
+T = TypeVar("T")
+
+
+class LedgerMovedError(SdsInputError):
+    """The ledger was migrated elsewhere (``sds ledger migrate``); it only answers reads now."""
 
 
 class Ledger:
-    """The privacy-budget ledger in one sqlite file; every write is one ``BEGIN IMMEDIATE``.
+    """The privacy-budget ledger behind a ledger URL (SQLite file or PostgreSQL database).
 
-    Each call opens its own connection, so one ``Ledger`` may be shared by threads, and
-    separate processes serialize on sqlite's lock (busy timeout ``busy_timeout`` seconds).
+    Every write is one serialized transaction of its backend
+    (:mod:`release_store.ledger_backends`); every read one consistent snapshot. Each call
+    opens its own connection, so one ``Ledger`` may be shared by threads and processes.
     """
 
-    def __init__(self, path: Path, *, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
-        self.path = Path(path)
-        self.busy_timeout = busy_timeout
-        try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
-            conn = self._connect()
-            try:
-                has_meta = conn.execute(
-                    "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'meta'"
-                ).fetchone()
-                if not has_meta:  # a failed script leaves its transaction open: close rolls back
-                    conn.executescript(f"BEGIN IMMEDIATE;{SCHEMA}COMMIT;")
-                version = conn.execute(
-                    "SELECT value FROM meta WHERE key = 'schema_version'"
-                ).fetchone()[0]
-            finally:
-                conn.close()
-        except (OSError, sqlite3.OperationalError) as e:
-            raise SdsInputError(
-                f"cannot open the ledger {self.path} ({e}): the SDS home must be a writable "
-                "directory; pass another one with --home or set SDS_HOME"
-            ) from e
-        except sqlite3.DatabaseError as e:
-            raise LedgerCorruptError(f"{self.path} is not a readable sqlite ledger: {e}") from e
-        if version != SCHEMA_VERSION:
-            raise LedgerCorruptError(f"{self.path}: unknown ledger schema version {version!r}")
+    def __init__(self, path: Path | str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
+        """Open (creating if needed) the SQLite ledger file ``path``."""
+        self._store: LedgerStore = SqliteStore(Path(path), busy_timeout=busy_timeout)
 
     @classmethod
-    def open(cls, home: str | Path) -> Ledger:
-        """Open (creating if needed) ``home/ledger.sqlite``."""
-        return cls(Path(home) / LEDGER_FILE)
+    def from_url(cls, url: str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> Ledger:
+        """Open (creating the tables if needed) the ledger at ``url``: ``sqlite:///PATH`` or
+        ``postgresql://...``."""
+        ledger = cls.__new__(cls)
+        ledger._store = open_store(url, busy_timeout=busy_timeout)
+        return ledger
 
-    def _connect(self) -> sqlite3.Connection:
-        conn = sqlite3.connect(self.path, timeout=self.busy_timeout, isolation_level=None)
-        conn.row_factory = sqlite3.Row
-        conn.execute(f"PRAGMA busy_timeout = {int(self.busy_timeout * 1000)}")
-        return conn
+    @classmethod
+    def open(cls, home: str | Path, url: str | None = None) -> Ledger:
+        """The ledger of a home: ``url`` (--ledger / config), else $SDS_LEDGER_URL, else
+        ``home/ledger.sqlite``."""
+        return cls.from_url(resolve_ledger_url(home, url))
 
-    @contextmanager
-    def _write(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connect()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
+    @property
+    def url(self) -> str:
+        """The ledger URL without its password (safe to print and record)."""
+        return self._store.url
 
-    @contextmanager
-    def _read(self) -> Iterator[sqlite3.Connection]:
-        conn = self._connect()
-        try:
-            conn.execute("BEGIN")  # one consistent snapshot across the queries
-            yield conn
-            conn.execute("COMMIT")
-        finally:
-            conn.close()
+    @property
+    def backend(self) -> str:
+        """``sqlite`` or ``postgresql``."""
+        return self._store.kind
+
+    @property
+    def path(self) -> Path | None:
+        """The SQLite file (None for PostgreSQL)."""
+        return self._store.path
+
+    def _write(self, body: Callable[[Conn], T]) -> T:
+        def guarded(conn: Conn) -> T:
+            moved = conn.execute("SELECT value FROM meta WHERE key = 'moved_to'").fetchone()
+            if moved is not None:
+                raise LedgerMovedError(
+                    f"the ledger {self.url} was migrated to {moved[0]} and is read-only: "
+                    f"use --ledger {moved[0]} (or SDS_LEDGER_URL) for every command"
+                )
+            return body(conn)
+
+        return self._store.write(guarded)
+
+    def _read(self, body: Callable[[Conn], T]) -> T:
+        return self._store.read(body)
 
     # -- budgets ---------------------------------------------------------------------------
     def set_budget(self, dataset: str, *, epsilon: float, delta: float) -> BudgetStatus:
@@ -140,7 +135,8 @@ class Ledger:
         check_amount("--delta", delta, upper=1.0)
         if epsilon <= 0:
             raise SdsInputError(f"--epsilon must be > 0, got {epsilon!r}")
-        with self._write() as conn:
+
+        def body(conn: Conn) -> BudgetStatus | None:
             exact = self._exact(conn, dataset)
             if exact is not None:
                 _, spent, held = exact
@@ -153,7 +149,7 @@ class Ledger:
                     )
             append_row(
                 conn,
-                self.path,
+                self.url,
                 {
                     "kind": "budget",
                     "dataset": dataset,
@@ -161,17 +157,18 @@ class Ledger:
                     "delta": str(dec(delta)),
                 },
             )
-            status = self._status(conn, dataset)
-        return status  # type: ignore[return-value]
+            return self._status(conn, dataset)
+
+        return self._write(body)  # type: ignore[return-value]
 
     def budget(self, dataset: str) -> BudgetStatus | None:
         """The dataset's budget status, or None when no budget was ever set."""
-        with self._read() as conn:
-            return self._status(conn, dataset)
+        return self._read(lambda conn: self._status(conn, dataset))
 
     def datasets(self) -> list[BudgetStatus]:
         """Budget status of every dataset that has a budget, sorted by name."""
-        with self._read() as conn:
+
+        def body(conn: Conn) -> list[BudgetStatus]:
             names = [
                 r[0]
                 for r in conn.execute(
@@ -179,6 +176,8 @@ class Ledger:
                 )
             ]
             return [s for s in (self._status(conn, n) for n in names) if s is not None]
+
+        return self._read(body)
 
     # -- reservations and charges ----------------------------------------------------------
     def reserve(
@@ -214,7 +213,8 @@ class Ledger:
         check_name("release id", release_id)
         plan, total = validate_plan(planned, epsilon, delta)
         detail = {"planned": [asdict(p) for p in plan]}
-        with self._write() as conn:
+
+        def body(conn: Conn) -> Reservation:
             existing = self._reservation(conn, release_id)
             if existing is not None:
                 same = (
@@ -246,17 +246,20 @@ class Ledger:
                 ctx.prec = 60
                 left = (life[0] - spent[0] - held[0], life[1] - spent[1] - held[1])
             if total[0] > left[0] or total[1] > left[1]:
+                short = " and ".join(
+                    name for name, i in (("epsilon", 0), ("delta", 1)) if total[i] > left[i]
+                )
                 raise BudgetExceededError(
                     f"release {release_id!r} needs (epsilon={float(total[0])}, "
                     f"delta={float(total[1])}) but dataset {dataset!r} has only "
                     f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its lifetime "
-                    f"(epsilon={float(life[0])}, delta={float(life[1])}); "
+                    f"(epsilon={float(life[0])}, delta={float(life[1])}): not enough {short}; "
                     "release with a smaller --epsilon/--delta or raise the budget with "
-                    f"`sds budget set {dataset} --epsilon E`"
+                    f"`sds budget set {dataset} --epsilon E --delta D`"
                 )
             append_row(
                 conn,
-                self.path,
+                self.url,
                 {
                     "kind": "reserve",
                     "dataset": dataset,
@@ -268,6 +271,8 @@ class Ledger:
                 },
             )
             return self._reservation(conn, release_id)  # type: ignore[return-value]
+
+        return self._write(body)
 
     def charge(
         self,
@@ -288,7 +293,8 @@ class Ledger:
             LedgerConflictError: no reservation, stage not in the plan, amounts differ from the
                 plan, or the release is closed and this stage was never charged.
         """
-        with self._write() as conn:
+
+        def body(conn: Conn) -> ChargeRow:
             res = self._reservation(conn, release_id)
             if res is None:
                 raise LedgerConflictError(
@@ -325,7 +331,7 @@ class Ledger:
                 )
             row = append_row(
                 conn,
-                self.path,
+                self.url,
                 {
                     "kind": "charge",
                     "dataset": res.dataset,
@@ -339,6 +345,8 @@ class Ledger:
                 },
             )
             return ChargeRow.from_row(row)
+
+        return self._write(body)
 
     def cancel(self, release_id: str) -> CancelResult:
         """Close an abandoned release: keep what its drawn stages spent, give back the rest.
@@ -355,7 +363,7 @@ class Ledger:
         return self._close(release_id, "completed")
 
     def _close(self, release_id: str, status: str) -> CancelResult:
-        with self._write() as conn:
+        def body(conn: Conn) -> CancelResult:
             res = self._reservation(conn, release_id)
             if res is None:
                 raise LedgerConflictError(
@@ -388,7 +396,7 @@ class Ledger:
             back = (total[0] - spent[0], total[1] - spent[1])
             append_row(
                 conn,
-                self.path,
+                self.url,
                 {
                     "kind": "close",
                     "dataset": res.dataset,
@@ -414,15 +422,92 @@ class Ledger:
                 *stages,
             )
 
+        return self._write(body)
+
+    # -- migration (release_store.ledger_migration) ---------------------------------------
+    def rows(self) -> list[dict[str, Any]]:
+        """Every row, verbatim (all columns incl. ``hash``), in chain order."""
+        columns = (*FIELDS, "hash")
+        sql = f"SELECT {', '.join(columns)} FROM ledger ORDER BY seq"
+        return self._read(
+            lambda conn: [dict(zip(columns, r, strict=True)) for r in conn.execute(sql)]
+        )
+
+    def extend_chain(self, rows: Sequence[dict[str, Any]]) -> int:
+        """Append ``rows`` verbatim (same seq, times and hashes) after this ledger's own rows,
+        which must be exactly the first rows of ``rows`` (or begin with all of them: nothing
+        to do); returns how many were appended.
+
+        Raises:
+            LedgerConflictError: this ledger holds rows that are not a prefix of ``rows``.
+        """
+        columns = (*FIELDS, "hash")
+
+        def body(conn: Conn) -> int:
+            mine = [(r[0], r[1]) for r in conn.execute("SELECT seq, hash FROM ledger ORDER BY seq")]
+            theirs = [(r["seq"], r["hash"]) for r in rows]
+            if mine[: len(theirs)] != theirs[: len(mine)]:
+                raise LedgerConflictError(
+                    f"the ledger {self.url} already holds {len(mine)} rows that are not the "
+                    "start of the ledger being copied; migrate into an empty database"
+                )
+            if len(mine) >= len(theirs):
+                return 0  # copied before (and maybe written to since)
+            new = rows[len(mine) :]
+            for r in new:
+                conn.execute(
+                    f"INSERT INTO ledger ({', '.join(columns)}) "
+                    f"VALUES ({', '.join('?' * len(columns))})",
+                    [r[c] for c in columns],
+                )
+            if rows:
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(rows[-1]["seq"]),)
+                )
+                conn.execute(
+                    "UPDATE meta SET value = ? WHERE key = 'head_hash'", (rows[-1]["hash"],)
+                )
+            return len(new)
+
+        return self._write(body)
+
+    def mark_moved(self, to_url: str, head: tuple[int, str]) -> None:
+        """Make this ledger read-only, pointing to ``to_url`` (redacted), if its head is still
+        ``head`` (nothing was appended since it was copied).
+
+        Raises:
+            LedgerConflictError: rows were appended since the copy; migrate again.
+        """
+
+        def body(conn: Conn) -> None:
+            meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+            if (int(meta["head_seq"]), meta["head_hash"]) != head:
+                raise LedgerConflictError(
+                    f"the ledger {self.url} was written to during the migration; run "
+                    "`sds ledger migrate` again (it copies only the new rows)"
+                )
+            conn.execute("INSERT INTO meta (key, value) VALUES ('moved_to', ?)", (to_url,))
+
+        self._write(body)
+
+    def moved_to(self) -> str | None:
+        """Where the ledger was migrated to (redacted URL), or None."""
+
+        def body(conn: Conn) -> str | None:
+            row = conn.execute("SELECT value FROM meta WHERE key = 'moved_to'").fetchone()
+            return None if row is None else str(row[0])
+
+        return self._read(body)
+
     # -- queries ---------------------------------------------------------------------------
     def reservation(self, release_id: str) -> Reservation | None:
         """The release's reservation (with its current status), or None."""
-        with self._read() as conn:
-            return self._reservation(conn, release_id)
+        return self._read(lambda conn: self._reservation(conn, release_id))
 
     def reservations(self, dataset: str | None = None) -> list[Reservation]:
         """All reservations (any status) in ledger order, optionally of one dataset."""
-        with self._read() as conn:
+
+        def body(conn: Conn) -> list[Reservation]:
             ids = [
                 r[0]
                 for r in conn.execute(
@@ -433,44 +518,55 @@ class Ledger:
             ]
             return [res for res in (self._reservation(conn, i) for i in ids) if res is not None]
 
+        return self._read(body)
+
     def charges(self, dataset: str | None = None, release_id: str | None = None) -> list[ChargeRow]:
         """Charge rows in ledger order, optionally for one dataset and/or release."""
         sql, args = "SELECT * FROM ledger WHERE kind = 'charge'", list[str]()
         for column, value in (("dataset", dataset), ("release_id", release_id)):
             if value is not None:
                 sql, args = f"{sql} AND {column} = ?", [*args, value]
-        with self._read() as conn:
-            return [ChargeRow.from_row(r) for r in conn.execute(sql + " ORDER BY seq", args)]
+        return self._read(
+            lambda conn: [ChargeRow.from_row(r) for r in conn.execute(sql + " ORDER BY seq", args)]
+        )
 
     def spent(self, release_id: str) -> tuple[float, float] | None:
         """(epsilon, delta) the release has spent so far (final once closed); None if unknown."""
-        with self._read() as conn:
+
+        def body(conn: Conn) -> tuple[float, float] | None:
             if self._reservation(conn, release_id) is None:
                 return None
             spent, _ = self._spent_and_held(conn, release_id)
-        return float(spent[0]), float(spent[1])
+            return float(spent[0]), float(spent[1])
+
+        return self._read(body)
 
     def verify(self) -> VerifyReport:
         """Check the whole hash chain and head (see
         :func:`release_store.ledger_chain.verify_chain`)."""
-        with self._read() as conn:
-            return verify_chain(conn)
+        return self._read(lambda conn: verify_chain(conn))
 
     def head(self) -> tuple[int, str]:
         """(seq, hash) of the last row: record it in a manifest to anchor the chain externally."""
-        with self._read() as conn:
+
+        def body(conn: Conn) -> tuple[int, str]:
             meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        return int(meta["head_seq"]), meta["head_hash"]
+            return int(meta["head_seq"]), meta["head_hash"]
+
+        return self._read(body)
 
     def hash_at(self, seq: int) -> str | None:
         """The stored hash of row ``seq``, or None when the ledger has no such row."""
-        with self._read() as conn:
+
+        def body(conn: Conn) -> str | None:
             row = conn.execute("SELECT hash FROM ledger WHERE seq = ?", (seq,)).fetchone()
-        return None if row is None else str(row[0])
+            return None if row is None else str(row[0])
+
+        return self._read(body)
 
     # -- internals -------------------------------------------------------------------------
     @staticmethod
-    def _charged(conn: sqlite3.Connection, release_id: str) -> set[str]:
+    def _charged(conn: Conn, release_id: str) -> set[str]:
         return {
             r[0]
             for r in conn.execute(
@@ -479,7 +575,7 @@ class Ledger:
         }
 
     @staticmethod
-    def _total(conn: sqlite3.Connection, release_id: str) -> tuple[Decimal, Decimal]:
+    def _total(conn: Conn, release_id: str) -> tuple[Decimal, Decimal]:
         """The exact reserved (epsilon, delta) of a release (from the stored decimal text)."""
         row = conn.execute(
             "SELECT epsilon, delta FROM ledger WHERE kind = 'reserve' AND release_id = ?",
@@ -488,7 +584,7 @@ class Ledger:
         return dec(row[0]), dec(row[1])
 
     @staticmethod
-    def _reservation(conn: sqlite3.Connection, release_id: str) -> Reservation | None:
+    def _reservation(conn: Conn, release_id: str) -> Reservation | None:
         row = conn.execute(
             "SELECT * FROM ledger WHERE kind = 'reserve' AND release_id = ?", (release_id,)
         ).fetchone()
@@ -510,7 +606,7 @@ class Ledger:
         )
 
     def _spent_and_held(
-        self, conn: sqlite3.Connection, release_id: str
+        self, conn: Conn, release_id: str
     ) -> tuple[tuple[Decimal, Decimal], tuple[Decimal, Decimal]]:
         """(spent, still held) of a reserved release: closed => final spend, nothing held."""
         close = conn.execute(
@@ -528,7 +624,7 @@ class Ledger:
             return part, (total[0] - part[0], total[1] - part[1])
 
     def _exact(
-        self, conn: sqlite3.Connection, dataset: str
+        self, conn: Conn, dataset: str
     ) -> tuple[list[Decimal], list[Decimal], list[Decimal]] | None:
         """Exact (lifetime, spent, held) of a dataset as [epsilon, delta] pairs; None: no budget."""
         last = conn.execute(
@@ -551,7 +647,7 @@ class Ledger:
                     held[i] += rest[i]
         return life, spent, held
 
-    def _status(self, conn: sqlite3.Connection, dataset: str) -> BudgetStatus | None:
+    def _status(self, conn: Conn, dataset: str) -> BudgetStatus | None:
         exact = self._exact(conn, dataset)
         if exact is None:
             return None

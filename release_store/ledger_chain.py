@@ -1,22 +1,23 @@
-"""The ledger's storage layer: sqlite schema, the sha256 hash chain, appending and verifying rows.
+"""The ledger's hash chain: appending a chained row and verifying the whole chain.
 
 Every ledger row (budget, reserve, charge, close) is chained: ``hash`` = sha256 of the row's
 canonical JSON including ``prev_hash`` (the previous row's hash; 64 zeros for the first row).
 ``meta`` keeps the head (last seq and hash) so that removing the last rows is detected too.
+Backend-neutral: the SQL here runs unchanged on SQLite and PostgreSQL
+(:mod:`release_store.ledger_backends`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any
 
+from release_store.ledger_backends import SCHEMA_VERSION, Conn, LedgerCorruptError
+
 GENESIS_HASH = "0" * 64
-SCHEMA_VERSION = "1"
 FIELDS = (
     "seq",
     "kind",
@@ -32,36 +33,6 @@ FIELDS = (
     "detail",
     "prev_hash",
 )
-
-SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger (
-  seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, dataset TEXT NOT NULL, release_id TEXT,
-  stage TEXT, mechanism TEXT, epsilon TEXT NOT NULL, delta TEXT NOT NULL, rho TEXT,
-  created_at TEXT NOT NULL, flow_run_id TEXT, detail TEXT, prev_hash TEXT NOT NULL,
-  hash TEXT NOT NULL);
-CREATE UNIQUE INDEX IF NOT EXISTS one_charge_per_stage ON ledger(release_id, stage)
-  WHERE kind = 'charge';
-CREATE UNIQUE INDEX IF NOT EXISTS one_reservation_per_release ON ledger(release_id)
-  WHERE kind = 'reserve';
-CREATE UNIQUE INDEX IF NOT EXISTS one_close_per_release ON ledger(release_id)
-  WHERE kind = 'close';
-CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
-  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
-  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
-CREATE VIEW IF NOT EXISTS charges AS
-  SELECT seq, dataset, release_id, stage, mechanism, epsilon, delta, rho, created_at,
-         flow_run_id, prev_hash, hash FROM ledger WHERE kind = 'charge';
-INSERT OR IGNORE INTO meta VALUES ('schema_version', '1');
-INSERT OR IGNORE INTO meta VALUES ('head_seq', '0');
-INSERT OR IGNORE INTO meta VALUES
-  ('head_hash', '0000000000000000000000000000000000000000000000000000000000000000');
-"""
-
-
-class LedgerCorruptError(RuntimeError):
-    """The ledger fails its integrity checks; run `sds audit --verify` to see where."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,12 +58,12 @@ def row_hash(content: dict[str, Any]) -> str:
     return hashlib.sha256(canonical.encode("ascii")).hexdigest()
 
 
-def append_row(conn: sqlite3.Connection, path: Path, values: dict[str, Any]) -> sqlite3.Row:
+def append_row(conn: Conn, where: str, values: dict[str, Any]) -> Any:
     """Append one chained row inside the caller's write transaction and move the head.
 
     Args:
-        conn: a connection inside ``BEGIN IMMEDIATE``.
-        path: the ledger file (for messages).
+        conn: a connection inside the backend's write transaction.
+        where: the ledger's (redacted) URL, for messages.
         values: kind, dataset and any of release_id, stage, mechanism, epsilon, delta (decimal
             strings), rho, flow_run_id, detail (dict); seq, created_at and hashes are filled in.
 
@@ -104,7 +75,7 @@ def append_row(conn: sqlite3.Connection, path: Path, values: dict[str, Any]) -> 
     seq, prev = (last[0], last[1]) if last else (0, GENESIS_HASH)
     if (str(seq), prev) != (meta["head_seq"], meta["head_hash"]):
         raise LedgerCorruptError(
-            f"{path}: the last ledger row (seq {seq}) does not match the recorded head "
+            f"{where}: the last ledger row (seq {seq}) does not match the recorded head "
             f"(seq {meta['head_seq']}): rows were removed or edited. Run `sds audit --verify`."
         )
     detail = values.get("detail")
@@ -123,11 +94,10 @@ def append_row(conn: sqlite3.Connection, path: Path, values: dict[str, Any]) -> 
     )
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(seq + 1),))
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (digest,))
-    row: sqlite3.Row = conn.execute("SELECT * FROM ledger WHERE seq = ?", (seq + 1,)).fetchone()
-    return row
+    return conn.execute("SELECT * FROM ledger WHERE seq = ?", (seq + 1,)).fetchone()
 
 
-def verify_chain(conn: sqlite3.Connection) -> VerifyReport:
+def verify_chain(conn: Conn) -> VerifyReport:
     """Walk every row in seq order and check seq continuity, prev_hash links, hashes and head.
 
     Detects an edited row (its hash no longer matches), a deleted or inserted row (seq gap or

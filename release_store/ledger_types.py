@@ -8,7 +8,6 @@ Used by :mod:`release_store.ledger`; stdlib only.
 from __future__ import annotations
 
 import math
-import sqlite3
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from decimal import Decimal, localcontext
@@ -56,7 +55,7 @@ class ChargeRow:
     hash: str
 
     @classmethod
-    def from_row(cls, r: sqlite3.Row) -> ChargeRow:
+    def from_row(cls, r: Any) -> ChargeRow:
         """Build from a `ledger` table row."""
         return cls(
             seq=r["seq"],

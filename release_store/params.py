@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import tomllib
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -204,6 +204,11 @@ class ReleaseParams(BaseModel):
         None,
         description="SDS home (ledger, releases, private workspace); default $SDS_HOME or ./.sds",
     )
+    ledger: str | None = Field(
+        None,
+        description="Ledger URL: sqlite:///PATH or postgresql://USER@HOST/DB; empty = "
+        "$SDS_LEDGER_URL, else SQLite in the home. Keep passwords in PGPASSWORD or ~/.pgpass.",
+    )
     delimiter: str = Field(",", min_length=1, max_length=1, description="CSV field delimiter.")
     epsilon: float = _core("epsilon")
     delta: float | None = _core("delta")
@@ -241,6 +246,11 @@ class ReleaseParams(BaseModel):
     )
     use_columns: list[str] = _core("use_columns")
     sensitive_zeros: list[str] = _core("sensitive_zeros")
+    subject_id: str | None = Field(
+        None,
+        description="Column identifying the person: their rows are joined into one record, so "
+        "the privacy unit is the subject. Never released; needs use_columns.",
+    )
     record_limit: int | None = _core("record_limit")
     table_schema: TableSchema | None = Field(
         None, description="Declared schema the input is validated against before any spend."
@@ -263,6 +273,17 @@ class ReleaseParams(BaseModel):
     def _has_dataset(self) -> ReleaseParams:
         if self.dataset is None:
             raise ValueError("no dataset id: give dataset (--dataset ID or in the config file)")
+        return self
+
+    @model_validator(mode="after")
+    def _subject_not_released(self) -> ReleaseParams:
+        if self.subject_id is not None and (
+            not self.use_columns or self.subject_id in self.use_columns
+        ):
+            raise ValueError(
+                f"subject_id {self.subject_id!r} needs use_columns listing the released columns "
+                "without it (the subject id itself is never released)"
+            )
         return self
 
     @field_validator("synthesizer")
@@ -290,8 +311,27 @@ class ReleaseParams(BaseModel):
         return release_delta(self.table_schema.max_rows if self.table_schema else None)
 
     def public_dict(self) -> dict[str, Any]:
-        """Parameters as published in the manifest (the seed is only marked as given)."""
+        """Parameters as published in the manifest: no local path, no secret.
+
+        The input and config are named by file name only (the manifest's ``input.sha256``
+        identifies the input) and the seed is only marked as given. Home and ledger are where
+        the deployment keeps its books, not properties of the release: they are left out.
+        """
+        out = self.private_dict()
+        for key in ("input", "config"):
+            if out[key] is not None:
+                out[key] = PurePath(out[key]).name
+        out.pop("home")
+        out.pop("ledger")
+        return out
+
+    def private_dict(self) -> dict[str, Any]:
+        """Parameters as kept in the private workspace for ``sds resume`` (full paths; the
+        ledger URL without its password; the seed is kept apart, in ``seed.json``)."""
+        from release_store.ledger_backends import split_password
+
         out = self.model_dump(mode="json")
+        out["ledger"] = None if self.ledger is None else split_password(self.ledger)[0]
         out["seed"] = "given (withheld)" if self.seed is not None else None
         out["delta"] = self.resolved_delta()
         return out
@@ -439,6 +479,7 @@ def prepare_params(
         sensitive_zeros=tuple(
             c for c in params.sensitive_zeros if not params.use_columns or c in params.use_columns
         ),
+        subject_id=params.subject_id,
         record_limit=params.record_limit,
         binning=tuple(bins),
     )

@@ -13,6 +13,7 @@ import html
 import io
 import json
 import re
+from pathlib import PurePath
 from typing import Any
 
 import pandas as pd
@@ -82,6 +83,36 @@ def csv_bytes(frame: Any) -> bytes:
     return buf.getvalue()
 
 
+FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+"""First characters that make a spreadsheet read a CSV cell as a formula (CSV injection)."""
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+def neutralize_formulas(frame: Any) -> tuple[Any, int]:
+    """A copy of ``frame`` whose text cells (and headers) that a spreadsheet would run as a
+    formula are prefixed with an apostrophe; plain numbers (``-5``, ``+1.5e3``) are kept.
+
+    Returns the frame and how many cells were changed (0: the frame itself, unchanged).
+
+    >>> import pandas as pd
+    >>> out, n = neutralize_formulas(pd.DataFrame({"a": ["=1+1", "-5", "@x", "ok"]}))
+    >>> list(out["a"]), n
+    (["'=1+1", '-5', "'@x", 'ok'], 2)
+    """
+
+    def risky(v: object) -> bool:
+        return isinstance(v, str) and v.startswith(FORMULA_START) and not _NUMBER.fullmatch(v)
+
+    changed = sum(int(frame[c].map(risky).sum()) for c in frame.columns)
+    renamed = {c: f"'{c}" for c in frame.columns if risky(str(c))}
+    if not changed and not renamed:
+        return frame, 0
+    out = frame.rename(columns=renamed)
+    for c in out.columns:
+        out[c] = out[c].map(lambda v: f"'{v}" if risky(v) else v)
+    return out, changed + len(renamed)
+
+
 def public_evaluation(evaluation: Any) -> dict[str, Any]:
     """The publishable evaluation: :func:`sds_core.evaluation.publishable.publishable_evaluation`.
 
@@ -111,7 +142,8 @@ def write_artifacts(
     atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates))
     syn = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
     atomic_write_bytes(out / "synthetic.parquet", _parquet_bytes(syn))
-    atomic_write_bytes(out / "synthetic.csv", csv_bytes(syn))
+    safe, _ = neutralize_formulas(syn)  # synthetic.parquet keeps the values unchanged
+    atomic_write_bytes(out / "synthetic.csv", csv_bytes(safe))
     atomic_write_json(
         out / "evaluation.json",
         {
@@ -203,6 +235,7 @@ def write_release(
             **({"aggregate_noise": aggregate_noise} if aggregate_noise is not None else {}),
         },
         "input": {
+            "name": PurePath(run.params.input).name,  # never the local path
             "sha256": input_sha256,
             "rows": int(aggregates.protected_number_of_records),
             "rows_note": "DP (noisy) record count; the true count is never published",

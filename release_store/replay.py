@@ -16,7 +16,7 @@ import tempfile
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
-from pathlib import Path
+from pathlib import Path, PurePath
 from typing import Any
 
 from pydantic import ValidationError
@@ -127,6 +127,20 @@ def replay_parameters(
     data.update(input=input_path, home=home, seed=seed, config=None)
     data.update({k: v for k, v in LOCAL_ONLY.items() if k in recorded})
     return data
+
+
+def published_form(private: Mapping[str, Any]) -> dict[str, Any]:
+    """The private parameter record as the manifest publishes it (ReleaseParams.public_dict):
+    input and config by file name, no home, no ledger.
+
+    >>> published_form({"input": "/data/in.csv", "config": None, "home": "/h", "ledger": None})
+    {'input': 'in.csv', 'config': None}
+    """
+    out = {k: v for k, v in private.items() if k not in ("home", "ledger")}
+    for key in ("input", "config"):
+        if out.get(key) is not None:
+            out[key] = PurePath(out[key]).name
+    return out
 
 
 def _paths(a: Any, b: Any, prefix: str = "") -> list[str]:
@@ -315,7 +329,7 @@ class RecordedRelease:
         """Published parameters against the private record made when the release started."""
         if self.private_params is None:
             return [Check("parameters", "private record", NOT_RECORDED, "no params.json")]
-        diff = _paths(self.parameters, self.private_params)
+        diff = _paths(self.parameters, published_form(self.private_params))
         if diff:
             return [
                 Check(

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from release_store import stages
 from release_store.ledger import Ledger
+from release_store.ledger_backends import default_ledger_url, resolve_ledger_url, split_password
 from release_store.ledger_replay import ReplayLedger
 from release_store.params import (
     ReleaseParams,
@@ -106,11 +107,14 @@ class ReleaseRun:
     @property
     def dirs(self) -> ReleaseDirs:
         """The release's directories, key, checkpoints and manifest."""
-        return ReleaseDirs(Path(self.home), self.dataset, self.release_id)
+        return ReleaseDirs(Path(self.home), self.dataset, self.release_id, self.params.ledger)
 
     def ledger(self) -> Ledger | ReplayLedger:
-        """The privacy-budget ledger of the home (a replay: the recorded charges, read-only)."""
-        return self.replay if self.replay is not None else Ledger.open(self.home)
+        """The privacy-budget ledger: ``params.ledger``, else $SDS_LEDGER_URL, else the home's
+        (a replay: the recorded charges, read-only)."""
+        return (
+            self.replay if self.replay is not None else Ledger.open(self.home, self.params.ledger)
+        )
 
     def randomness(self) -> ReleaseRandomness:
         """The release key (stored in the private workspace on first use)."""
@@ -236,6 +240,13 @@ def planned_charges(params: ReleaseParams) -> list[Any]:
     return first + list(plan_release(dp_params(params), 1).stage_spends())  # δ explicit
 
 
+def ledger_identity(run: ReleaseRun) -> str | None:
+    """The ledger a release is reserved in, as kept in its private parameters: None for the
+    home's own SQLite file (which moves with the home), else the URL without its password."""
+    url = resolve_ledger_url(run.home, run.params.ledger)
+    return None if url == default_ledger_url(run.home) else split_password(url)[0]
+
+
 def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun:
     """Reserve the whole release's (ε, δ) before any data is read; refuse if it does not fit.
 
@@ -252,25 +263,35 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             f"release id {release_id!r} already exists and is complete ({dirs.release_dir}); "
             "choose another --release-id or leave it out to get a new one"
         )
-    ledger = Ledger.open(run.home)
+    saved = dirs.private_dir / "params.json"
+    kept = params.private_dict() | {"release_id": release_id, "ledger": ledger_identity(run)}
+    before = json.loads(saved.read_text()) if saved.is_file() else None
+    if before is not None and before.get("ledger") != kept["ledger"]:  # before opening it
+        was, now_ = before.get("ledger") or "of its home", kept["ledger"] or "of the home"
+        raise SdsInputError(
+            f"release {release_id!r} was reserved in the ledger {was}, not in the ledger "
+            f"{now_}; resume it against the same ledger (--ledger URL or SDS_LEDGER_URL)"
+        )
+    ledger = Ledger.open(run.home, params.ledger)  # a reservation is never a replay
     earlier = ledger.reservation(release_id)
-    if earlier is not None and earlier.status != "open":
+    # completed in the ledger but never published (killed between the two): resumable, it
+    # finishes from its checkpoints without any new charge
+    unpublished = earlier is not None and earlier.status == "completed" and before is not None
+    if earlier is not None and earlier.status != "open" and not unpublished:
         closed = "failed or was cancelled" if earlier.status == "cancelled" else "completed"
         raise SdsInputError(
             f"release id {release_id!r} was already used by a release that {closed}; "
             "start a new release id (leave out --release-id to get a fresh one)"
         )
-    saved = dirs.private_dir / "params.json"
-    public = params.public_dict() | {"release_id": release_id}
-    if saved.is_file():
-        before = json.loads(saved.read_text())
-        if {k: v for k, v in before.items() if k != "home"} != {
-            k: v for k, v in public.items() if k != "home"
-        }:
-            raise SdsInputError(
-                f"release {release_id!r} was started with other parameters; resume it with "
-                f"`sds resume {release_id}` (same parameters) or start a new release id"
-            )
+    if before is not None and {k: v for k, v in before.items() if k != "home"} != {
+        k: v  # a parameter added since the release started counts when it is set
+        for k, v in kept.items()
+        if k != "home" and (k in before or v is not None)
+    }:
+        raise SdsInputError(
+            f"release {release_id!r} was started with other parameters; resume it with "
+            f"`sds resume {release_id}` (same parameters) or start a new release id"
+        )
     if ledger.budget(run.dataset) is None and params.default_budget is not None:
         ledger.set_budget(
             run.dataset,
@@ -286,11 +307,12 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
         flow_run_id=flow_run_id,
     )
     dirs.paths.create(exist_ok=True)
-    atomic_write_json(saved, public, private=True)
+    atomic_write_json(saved, kept, private=True)
     if params.seed is not None:
         atomic_write_json(dirs.private_dir / "seed.json", {"seed": params.seed}, private=True)
     run.randomness()
     if manifest is None:
+        public = params.public_dict() | {"release_id": release_id}
         dirs.write_manifest(
             Manifest.new(release_id=release_id, dataset=run.dataset, parameters=public).data
         )

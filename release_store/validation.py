@@ -21,6 +21,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from release_store.params import ColumnSchema, TableSchema
+from release_store.workspace import atomic_write_text
 from sds_core.errors import SdsInputError
 
 # Cells are stripped before the checks (schema_frame). ASCII classes only and no \s: pandas then
@@ -262,9 +263,8 @@ def validate_table(
         SchemaValidationError: naming every failing expectation (no values quoted).
     """
     gate = run_gate(table, schema, name=name)
-    private_dir.mkdir(parents=True, exist_ok=True)
-    detail_path = private_dir / f"validation-{what}.json"
-    detail_path.write_text(json.dumps(gate.details, indent=1, default=str), encoding="utf-8")
+    detail_path = private_dir / f"validation-{what}.json"  # quotes input values: mode 0600
+    atomic_write_text(detail_path, json.dumps(gate.details, indent=1, default=str), private=True)
     if not gate.success:
         raise SchemaValidationError(
             f"{what} validation failed ({len(gate.failures)} expectation(s)): "

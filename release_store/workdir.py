@@ -51,6 +51,7 @@ class ReleaseDirs:
     home: Path
     dataset: str
     release_id: str
+    ledger_url: str | None = None  # None: $SDS_LEDGER_URL, else the home's SQLite ledger
 
     @property
     def paths(self) -> ReleasePaths:
@@ -88,7 +89,7 @@ class ReleaseDirs:
         if manifest.get("status") == "complete" and "ledger_head" not in manifest:
             from release_store.audit import ledger_anchor
 
-            manifest = {**manifest, "ledger_head": ledger_anchor(self.home)}
+            manifest = {**manifest, "ledger_head": ledger_anchor(self.home, self.ledger_url)}
         Manifest(manifest).save(self.paths.manifest)
 
     # -- the key -------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import platform
 import re
 import secrets
 import shutil
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -50,23 +51,47 @@ def utc_now() -> str:
 
 # -- home and ids ----------------------------------------------------------------------------------
 def resolve_home(home: str | Path | None = None) -> Path:
-    """The SDS home: ``home`` (--home), else $SDS_HOME, else ./.sds; created, checked writable.
+    """The SDS home: ``home`` (--home), else $SDS_HOME, else ./.sds; created, checked, resolved.
+
+    A symlinked home is followed: the directory it points to is the home, and it must pass the
+    same checks. The home must be writable, owned by the current user and not writable by
+    everyone: it holds the private workspace (release keys, checkpoints).
 
     Raises:
-        SdsInputError: the directory cannot be created or written, naming it and the fix.
+        SdsInputError: the directory cannot be created or written, belongs to another user or
+            is world-writable, naming it and the fix.
     """
     source = "--home" if home else (HOME_ENV if os.environ.get(HOME_ENV) else "default home")
-    path = Path(home or os.environ.get(HOME_ENV) or DEFAULT_HOME).expanduser().absolute()
+    given = str(home or os.environ.get(HOME_ENV) or DEFAULT_HOME)
+    if "\0" in given:
+        raise SdsInputError(f"{source} contains a NUL byte; give a plain directory path")
+    path = Path(given).expanduser().absolute()
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        if not path.exists():
+            path.mkdir(parents=True, mode=0o755)
+        path = path.resolve(strict=True)
         probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
         probe.write_bytes(b"")
         probe.unlink()
-    except OSError as e:
+        st = path.stat()
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
         raise SdsInputError(
-            f"{source} {path} is not a writable directory ({e.strerror or e}); pass a directory "
+            f"{source} {path} is not a writable directory ({reason}); pass a directory "
             f"you can write to with --home DIR or set {HOME_ENV}"
         ) from e
+    if st.st_uid != os.geteuid():
+        raise SdsInputError(
+            f"{source} {path} belongs to another user (uid {st.st_uid}); its private "
+            "workspace (release keys, checkpoints) must not be shared: use a home of your "
+            "own, and share budgets through one PostgreSQL ledger (--ledger)"
+        )
+    if st.st_mode & stat.S_IWOTH:
+        raise SdsInputError(
+            f"{source} {path} is writable by every user (mode {stat.S_IMODE(st.st_mode):o}); "
+            f"anyone could replace its private files: run `chmod o-w {path}` or choose "
+            "another --home"
+        )
     return path
 
 
@@ -135,7 +160,7 @@ class ReleasePaths:
         return self.private_dir / name
 
     def create(self, *, exist_ok: bool = False) -> None:
-        """Create both directories (the private one mode 0700).
+        """Create both directories (``private/`` and the private one mode 0700).
 
         Raises:
             SdsInputError: the release id already exists and ``exist_ok`` is False.
@@ -149,6 +174,7 @@ class ReleasePaths:
                     )
         self.release_dir.mkdir(parents=True, exist_ok=True)
         self.private_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.private_dir.parent, 0o700)  # $SDS_HOME/private lists every release id
         os.chmod(self.private_dir, 0o700)
 
 
@@ -161,7 +187,13 @@ def release_paths(home: str | Path, dataset: str, release_id: str) -> ReleasePat
 def _atomic(path: str | Path, write: Callable[[io.BufferedWriter], object], private: bool) -> Path:
     """Write through a temp file in the same directory, fsync, rename, fsync the directory."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if private:  # a private file's new directories (checkpoints/) are 0700 like private/<id>
+        missing = [d for d in (path.parent, *path.parent.parents) if not d.exists()]
+        path.parent.mkdir(parents=True, exist_ok=True)
+        for d in missing:
+            os.chmod(d, 0o700)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600 if private else 0o666)
     try:

@@ -7,9 +7,8 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
-from release_store.ingest import read_table
+from release_store.ingest import read_table_with_digest
 from release_store.run import ReleaseRun, SensitiveTable
-from release_store.workspace import sha256_file
 from tasks.options import SENSITIVE
 
 
@@ -18,7 +17,8 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
     """Read the input (only the used columns); returns the table handle and the file's sha256."""
     progress.stage("reading the input")
     params = run.params
-    table = read_table(params.input, delimiter=params.delimiter)
+    table, digest = read_table_with_digest(params.input, delimiter=params.delimiter)
     if params.use_columns and params.table_schema is not None:  # the gate sees these only
-        table = table.select([c for c in table.column_names if c in params.use_columns])
-    return SensitiveTable(table), sha256_file(params.input)
+        kept = {*params.use_columns, params.subject_id}
+        table = table.select([c for c in table.column_names if c in kept])
+    return SensitiveTable(table), digest

@@ -26,7 +26,8 @@ def validate_input(run: ReleaseRun, table: SensitiveTable[Any]) -> list[dict[str
     if schema is None:
         return []
     if run.params.use_columns:
-        keep = [c for c in schema.columns if c.name in run.params.use_columns]
+        used = {*run.params.use_columns, run.params.subject_id}
+        keep = [c for c in schema.columns if c.name in used]
         schema = schema.model_copy(update={"columns": keep})
     return validate_table(table.value, schema, name="input", private_dir=run.dirs.private_dir)
 

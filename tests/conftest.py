@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import sys
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 _HOME = tempfile.mkdtemp(prefix="sds-test-prefect-")
@@ -25,9 +26,11 @@ os.environ.update(
         "GX_ANALYTICS_ENABLED": "false",
     }
 )
+os.environ.pop("SDS_LEDGER_URL", None)  # tests choose their ledger explicitly
 
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
+from pgserver import PgServer, ensure_installed  # noqa: E402
 
 # Property tests are derandomized so that CI runs are repeatable; set HYPOTHESIS_PROFILE=explore
 # locally to search new examples.
@@ -61,3 +64,28 @@ def shared_data() -> Path:
 def example_csv() -> Path:
     """The example dataset shipped with the project."""
     return PROJECT / "examples" / "pums_ca_10k.csv"
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator[PgServer]:
+    """A PostgreSQL server of this test session (installed with apt-get first if missing)."""
+    server = PgServer(ensure_installed())
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def pg_url(pg_server: PgServer) -> str:
+    """URL of a new, empty PostgreSQL ledger (its own schema) on the session's server."""
+    return pg_server.create_schema()
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """A fresh ledger URL of each backend: SQLite in tmp_path, or a new PostgreSQL database."""
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
+    url: str = request.getfixturevalue("pg_url")
+    return url

@@ -1,4 +1,8 @@
-"""Privacy-budget ledger: chain integrity, budget arithmetic, reservations, idempotency, races."""
+"""Privacy-budget ledger: chain integrity, budget arithmetic, reservations, idempotency, races.
+
+Every test that takes the ``ledger`` fixture runs twice: on SQLite and on a real PostgreSQL
+server that the test session starts (tests/pgserver.py).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import os
 import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 
 from release_store.ledger import (
@@ -17,6 +22,7 @@ from release_store.ledger import (
     LedgerCorruptError,
     PlannedCharge,
 )
+from release_store.ledger_chain import FIELDS
 from sds_core.errors import SdsInputError
 
 PURE = [
@@ -27,21 +33,36 @@ PURE = [
 
 
 @pytest.fixture
-def ledger(tmp_path: Path) -> Ledger:
-    """A fresh ledger with dataset 'pums' budgeted (epsilon=1, delta=1e-5)."""
-    led = Ledger.open(tmp_path)
+def ledger(ledger_url: str) -> Ledger:
+    """A fresh ledger (each backend) with dataset 'pums' budgeted (epsilon=1, delta=1e-5)."""
+    led = Ledger.from_url(ledger_url)
     led.set_budget("pums", epsilon=1.0, delta=1e-5)
     return led
 
 
-def _tamper(path: Path, sql: str, *args: object) -> None:
-    """Edit the ledger behind its back (dropping the append-only triggers, as an attacker would)."""
-    conn = sqlite3.connect(path)
-    conn.execute("DROP TRIGGER ledger_no_update")
-    conn.execute("DROP TRIGGER ledger_no_delete")
-    conn.execute(sql, args)
-    conn.commit()
-    conn.close()
+DB_ERRORS = (sqlite3.DatabaseError, psycopg.Error)
+
+
+def _sql(ledger: Ledger, sql: str, *args: object) -> list[tuple]:
+    """Run one statement directly on the ledger's database (autocommit); returns its rows."""
+    with ledger._store.raw() as conn:  # type: ignore[attr-defined]
+        if ledger.backend == "postgresql":
+            sql = sql.replace("?", "%s")
+        cur = conn.execute(sql, args)
+        rows = cur.fetchall() if cur.description else []
+        if ledger.backend == "sqlite":
+            conn.commit()
+        return [tuple(r) for r in rows]
+
+
+def _tamper(ledger: Ledger, sql: str, *args: object) -> None:
+    """Edit the ledger behind its back (append-only triggers disabled, as an attacker would)."""
+    if ledger.backend == "sqlite":
+        _sql(ledger, "DROP TRIGGER IF EXISTS ledger_no_update")
+        _sql(ledger, "DROP TRIGGER IF EXISTS ledger_no_delete")
+    else:
+        _sql(ledger, "ALTER TABLE ledger DISABLE TRIGGER USER")
+    _sql(ledger, sql, *args)
 
 
 # -- hash chain ---------------------------------------------------------------------------------
@@ -58,23 +79,26 @@ def test_verify_clean_chain(ledger: Ledger) -> None:
     report = _filled(ledger).verify()
     assert report.ok and report.rows == 6 and report.problems == ()
     assert ledger.head() == (6, report.head_hash)
-    first = sqlite3.connect(ledger.path).execute("SELECT prev_hash FROM ledger WHERE seq=1")
-    assert first.fetchone()[0] == "0" * 64
+    assert _sql(ledger, "SELECT prev_hash FROM ledger WHERE seq=1") == [("0" * 64,)]
 
 
 def test_triggers_block_naive_edits(ledger: Ledger) -> None:
-    """UPDATE and DELETE on the ledger table are refused by append-only triggers."""
-    conn = sqlite3.connect(_filled(ledger).path)
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-        conn.execute("UPDATE ledger SET epsilon='0.01' WHERE seq=3")
-    with pytest.raises(sqlite3.DatabaseError, match="append-only"):
-        conn.execute("DELETE FROM ledger WHERE seq=3")
+    """UPDATE and DELETE (and TRUNCATE on PostgreSQL) are refused by append-only triggers."""
+    _filled(ledger)
+    with pytest.raises(DB_ERRORS, match="append-only"):
+        _sql(ledger, "UPDATE ledger SET epsilon='0.01' WHERE seq=3")
+    with pytest.raises(DB_ERRORS, match="append-only"):
+        _sql(ledger, "DELETE FROM ledger WHERE seq=3")
+    if ledger.backend == "postgresql":
+        with pytest.raises(DB_ERRORS, match="append-only"):
+            _sql(ledger, "TRUNCATE ledger")
+    assert ledger.verify().ok
 
 
 def test_verify_detects_edit(ledger: Ledger) -> None:
     """Lowering a charge's epsilon in place breaks that row's hash."""
     _filled(ledger)
-    _tamper(ledger.path, "UPDATE ledger SET epsilon='0.01' WHERE seq=3")
+    _tamper(ledger, "UPDATE ledger SET epsilon='0.01' WHERE seq=3")
     report = ledger.verify()
     assert not report.ok and report.broken_seqs == (3,)
     assert "row seq 3" in report.problems[0] and "edited" in report.problems[0]
@@ -83,7 +107,7 @@ def test_verify_detects_edit(ledger: Ledger) -> None:
 def test_verify_detects_deletion_in_middle(ledger: Ledger) -> None:
     """Deleting a middle row leaves a seq gap and a broken link."""
     _filled(ledger)
-    _tamper(ledger.path, "DELETE FROM ledger WHERE seq=3")
+    _tamper(ledger, "DELETE FROM ledger WHERE seq=3")
     report = ledger.verify()
     assert not report.ok and report.broken_seqs == (4,)
 
@@ -91,7 +115,7 @@ def test_verify_detects_deletion_in_middle(ledger: Ledger) -> None:
 def test_verify_detects_tail_deletion_and_write_refuses(ledger: Ledger) -> None:
     """Deleting the last row is caught by the head record; later writes refuse to extend it."""
     _filled(ledger)
-    _tamper(ledger.path, "DELETE FROM ledger WHERE seq=6")
+    _tamper(ledger, "DELETE FROM ledger WHERE seq=6")
     report = ledger.verify()
     assert not report.ok and "ledger head" in report.problems[-1]
     with pytest.raises(LedgerCorruptError, match="does not match the recorded head"):
@@ -101,18 +125,13 @@ def test_verify_detects_tail_deletion_and_write_refuses(ledger: Ledger) -> None:
 def test_verify_detects_reordering(ledger: Ledger) -> None:
     """Swapping two rows' contents (keeping seq) breaks the links."""
     _filled(ledger)
-    conn = sqlite3.connect(ledger.path)
-    cols = [r[1] for r in conn.execute("PRAGMA table_info(ledger)") if r[1] != "seq"]
-    a = conn.execute(f"SELECT {','.join(cols)} FROM ledger WHERE seq=3").fetchone()
-    b = conn.execute(f"SELECT {','.join(cols)} FROM ledger WHERE seq=4").fetchone()
-    conn.close()
+    cols = [c for c in (*FIELDS, "hash") if c != "seq"]
+    (a,) = _sql(ledger, f"SELECT {','.join(cols)} FROM ledger WHERE seq=3")
+    (b,) = _sql(ledger, f"SELECT {','.join(cols)} FROM ledger WHERE seq=4")
     sets = ",".join(f"{c}=?" for c in cols)
-    _tamper(ledger.path, "UPDATE ledger SET stage='swap' WHERE seq=3")
-    conn = sqlite3.connect(ledger.path)
-    conn.execute(f"UPDATE ledger SET {sets} WHERE seq=4", a)
-    conn.execute(f"UPDATE ledger SET {sets} WHERE seq=3", b)
-    conn.commit()
-    conn.close()
+    _tamper(ledger, "UPDATE ledger SET stage='swap' WHERE seq=3")
+    _sql(ledger, f"UPDATE ledger SET {sets} WHERE seq=4", *a)
+    _sql(ledger, f"UPDATE ledger SET {sets} WHERE seq=3", *b)
     report = ledger.verify()
     assert not report.ok and {3, 4} <= set(report.broken_seqs)
 
@@ -120,13 +139,11 @@ def test_verify_detects_reordering(ledger: Ledger) -> None:
 def test_verify_detects_insertion(ledger: Ledger) -> None:
     """A row appended by hand with a made-up hash does not chain."""
     _filled(ledger)
-    conn = sqlite3.connect(ledger.path)
-    conn.execute(
+    _sql(
+        ledger,
         "INSERT INTO ledger (seq, kind, dataset, epsilon, delta, created_at, prev_hash, "
-        "hash) VALUES (7, 'budget', 'pums', '100', '0', 'now', 'x', 'y')"
+        "hash) VALUES (7, 'budget', 'pums', '100', '0', 'now', 'x', 'y')",
     )
-    conn.commit()
-    conn.close()
     report = ledger.verify()
     assert not report.ok and 7 in report.broken_seqs
 
@@ -142,10 +159,10 @@ def test_verify_detects_insertion(ledger: Ledger) -> None:
         ("1", 0.0, "finite"),
     ],
 )
-def test_set_budget_validation(tmp_path: Path, eps: object, delta: object, match: str) -> None:
+def test_set_budget_validation(ledger: Ledger, eps: object, delta: object, match: str) -> None:
     """Budgets need finite epsilon > 0 and 0 <= delta < 1."""
     with pytest.raises(SdsInputError, match=match):
-        Ledger.open(tmp_path).set_budget("d", epsilon=eps, delta=delta)  # type: ignore[arg-type]
+        ledger.set_budget("d", epsilon=eps, delta=delta)  # type: ignore[arg-type]
 
 
 def test_budget_cannot_drop_below_used(ledger: Ledger) -> None:
@@ -168,9 +185,9 @@ def test_refused_without_budget_and_when_exceeded(ledger: Ledger) -> None:
     assert ledger.reservation("r2") is None and ledger.budget("pums").epsilon_remaining == 0.4
 
 
-def test_exact_decimal_arithmetic(tmp_path: Path) -> None:
+def test_exact_decimal_arithmetic(ledger_url: str) -> None:
     """0.1 + 0.2 fits a 0.3 budget exactly (decimal, not binary float, sums)."""
-    led = Ledger.open(tmp_path)
+    led = Ledger.from_url(ledger_url)
     led.set_budget("d", epsilon=0.3, delta=0.0)
     led.reserve("d", "a", [PlannedCharge("count", "laplace", 0.1)])
     led.reserve("d", "b", [PlannedCharge("count", "laplace", 0.2)])
@@ -294,8 +311,7 @@ def test_charge_idempotent_and_checked(ledger: Ledger) -> None:
         ledger.charge("r1", "k9")
     with pytest.raises(LedgerConflictError, match="no reservation"):
         ledger.charge("nope", "count")
-    view = sqlite3.connect(ledger.path).execute("SELECT stage, epsilon FROM charges").fetchall()
-    assert view == [("k1", "0.2")]
+    assert _sql(ledger, "SELECT stage, epsilon FROM charges") == [("k1", "0.2")]
 
 
 def test_not_writable_home(tmp_path: Path) -> None:
@@ -314,22 +330,22 @@ def test_corrupt_file(tmp_path: Path) -> None:
 
 
 # -- real parallel processes ---------------------------------------------------------------
-def _race_reserve(home: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
+def _race_reserve(url: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
     barrier.wait()
     try:
-        Ledger.open(Path(home)).reserve("pums", f"r{i}", [PlannedCharge("count", "laplace", 0.3)])
+        Ledger.from_url(url).reserve("pums", f"r{i}", [PlannedCharge("count", "laplace", 0.3)])
         out.put(("ok", i))
     except BudgetExceededError:
         out.put(("refused", i))
 
 
-def _race_charge(home: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
+def _race_charge(url: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
     barrier.wait()
-    row = Ledger.open(Path(home)).charge("r1", "k1", flow_run_id=f"proc-{i}")
+    row = Ledger.from_url(url).charge("r1", "k1", flow_run_id=f"proc-{i}")
     out.put(("ok", row.seq))
 
 
-def _child(target, home: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
+def _child(target, url: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
     """Run ``target`` in a forked child and leave with ``os._exit``.
 
     A fork inherits the parent's atexit handlers and threads (a Prefect test server may be
@@ -337,7 +353,7 @@ def _child(target, home: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> Non
     """
     code = 0
     try:
-        target(home, i, barrier, out)
+        target(url, i, barrier, out)
     except BaseException:
         code = 1
     out.close()
@@ -345,12 +361,10 @@ def _child(target, home: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> Non
     os._exit(code)
 
 
-def _run(target, home: Path, n: int = 8) -> list[tuple[str, int]]:
+def _run(target, url: str, n: int = 8) -> list[tuple[str, int]]:
     ctx = mp.get_context("fork")
     barrier, out = ctx.Barrier(n), ctx.Queue()
-    procs = [
-        ctx.Process(target=_child, args=(target, str(home), i, barrier, out)) for i in range(n)
-    ]
+    procs = [ctx.Process(target=_child, args=(target, url, i, barrier, out)) for i in range(n)]
     for p in procs:
         p.start()
     results = [out.get(timeout=120) for _ in procs]
@@ -361,9 +375,9 @@ def _run(target, home: Path, n: int = 8) -> list[tuple[str, int]]:
 
 
 @pytest.mark.skipif(os.name != "posix", reason="uses fork")
-def test_concurrent_reservations_never_overspend(ledger: Ledger, tmp_path: Path) -> None:
+def test_concurrent_reservations_never_overspend(ledger: Ledger, ledger_url: str) -> None:
     """8 processes race to reserve 0.3 each against 1.0: exactly 3 succeed."""
-    results = _run(_race_reserve, tmp_path)
+    results = _run(_race_reserve, ledger_url)
     assert sorted(r for r, _ in results).count("ok") == 3
     status = ledger.budget("pums")
     assert status.epsilon_reserved == pytest.approx(0.9) and status.epsilon_remaining >= 0
@@ -371,10 +385,10 @@ def test_concurrent_reservations_never_overspend(ledger: Ledger, tmp_path: Path)
 
 
 @pytest.mark.skipif(os.name != "posix", reason="uses fork")
-def test_concurrent_charges_of_one_stage_give_one_row(ledger: Ledger, tmp_path: Path) -> None:
+def test_concurrent_charges_of_one_stage_give_one_row(ledger: Ledger, ledger_url: str) -> None:
     """8 processes charge the same (release, stage): one row, and all see that same row."""
     ledger.reserve("pums", "r1", PURE)
-    results = _run(_race_charge, tmp_path)
+    results = _run(_race_charge, ledger_url)
     assert len({seq for _, seq in results}) == 1
     assert len(ledger.charges(release_id="r1")) == 1 and ledger.verify().ok
 
