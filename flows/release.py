@@ -13,14 +13,15 @@ from typing import Any
 
 from prefect import flow, get_run_logger, runtime
 
-from release_store import stages
+from flows.progress_artifacts import ProgressArtifacts
+from release_store import progress, stages
 from release_store.params import ReleaseParams
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
 from tasks.ingest import read_input
 from tasks.marginals import aggregate_length, count_records, normalize_aggregates
 from tasks.preparation import prepare_table
-from tasks.publish import publish_release
+from tasks.publish import artifact_key, publish_release
 from tasks.synthesis import fit_synthesizer, synthesize_records
 from tasks.validation import validate_input, validate_output
 
@@ -37,65 +38,70 @@ def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     log = get_run_logger()
     timeline = stages.Timeline()
+    # Prefect progress artifacts for the long stages, next to the CLI's display
+    with progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))):
+        # --- budget: reserve (ε, δ) before the data is read ---------------------------------------
+        with timeline.run(stages.BUDGET):
+            run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
+        try:
+            # --- ingest, validate (GX gate; nothing charged yet), prepare -------------------------
+            with timeline.run(stages.INGEST):
+                raw, input_sha256 = read_input(run=run)
+            with timeline.run(stages.VALIDATE):
+                input_summary = validate_input(run=run, table=raw)
+            with timeline.run(stages.PREPARE):
+                table = prepare_table(run=run, table=raw, input_sha256=input_sha256)
+            del raw
 
-    # --- budget: reserve (ε, δ) before the data is read -----------------------------------------
-    with timeline.run(stages.BUDGET):
-        run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
-    try:
-        # --- ingest, validate (GX gate; nothing charged yet), prepare -------------------------
-        with timeline.run(stages.INGEST):
-            raw, input_sha256 = read_input(run=run)
-        with timeline.run(stages.VALIDATE):
-            input_summary = validate_input(run=run, table=raw)
-        with timeline.run(stages.PREPARE):
-            table = prepare_table(run=run, table=raw, input_sha256=input_sha256)
-        del raw
-
-        if params.synthesizer == "aggregate-seeded":
-            # --- count, aggregate k = 1..R: each charged, then drawn ---------------------------
-            with timeline.run(stages.COUNT):
-                protected_n = count_records(run=run, table=table)
-            by_length: dict[int, dict[str, Any]] = {}
-            for k in range(1, params.reporting_length + 1):
-                with timeline.run(stages.aggregate_stage(k)):
-                    by_length[k] = aggregate_length(
-                        run=run, table=table, k=k, protected_n=protected_n, shorter=by_length
+            if params.synthesizer == "aggregate-seeded":
+                # --- count, aggregate k = 1..R: each charged, then drawn --------------------------
+                with timeline.run(stages.COUNT):
+                    protected_n = count_records(run=run, table=table)
+                by_length: dict[int, dict[str, Any]] = {}
+                for k in range(1, params.reporting_length + 1):
+                    with timeline.run(stages.aggregate_stage(k)):
+                        by_length[k] = aggregate_length(
+                            run=run, table=table, k=k, protected_n=protected_n, shorter=by_length
+                        )
+                    log.info(
+                        "aggregate-%d: %d DP combinations survive",
+                        k,
+                        len(by_length[k]["survivors"]),
                     )
-                log.info(
-                    "aggregate-%d: %d DP combinations survive", k, len(by_length[k]["survivors"])
+
+                # --- normalize, synthesize: post-processing of the DP aggregates, no spend --------
+                with timeline.run(stages.NORMALIZE):
+                    aggregates = normalize_aggregates(
+                        run=run, table=table, by_length=by_length, protected_n=protected_n
+                    )
+                with timeline.run(stages.SYNTHESIZE):
+                    synthetic = synthesize_records(run=run, aggregates=aggregates, table=table)
+            else:
+                # --- fit a registry synthesizer: all its charges, then its draws ------------------
+                with timeline.run(stages.FIT):
+                    synthetic, aggregates = fit_synthesizer(run=run, table=table)
+
+            # --- validate output, evaluate --------------------------------------------------------
+            with timeline.run(stages.VALIDATE_OUTPUT):
+                output_summary = validate_output(run=run, synthetic=synthetic)
+            with timeline.run(stages.EVALUATE):
+                evaluation = evaluate(
+                    run=run, table=table, aggregates=aggregates, synthetic=synthetic
                 )
 
-            # --- normalize, synthesize: post-processing of the DP aggregates, no spend ---------
-            with timeline.run(stages.NORMALIZE):
-                aggregates = normalize_aggregates(
-                    run=run, table=table, by_length=by_length, protected_n=protected_n
-                )
-            with timeline.run(stages.SYNTHESIZE):
-                synthetic = synthesize_records(run=run, aggregates=aggregates, table=table)
-        else:
-            # --- fit a registry synthesizer: all its charges, then its draws -------------------
-            with timeline.run(stages.FIT):
-                synthetic, aggregates = fit_synthesizer(run=run, table=table)
-
-        # --- validate output, evaluate ----------------------------------------------------------
-        with timeline.run(stages.VALIDATE_OUTPUT):
-            output_summary = validate_output(run=run, synthetic=synthetic)
-        with timeline.run(stages.EVALUATE):
-            evaluation = evaluate(run=run, table=table, aggregates=aggregates, synthetic=synthetic)
-
-        # --- publish (the manifest turns complete, anchored to the ledger head) ---------------
-        return publish_release(
-            run=run,
-            input_sha256=input_sha256,
-            aggregates=aggregates,
-            synthetic=synthetic,
-            evaluation=evaluation,
-            validation={"input": input_summary, "output": output_summary},
-            stages_done=timeline.done,
-        )
-    except BaseException as e:
-        run.mark_failed(e, timeline.done)
-        raise
+            # --- publish (the manifest turns complete, anchored to the ledger head) ---------------
+            return publish_release(
+                run=run,
+                input_sha256=input_sha256,
+                aggregates=aggregates,
+                synthetic=synthetic,
+                evaluation=evaluation,
+                validation={"input": input_summary, "output": output_summary},
+                stages_done=timeline.done,
+            )
+        except BaseException as e:
+            run.mark_failed(e, timeline.done)
+            raise
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import resources
 from typing import Any
 
@@ -22,7 +23,7 @@ CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'
 """Content-Security-Policy of the generated pages: nothing may be loaded from anywhere."""
 
 _EVAL_SOURCE = (
-    "Computed from: evaluation.json, the published ratios of the evaluation against the "
+    "evaluation.json, the published ratios of the evaluation against the "
     "sensitive data (not differentially private; rounded, no count of the sensitive data)."
 )
 
@@ -32,14 +33,23 @@ def template(name: str) -> str:
     return (resources.files("release_store") / "templates" / name).read_text(encoding="utf-8")
 
 
-def figure(fig_id: str, title: str, svg: str, source: str) -> str:
-    """One chart with its title and the sentence saying what it is computed from."""
-    marks = svg.count('class="mark"')
-    return (
-        f'<figure class="chart" id="{esc(fig_id)}" data-marks="{marks}">'
-        f"<figcaption>{esc(title)}</figcaption>{svg}"
-        f'<p class="source">{esc(source)}</p></figure>'
-    )
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One chart: its element id, title, SVG and the sentence saying what it is computed from."""
+
+    fig_id: str
+    title: str
+    svg: str
+    source: str
+
+    def html(self, number: int) -> str:
+        """The ``<figure>``; ``data-marks`` is the number of data marks its SVG draws."""
+        marks = self.svg.count('class="mark"')
+        return (
+            f'<figure class="chart" id="{esc(self.fig_id)}" data-marks="{marks}">'
+            f"<figcaption>Figure {number}. {esc(self.title)}</figcaption>{self.svg}"
+            f'<p class="source">Figure {number} is computed from: {esc(self.source)}</p></figure>'
+        )
 
 
 def _eps(x: float) -> str:
@@ -92,12 +102,12 @@ def summary(inputs: ReportInputs) -> str:
     return "".join(parts)
 
 
-def privacy_figures(inputs: ReportInputs) -> list[str]:
+def privacy_figures(inputs: ReportInputs) -> list[Figure]:
     """Spend by stage, the budget bar, and each length's noise scale and threshold."""
     p = inputs.manifest["privacy"]
     stages = p.get("stages") or []
     out = [
-        figure(
+        Figure(
             "fig-spend",
             "Privacy spend by stage (ε)",
             hbars(
@@ -106,14 +116,14 @@ def privacy_figures(inputs: ReportInputs) -> list[str]:
                 label="privacy spend by stage",
                 value_format=_eps,
             ),
-            "Computed from: manifest.json privacy.stages (the ledger's charges for this "
+            "manifest.json privacy.stages (the ledger's charges for this "
             "release; public parameters of the mechanisms).",
         )
     ]
     b = inputs.budget
     if b is not None:
         out.append(
-            figure(
+            Figure(
                 "fig-budget",
                 "Lifetime budget of the dataset (ε)",
                 stacked(
@@ -125,7 +135,7 @@ def privacy_figures(inputs: ReportInputs) -> list[str]:
                     label="lifetime privacy budget",
                     value_format=_eps,
                 ),
-                "Computed from: the privacy-budget ledger (lifetime budget, charges and open "
+                "the privacy-budget ledger (lifetime budget, charges and open "
                 "reservations of the dataset) when the release was published.",
             )
         )
@@ -133,7 +143,7 @@ def privacy_figures(inputs: ReportInputs) -> list[str]:
     if by_length:
         sd = inputs.sd_by_len()
         out.append(
-            figure(
+            Figure(
                 "fig-noise",
                 "Noise and threshold by combination length",
                 vbars(
@@ -153,7 +163,7 @@ def privacy_figures(inputs: ReportInputs) -> list[str]:
                     label="noise and threshold by length",
                     value_format=lambda v: f"{v:.3g}",
                 ),
-                "Computed from: manifest.json privacy.noise (σ_k·√Δ_k and the threshold of each "
+                "manifest.json privacy.noise (σ_k·√Δ_k and the threshold of each "
                 "length; the budget plan and the DP-selected sensitivity Δ_k). "
                 + str(inputs.noise.get("how_to_read", "")),
             )
@@ -161,7 +171,7 @@ def privacy_figures(inputs: ReportInputs) -> list[str]:
     return out
 
 
-def distribution_figures(inputs: ReportInputs) -> list[str]:
+def distribution_figures(inputs: ReportInputs) -> list[Figure]:
     """For each column, its 1-way counts in the DP aggregates and in the synthetic records."""
     a = inputs.agreement
     out = []
@@ -175,7 +185,7 @@ def distribution_figures(inputs: ReportInputs) -> list[str]:
         shown = order[:MAX_VALUES]
         more = len(order) - len(shown)
         out.append(
-            figure(
+            Figure(
                 f"fig-oneway-{c}",
                 f"{name}: DP aggregates vs synthetic records"
                 + (f" (the {len(shown)} largest of {len(order)} values)" if more else ""),
@@ -190,21 +200,21 @@ def distribution_figures(inputs: ReportInputs) -> list[str]:
                     ],
                     label=f"1-way distribution of {name}",
                 ),
-                "Computed from: aggregates.parquet (DP counts of length 1; 'not reported' = "
+                "aggregates.parquet (DP counts of length 1; 'not reported' = "
                 "suppressed) and synthetic.parquet (records holding each value).",
             )
         )
     return out
 
 
-def pair_figure(inputs: ReportInputs) -> list[str]:
+def pair_figure(inputs: ReportInputs) -> list[Figure]:
     """The 2-way TVD of every column pair, DP aggregates vs synthetic records, as a heatmap."""
     a = inputs.agreement
     if a.reporting_length < 2 or a.domain.n_columns < 2:
         return []
     tvd = a.pair_tvd()
     return [
-        figure(
+        Figure(
             "fig-pair-tvd",
             "2-way total variation distance per column pair (0 = identical, 1 = disjoint)",
             heatmap(
@@ -212,7 +222,7 @@ def pair_figure(inputs: ReportInputs) -> list[str]:
                 [[float(v) for v in row] for row in tvd],
                 label="2-way TVD heatmap",
             ),
-            "Computed from: aggregates.parquet (reported DP counts of length 2, normalised per "
+            "aggregates.parquet (reported DP counts of length 2, normalised per "
             "pair) and synthetic.parquet (the records' 2-way counts, normalised per pair). It "
             "measures how faithfully the synthetic records reproduce the published aggregates.",
         )
@@ -230,7 +240,7 @@ def _get(d: Any, key: str) -> float | None:
     return float(d[key]) if isinstance(d, dict) and d.get(key) is not None else None
 
 
-def utility_figures(inputs: ReportInputs) -> list[str]:
+def utility_figures(inputs: ReportInputs) -> list[Figure]:
     """SDS's preservation by count bucket and by length, mean error, suppressed/fabricated."""
     ev, out = inputs.evaluation, []
     sections = (
@@ -243,7 +253,7 @@ def utility_figures(inputs: ReportInputs) -> list[str]:
     )
     if buckets:
         out.append(
-            figure(
+            Figure(
                 "fig-preservation-count",
                 "Count preservation by count bucket (1 = counts preserved)",
                 vbars(
@@ -266,7 +276,7 @@ def utility_figures(inputs: ReportInputs) -> list[str]:
     )
     if lengths:
         out.append(
-            figure(
+            Figure(
                 "fig-preservation-length",
                 "Count preservation by combination length",
                 vbars(
@@ -299,7 +309,7 @@ def utility_figures(inputs: ReportInputs) -> list[str]:
                 for s, n in sections
             ]
             out.append(
-                figure(
+                Figure(
                     f"fig-{title}",
                     f"{caption} (%, by length)",
                     vbars(
@@ -319,7 +329,7 @@ def utility_figures(inputs: ReportInputs) -> list[str]:
         if sd:
             series.append(Series("noise standard deviation", tuple(sd.get(k) for k in ks)))
         out.append(
-            figure(
+            Figure(
                 "fig-error-length",
                 "Mean error of the synthetic counts by combination length",
                 vbars(
@@ -328,7 +338,7 @@ def utility_figures(inputs: ReportInputs) -> list[str]:
                     label="mean error by length",
                     value_format=lambda v: f"{v:.3g}",
                 ),
-                "Computed from: aggregates.parquet and synthetic.parquet (mean absolute difference "
+                "aggregates.parquet and synthetic.parquet (mean absolute difference "
                 "between a reported DP count and the synthetic records' count of the same "
                 "combination) and manifest.json privacy.noise (the DP noise, for scale).",
             )
@@ -336,7 +346,7 @@ def utility_figures(inputs: ReportInputs) -> list[str]:
     return out
 
 
-def timing_figure(inputs: ReportInputs) -> list[str]:
+def timing_figure(inputs: ReportInputs) -> list[Figure]:
     """Seconds per stage of the run (from the manifest's timeline)."""
     stages = [s for s in inputs.manifest.get("stages") or [] if isinstance(s, dict)]
     secs = [(s["name"], s.get("duration_s", s.get("seconds"))) for s in stages]
@@ -344,7 +354,7 @@ def timing_figure(inputs: ReportInputs) -> list[str]:
     if not secs:
         return []
     return [
-        figure(
+        Figure(
             "fig-timing",
             "Time per stage (seconds)",
             hbars(
@@ -353,7 +363,7 @@ def timing_figure(inputs: ReportInputs) -> list[str]:
                 label="seconds per stage",
                 value_format=lambda v: f"{v:.3g}",
             ),
-            "Computed from: manifest.json stages (wall-clock time of each stage of this run).",
+            "manifest.json stages (wall-clock time of each stage of this run).",
         )
     ]
 
@@ -397,7 +407,7 @@ def details_section(inputs: ReportInputs) -> str:
 def report_html(inputs: ReportInputs) -> bytes:
     """The whole report as UTF-8 HTML (deterministic for the same inputs)."""
     m = inputs.manifest
-    sections: list[tuple[str, str, Callable[[ReportInputs], list[str]], str]] = [
+    sections: list[tuple[str, str, Callable[[ReportInputs], list[Figure]], str]] = [
         ("privacy", "Privacy: spend, budget and noise", privacy_figures, ""),
         (
             "distributions",
@@ -415,13 +425,16 @@ def report_html(inputs: ReportInputs) -> bytes:
         ),
         ("timing", "How long it took", timing_figure, ""),
     ]
-    body = []
-    toc = []
+    body, toc, number = [], [], 0
     for sid, title, build, intro in sections:
         figs = build(inputs)
         if figs:
             toc.append(f"<li><a href='#{sid}'>{esc(title)}</a></li>")
-            body.append(f"<h2 id='{sid}'>{esc(title)}</h2>{intro}{''.join(figs)}")
+            html = []
+            for fig in figs:
+                number += 1
+                html.append(fig.html(number))
+            body.append(f"<h2 id='{sid}'>{esc(title)}</h2>{intro}{''.join(html)}")
     rid, created = esc(m["release_id"]), esc(m.get("created_at", ""))
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
