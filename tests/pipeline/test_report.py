@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from release_store.explorer import explorer_html, payload
+from release_store.explorer import explorer_html
 from release_store.report import report_html
 from release_store.report_inputs import BudgetSnapshot, ReportInputs, count_sd
 from sds_core.data.domain import Domain
@@ -20,9 +20,7 @@ from sds_core.evaluation.agreement import agreement
 from sds_core.marginals.aggregates import AggregateSet
 from tests.pipeline.conftest import run_cli
 
-DOMAIN = Domain(
-    ("A", "B", "C"), (("a1", "a</script><b>x"), ("b1", "b2"), ("c1", "hidden-value"))
-)
+DOMAIN = Domain(("A", "B", "C"), (("a1", "a</script><b>x"), ("b1", "b2"), ("c1", "hidden-value")))
 DP = {
     "A:a1": 60,
     "A:a</script><b>x": 40,
