@@ -171,6 +171,18 @@ def privacy_figures(inputs: ReportInputs) -> list[Figure]:
     return out
 
 
+def unpublished_columns(inputs: ReportInputs) -> str:
+    """A note naming the columns none of whose values the release reports (no chart for them)."""
+    a = inputs.agreement
+    empty = [(c, n) for c, n in enumerate(a.domain.columns) if not a.one_way(c).labels]
+    return "".join(
+        f"<p class='note' id='oneway-none-{c}'><b>{esc(n)}</b>: no value of this column is "
+        "reported (every 1-way count fell below the length-1 threshold) and no synthetic record "
+        "holds one, so it has no chart.</p>"
+        for c, n in empty
+    )
+
+
 def distribution_figures(inputs: ReportInputs) -> list[Figure]:
     """For each column, its 1-way counts in the DP aggregates and in the synthetic records."""
     a = inputs.agreement
@@ -413,7 +425,7 @@ def report_html(inputs: ReportInputs) -> bytes:
             "distributions",
             "Each column: DP aggregates vs synthetic records",
             distribution_figures,
-            "",
+            unpublished_columns(inputs),
         ),
         ("pairs", "Column pairs", pair_figure, ""),
         (
@@ -428,7 +440,7 @@ def report_html(inputs: ReportInputs) -> bytes:
     body, toc, number = [], [], 0
     for sid, title, build, intro in sections:
         figs = build(inputs)
-        if figs:
+        if figs or intro:
             toc.append(f"<li><a href='#{sid}'>{esc(title)}</a></li>")
             html = []
             for fig in figs:
