@@ -106,7 +106,7 @@ def payload(inputs: ReportInputs) -> tuple[dict[str, Any], bytes]:
 def explorer_html(inputs: ReportInputs) -> bytes:
     """The explorer page as UTF-8 HTML (deterministic: gzip without a timestamp)."""
     meta, data = payload(inputs)
-    blob = base64.b64encode(gzip.compress(data, compresslevel=6, mtime=0)).decode("ascii")
+    blob = base64.b64encode(gzip.compress(data, compresslevel=3, mtime=0)).decode("ascii")
     m = inputs.manifest
     sd = {e["length"]: count_sd(e) for e in inputs.noise.get("by_length") or []}
     noise_note = (
