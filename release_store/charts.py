@@ -45,7 +45,7 @@ def nice_ticks(top: float, count: int = 5) -> list[float]:
     mag = 10 ** math.floor(math.log10(raw))
     step = next(m * mag for m in (1, 2, 2.5, 5, 10) if m * mag >= raw)
     n = math.ceil(top / step - 1e-9)
-    return [round(i * step, 12) for i in range(n + 1)]
+    return [float(round(i * step, 12)) for i in range(n + 1)]
 
 
 def fmt_number(x: float) -> str:
