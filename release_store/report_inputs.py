@@ -33,9 +33,15 @@ HOW_TO_READ = (
 def count_sd(entry: dict[str, Any]) -> float:
     """Standard deviation of the noise on one published count of a ``by_length`` entry.
 
+    ``noise_sd`` when the manifest gives it, else ``sigma * sqrt(allowed_sensitivity)``.
+
     >>> count_sd({"sigma": 2.0, "allowed_sensitivity": 4})
     4.0
+    >>> count_sd({"sigma": 2.0, "allowed_sensitivity": 4, "noise_sd": 4.5})
+    4.5
     """
+    if entry.get("noise_sd") is not None:
+        return float(entry["noise_sd"])
     return float(entry["sigma"]) * math.sqrt(max(int(entry["allowed_sensitivity"]), 0))
 
 
