@@ -80,14 +80,16 @@
     const top = Math.max(dp >= 0 ? dp + hw : 0, syn, 1) * 1.1;
     const W = 520, x = (v) => 20 + (Math.max(v, 0) / top) * (W - 40);
     let s = `<svg viewBox="0 0 ${W} 60" class="bar-svg" role="img" aria-label="error bar">` +
+      `<circle cx="24" cy="6" r="4" class="dp"/><text x="32" y="9">DP aggregate, 95% noise interval</text>` +
+      `<rect x="236" y="2" width="8" height="8" class="syn"/><text x="250" y="9">synthetic records</text>` +
       `<line x1="20" x2="${W - 20}" y1="44" y2="44" class="axis"/>` +
       `<text x="20" y="57" class="tick">0</text>` +
       `<text x="${W - 20}" y="57" class="tick" text-anchor="end">${fmt(Math.round(top))}</text>`;
     if (dp >= 0) {
-      s += `<line class="mark ci" x1="${x(dp - hw)}" x2="${x(dp + hw)}" y1="20" y2="20"/>` +
-        `<circle class="mark dp" cx="${x(dp)}" cy="20" r="5"><title>DP aggregate ${fmt(dp)}</title></circle>`;
+      s += `<line class="mark ci" x1="${x(dp - hw)}" x2="${x(dp + hw)}" y1="22" y2="22"/>` +
+        `<circle class="mark dp" cx="${x(dp)}" cy="22" r="5"><title>DP aggregate ${fmt(dp)}</title></circle>`;
     }
-    s += `<rect class="mark syn" x="${x(syn) - 5}" y="29" width="10" height="10">` +
+    s += `<rect class="mark syn" x="${x(syn) - 5}" y="30" width="10" height="10">` +
       `<title>synthetic ${fmt(syn)}</title></rect></svg>`;
     return s;
   }
