@@ -191,7 +191,7 @@ def test_explorer_payload_round_trips() -> None:
 
 
 def test_pages_are_deterministic() -> None:
-    """The same inputs give byte-identical pages (a resumed release hashes the same)."""
+    """The same inputs give byte-identical pages (no clock, no randomness, gzip without mtime)."""
     assert report_html(make_inputs()) == report_html(make_inputs())
     assert explorer_html(make_inputs()) == explorer_html(make_inputs())
 
