@@ -31,10 +31,10 @@ release: setup
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py).
 test: setup chromium
-	$(PY) -m pytest -q --doctest-modules sds_core release_store tests
+	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 test-fast: setup
-	$(PY) -m pytest -q -m "not slow and not server and not browser" --doctest-modules sds_core release_store tests
+	$(PY) -m pytest -q -m "not slow and not server and not browser" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py

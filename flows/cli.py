@@ -1,4 +1,5 @@
-"""The ``sds`` command line (typer, rich): release, resume, cancel, budget, audit, report, evaluate.
+"""The ``sds`` command line (typer + rich): release, resume, cancel, budget, audit, report,
+evaluate, verify, sign and signing-key.
 
 Thin front end of the ``release`` flow and the ledger. Prefect, GX and ``sds_core`` (whose
 package import loads pandas) are imported inside the commands that need them, so ``sds --help``
@@ -25,6 +26,8 @@ app = typer.Typer(
 )
 budget_app = typer.Typer(no_args_is_help=True, help="Lifetime privacy budgets per dataset.")
 app.add_typer(budget_app, name="budget")
+key_app = typer.Typer(no_args_is_help=True, help="The home's Ed25519 release-signing key.")
+app.add_typer(key_app, name="signing-key")
 
 HomeOpt = Annotated[
     str | None, typer.Option("--home", help="SDS home (default $SDS_HOME or ./.sds).")
@@ -264,15 +267,36 @@ def budget_show(
 
 @app.command()
 def audit(
-    dataset: Annotated[str | None, typer.Argument()] = None,
+    dataset: Annotated[
+        str | None, typer.Argument(help="Only this dataset; with --replay, the RELEASE_ID.")
+    ] = None,
     verify: Annotated[bool, typer.Option("--verify", help="Check hashes and chain.")] = False,
+    replay: Annotated[
+        bool,
+        typer.Option(
+            "--replay",
+            help="Recompute RELEASE_ID from --input, its recorded parameters and its key "
+            "(nothing is charged) and compare every published file byte for byte.",
+        ),
+    ] = False,
+    input: Annotated[
+        str | None,
+        typer.Option("--input", help="With --replay: the input the release was made from."),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json")] = False,
     home: HomeOpt = None,
 ) -> None:
-    """List releases and budgets; --verify checks the ledger chain and every artifact hash."""
+    """List releases and budgets; --verify checks the ledger chain and every artifact hash.
+
+    `sds audit RELEASE_ID --replay --input PATH` recomputes that release and compares it with
+    what was published; it exits 1 when anything differs.
+    """
     from rich.console import Console
     from rich.table import Table
 
+    if replay or input is not None:
+        _replay(dataset, input, replay=replay, verify=verify, as_json=as_json, home=home)
+        return
     from release_store.audit import audit_home as run_audit
 
     report = run_audit(_home(home), dataset, verify=verify)
@@ -321,6 +345,173 @@ def report_command(
             typer.echo(path)
             raise fail(f"no browser could be started to open {path}; open the file yourself", 1)
     typer.echo(path)
+
+
+def _replay(
+    release_id: str | None,
+    input: str | None,
+    *,
+    replay: bool,
+    verify: bool,
+    as_json: bool,
+    home: str | None,
+) -> None:
+    from sds_core.errors import SdsInputError
+
+    usage = "sds audit RELEASE_ID --replay --input PATH"
+    if not replay:
+        raise fail(f"--input is only used to replay a release: {usage}", 2)
+    if verify:
+        raise fail(f"--verify and --replay are separate audits; run one at a time: {usage}", 2)
+    if release_id is None or input is None:
+        missing = "the RELEASE_ID" if release_id is None else "--input PATH (the sensitive input)"
+        raise fail(f"--replay needs {missing}: {usage}", 2)
+    root = _home(home)
+    prefect_environment(root)  # the stage tasks import Prefect (no server is started)
+    from rich.console import Console
+    from rich.table import Table
+
+    from flows.replay import replay_release
+    from release_store.progress import RichProgress, reporting
+
+    console = Console(stderr=True)
+    try:
+        with RichProgress(f"replay {release_id}", console=console) as shown, reporting(shown):
+            report = replay_release(root, release_id, input)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
+    if as_json:
+        typer.echo(json.dumps(report.to_dict(), indent=2))
+    else:
+        colour = {"match": "green", "differs": "red", "not recorded": "yellow", "note": "blue"}
+        table = Table("stage", "compared", "result", "detail")
+        for c in report.checks:
+            table.add_row(c.stage, c.subject, f"[{colour[c.status]}]{c.status}[/]", c.detail)
+        out = Console()
+        out.print(f"replay of release {report.release_id} (dataset {report.dataset})")
+        out.print(table)
+        if report.identical:
+            out.print(
+                "[green]identical: every published file is what the recorded method, "
+                "parameters and release key produce from this input; nothing was charged[/green]"
+            )
+        else:
+            out.print(
+                f"[red]DIFFERS: {len(report.differences)} comparison(s) differ: "
+                + "; ".join(f"{c.stage} {c.subject}" for c in report.differences)
+                + "[/red]"
+            )
+    if not report.identical:
+        raise typer.Exit(1)
+
+
+@app.command("verify")
+def verify_command(
+    release_dir: Annotated[Path, typer.Argument(help="A published release directory.")],
+    public_key: Annotated[
+        Path | None,
+        typer.Option(
+            "--public-key",
+            help="The custodian's public key (signing-key.pub), obtained separately: proves "
+            "who signed. Without it the release's own signing-key.pub is used.",
+        ),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json")] = False,
+) -> None:
+    """Check a downloaded release: its signature and every artifact's sha256.
+
+    Needs only the release directory (no ledger, no private files); exits 1 on any problem.
+    """
+    from release_store.signing import load_public_key, verify_signed_release
+    from sds_core.errors import SdsInputError
+
+    try:
+        key = None
+        if public_key is not None:
+            try:
+                data = public_key.read_bytes()
+            except OSError as e:
+                raise SdsInputError(f"--public-key {public_key}: {e.strerror or e}") from None
+            key = load_public_key(data, f"--public-key {public_key}")
+        check = verify_signed_release(release_dir, key)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
+    if as_json:
+        typer.echo(json.dumps(check.to_dict(), indent=2))
+    else:
+        typer.echo(
+            f"release {check.release_id} (dataset {check.dataset}): {check.artifacts} artifacts"
+        )
+        if check.signature_valid and check.key_source == "given":
+            typer.echo(f"signature: valid, by the given key {check.key_id}")
+        elif check.signature_valid:
+            typer.echo(
+                f"signature: valid, by the key shipped with the release {check.key_id}; this "
+                "proves the files are unchanged since signing, not who signed them: compare "
+                "the fingerprint with the one the custodian publishes, or pass --public-key"
+            )
+        for p in check.problems:
+            typer.echo(f"problem: {p}")
+        typer.echo("verified" if check.ok else "NOT verified")
+    if not check.ok:
+        raise typer.Exit(1)
+
+
+@app.command()
+def sign(release_id: str, home: HomeOpt = None) -> None:
+    """Sign a complete release with the home's current key (older releases, or after rotation)."""
+    from release_store.signing import sign_release
+    from release_store.workspace import verify_release
+
+    root = _home(home)
+    found = sorted(root.glob(f"releases/*/{release_id}"))
+    if not found:
+        raise fail(f"no published release {release_id!r} in {root / 'releases'}", 2)
+    problems = verify_release(found[0])
+    if problems:
+        raise fail(
+            f"release {release_id} is not intact, so it is not signed: {'; '.join(problems)}", 1
+        )
+    typer.echo(f"signed {found[0]} with key {sign_release(root, found[0])}")
+
+
+@key_app.command("show")
+def key_show(
+    home: HomeOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False
+) -> None:
+    """Print the home's public signing key and its fingerprint (created on first use)."""
+    from release_store.signing import key_history, key_id, public_pem, signing_key
+
+    root = _home(home)
+    public = signing_key(root).public_key()
+    if as_json:
+        typer.echo(
+            json.dumps(
+                {
+                    "key_id": key_id(public),
+                    "public_key": public_pem(public).decode(),
+                    "history": key_history(root),
+                },
+                indent=2,
+            )
+        )
+        return
+    typer.echo(f"key id: {key_id(public)}")
+    typer.echo(public_pem(public).decode().rstrip())
+
+
+@key_app.command("rotate")
+def key_rotate(home: HomeOpt = None) -> None:
+    """Replace the home's signing key; releases signed before keep their old signature."""
+    from release_store.signing import rotate_key
+
+    old, new = rotate_key(_home(home))
+    typer.echo(f"retired key: {old or '(none)'}")
+    typer.echo(f"new key: {new}")
+    typer.echo(
+        "publish the new key's fingerprint where your users look for it; re-sign releases "
+        "that should carry the new key with `sds sign RELEASE_ID`"
+    )
 
 
 @app.command()

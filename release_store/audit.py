@@ -2,8 +2,9 @@
 
 Lists the releases under ``$SDS_HOME/releases`` and the ledger's reservations; with
 ``verify=True`` also checks the ledger hash chain, each release directory against its
-manifest (:func:`release_store.workspace.verify_release`), the manifest against the ledger, and the
-ledger head each complete manifest recorded (:func:`ledger_anchor`) against the chain.
+manifest (:func:`release_store.workspace.verify_release`), the manifest against the ledger, the
+ledger head each complete manifest recorded (:func:`ledger_anchor`) against the chain, and a
+signed release's signature against the home's signing keys (:func:`signature_problems`).
 """
 
 from __future__ import annotations
@@ -14,7 +15,14 @@ from pathlib import Path
 from typing import Any
 
 from release_store.ledger import LEDGER_FILE, BudgetStatus, Ledger, VerifyReport
-from release_store.workspace import MANIFEST, Manifest, validate_id, verify_release
+from release_store.workspace import (
+    MANIFEST,
+    PUBLIC_KEY,
+    SIGNATURE,
+    Manifest,
+    validate_id,
+    verify_release,
+)
 from sds_core.errors import SdsInputError
 
 
@@ -35,6 +43,7 @@ class ReleaseAudit:
     artifacts: dict[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
     report: str | None = None  # path of report.html of a complete release
+    signed_by: str | None = None  # key id of a verified signature (None: unsigned/unchecked)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,6 +157,26 @@ def anchor_problems(ledger: Ledger | None, anchor: object) -> list[str]:
     return []
 
 
+def signature_problems(home: Path, release_dir: Path) -> tuple[str | None, list[str]]:
+    """A signed release's signature, for its own home: (key id when valid, problems).
+
+    The signature must check and the key must be one of the home's signing keys (current or
+    retired). A release without ``manifest.sig`` is not a problem here: releases published
+    before signing existed have none (``sds sign RELEASE_ID`` signs them).
+    """
+    from release_store.signing import check_signature, home_public_keys, key_id
+
+    if not (release_dir / SIGNATURE).exists() and not (release_dir / PUBLIC_KEY).exists():
+        return None, []
+    key, valid, problems = check_signature(release_dir)
+    if key is not None and valid and key_id(key) not in home_public_keys(home):
+        problems.append(
+            f"signed by key {key_id(key)}, which is not one of this home's signing keys "
+            "(`sds signing-key show`)"
+        )
+    return (key_id(key) if key is not None and valid and not problems else None), problems
+
+
 def _manifests(home: Path, dataset: str | None) -> list[Path]:
     root = home / "releases"
     pattern = f"{dataset}/*" if dataset else "*/*"
@@ -173,6 +202,10 @@ def audit_home(
         rid = release_dir.name
         seen.add(rid)
         found = verify_release(release_dir) if verify else []
+        signed_by = None
+        if verify:
+            signed_by, bad = signature_problems(home, release_dir)
+            found += bad
         try:
             m = Manifest.load(release_dir / MANIFEST).data
         except ValueError:
@@ -210,6 +243,7 @@ def audit_home(
                 report=str(release_dir / "report.html")
                 if m.get("status") == "complete" and (release_dir / "report.html").is_file()
                 else None,
+                signed_by=signed_by,
             )
         )
         problems += [f"{release_dir.parent.name}/{rid}: {p}" for p in found]

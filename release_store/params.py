@@ -1,21 +1,29 @@
 """ReleaseParams: the one typed parameter object of the ``release`` flow, and config loading.
 
 The Prefect UI renders this pydantic model as the run form; the ``sds`` CLI builds it from a TOML
-config file plus command-line options (the command line wins). :func:`dp_params` and
-:func:`prepare_params` convert it once, at the task boundary, into the frozen ``sds_core``
-dataclasses.
+config file plus command-line options (the command line wins). Keys that set a core parameter
+(:data:`CORE_KEYS`) take its default, bounds and description from the core dataclass field's
+FieldSpec, declared once in ``sds_core``. :func:`dp_params` and :func:`prepare_params` convert it
+once, at the task boundary, into the frozen ``sds_core`` dataclasses; :func:`config_table` and
+:func:`core_table` render the tables of docs/pipeline.md from the same declarations.
 """
 
 from __future__ import annotations
 
-import math
+import dataclasses
+import json
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from sds_core.data.preparation import PrepareParams
 from sds_core.errors import SdsInputError
+from sds_core.evaluation.metrics import EvaluationParams
+from sds_core.marginals.params import DpParams, release_delta
+from sds_core.param_fields import field_specs, interval_text
+from sds_core.synthesis.generator import SynthesisParams
 
 SYNTHESIZERS = (
     "aggregate-seeded",
@@ -26,8 +34,40 @@ SYNTHESIZERS = (
 )
 """Synthesizer names accepted before the registry (sds_core.synthesizers) is importable."""
 
-DEFAULT_DELTA = 1e-6
-"""δ of a release when neither the user nor the schema's ``max_rows`` determines it."""
+CORE_KEYS: dict[str, type] = {
+    "epsilon": DpParams,
+    "delta": DpParams,
+    "reporting_length": DpParams,
+    "percentile_percentage": DpParams,
+    "percentile_epsilon_proportion": DpParams,
+    "number_of_records_epsilon_proportion": DpParams,
+    "use_columns": PrepareParams,
+    "sensitive_zeros": PrepareParams,
+    "record_limit": PrepareParams,
+    "resolution": EvaluationParams,
+}
+"""Release keys that set a core parameter of the same name: the core field's FieldSpec is their
+one declaration (default, bounds, description)."""
+
+RELEASE_OVERRIDES: dict[str, dict[str, Any]] = {
+    "record_limit": {"ge": 1},  # the form has no "0 = all rows": leave it empty for all rows
+    "resolution": {"default": 100},  # releases compare counts in bins of 100 (core: SDS's 10)
+}
+"""Where a release deliberately differs from the core declaration (and nowhere else)."""
+
+CORE_CLASSES = (DpParams, SynthesisParams, PrepareParams, EvaluationParams)
+"""The core parameter objects a release builds (docs: :func:`core_table`)."""
+
+
+def _core(key: str) -> Any:
+    """The pydantic Field of release key ``key``: the core field's default, bounds and
+    description (:data:`CORE_KEYS`), with the key's :data:`RELEASE_OVERRIDES` applied."""
+    default, spec = field_specs(CORE_KEYS[key])[key]
+    given = {"default_factory": list} if default == () else {"default": default}
+    bounds = {"ge": spec.ge, "gt": spec.gt, "le": spec.le, "lt": spec.lt}
+    settings = {**given, **bounds, "description": spec.description}
+    return Field(**{**settings, **RELEASE_OVERRIDES.get(key, {})})
+
 
 _ID = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$"
 
@@ -121,7 +161,11 @@ class LifetimeBudget(BaseModel):
 
 
 class ReleaseParams(BaseModel):
-    """Everything one DP release needs. Defaults are the SDS / pac-synth defaults."""
+    """Everything one DP release needs. Defaults are the SDS / pac-synth defaults.
+
+    The keys of :data:`CORE_KEYS` are declared by the core parameter objects (one FieldSpec
+    each); only :data:`RELEASE_OVERRIDES` departs from them.
+    """
 
     model_config = ConfigDict(extra="forbid")
 
@@ -145,35 +189,12 @@ class ReleaseParams(BaseModel):
         description="SDS home (ledger, releases, private workspace); default $SDS_HOME or ./.sds",
     )
     delimiter: str = Field(",", min_length=1, max_length=1, description="CSV field delimiter.")
-    epsilon: float = Field(
-        4.0,
-        gt=0,
-        le=100,
-        description="Privacy loss ε of this release (smaller = more private, more noise).",
-    )
-    delta: float | None = Field(
-        None,
-        gt=0,
-        lt=1,
-        description="Privacy failure probability δ; empty = 1/(N·ln N) for the schema's max_rows "
-        "N, else 1e-6. Fixed before the data is read, so it never depends on the data.",
-    )
-    reporting_length: int = Field(
-        3, ge=1, le=10, description="R: longest released combination of attributes."
-    )
-    percentile_percentage: int = Field(
-        99,
-        ge=0,
-        le=100,
-        description="Percentile of per-record combination counts used to bound "
-        "each record's contribution (higher = less bias, more noise).",
-    )
-    percentile_epsilon_proportion: float = Field(
-        0.01, gt=0, lt=1, description="Share of the marginals' budget spent choosing that bound."
-    )
-    number_of_records_epsilon_proportion: float = Field(
-        0.005, gt=0, lt=1, description="Share of ε spent on the noisy record count."
-    )
+    epsilon: float = _core("epsilon")
+    delta: float | None = _core("delta")
+    reporting_length: int = _core("reporting_length")
+    percentile_percentage: int = _core("percentile_percentage")
+    percentile_epsilon_proportion: float = _core("percentile_epsilon_proportion")
+    number_of_records_epsilon_proportion: float = _core("number_of_records_epsilon_proportion")
     synthesizer: str = Field(
         "aggregate-seeded", description=f"Synthesizer: one of {', '.join(SYNTHESIZERS)}."
     )
@@ -183,22 +204,16 @@ class ReleaseParams(BaseModel):
         description="Testing only: derive the release key from this seed. Anyone "
         "who knows it can regenerate the noise; leave empty for real releases.",
     )
-    use_columns: list[str] = Field(
-        default_factory=list, description="Columns to release (empty = all declared columns)."
-    )
-    sensitive_zeros: list[str] = Field(
-        default_factory=list, description="Columns where '0' is a value, not an empty cell."
-    )
-    record_limit: int | None = Field(None, ge=1, description="Use only the first N data rows.")
+    use_columns: list[str] = _core("use_columns")
+    sensitive_zeros: list[str] = _core("sensitive_zeros")
+    record_limit: int | None = _core("record_limit")
     table_schema: TableSchema | None = Field(
         None, description="Declared schema the input is validated against before any spend."
     )
     default_budget: LifetimeBudget | None = Field(
         None, description="Lifetime budget set for the dataset if the ledger has none yet."
     )
-    resolution: int = Field(
-        100, ge=1, description="Evaluation: counts are compared in bins of this many records."
-    )
+    resolution: int = _core("resolution")
 
     @model_validator(mode="before")
     @classmethod
@@ -224,13 +239,11 @@ class ReleaseParams(BaseModel):
         return name
 
     def resolved_delta(self) -> float:
-        """The release's δ, fixed before reading data (see ``delta``'s description)."""
+        """The release's δ, fixed before reading data: ``delta``, else the one default
+        :func:`sds_core.marginals.params.release_delta` of the schema's ``max_rows``."""
         if self.delta is not None:
             return self.delta
-        n = self.table_schema.max_rows if self.table_schema else None
-        if n is not None and n >= 3:
-            return min(DEFAULT_DELTA * 100, 1.0 / (n * math.log(n)))
-        return DEFAULT_DELTA
+        return release_delta(self.table_schema.max_rows if self.table_schema else None)
 
     def public_dict(self) -> dict[str, Any]:
         """Parameters as published in the manifest (the seed is only marked as given)."""
@@ -294,10 +307,8 @@ def describe_validation_error(e: ValidationError) -> str:
 
 
 # -- conversion to the core parameter objects (no data needed) ----------------------------------
-def dp_params(params: ReleaseParams) -> Any:
+def dp_params(params: ReleaseParams) -> DpParams:
     """The core DpParams of a release (δ always explicit, fixed before reading the data)."""
-    from sds_core.marginals.params import DpParams
-
     return DpParams(
         epsilon=params.epsilon,
         delta=params.resolved_delta(),
@@ -326,16 +337,16 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
         return ()
     out = []
     for c in cols:
+        assert c is not None and c.values is not None  # checked just above (narrowing for mypy)
         empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
         values = sorted({normalize_text(v) for v in c.values} - empty)
         out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
     return tuple(out)
 
 
-def prepare_params(params: ReleaseParams) -> Any:
+def prepare_params(params: ReleaseParams) -> PrepareParams:
     """The core PrepareParams (declared bins from the schema)."""
     from sds_core.data.binning import Binning
-    from sds_core.data.preparation import PrepareParams
 
     bins = []
     for col in params.table_schema.columns if params.table_schema else []:
@@ -352,3 +363,97 @@ def prepare_params(params: ReleaseParams) -> Any:
         record_limit=params.record_limit,
         binning=tuple(bins),
     )
+
+
+# -- docs/pipeline.md's tables, generated from the same declarations ---------------------------
+_TOML_NAMES = {v: k for k, v in _RENAMES.items()}
+
+
+def config_table() -> str:
+    """The config-key table of docs/pipeline.md, from ReleaseParams' JSON schema (the form).
+
+    One row per key, nested keys (``schema.columns[].name``) included: default, allowed values
+    and meaning. The DP rows come from the core FieldSpecs through :func:`_core`.
+    """
+    schema = ReleaseParams.model_json_schema()
+    required = set(schema.get("required", ()))
+    rows = ["| key | default | allowed | meaning |", "|---|---|---|---|"]
+    for key, prop in schema["properties"].items():
+        shown = _TOML_NAMES.get(key, key)
+        rows += _schema_rows(shown, prop, schema["$defs"], key in required)
+    return "\n".join(rows) + "\n"
+
+
+def _schema_rows(key: str, prop: dict[str, Any], defs: dict[str, Any], required: bool) -> list[str]:
+    """Table rows of one schema property and, for a nested model, of its fields."""
+    branches = [b for b in prop.get("anyOf", [prop]) if b.get("type") != "null"]
+    optional = "anyOf" in prop and len(branches) < len(prop["anyOf"])
+    (branch,) = branches
+    if "default" in prop:
+        default = _cell_value(prop["default"])
+    else:
+        default = "(required)" if required else "empty"
+    ref = branch.get("$ref") or branch.get("items", {}).get("$ref")
+    allowed = "table" if ref else _allowed(branch)
+    if optional:
+        allowed = f"{allowed} or none"
+    rows = [f"| `{key}` | {default} | {allowed} | {_cell_text(prop.get('description', ''))} |"]
+    if ref:
+        sub = defs[ref.rsplit("/", 1)[1]]
+        prefix = f"{key}[]" if branch.get("type") == "array" else key
+        inner = set(sub.get("required", ()))
+        for name, p in sub["properties"].items():
+            rows += _schema_rows(f"{prefix}.{name}", p, defs, name in inner)
+    return rows
+
+
+def _allowed(branch: dict[str, Any]) -> str:
+    kind = branch.get("type")
+    if kind in ("integer", "number"):
+        return interval_text(
+            kind == "integer",
+            ge=branch.get("minimum"),
+            gt=branch.get("exclusiveMinimum"),
+            le=branch.get("maximum"),
+            lt=branch.get("exclusiveMaximum"),
+        )
+    if "enum" in branch:
+        return ", ".join(f"`{v}`" for v in branch["enum"])
+    if "pattern" in branch:
+        return f"id matching `{branch['pattern']}`"
+    if branch.get("minLength") == branch.get("maxLength") == 1:
+        return "one character"
+    names = {"boolean": "true/false", "array": "list", "string": "text"}
+    return names.get(str(kind), "see meaning")
+
+
+def _cell_text(text: str) -> str:
+    """``text`` safe in a markdown table cell (no column breaks, no HTML tags)."""
+    return text.replace("|", "\\|").replace("<", "&lt;")
+
+
+def _cell_value(value: Any) -> str:
+    if value is None:
+        return "none"
+    if dataclasses.is_dataclass(value) and value == type(value)():  # type: ignore[misc]
+        return f"`{type(value).__name__}()`"
+    if value == ():
+        return "empty"
+    return f"`{json.dumps(value) if isinstance(value, bool | list | dict) else value}`"
+
+
+def core_table() -> str:
+    """docs/pipeline.md's table of the core parameters that are not release keys.
+
+    A release uses their defaults (declared bins and domains, the synthesis target and the
+    evaluation's R come from the schema, the DP record count and ``reporting_length``).
+    """
+    rows = ["| parameter | default | allowed | meaning |", "|---|---|---|---|"]
+    for cls in CORE_CLASSES:
+        for name, (default, spec) in field_specs(cls).items():
+            if CORE_KEYS.get(name) is cls:
+                continue
+            allowed = "see meaning" if spec.kind is None else spec.allowed()
+            row = f"`{cls.__name__}.{name}` | {_cell_value(default)} | {allowed}"
+            rows.append(f"| {row} | {_cell_text(spec.description)} |")
+    return "\n".join(rows) + "\n"

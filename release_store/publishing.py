@@ -82,7 +82,7 @@ def csv_bytes(frame: Any) -> bytes:
 
 
 def public_evaluation(evaluation: Any) -> dict[str, Any]:
-    """The publishable evaluation: :func:`sds_core.evaluation.metrics.publishable_evaluation`.
+    """The publishable evaluation: :func:`sds_core.evaluation.publishable.publishable_evaluation`.
 
     Rounded ratios only (TVD, empty shares, suppressed/fabricated %, preservation, proportional
     error, synthetic risk); nothing that reveals the true record count or an exact count. The

@@ -19,6 +19,7 @@ from typing import Any, Generic, TypeVar
 
 from release_store import stages
 from release_store.ledger import Ledger
+from release_store.ledger_replay import ReplayLedger
 from release_store.params import ReleaseParams, dp_params
 from release_store.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace import Manifest, discard_incomplete, new_release_id, resolve_home
@@ -65,12 +66,18 @@ class SensitiveTable(Generic[T]):
 
 @dataclass(frozen=True, slots=True)
 class ReleaseRun:
-    """One release being run: its parameters, id, home and the flow run that runs it."""
+    """One release being run: its parameters, id, home and the flow run that runs it.
+
+    A replay (``sds audit RELEASE_ID --replay``, :mod:`release_store.replay`) sets ``replay``:
+    ``home`` is then a throwaway directory holding a copy of the release key, and the ledger is
+    the release's recorded charges, read-only, so running the stages again spends nothing.
+    """
 
     params: ReleaseParams
     release_id: str
     home: str
     flow_run_id: str | None = None
+    replay: ReplayLedger | None = None
 
     @property
     def dataset(self) -> str:
@@ -94,9 +101,9 @@ class ReleaseRun:
         """The release's directories, key, checkpoints and manifest."""
         return ReleaseDirs(Path(self.home), self.dataset, self.release_id)
 
-    def ledger(self) -> Ledger:
-        """The privacy-budget ledger of the home."""
-        return Ledger.open(self.home)
+    def ledger(self) -> Ledger | ReplayLedger:
+        """The privacy-budget ledger of the home (a replay: the recorded charges, read-only)."""
+        return self.replay if self.replay is not None else Ledger.open(self.home)
 
     def randomness(self) -> ReleaseRandomness:
         """The release key (stored in the private workspace on first use)."""
@@ -209,7 +216,7 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             f"release id {release_id!r} already exists and is complete ({dirs.release_dir}); "
             "choose another --release-id or leave it out to get a new one"
         )
-    ledger = run.ledger()
+    ledger = Ledger.open(run.home)
     earlier = ledger.reservation(release_id)
     if earlier is not None and earlier.status != "open":
         closed = "failed or was cancelled" if earlier.status == "cancelled" else "completed"

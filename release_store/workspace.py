@@ -27,6 +27,10 @@ from sds_core.errors import SdsInputError
 HOME_ENV = "SDS_HOME"
 DEFAULT_HOME = ".sds"
 MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"
+"""Ed25519 signature of ``manifest.json`` (release_store.signing); not listed in the manifest."""
+PUBLIC_KEY = "signing-key.pub"
+"""The public key that checks ``manifest.sig`` (PEM); not listed in the manifest."""
 PUBLISHED = (
     "aggregates.parquet",
     "aggregates.tsv",
@@ -394,7 +398,17 @@ def verify_release(release_dir: str | Path) -> list[str]:
             f"manifest dataset {manifest.data['dataset']!r} does not match the "
             f"directory {release_dir.parent.name!r}"
         )
-    listed = manifest.data.get("artifacts") or {}
+    return problems + artifact_problems(release_dir, manifest.data.get("artifacts") or {})
+
+
+def artifact_problems(release_dir: str | Path, listed: Mapping[str, str]) -> list[str]:
+    """Problems of the files of ``release_dir`` against a manifest's ``artifacts`` (name: sha256).
+
+    Every listed file must be present with its sha256, and every other file must be the
+    manifest itself or its signature (``manifest.sig``, ``signing-key.pub``).
+    """
+    release_dir = Path(release_dir)
+    problems = []
     for name, digest in sorted(listed.items()):
         path = release_dir / name
         if Path(name).name != name:
@@ -405,7 +419,7 @@ def verify_release(release_dir: str | Path) -> list[str]:
             problems.append(f"{name}: sha256 does not match the manifest (file modified)")
     for path in sorted(p for p in release_dir.rglob("*") if p.is_file()):
         name = str(path.relative_to(release_dir))
-        if name != MANIFEST and name not in listed:
+        if name not in (MANIFEST, SIGNATURE, PUBLIC_KEY) and name not in listed:
             problems.append(f"{name}: file not listed in the manifest")
     return problems
 

@@ -1,9 +1,8 @@
-"""The ``publish`` task: write the release (release_store.publishing) and its Prefect artifacts.
+"""The ``publish`` task: write the release (release_store.publishing), sign it, and show it.
 
-Everything it writes or shows is DP output or public parameters; the manifest turns complete,
-anchored to the ledger head, only after every artifact is on disk. Artifacts (stable keys,
-``<what>-<dataset>``): links to the report and the explorer, the privacy spend and a by-length
-table, and a markdown summary with the headline numbers.
+Only DP output or public parameters: the manifest turns complete (anchored to the ledger head)
+after every artifact is on disk, then the home's key signs it. Prefect artifacts, keyed
+``<what>-<dataset>``: links to the report and the explorer, spend and by-length tables, a summary.
 """
 
 from __future__ import annotations
@@ -23,6 +22,7 @@ from release_store import progress, stages
 from release_store.publishing import write_release
 from release_store.report_inputs import count_sd
 from release_store.run import ReleaseRun
+from release_store.signing import sign_release, signing_key
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 
@@ -38,8 +38,9 @@ def publish_release(
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
 ) -> str:
-    """Publish the release; returns its directory."""
+    """Publish and sign the release; returns its directory."""
     progress.stage("publish")
+    signing_key(run.home)  # created or read before the release turns complete, so it can fail
     manifest = write_release(
         run,
         parameters=run.params.public_dict() | {"release_id": run.release_id},
@@ -51,7 +52,8 @@ def publish_release(
         stages=stages_done,
     )
     release_dir = str(run.dirs.release_dir)
-    _prefect_artifacts(run, manifest, Path(release_dir), aggregates)
+    signed_by = sign_release(run.home, release_dir)
+    _prefect_artifacts(run, manifest, Path(release_dir), aggregates, signed_by)
     return release_dir
 
 
@@ -65,7 +67,11 @@ def artifact_key(dataset: str) -> str:
 
 
 def _prefect_artifacts(
-    run: ReleaseRun, manifest: dict[str, Any], folder: Path, aggregates: AggregateSet
+    run: ReleaseRun,
+    manifest: dict[str, Any],
+    folder: Path,
+    aggregates: AggregateSet,
+    signed_by: str,
 ) -> None:
     """Links to the report and the explorer, the summary, and tables with stable keys."""
     key = artifact_key(manifest["dataset"])
@@ -91,7 +97,7 @@ def _prefect_artifacts(
     )
     create_markdown_artifact(
         key=f"release-{key}"[:100],
-        markdown=summary_markdown(run, manifest, folder, rows),
+        markdown=summary_markdown(run, manifest, folder, rows, signed_by),
         description="DP release summary",
     )
 
@@ -140,9 +146,13 @@ def by_length_rows(
 
 
 def summary_markdown(
-    run: ReleaseRun, manifest: dict[str, Any], folder: Path, rows: list[dict[str, Any]]
+    run: ReleaseRun,
+    manifest: dict[str, Any],
+    folder: Path,
+    rows: list[dict[str, Any]],
+    signed_by: str,
 ) -> str:
-    """The headline numbers: guarantee, budget before/after, counts, links, artifacts."""
+    """The headline numbers: guarantee, budget before/after, counts, links, signature, files."""
     p = manifest["privacy"]
     budget = run.ledger().budget(run.dataset)
     lines = [
@@ -174,6 +184,8 @@ def summary_markdown(
         "",
         f"[report.html]({(folder / 'report.html').as_uri()}) · "
         f"[explorer.html]({(folder / 'explorer.html').as_uri()}) · directory `{folder}`",
+        "",
+        f"Signed (Ed25519, `manifest.sig`) by key `{signed_by}`",
         "",
         "| artifact | sha256 |",
         "|---|---|",

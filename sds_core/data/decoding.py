@@ -103,7 +103,8 @@ def to_frame(
     frame = arrow.rename_columns([str(i) for i in range(arrow.num_columns)]).to_pandas()
     frame.index = pd.RangeIndex(table.n_records)
     frame.columns = pd.Index(arrow.column_names, dtype=object)
-    return frame
+    out: pd.DataFrame = frame
+    return out
 
 
 def to_arrow(

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -21,7 +22,8 @@ from sds_core.data.decoding import fingerprint, to_frame, to_sorted_rows
 from sds_core.data.domain import Domain
 from sds_core.data.readers import RawColumn, TableLike, TableSource
 from sds_core.data.table import MultiValueColumn, PreparedTable
-from sds_core.errors import SdsInputError, invariant
+from sds_core.errors import SdsInputError, SdsInternalError, invariant
+from sds_core.param_fields import check_fields, documented, param
 
 __all__ = [
     "Binning",
@@ -70,7 +72,7 @@ def _tuple_of_names(field_name: str, value: object) -> tuple[str, ...]:
             f"PrepareParams.{field_name} must be a sequence of column names (strings), "
             f"got {value!r}"
         )
-    names = tuple(value)  # type: ignore[arg-type]
+    names: tuple[str, ...] = tuple(value)  # type: ignore[arg-type]
     keys = [match_key(v) for v in names]
     dup = sorted({v for v, k in zip(names, keys, strict=True) if keys.count(k) > 1})
     if dup:
@@ -80,35 +82,66 @@ def _tuple_of_names(field_name: str, value: object) -> tuple[str, ...]:
     return names
 
 
+@documented
 @dataclass(frozen=True, slots=True)
 class PrepareParams:
     """How to turn a sensitive table into records (SDS preprocessing, spec §3.3).
 
     Column names are matched trimmed and case-insensitively against the input headers, and
     every name given must exist in the input. Lists and a ``{column: delimiter}`` dict are
-    accepted and stored as tuples.
-
-    Args:
-        use_columns: columns to keep, in input order; ``()`` keeps all. The subject-id column
-            is an attribute too unless left out here (as in the reference).
-        sensitive_zeros: columns where ``"0"`` is a real value (elsewhere it means empty).
-        multi_value_columns: ``(column, delimiter)`` pairs; each such column becomes one
-            binary column ``<column>_<value>`` per distinct value.
-        subject_id: column whose (trimmed, lower-cased) value identifies the person; rows of one
-            subject are joined into one record, making the privacy unit the subject.
-        record_limit: keep only the first L data rows (before joining); ``None``/0 = all.
-        binning: declared bins for numeric columns (never derived from the data).
-        allow_empty_columns: keep columns without any non-empty value (a multi-value one then
-            vanishes, as in the reference) instead of raising ``SdsInputError``.
+    accepted and stored as tuples. Every field is declared once below (default, meaning,
+    privacy effect).
     """
 
-    use_columns: tuple[str, ...] = ()
-    sensitive_zeros: tuple[str, ...] = ()
-    multi_value_columns: tuple[tuple[str, str], ...] = ()
-    subject_id: str | None = None
-    record_limit: int | None = None
-    binning: tuple[Binning, ...] = ()
-    allow_empty_columns: bool = False
+    use_columns: tuple[str, ...] = param(
+        (),
+        doc="Columns to use, in input order; empty = all (a release: all declared columns). "
+        "The subject-id column is an attribute too unless left out here (as in the reference).",
+        privacy="Fewer columns mean fewer combinations, so less noise per count; the guarantee "
+        "is unchanged.",
+    )
+    sensitive_zeros: tuple[str, ...] = param(
+        (),
+        doc="Columns where '0' is a value, not an empty cell (elsewhere '0' means empty).",
+        privacy="None: it only decides which cells hold a value.",
+    )
+    multi_value_columns: tuple[tuple[str, str], ...] = param(
+        (),
+        doc="(column, delimiter) pairs; each such column becomes one binary column "
+        "<column>_<value> per distinct value.",
+        privacy="Changes which attributes are counted, not the accounting: (ε, δ) is unchanged.",
+    )
+    subject_id: str | None = param(
+        None,
+        kind=str,
+        optional=True,
+        doc="Column whose (trimmed, lower-cased) value identifies the person; rows of one "
+        "subject are joined into one record.",
+        privacy="Sets the privacy unit: with it, the guarantee protects each subject (all their "
+        "rows); without it, each row.",
+    )
+    record_limit: int | None = param(
+        None,
+        kind=int,
+        ge=0,
+        optional=True,
+        doc="Use only the first N data rows (before joining); empty = all. (The core also "
+        "takes 0 for all, as the reference does; the release form does not.)",
+        privacy="None: the limit is public and applied before anything is measured.",
+    )
+    binning: tuple[Binning, ...] = param(
+        (),
+        doc="Declared bins for numeric columns (never derived from the data).",
+        privacy="Declared in advance, so it reveals nothing; coarser bins mean larger counts "
+        "that survive the noise.",
+    )
+    allow_empty_columns: bool = param(
+        False,
+        kind=bool,
+        doc="Keep columns without any non-empty value (a multi-value one then vanishes, as in "
+        "the reference) instead of raising SdsInputError.",
+        privacy="None: it only decides between an error and an empty column.",
+    )
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
@@ -142,14 +175,7 @@ class PrepareParams:
                 f"PrepareParams.subject_id must be a non-empty column name or None, "
                 f"got {self.subject_id!r}"
             )
-        limit = self.record_limit
-        if limit is not None and (
-            isinstance(limit, bool) or not isinstance(limit, int) or limit < 0
-        ):
-            raise SdsInputError(
-                f"PrepareParams.record_limit must be None or an integer >= 0 (0 = all rows), "
-                f"got {limit!r}"
-            )
+        check_fields(self)
 
 
 @dataclass(slots=True)
@@ -257,12 +283,16 @@ def _join_subjects(col: _Column, groups: NDArray[np.int64], n_groups: int) -> bo
         merged[group] = pairs % base
         col.codes = merged
         return bool((np.diff(group) == 0).any())
+    if col.values is None:
+        raise SdsInternalError("a multi-value column without values")
     pairs = _unique(groups[col.rows] * base + col.values)
     col.rows, col.values = pairs // base, pairs % base
     return False
 
 
-def _sorted_codes(labels: list[str], codes: NDArray[np.int64]) -> tuple[tuple[str, ...], NDArray]:
+def _sorted_codes(
+    labels: list[str], codes: NDArray[np.int64]
+) -> tuple[tuple[str, ...], NDArray[np.integer[Any]]]:
     """Sort ``labels`` (plain str order) and remap ``codes`` to the sorted positions."""
     order = sorted(range(len(labels)), key=labels.__getitem__)
     rank = np.full(len(labels) + 1, -1, dtype=np.int32)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias
 
 import numpy as np
 import pandas as pd
@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from sds_core.errors import SdsInputError, invariant
 
-TableLike = pd.DataFrame | pa.Table | Sequence[Sequence[str]]
+TableLike: TypeAlias = pd.DataFrame | pa.Table | Sequence[Sequence[str]]
 
 
 @dataclass(frozen=True, slots=True, eq=False)

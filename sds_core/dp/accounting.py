@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from numpy.typing import NDArray
 
 from sds_core.errors import SdsInputError, invariant
 
@@ -166,8 +167,11 @@ def _cks_epsilon(rho: float, delta: float) -> float:
     """min over α > 1 of αρ + (ln 1/δ + (α−1) ln(1−1/α) − ln α)/(α−1) (CKS20, Prop. 12)."""
     log_inv_delta = -math.log(delta)
 
-    def eps_at(a: np.ndarray) -> np.ndarray:
-        return a * rho + (log_inv_delta + (a - 1) * np.log1p(-1 / a) - np.log(a)) / (a - 1)
+    def eps_at(a: NDArray[np.float64]) -> NDArray[np.float64]:
+        out: NDArray[np.float64] = a * rho + (
+            log_inv_delta + (a - 1) * np.log1p(-1 / a) - np.log(a)
+        ) / (a - 1)
+        return out
 
     alphas = 1 + np.logspace(-8, 8, 4001)
     values = eps_at(alphas)

@@ -217,7 +217,8 @@ def sample_discrete(
         raise SdsInputError(f"cdf_u64 must be a 1-D uint64 array, got {cdf.dtype} ndim={cdf.ndim}")
     words = rnd.words(label, size, stage=stage)
     if HAVE_NUMBA and size >= GUIDED_MIN_DRAWS:  # same values as the searchsorted below
-        return sample_guided(cdf, cdf_guide(cdf), words, np.int64(offset))
+        guided: NDArray[np.int64] = sample_guided(cdf, cdf_guide(cdf), words, np.int64(offset))
+        return guided
     idx = np.searchsorted(cdf, words, side="right")
     return idx.astype(np.int64, copy=False) + np.int64(offset)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from decimal import Context, Decimal
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,7 +24,7 @@ _CTX = Context(prec=60)
 _TWO64 = Decimal(1 << 64)
 
 
-def quantile_r8(values: NDArray, q: float) -> float:
+def quantile_r8(values: NDArray[np.number[Any]], q: float) -> float:
     """Hyndman–Fan R-8 quantile (statrs; numpy ``method="median_unbiased"``), spec §1.6.
 
     h = (n + 1/3)·q + 1/3, f = floor(h); f <= 0 → min, f >= n → max, else
@@ -127,7 +128,8 @@ def rank_scores(values: NDArray[np.integer], percentile: int, upper: int) -> NDA
     cand = np.arange(top + 1)
     below = np.searchsorted(x, cand, side="left")
     above = len(x) - np.searchsorted(x, cand, side="right")
-    return -np.abs((100 - q_pct) * below - q_pct * above).astype(np.int64)
+    score: NDArray[np.int64] = -np.abs((100 - q_pct) * below - q_pct * above).astype(np.int64)
+    return score
 
 
 BASE_MEASURE_POWER = 2
@@ -141,7 +143,8 @@ def base_measure_octave(candidates: NDArray[np.integer]) -> NDArray[np.int64]:
     [0, 1, 1, 2, 2, 3, 4]
     """
     _, exponent = np.frexp(np.asarray(candidates, dtype=np.int64) + 1.0)  # exact below 2^53
-    return exponent.astype(np.int64) - 1
+    octave: NDArray[np.int64] = exponent.astype(np.int64) - 1
+    return octave
 
 
 def log_base_measure(candidates: NDArray[np.integer]) -> NDArray[np.float64]:

@@ -31,6 +31,7 @@ from sds_core.marginals._count_kernels import (
 )
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.param_fields import check_fields, documented, param
 
 NOT_DP_NOTE = (
     "computed from the sensitive data: NOT differentially private; do not publish without the "
@@ -50,27 +51,45 @@ FIRST_COUNT_BIN = 10
 DENSE_MARGINAL_CELLS = 1 << 22
 
 
+_NOT_DP = (
+    "Not DP: evaluation reads the sensitive data; only its publishable subset leaves the "
+    "data owner."
+)
+
+
+@documented
 @dataclass(frozen=True, slots=True)
 class EvaluationParams:
     """Evaluation settings (no privacy meaning: evaluation is never published as DP).
 
-    Args:
-        reporting_length: longest combination length compared (>= 1).
-        resolution: k of the rare-combination and preservation metrics (>= 1).
-        max_marginal_order: longest marginal (number of columns) in the TVD workload (>= 1).
+    Every field is declared once below (default, bounds, meaning).
     """
 
-    reporting_length: int = 3
-    resolution: int = 10
-    max_marginal_order: int = 3
+    reporting_length: int = param(
+        3,
+        kind=int,
+        ge=1,
+        doc="Longest combination length compared (a release compares up to its R).",
+        privacy=_NOT_DP,
+    )
+    resolution: int = param(
+        10,
+        kind=int,
+        ge=1,
+        doc="k of the rare-combination and preservation metrics: counts are compared in bins "
+        "of k records (SDS default 10).",
+        privacy=_NOT_DP,
+    )
+    max_marginal_order: int = param(
+        3,
+        kind=int,
+        ge=1,
+        doc="Longest marginal (number of columns) in the TVD workload.",
+        privacy=_NOT_DP,
+    )
 
     def __post_init__(self) -> None:
-        for name in ("reporting_length", "resolution", "max_marginal_order"):
-            v = getattr(self, name)
-            require(
-                isinstance(v, int) and not isinstance(v, bool) and v >= 1,
-                f"{name} must be an integer >= 1, got {v!r}",
-            )
+        check_fields(self)
 
 
 # ---- aggregate comparison ----------------------------------------------------------------------

@@ -14,7 +14,7 @@ PUBLISHABLE_NOTE = (
     "publishable subset of an evaluation computed from the sensitive data: NOT differentially "
     "private. Only rounded ratios are kept; no record count, no count of the sensitive data and "
     "no value whose denominator is the true record count at full precision (see "
-    "sds_core.evaluation.metrics.publishable_evaluation)"
+    "sds_core.evaluation.publishable.publishable_evaluation)"
 )
 _RATIO_DIGITS = 3  # TVD, preservation, proportional error, synthetic shares
 _PCT_DIGITS = 1  # percentages of combinations

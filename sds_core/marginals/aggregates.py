@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -179,8 +180,8 @@ class AggregateSet:
         cols = self.domain.columns
         attr_col = self.domain.attribute_columns()
         offsets = np.asarray(self.domain.offsets[:-1])
-        records: dict[str, list] = {"length": [], "combination": [], "count": []}
-        per_col: dict[str, list] = {c: [] for c in cols}
+        records: dict[str, list[Any]] = {"length": [], "combination": [], "count": []}
+        per_col: dict[str, list[Any]] = {c: [] for c in cols}
         for k in sorted(self.by_len):
             cc = self.by_len[k]
             for row, c in zip(cc.attrs, cc.counts.tolist(), strict=True):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -18,14 +19,15 @@ from sds_core.errors import invariant
 from sds_core.marginals.aggregates import CombinationCounts, decode_keys, encode_keys
 
 
-def round_half_away_from_zero(x: NDArray[np.floating]) -> NDArray[np.int64]:
+def round_half_away_from_zero(x: NDArray[np.number[Any]]) -> NDArray[np.int64]:
     """Round to the nearest integer, halves away from zero (not Python's banker's rounding).
 
     >>> round_half_away_from_zero(np.array([0.5, 1.5, 2.5, -0.5, 0.49])).tolist()
     [1, 2, 3, -1, 0]
     """
     x = np.asarray(x, dtype=np.float64)
-    return (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
+    rounded: NDArray[np.int64] = (np.sign(x) * np.floor(np.abs(x) + 0.5)).astype(np.int64)
+    return rounded
 
 
 DENSE_INDEX_LIMIT = 1 << 22

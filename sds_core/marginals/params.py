@@ -1,8 +1,9 @@
-"""Parameters of the DP marginals engine: DpParams, AccuracyMode and FabricationMode.
+"""Parameters of the DP marginals engine: DpParams, AccuracyMode, FabricationMode, and δ's default.
 
 These mirror pac-synth's ``DpAggregateSeededParametersBuilder`` (spec §3.1) with the same names
-and defaults; every field documents its privacy meaning. They are validated on construction
-and consumed by :mod:`sds_core.marginals.engine` and :mod:`sds_core.dp.accounting`.
+and defaults. Each DpParams field is declared once (``param``: default, bounds, meaning, privacy
+effect), validated on construction, and consumed by :mod:`sds_core.marginals.engine` and
+:mod:`sds_core.dp.accounting`; :func:`release_delta` is the one default δ of a release.
 """
 
 from __future__ import annotations
@@ -11,8 +12,10 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sds_core.dp.accounting import default_delta
 from sds_core.dp.declared import DeclaredDomain
-from sds_core.errors import SdsInputError, require
+from sds_core.errors import require
+from sds_core.param_fields import check_fields, documented, param
 
 _ACCURACY_KINDS = ("prioritize_long", "prioritize_short", "balanced", "custom")
 _FABRICATION_PRESETS = ("uncontrolled", "progressive", "balanced", "minimize", "custom")
@@ -202,105 +205,163 @@ class FabricationMode:
         return {k: float(given.get(k, default)) for k in range(2, r + 1)}
 
 
+DEFAULT_DELTA = 1e-6
+"""δ of a release whose schema declares no upper bound on the number of records."""
+
+MAX_DEFAULT_DELTA = 100 * DEFAULT_DELTA
+"""The largest default δ: 1e-4 up to rounding (9.999999999999999e-05, the value releases use)."""
+
+
+def release_delta(max_records: int | None) -> float:
+    """The one default δ of a release, fixed before the data is read.
+
+    The ledger reserves a release's (ε, δ) before reading any data, so the default δ cannot
+    depend on the data. It is the reference's ``1/(n·ln n)`` (spec §1.3) for the declared upper
+    bound N >= n (the schema's ``max_rows``), which is never larger than ``1/(n·ln n)``, capped
+    at :data:`MAX_DEFAULT_DELTA`; without a bound (or N < 3) it is :data:`DEFAULT_DELTA`.
+
+    >>> release_delta(None), release_delta(1000)
+    (1e-06, 9.999999999999999e-05)
+    >>> release_delta(100_000) == 1 / (100_000 * math.log(100_000))
+    True
+    """
+    if max_records is not None and max_records >= 3:
+        return min(MAX_DEFAULT_DELTA, default_delta(max_records))
+    return DEFAULT_DELTA
+
+
+@documented
 @dataclass(frozen=True, slots=True)
 class DpParams:
     """Parameters of one DP aggregation (pac-synth builder names and defaults, spec §3.1).
 
-    Args:
-        epsilon: total privacy budget ε of the release (record count + marginals); > 0.
-        delta: δ of the (ε, δ) guarantee, in (0, 1). None ⇒ ``1/(ln m · m)`` with m the
-            *protected* (noisy) record count, so δ never depends on the true count.
-        reporting_length: R, the longest combination length released; >= 1.
-        percentile_percentage: Q in 0..100; the allowed per-record contribution Δ_k is a DP
-            estimate of the Q-th percentile of the records' numbers of k-tuples. Records above
-            it are randomly truncated (bias), lower Q means less noise.
-        percentile_epsilon_proportion: share Q_p ∈ (0, 1) of the zCDP budget ρ spent on the R
-            percentile selections (each gets ε_Q = sqrt(2ρQ_p/R)).
-        number_of_records_epsilon_proportion: share N_p ∈ (0, 1) of ε spent on the Laplace
-            record count (ε_N = N_p·ε); the rest ε_M goes to the marginals.
-        accuracy_mode: relative noise scales σ_k = p_k·σ per length.
-        fabrication_mode: thresholds for lengths >= 2 (post-processing; controls fabricated
-            combinations, not privacy).
-        accounting: ``"tight"`` (this project's accounting for the discrete noise) or
-            ``"reference"`` (pac-synth's formulas exactly, for comparison).
-        sensitivity_cap: optional upper bound on the DP-percentile candidate range; the range
-            is ``0..min(C(n_columns, k), cap)``, data-independent either way (§9.1). >= 1.
-        declared_domains: the global domain of every column, declared before seeing the data
-            (all columns or none). Then length 1 noises the declared values instead of the
-            values seen in the data, releases only declared labels (undeclared data values are
-            dropped), and its threshold is post-processing (no δ/2 set-union term is needed).
-        declared_tolerance: with declared domains, the length-1 threshold is the smallest t
-            with P(no declared value absent from the data is released) >= this (CatHist's ρ,
-            Gaussian tail, over all declared values). In (0, 1); utility only, not privacy.
+    Every field is declared once below with its default, bounds, meaning and privacy effect;
+    the release form (``release_store.params.ReleaseParams``) and docs/pipeline.md are built from
+    these declarations. Cross-field rules (custom proportions and fabrication lengths vs R,
+    declared domains) are checked in ``__post_init__``.
 
     >>> DpParams(epsilon=1.0).reporting_length
     3
     """
 
-    epsilon: float = 4.0
-    delta: float | None = None
-    reporting_length: int = 3
-    percentile_percentage: int = 99
-    percentile_epsilon_proportion: float = 0.01
-    number_of_records_epsilon_proportion: float = 0.005
-    accuracy_mode: AccuracyMode = AccuracyMode()
-    fabrication_mode: FabricationMode = FabricationMode()
-    accounting: str = "tight"
-    sensitivity_cap: int | None = None
-    declared_domains: tuple[DeclaredDomain, ...] = ()
-    declared_tolerance: float = 0.5
+    epsilon: float = param(
+        4.0,
+        kind=float,
+        gt=0,
+        le=100,
+        doc="Privacy loss ε of the release: the noisy record count plus the marginals "
+        "(pac-synth default 4).",
+        privacy="The release is (ε, δ)-DP: smaller ε is more private and adds more noise.",
+    )
+    delta: float | None = param(
+        None,
+        kind=float,
+        gt=0,
+        lt=1,
+        optional=True,
+        doc="δ of the (ε, δ) guarantee. Empty: a release fixes it before reading the data, "
+        "1/(N·ln N) for the schema's max_rows N (at most 1e-4), or 1e-6 without max_rows. "
+        "(Called directly, without a ledger, the engine instead derives 1/(m·ln m) from the DP "
+        "record count m, as pac-synth does.)",
+        privacy="The probability allowed for the ε bound to fail; keep it far below "
+        "1/(number of records).",
+    )
+    reporting_length: int = param(
+        3,
+        kind=int,
+        ge=1,
+        le=10,
+        doc="R: the longest combination of attributes released.",
+        privacy="Longer R releases more combinations from the same budget, so each count "
+        "gets more noise.",
+    )
+    percentile_percentage: int = param(
+        99,
+        kind=int,
+        ge=0,
+        le=100,
+        doc="Q: each record's contribution at length k is bounded by a DP estimate of the "
+        "Q-th percentile of the records' numbers of k-combinations; records above it are "
+        "randomly truncated.",
+        privacy="Higher Q means less truncation bias but more noise; the guarantee is unchanged.",
+    )
+    percentile_epsilon_proportion: float = param(
+        0.01,
+        kind=float,
+        gt=0,
+        lt=1,
+        doc="Q_p: share of the marginals' zCDP budget ρ spent choosing those bounds "
+        "(each length gets ε_Q = sqrt(2ρ·Q_p/R)).",
+        privacy="Part of ε: a larger share leaves less for the counts (more noise).",
+    )
+    number_of_records_epsilon_proportion: float = param(
+        0.005,
+        kind=float,
+        gt=0,
+        lt=1,
+        doc="N_p: share of ε spent on the noisy record count (ε_N = N_p·ε); the rest, ε_M, "
+        "goes to the marginals.",
+        privacy="Part of ε: the count is released with Laplace noise, the true count never.",
+    )
+    # param() returns a dataclasses.field; its defaults are frozen values
+    accuracy_mode: AccuracyMode = param(  # noqa: RUF009
+        AccuracyMode(),
+        kind=AccuracyMode,
+        doc="Relative noise scales σ_k = p_k·σ per length (default prioritize_long: p_k = 1/k).",
+        privacy="Moves noise between lengths; the total guarantee is unchanged.",
+    )
+    fabrication_mode: FabricationMode = param(  # noqa: RUF009
+        FabricationMode(),
+        kind=FabricationMode,
+        doc="Thresholds for lengths >= 2 that control fabricated (zero-count) combinations "
+        "(default uncontrolled: η = 1, threshold 0).",
+        privacy="None: thresholds are post-processing of noisy counts (utility only).",
+    )
+    accounting: str = param(
+        "tight",
+        kind=str,
+        choices=ACCOUNTING_KINDS,
+        doc="'tight' (this project's accounting of the discrete noise) or 'reference' "
+        "(pac-synth's formulas exactly, for comparison).",
+        privacy="Both are (ε, δ)-DP; 'tight' needs less noise for the same (ε, δ).",
+    )
+    sensitivity_cap: int | None = param(
+        None,
+        kind=int,
+        ge=1,
+        optional=True,
+        doc="Upper bound on the DP-percentile candidates: 0..min(C(columns, k), cap); "
+        "None = no cap.",
+        privacy="The candidate range is data-independent either way (spec §9.1); a small cap "
+        "truncates more contributions.",
+    )
+    declared_domains: tuple[DeclaredDomain, ...] = param(
+        (),
+        doc="Every column's domain, declared before seeing the data (all columns or none). "
+        "Length 1 then noises the declared values and releases only declared labels "
+        "(undeclared data values are dropped).",
+        privacy="Removes the data-dependent domain: the length-1 threshold becomes "
+        "post-processing and needs no δ/2 set-union term.",
+    )
+    declared_tolerance: float = param(
+        0.5,
+        kind=float,
+        gt=0,
+        lt=1,
+        doc="With declared domains, the length-1 threshold is the smallest t with "
+        "P(no declared value absent from the data is released) >= this (CatHist's ρ).",
+        privacy="None: utility only (post-processing).",
+    )
 
     def __post_init__(self) -> None:
-        require(
-            _finite(self.epsilon) and self.epsilon > 0,
-            f"epsilon must be a finite number > 0, got {self.epsilon!r}",
-        )
-        if self.delta is not None:
-            require(
-                _finite(self.delta) and 0 < self.delta < 1,
-                f"delta must be in (0, 1) (or None for the default 1/(ln m·m)), got {self.delta!r}",
-            )
+        check_fields(self)
         r = self.reporting_length
-        require(
-            isinstance(r, int) and not isinstance(r, bool) and r >= 1,
-            f"reporting_length must be an integer >= 1, got {r!r}",
-        )
-        q = self.percentile_percentage
-        require(
-            isinstance(q, int) and not isinstance(q, bool) and 0 <= q <= 100,
-            f"percentile_percentage must be an integer in 0..100, got {q!r}",
-        )
-        for name in ("percentile_epsilon_proportion", "number_of_records_epsilon_proportion"):
-            v = getattr(self, name)
-            require(
-                _finite(v) and 0 < v < 1,
-                f"{name} must be in (0, 1) (exclusive), got {v!r}",
-            )
-        if not isinstance(self.accuracy_mode, AccuracyMode):
-            raise SdsInputError(
-                f"accuracy_mode must be an AccuracyMode, got {type(self.accuracy_mode).__name__}"
-            )
         self.accuracy_mode.proportions(r)  # validates custom length
-        if not isinstance(self.fabrication_mode, FabricationMode):
-            raise SdsInputError(
-                "fabrication_mode must be a FabricationMode, "
-                f"got {type(self.fabrication_mode).__name__}"
-            )
         bad = [k for k, _ in self.fabrication_mode.values if not 2 <= k <= r]
         require(
             not bad,
             f"fabrication_mode lengths must be in 2..reporting_length ({r}), got {bad}",
         )
-        require(
-            self.accounting in ACCOUNTING_KINDS,
-            f"accounting must be one of {ACCOUNTING_KINDS}, got {self.accounting!r}",
-        )
-        cap = self.sensitivity_cap
-        if cap is not None:
-            require(
-                isinstance(cap, int) and not isinstance(cap, bool) and cap >= 1,
-                f"sensitivity_cap must be an integer >= 1 (or None), got {cap!r}",
-            )
         self._check_declared()
 
     def _check_declared(self) -> None:
@@ -315,11 +376,6 @@ class DpParams:
         dup = sorted({n for n in names if names.count(n) > 1})
         require(not dup, f"declared_domains declare these columns twice: {dup}")
         object.__setattr__(self, "declared_domains", tuple(declared))
-        tol = self.declared_tolerance
-        require(
-            _finite(tol) and 0 < tol < 1,
-            f"declared_tolerance must be in (0, 1) (exclusive), got {tol!r}",
-        )
 
     @property
     def sigma_proportions(self) -> tuple[float, ...]:

@@ -21,6 +21,7 @@ from sds_core.data.domain import EMPTY_CODE, Domain
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError, SdsInternalError, require
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.param_fields import check_fields, documented, param
 from sds_core.synthesis._completion_kernel import synthesize_records_ordered
 from sds_core.synthesis._reference_kernel import synthesize_records
 from sds_core.synthesis.layout import build_layout
@@ -33,73 +34,86 @@ AUTO_BATCH_RECORDS = 200_000
 """Upper bound on attributes x sub-combinations per attribute held while building a record."""
 
 
+_POST_PROCESSING = "None: synthesis reads only the DP aggregates (post-processing)."
+
+
+@documented
 @dataclass(frozen=True, slots=True)
 class SynthesisParams:
     """Parameters of aggregate-seeded synthesis (none of them costs privacy budget).
 
-    Args:
-        use_synthetic_counts: weight a candidate by ``A[c] - syn[c]`` (aggregate count minus
-            the times c was already synthesized) instead of ``A[c]``, dropping exhausted
-            combinations, so that later records fill what earlier ones left. Reference default
-            False; ours True because it measurably lowers marginal error (docs/synthesis.md).
-        weight_selection_percentile: P in 0..100. Beyond the reporting length a candidate's
-            weight is the R-8 quantile at P/100 of the weights of all its sub-combinations of
-            length <= R, rounded half away from zero (reference default 95).
-        aggregate_counts_scale_factor: f > 0; every count becomes ``ceil(count * f)`` before
-            synthesis (changes how many records come out when no target is given). None = 1.
-        target_number_of_records: produce exactly this many records (> 0), resetting the
-            attribute budgets and synthetic counts whenever the budgets run out. None = stop
-            when every single-attribute budget is used (reference behaviour); see
-            :func:`default_target` for the pipeline's choice.
-        complete_records: our record-completion mode (reference: False). (1) Each step only
-            considers the free column ranked first by its aggregate fill rate (sum of its
-            1-counts / expected records; ties: fewer values first), so always-filled columns are
-            filled before sparse ones; (2) when no candidate respects the budgets / synthetic
-            counts any more, keep adding a candidate drawn by the raw aggregate weights among
-            those that create no unreported combination, in columns still below their fill
-            rate. The reference ends the record there, leaving those cells empty. The guarantee
-            (no unreported combination of length <= R) holds in both modes.
-        parallel_batches: B >= 1 independent batches built on parallel threads, each from the
-            aggregates scaled by 1/B (``ceil(count * f / B)``) with its own budgets and synthetic
-            counts, producing 1/B of the records; outputs are concatenated. An approximation of
-            one sequential run (synthetic counts steer within a batch only; docs/synthesis.md
-            measures it). None = automatic: 2 when the run makes at least
-            ``AUTO_BATCH_RECORDS`` records, else 1 (sequential, exact). The choice depends on the
-            parameters and aggregates only, never on the machine, so seeds replay.
+    Every field is declared once below (default, bounds, meaning); a release uses these
+    defaults with ``target_number_of_records`` = the DP record count (:func:`default_target`).
     """
 
-    use_synthetic_counts: bool = True
-    weight_selection_percentile: int = 95
-    aggregate_counts_scale_factor: float | None = None
-    target_number_of_records: int | None = None
-    complete_records: bool = True
-    parallel_batches: int | None = None
+    use_synthetic_counts: bool = param(
+        True,
+        kind=bool,
+        doc="Weight a candidate by A[c] − syn[c] (aggregate count minus the times c was already "
+        "synthesized) instead of A[c], dropping exhausted combinations, so later records fill "
+        "what earlier ones left. Reference default False; ours True because it measurably "
+        "lowers marginal error (docs/synthesis.md).",
+        privacy=_POST_PROCESSING,
+    )
+    weight_selection_percentile: int = param(
+        95,
+        kind=int,
+        ge=0,
+        le=100,
+        doc="P: beyond the reporting length a candidate's weight is the R-8 quantile at P/100 "
+        "of the weights of all its sub-combinations of length <= R, rounded half away from "
+        "zero (reference default 95).",
+        privacy=_POST_PROCESSING,
+    )
+    aggregate_counts_scale_factor: float | None = param(
+        None,
+        kind=float,
+        gt=0,
+        optional=True,
+        doc="f: every count becomes ceil(count·f) before synthesis (changes how many records "
+        "come out when no target is given). None = 1.",
+        privacy=_POST_PROCESSING,
+    )
+    target_number_of_records: int | None = param(
+        None,
+        kind=int,
+        gt=0,
+        optional=True,
+        doc="Produce exactly this many records, resetting the attribute budgets and synthetic "
+        "counts whenever the budgets run out. None = stop when every single-attribute budget "
+        "is used (reference behaviour); a release asks for the DP record count.",
+        privacy=_POST_PROCESSING,
+    )
+    complete_records: bool = param(
+        True,
+        kind=bool,
+        doc="Our record-completion mode (reference: False). (1) Each step only considers the "
+        "free column ranked first by its aggregate fill rate (sum of its 1-counts / expected "
+        "records; ties: fewer values first), so always-filled columns are filled before sparse "
+        "ones; (2) when no candidate respects the budgets / synthetic counts any more, keep "
+        "adding a candidate drawn by the raw aggregate weights among those that create no "
+        "unreported combination, in columns still below their fill rate. The reference ends "
+        "the record there, leaving those cells empty. The guarantee (no unreported combination "
+        "of length <= R) holds in both modes.",
+        privacy=_POST_PROCESSING,
+    )
+    parallel_batches: int | None = param(
+        None,
+        kind=int,
+        ge=1,
+        optional=True,
+        doc="B: independent batches built on parallel threads, each from the aggregates scaled "
+        "by 1/B (ceil(count·f/B)) with its own budgets and synthetic counts, producing 1/B of "
+        "the records; outputs are concatenated. An approximation of one sequential run "
+        "(synthetic counts steer within a batch only; docs/synthesis.md measures it). None = "
+        "automatic: 2 from AUTO_BATCH_RECORDS records on, else 1 (sequential, exact). The "
+        "choice depends on the parameters and aggregates only, never on the machine, so seeds "
+        "replay.",
+        privacy=_POST_PROCESSING,
+    )
 
     def __post_init__(self) -> None:
-        for name in ("use_synthetic_counts", "complete_records"):
-            value = getattr(self, name)
-            require(isinstance(value, bool), f"{name} must be a bool, got {value!r}")
-        p = self.weight_selection_percentile
-        require(
-            isinstance(p, int) and not isinstance(p, bool) and 0 <= p <= 100,
-            f"weight_selection_percentile must be an integer in 0..100, got {p!r}",
-        )
-        f = self.aggregate_counts_scale_factor
-        require(
-            f is None
-            or (isinstance(f, int | float) and not isinstance(f, bool) and 0 < f < float("inf")),
-            f"aggregate_counts_scale_factor must be None or a finite number > 0, got {f!r}",
-        )
-        b = self.parallel_batches
-        require(
-            b is None or (isinstance(b, int) and not isinstance(b, bool) and b >= 1),
-            f"parallel_batches must be None or an integer >= 1, got {b!r}",
-        )
-        t = self.target_number_of_records
-        require(
-            t is None or (isinstance(t, int) and not isinstance(t, bool) and t > 0),
-            f"target_number_of_records must be None or an integer > 0, got {t!r}",
-        )
+        check_fields(self)
 
 
 REFERENCE_PARAMS = SynthesisParams(

@@ -9,7 +9,7 @@ this adapter makes SDS selectable by name like every other synthesizer.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar
 
 import numpy as np
@@ -21,7 +21,7 @@ from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.engine import dp_aggregate, plan_release
-from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
+from sds_core.marginals.params import DpParams
 from sds_core.synthesizers.base import FitResult, SynthesizerSpend, check_epsilon, check_n, register
 
 
@@ -45,59 +45,69 @@ class AggregateSeededModel:
         }
 
 
+PER_CALL = ("epsilon", "delta")
+"""DpParams fields given to ``budget``/``fit`` (the Synthesizer protocol), not the constructor."""
+
+OPTION_NAMES = {"declared_domains": "declared"}
+"""Constructor options named differently from their DpParams field (``declared`` is the option
+name every synthesizer uses for declared domains)."""
+
+_DP_FIELDS = {f.name: f for f in fields(DpParams) if f.name not in PER_CALL}
+OPTIONS = tuple((name, OPTION_NAMES.get(name, name)) for name in _DP_FIELDS)
+"""(DpParams field, constructor option) of every option, in DpParams' order."""
+
+_DpOptions: Any = make_dataclass(  # generated: mypy cannot see its fields
+    "_DpOptions",
+    [
+        (OPTION_NAMES.get(f.name, f.name), f.type, field(default=f.default, metadata=f.metadata))
+        for f in _DP_FIELDS.values()
+    ],
+    slots=True,
+)
+"""The options of :class:`AggregateSeeded`: DpParams' fields (same defaults and FieldSpecs)."""
+_DpOptions.__module__ = __name__
+
+
 @register
 @dataclass(slots=True)
-class AggregateSeeded:
+class AggregateSeeded(_DpOptions):  # type: ignore[misc]  # a base generated from DpParams
     """SDS: DP k-tuple marginals (pac-synth parameters and defaults) + aggregate-seeded synthesis.
 
-    Args: the :class:`sds_core.marginals.params.DpParams` fields other than ε and δ (same meaning
-    and defaults); ``declared`` sets ``DpParams.declared_domains`` (all columns or none). δ must be
-    given to :meth:`budget` and :meth:`fit`: the engine's default 1/(ln m·m) needs the protected
-    count m, which is not known before the data.
+    Args: the :class:`sds_core.marginals.params.DpParams` fields other than ε and δ, generated
+    from DpParams (same names, defaults, rules and docs; ``declared`` is
+    ``DpParams.declared_domains``). :meth:`from_dp_params` takes a DpParams, :meth:`dp_params`
+    gives one back. δ must be given to :meth:`budget` and :meth:`fit`: a synthesizer never
+    defaults δ, because the engine's default 1/(ln m·m) needs the DP record count m, unknown
+    before the data; a release passes :func:`sds_core.marginals.params.release_delta`'s.
     """
 
     name: ClassVar[str] = "aggregate-seeded"
 
-    reporting_length: int = 3
-    percentile_percentage: int = 99
-    percentile_epsilon_proportion: float = 0.01
-    number_of_records_epsilon_proportion: float = 0.005
-    accuracy_mode: AccuracyMode = field(default_factory=AccuracyMode)
-    fabrication_mode: FabricationMode = field(default_factory=FabricationMode)
-    accounting: str = "tight"
-    sensitivity_cap: int | None = None
-    declared: tuple[DeclaredDomain, ...] = ()
-    declared_tolerance: float = 0.5
     _model: AggregateSeededModel | None = field(default=None, init=False, repr=False)
     _multi_value: tuple[MultiValueColumn, ...] = field(default=(), init=False, repr=False)
 
     def __post_init__(self) -> None:
-        if isinstance(self.declared, DeclaredDomain) or not isinstance(self.declared, Sequence):
+        declared: Any = self.declared  # a field of the generated base
+        if isinstance(declared, DeclaredDomain) or not isinstance(declared, Sequence):
             raise SdsInputError("declared must be a list of DeclaredDomain, one per column")
-        self.declared = tuple(self.declared)
+        object.__setattr__(self, "declared", tuple(declared))
         self.dp_params(1.0, 0.5)  # validate the options now, not at fit time
+
+    @classmethod
+    def from_dp_params(cls, params: DpParams) -> AggregateSeeded:
+        """The synthesizer with ``params``' options (its ε and δ are given per call instead)."""
+        return cls(**{option: getattr(params, name) for name, option in OPTIONS})
 
     def dp_params(self, epsilon: float, delta: float | None) -> DpParams:
         """The engine parameters for (ε, δ); δ is required (see the class docstring)."""
         if delta is None:
             raise SdsInputError(
                 "aggregate-seeded needs an explicit delta: its budget must be known before the "
-                "data is read, and the default 1/(ln m·m) depends on the DP record count"
+                "data is read, and the default 1/(ln m·m) depends on the DP record count; pass "
+                "release_delta(max_rows) (a release's default) or your own"
             )
-        return DpParams(
-            epsilon=check_epsilon(epsilon),
-            delta=delta,
-            reporting_length=self.reporting_length,
-            percentile_percentage=self.percentile_percentage,
-            percentile_epsilon_proportion=self.percentile_epsilon_proportion,
-            number_of_records_epsilon_proportion=self.number_of_records_epsilon_proportion,
-            accuracy_mode=self.accuracy_mode,
-            fabrication_mode=self.fabrication_mode,
-            accounting=self.accounting,
-            sensitivity_cap=self.sensitivity_cap,
-            declared_domains=self.declared,
-            declared_tolerance=self.declared_tolerance,
-        )
+        options = {name: getattr(self, option) for name, option in OPTIONS}
+        return DpParams(epsilon=check_epsilon(epsilon), delta=delta, **options)
 
     def _spends(self, stage_spends: Sequence[Any]) -> tuple[SynthesizerSpend, ...]:
         return tuple(

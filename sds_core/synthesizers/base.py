@@ -95,7 +95,7 @@ def register(cls: _S) -> _S:
     """Class decorator: make ``cls`` creatable by its ``name`` (re-registering replaces it)."""
     name = getattr(cls, "name", None)
     invariant(isinstance(name, str) and bool(name), f"synthesizer {cls!r} has no name")
-    _REGISTRY[name] = cls  # type: ignore[assignment]
+    _REGISTRY[str(name)] = cls  # type: ignore[assignment]
     return cls
 
 

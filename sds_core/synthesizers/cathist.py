@@ -191,7 +191,7 @@ class CatHist:
             order = sorted(range(len(hist.labels)), key=lambda i: hist.labels[i])
             labels_out.append(tuple(hist.labels[i] for i in order))
             counts_out.append(hist.counts[order])
-            notes.setdefault(col, {})["n_random_values"] = hist.n_random  # type: ignore[index]
+            notes.setdefault(col, {})["n_random_values"] = hist.n_random
             report_cols[col] = {
                 "domain_size": dec.total_size,
                 "tau_paper": cathist_tau(dec.total_size, self.rho, eps_col),

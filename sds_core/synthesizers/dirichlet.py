@@ -164,9 +164,11 @@ class DirichletMultinomial:
                     f"{self.name}: delta must be in (0, 1) when public_domain=False (labels read "
                     f"from the data are thresholded, which costs delta), got {delta!r}"
                 )
-            eps_dom = epsilon * self.domain_epsilon_proportion / len(self.columns)
-            d_col = float(delta) / len(self.columns)
-        eps_post = epsilon - eps_count - eps_dom * (0 if self.public_domain else len(self.columns))
+            n_columns = len(self.columns)
+            eps_dom = epsilon * self.domain_epsilon_proportion / n_columns
+            d_col = float(delta) / n_columns
+        n_labelled = 0 if self.public_domain or self.columns is None else len(self.columns)
+        eps_post = epsilon - eps_count - eps_dom * n_labelled
         return eps_count, eps_dom, d_col, eps_post
 
     def budget(self, epsilon: float, delta: float | None) -> tuple[SynthesizerSpend, ...]:

@@ -3,10 +3,20 @@ modes."""
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
+from sds_core.dp.accounting import default_delta
 from sds_core.errors import SdsInputError
-from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
+from sds_core.marginals.params import (
+    DEFAULT_DELTA,
+    MAX_DEFAULT_DELTA,
+    AccuracyMode,
+    DpParams,
+    FabricationMode,
+    release_delta,
+)
 
 
 def test_defaults_match_pac_synth_builder() -> None:
@@ -117,3 +127,38 @@ def test_params_are_frozen_and_hashable() -> None:
     assert hash(p) == hash(
         DpParams(epsilon=2.0, fabrication_mode=FabricationMode.custom_fixed({2: 3.0}))
     )
+
+
+@pytest.mark.parametrize(
+    ("max_records", "expected"),
+    [
+        (None, 1e-6),
+        (1, 1e-6),
+        (2, 1e-6),
+        (3, 100 * 1e-6),  # 1/(3·ln 3) = 0.30 is capped
+        (1000, 9.999999999999999e-05),  # the cap, bit for bit as releases have always used it
+        (100_000, 1 / (100_000 * math.log(100_000))),
+        (10**9, 1 / (10**9 * math.log(10**9))),
+    ],
+)
+def test_release_delta_is_the_data_independent_default(
+    max_records: int | None, expected: float
+) -> None:
+    """δ = min(1e-4, 1/(N·ln N)) for a declared bound N >= 3, else 1e-6; exact floats."""
+    assert release_delta(max_records) == expected
+    assert MAX_DEFAULT_DELTA == 100 * DEFAULT_DELTA
+
+
+def test_release_delta_uses_the_reference_formula() -> None:
+    """Above the cap's range release_delta is default_delta(N), the spec §1.3 formula."""
+    for n in (2000, 6065, 10**6):
+        assert release_delta(n) == default_delta(n)
+
+
+def test_engine_default_delta_stays_the_reference_rule() -> None:
+    """DpParams(delta=None) still means 1/(ln m·m) of the protected count m (plan_release)."""
+    from sds_core.marginals.engine import plan_release
+
+    assert DpParams().delta is None
+    assert plan_release(DpParams(), 6065).delta == default_delta(6065)
+    assert plan_release(DpParams(delta=1e-7), 6065).delta == 1e-7

@@ -178,3 +178,33 @@ def test_cell_index_round_trip_and_sampling() -> None:
     draws = sample_cells(np.array([0.0, 3.0, 1.0]), 4000, rng=np.random.default_rng(0))
     assert np.mean(draws == 1) == pytest.approx(0.75, abs=0.03) and not (draws == 0).any()
     assert (sample_cells(np.zeros(3), 5, rng=np.random.default_rng(0)) == -1).all()
+
+
+def test_aggregate_seeded_options_are_dp_params_fields() -> None:
+    """The options are DpParams' fields but ε and δ (same defaults and specs, declared there);
+    from_dp_params and dp_params convert both ways."""
+    from dataclasses import fields
+
+    from sds_core.marginals.params import DpParams
+    from sds_core.synthesizers.aggregate_seeded import AggregateSeeded
+
+    dp = {f.name: f for f in fields(DpParams)}
+    opts = {f.name: f for f in fields(AggregateSeeded) if f.init}
+    renamed = {"declared": "declared_domains"}
+    assert [renamed.get(n, n) for n in opts] == [n for n in dp if n not in ("epsilon", "delta")]
+    for name, f in opts.items():
+        source = dp[renamed.get(name, name)]
+        assert f.default == source.default and f.metadata == source.metadata
+    params = DpParams(
+        epsilon=2.0,
+        delta=1e-6,
+        reporting_length=2,
+        accounting="reference",
+        declared_domains=(DeclaredDomain("a", values=("x", "y")),),
+    )
+    synth = AggregateSeeded.from_dp_params(params)
+    assert synth.reporting_length == 2 and synth.declared == params.declared_domains
+    assert synth.dp_params(2.0, 1e-6) == params
+    assert AggregateSeeded().dp_params(4.0, 1e-6) == DpParams(delta=1e-6)
+    with pytest.raises(SdsInputError, match=r"DpParams\.percentile_percentage must be"):
+        create("aggregate-seeded", percentile_percentage=101)

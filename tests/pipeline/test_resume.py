@@ -75,7 +75,8 @@ def test_resume_after_kill_is_identical(
     tmp_path: Path,
     prefect_server: str,
 ) -> None:
-    """Killed inside ``stage`` then resumed: same artifacts, each stage charged once."""
+    """Killed inside ``stage`` then resumed: same artifacts, each stage charged once, and the
+    resumed release replays identically."""
     home = tmp_path / "home"
     _killed_run(stage, tiny_csv, tiny_config, home, prefect_server)
     charged = [r.stage for r in charges(home)]
@@ -98,3 +99,11 @@ def test_resume_after_kill_is_identical(
     assert {name: sha256_file(rel / name) for name in COMPARED} == reference
     stages = [r.stage for r in charges(home)]
     assert stages == ["count", "aggregate-1", "aggregate-2"]
+
+    # the resumed release replays identically from its key and input (nothing charged)
+    code, out, err = run_cli(
+        "audit", RID, "--replay", "--input", str(tiny_csv), "--home", str(home), "--json"
+    )
+    assert code == 0, out + err
+    assert json.loads(out)["identical"]
+    assert [r.stage for r in charges(home)] == stages

@@ -1,0 +1,118 @@
+"""``sds audit RELEASE_ID --replay --input PATH``: recompute a published release and compare.
+
+The release's own stage tasks run again, in the flow's order, on a replay ``ReleaseRun``
+(release_store.replay): the same core calls, the same keyed noise from the release key, with a
+ledger that only reads the recorded charges and a throwaway workdir. Their bodies are called
+directly (``task.fn``): a replay is an audit, not a release, so it needs no Prefect server, is
+no flow run, and nothing of it reaches a result store. Then every published artifact is
+compared byte for byte.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from release_store import stages
+from release_store.publishing import write_release
+from release_store.replay import DIFFERS, MATCH, Check, RecordedRelease, ReplayReport
+from sds_core.errors import SdsInternalError
+from tasks.evaluation import evaluate
+from tasks.ingest import read_input
+from tasks.marginals import aggregate_length, count_records, normalize_aggregates
+from tasks.preparation import prepare_table
+from tasks.synthesis import fit_synthesizer, synthesize_records
+from tasks.validation import validate_input, validate_output
+
+
+def replay_release(home: str | Path, release_id: str, input_path: str | Path) -> ReplayReport:
+    """Recompute release ``release_id`` of ``home`` from ``input_path``; compare everything.
+
+    Nothing is charged and nothing of the release (ledger, checkpoints, artifacts) is written.
+
+    Raises:
+        SdsInputError: the release cannot be replayed (not found, not complete, no key, no
+            ledger reservation) or ``input_path`` is not the input it recorded; raised before
+            anything is recomputed.
+    """
+    recorded = RecordedRelease.load(home, release_id)
+    checks: list[Check] = [recorded.check_input(input_path), *recorded.parameter_checks()]
+    timeline = stages.Timeline()
+    with recorded.replay_run(input_path) as run:
+        params = run.params
+        # --- the release's stages, in the flow's order (flows/release.py) -------------------
+        with timeline.run(stages.BUDGET):  # nothing is reserved: the plan is only compared
+            checks.append(recorded.plan_check(run))
+        with timeline.run(stages.INGEST):
+            raw, input_sha256 = read_input.fn(run=run)
+        checks[0] = recorded.input_check(input_sha256, params.input)  # what the task read
+        with timeline.run(stages.VALIDATE):
+            input_summary = validate_input.fn(run=run, table=raw)
+        with timeline.run(stages.PREPARE):
+            table = prepare_table.fn(run=run, table=raw, input_sha256=input_sha256)
+        del raw
+
+        if params.synthesizer == "aggregate-seeded":
+            with timeline.run(stages.COUNT):
+                protected_n = count_records.fn(run=run, table=table)
+            by_length: dict[int, dict[str, Any]] = {}
+            for k in range(1, params.reporting_length + 1):
+                with timeline.run(stages.aggregate_stage(k)):
+                    by_length[k] = aggregate_length.fn(
+                        run=run, table=table, k=k, protected_n=protected_n, shorter=by_length
+                    )
+            with timeline.run(stages.NORMALIZE):
+                aggregates = normalize_aggregates.fn(
+                    run=run, table=table, by_length=by_length, protected_n=protected_n
+                )
+            with timeline.run(stages.SYNTHESIZE):
+                synthetic = synthesize_records.fn(run=run, aggregates=aggregates, table=table)
+        else:
+            with timeline.run(stages.FIT):
+                synthetic, aggregates = fit_synthesizer.fn(run=run, table=table)
+
+        with timeline.run(stages.VALIDATE_OUTPUT):
+            output_summary = validate_output.fn(run=run, synthetic=synthetic)
+        with timeline.run(stages.EVALUATE):
+            evaluation = evaluate.fn(
+                run=run, table=table, aggregates=aggregates, synthetic=synthetic
+            )
+
+        # --- publish into the throwaway directory: the recorded parameters and stage times ----
+        recorded_stages = recorded.manifest.get("stages") or []
+        with timeline.run(stages.PUBLISH):
+            write_release(
+                run,
+                parameters=recorded.published_parameters(run),
+                input_sha256=input_sha256,
+                aggregates=aggregates,
+                synthetic=synthetic,
+                evaluation=evaluation,
+                validation={"input": input_summary, "output": output_summary},
+                stages=[s for s in recorded_stages if s.get("name") != stages.PUBLISH],
+            )
+
+        names = [s["name"] for s in timeline.done]
+        expected = stages.release_stages(
+            params.reporting_length, aggregate_seeded=params.synthesizer == "aggregate-seeded"
+        )
+        if tuple(names) != expected:
+            raise SdsInternalError(f"the replay ran {names}, the stage registry says {expected}")
+        recorded_names = [s.get("name") for s in recorded_stages]
+        checks.append(
+            Check("stages", "names and order", MATCH, " → ".join(names))
+            if recorded_names == names
+            else Check("stages", "names and order", DIFFERS, f"the release ran {recorded_names}")
+        )
+        checks.append(recorded.charge_check(run))
+        checks += recorded.stage_checks(run, names)
+        checks += recorded.artifact_checks(run)
+    order = {name: i for i, name in enumerate(("parameters", "stages", *expected))}
+    checks.sort(key=lambda c: order.get(c.stage, len(order)))  # stable: keeps order in a stage
+    return ReplayReport(
+        release_id=recorded.release_id,
+        dataset=recorded.dataset,
+        input=str(input_path),
+        checks=tuple(checks),
+        seconds={s["name"]: s["seconds"] for s in timeline.done},
+    )
