@@ -9,9 +9,10 @@ aggregates with the synthetic records. Called by :mod:`release_store.publishing`
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
+from release_store.ledger import Ledger
 from release_store.params import dp_params
 from release_store.run import ReleaseRun
 from release_store.stages import aggregate_stage
@@ -116,9 +117,14 @@ def budget_snapshot(run: ReleaseRun) -> BudgetSnapshot | None:
     """The budget of the release's dataset, now that every stage of the release is charged.
 
     "After" is what the ledger has left now; "before" adds back this release's (ε, δ). None
-    when the dataset has no budget (a ledger without one never lets a release run).
+    when the dataset has no budget. A replay (``sds audit --replay``) reads the snapshot the
+    published manifest recorded (``dataset_budget``): its ledger holds only the release's charges.
     """
-    status = run.ledger().budget(run.dataset)
+    ledger = run.ledger()
+    if not isinstance(ledger, Ledger):
+        recorded = (run.dirs.manifest() or {}).get("dataset_budget")
+        return BudgetSnapshot(**recorded) if isinstance(recorded, dict) else None
+    status = ledger.budget(run.dataset)
     if status is None:
         return None
     return BudgetSnapshot(
@@ -170,14 +176,19 @@ def gather(
     synthetic: PreparedTable,
     public_evaluation: dict[str, Any],
 ) -> ReportInputs:
-    """Collect the report inputs; adds ``privacy.noise`` to ``manifest`` when it is missing.
+    """Collect the report inputs; records them in ``manifest`` where it has none yet.
 
-    ``public_evaluation`` is the publishable subset (``publishing.public_evaluation``).
+    Adds ``privacy.noise`` when missing and ``dataset_budget`` (the budget snapshot, so that a
+    replay can rebuild the same report). ``public_evaluation`` is the publishable subset
+    (``publishing.public_evaluation``).
     """
     manifest["privacy"].setdefault("noise", noise_description(run, aggregates))
+    budget = budget_snapshot(run)
+    if budget is not None:
+        manifest["dataset_budget"] = asdict(budget)
     return ReportInputs(
         manifest=manifest,
-        budget=budget_snapshot(run),
+        budget=budget,
         evaluation=public_evaluation,
         agreement=agreement(aggregates, synthetic),
         synthetic_records=synthetic.n_records,

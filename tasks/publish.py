@@ -53,7 +53,7 @@ def publish_release(
     )
     release_dir = str(run.dirs.release_dir)
     signed_by = sign_release(run.home, release_dir)
-    _prefect_artifacts(run, manifest, Path(release_dir), aggregates, signed_by)
+    _prefect_artifacts(manifest, Path(release_dir), aggregates, signed_by)
     return release_dir
 
 
@@ -67,7 +67,6 @@ def artifact_key(dataset: str) -> str:
 
 
 def _prefect_artifacts(
-    run: ReleaseRun,
     manifest: dict[str, Any],
     folder: Path,
     aggregates: AggregateSet,
@@ -97,7 +96,7 @@ def _prefect_artifacts(
     )
     create_markdown_artifact(
         key=f"release-{key}"[:100],
-        markdown=summary_markdown(run, manifest, folder, rows, signed_by),
+        markdown=summary_markdown(manifest, folder, rows, signed_by),
         description="DP release summary",
     )
 
@@ -146,7 +145,6 @@ def by_length_rows(
 
 
 def summary_markdown(
-    run: ReleaseRun,
     manifest: dict[str, Any],
     folder: Path,
     rows: list[dict[str, Any]],
@@ -154,7 +152,7 @@ def summary_markdown(
 ) -> str:
     """The headline numbers: guarantee, budget before/after, counts, links, signature, files."""
     p = manifest["privacy"]
-    budget = run.ledger().budget(run.dataset)
+    budget = manifest.get("dataset_budget")  # the ledger's snapshot at publication
     lines = [
         f"# DP release {manifest['release_id']}",
         "",
@@ -168,12 +166,11 @@ def summary_markdown(
         + ", ".join(f"{r['combinations_reported']:,} of length {r['length']}" for r in rows)
         + " |",
     ]
-    if budget is not None:
-        before = budget.epsilon_remaining + p["epsilon"]
+    if isinstance(budget, dict):
         lines += [
-            f"| dataset budget before this release | ε = {before:.6g}"
-            f" of {budget.epsilon_lifetime:.6g} |",
-            f"| dataset budget left after it | ε = {budget.epsilon_remaining:.6g} |",
+            f"| dataset budget before this release | ε = {budget['epsilon_before']:.6g}"
+            f" of {budget['epsilon_lifetime']:.6g} |",
+            f"| dataset budget left after it | ε = {budget['epsilon_after']:.6g} |",
         ]
     for r in rows:
         if r["tvd_mean"] is not None:
