@@ -175,7 +175,8 @@ def merge_length(dp: CombinationCounts, synthetic: CombinationCounts, base: int)
     dp_keys, syn_keys = _keys(dp, base), _keys(synthetic, base)
     keys = np.concatenate([dp_keys, syn_keys])
     keys.sort(kind="stable")  # two sorted runs: a linear merge (np.union1d hashes, ~30x slower)
-    keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    if keys.size:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
     dp_at = np.searchsorted(keys, dp_keys)
     syn_at = np.searchsorted(keys, syn_keys)
     attrs = np.empty((keys.shape[0], dp.length), dtype=np.int32)

@@ -149,3 +149,12 @@ def test_no_synthetic_records(dp: AggregateSet) -> None:
     a = agreement(dp, PreparedTable(DOMAIN, np.zeros((0, 3), dtype=np.int32)))
     assert a.by_len[1].synthetic.tolist() == [0] * 5
     assert np.isnan(a.pair_tvd()).all()
+
+
+def test_a_length_without_any_combination() -> None:
+    """A length with no DP and no synthetic combination is an empty, valid length."""
+    agg = AggregateSet.from_text_dict(DOMAIN, {"A:a1": 3}, 2, is_dp=True)
+    records = PreparedTable(DOMAIN, np.array([[0, -1, -1]], dtype=np.int32))
+    a = agreement(agg, records)
+    assert len(a.by_len[2]) == 0 and a.mean_abs_error_by_len() == {1: 2.0, 2: None}
+    assert a.by_len[1].dp.tolist() == [3] and a.by_len[1].synthetic.tolist() == [1]
