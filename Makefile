@@ -6,12 +6,12 @@ SDS_HOME ?= .sds
 PYTHON  ?= python3
 CODE    := sds_core release_store tasks flows tests bench
 
-.PHONY: setup postgres release test test-fast bench lint clean
+.PHONY: setup postgres chromium release test test-fast bench lint clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[dev,bench]'
+	$(PIP) install --quiet -e '.[dev,bench,browser]'
 	touch $@
 
 setup: $(VENV)/.installed
@@ -20,16 +20,25 @@ setup: $(VENV)/.installed
 postgres: setup
 	$(PY) tests/pgserver.py install
 
+## The browser tests drive Debian's Chromium (Playwright's own browser download is not used).
+## Installed when missing, as root (CI and the dev machines run as root); idempotent.
+CHROMIUM ?= /usr/bin/chromium
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+	else echo "make: $(CHROMIUM) is missing: install Debian's chromium (apt-get install chromium) as root" >&2; exit 1; fi
+
 ## Run a real DP release of the bundled example data (PUMS sample) into $(SDS_HOME).
 release: setup
 	$(VENV)/bin/sds release examples/pums_ca_10k.csv --config examples/release.toml --home $(SDS_HOME)
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py).
-test: setup postgres
+test: setup postgres chromium
 	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 test-fast: setup postgres
-	$(PY) -m pytest -q -m "not slow and not server" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q -m "not slow and not server and not browser" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py

@@ -1,5 +1,5 @@
 """The ``sds`` command line (typer + rich): release, resume, cancel, budget, audit, ledger,
-evaluate, verify, sign and signing-key.
+report, evaluate, verify, sign and signing-key.
 
 Thin front end of the ``release`` flow and the ledger. Prefect, GX and ``sds_core`` (whose
 package import loads pandas) are imported inside the commands that need them, so ``sds --help``
@@ -367,12 +367,42 @@ def audit(
             table.add_row(*row.values())
         console = Console()
         console.print(table)
+        for r in report.releases:
+            if r.report:
+                console.print(
+                    f"report of {r.release_id}: {Path(r.report).as_uri()}", soft_wrap=True
+                )
         for p in report.problems:
             console.print(f"[red]problem:[/red] {p}")
         if verify and report.ok:
             console.print("[green]verified: ledger chain and all artifacts intact[/green]")
     if verify and not report.ok:
         raise typer.Exit(1)
+
+
+@app.command("report")
+def report_command(
+    release_id: Annotated[str, typer.Argument(help="The release id (see `sds audit`).")],
+    open_it: Annotated[
+        bool, typer.Option("--open", help="Also open the report in the default browser.")
+    ] = False,
+    home: HomeOpt = None,
+) -> None:
+    """Print the path of a complete release's report.html (--open: open it in a browser)."""
+    from release_store.audit import report_path
+    from sds_core.errors import SdsInputError
+
+    try:
+        path = report_path(_home(home), release_id)
+    except SdsInputError as e:
+        raise fail(str(e), 2) from None
+    if open_it:
+        import webbrowser
+
+        if not webbrowser.open(path.as_uri()):
+            typer.echo(path)
+            raise fail(f"no browser could be started to open {path}; open the file yourself", 1)
+    typer.echo(path)
 
 
 def _replay(

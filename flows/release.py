@@ -17,7 +17,8 @@ from typing import Any
 
 from prefect import flow, get_run_logger, runtime
 
-from release_store import stages
+from flows.progress_artifacts import ProgressArtifacts
+from release_store import progress, stages
 from release_store.params import ReleaseParams, dp_binned_columns
 from release_store.run import ReleaseRun
 from sds_core.data.table import PreparedTable
@@ -27,7 +28,7 @@ from tasks.evaluation import evaluate
 from tasks.ingest import read_input
 from tasks.marginals import aggregate_length, count_records, normalize_aggregates
 from tasks.preparation import choose_bins, prepare_table
-from tasks.publish import publish_release
+from tasks.publish import artifact_key, publish_release
 from tasks.synthesis import aggregate_noise, fit_synthesizer, synthesize_records
 from tasks.validation import validate_input, validate_output
 
@@ -150,28 +151,29 @@ def run_stages(
 def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     timeline = stages.Timeline()
+    # Prefect progress artifacts for the long stages, next to the CLI's display
+    with progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))):
+        # --- budget: reserve (ε, δ) before the data is read -------------------------------------
+        with timeline.run(stages.BUDGET):
+            run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
+        try:
+            # --- ingest, validate, prepare, count, aggregate-k, normalize, synthesize, evaluate -
+            out = run_stages(run, timeline, log=get_run_logger())
 
-    # --- budget: reserve (ε, δ) before the data is read -----------------------------------------
-    with timeline.run(stages.BUDGET):
-        run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
-    try:
-        # --- ingest, validate, prepare, count, aggregate-k, normalize, synthesize, evaluate ---
-        out = run_stages(run, timeline, log=get_run_logger())
-
-        # --- publish (the manifest turns complete, anchored to the ledger head) ---------------
-        return publish_release(
-            run=run,
-            input_sha256=out.input_sha256,
-            aggregates=out.aggregates,
-            synthetic=out.synthetic,
-            evaluation=out.evaluation,
-            validation={"input": out.input_summary, "output": out.output_summary},
-            stages_done=timeline.done,
-            aggregate_noise=out.aggregate_noise,
-        )
-    except BaseException as e:
-        run.mark_failed(e, timeline.done)
-        raise
+            # --- publish (the manifest turns complete, anchored to the ledger head) -------------
+            return publish_release(
+                run=run,
+                input_sha256=out.input_sha256,
+                aggregates=out.aggregates,
+                synthetic=out.synthetic,
+                evaluation=out.evaluation,
+                validation={"input": out.input_summary, "output": out.output_summary},
+                stages_done=timeline.done,
+                aggregate_noise=out.aggregate_noise,
+            )
+        except BaseException as e:
+            run.mark_failed(e, timeline.done)
+            raise
 
 
 if __name__ == "__main__":

@@ -16,7 +16,15 @@ from typing import Any
 
 from release_store.ledger import BudgetStatus, Ledger, VerifyReport
 from release_store.ledger_backends import resolve_ledger_url, sqlite_path
-from release_store.workspace import MANIFEST, PUBLIC_KEY, SIGNATURE, Manifest, verify_release
+from release_store.workspace import (
+    MANIFEST,
+    PUBLIC_KEY,
+    SIGNATURE,
+    Manifest,
+    validate_id,
+    verify_release,
+)
+from sds_core.errors import SdsInputError
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +43,7 @@ class ReleaseAudit:
     parameters: dict[str, Any] = field(default_factory=dict)
     artifacts: dict[str, str] = field(default_factory=dict)
     problems: tuple[str, ...] = ()
+    report: str | None = None  # path of report.html of a complete release
     signed_by: str | None = None  # key id of a verified signature (None: unsigned/unchecked)
 
 
@@ -81,6 +90,36 @@ class AuditReport:
             }
             for r in self.releases
         ]
+
+
+def report_path(home: str | Path, release_id: str) -> Path:
+    """The ``report.html`` of a complete release of ``home``.
+
+    Raises:
+        SdsInputError: bad id, no such release, release not complete, or no report in it.
+    """
+    validate_id(release_id)
+    found = sorted(p for p in (Path(home) / "releases").glob(f"*/{release_id}") if p.is_dir())
+    if not found:
+        raise SdsInputError(
+            f"no release {release_id!r} under {Path(home) / 'releases'}; `sds audit` lists the "
+            "releases of a home (pass --home DIR or set SDS_HOME if it is elsewhere)"
+        )
+    release_dir = found[0]
+    status = Manifest.load(release_dir / MANIFEST).status
+    if status != "complete":
+        raise SdsInputError(
+            f"release {release_id!r} is {status}, not complete, so it has no report; finish it "
+            f"with `sds resume {release_id}` or abandon it with `sds cancel {release_id}`"
+        )
+    report = release_dir / "report.html"
+    if not report.is_file():
+        raise SdsInputError(
+            f"release {release_id!r} is complete but has no report.html ({release_dir}); it "
+            "was published by a version without reports, or the file was removed "
+            "(`sds audit --verify` checks the release's files)"
+        )
+    return report
 
 
 def ledger_anchor(home: str | Path, ledger_url: str | None = None) -> dict[str, Any]:
@@ -210,6 +249,9 @@ def audit_home(
                 parameters=dict(m.get("parameters") or {}),
                 artifacts=dict(m.get("artifacts") or {}),
                 problems=tuple(found),
+                report=str(release_dir / "report.html")
+                if m.get("status") == "complete" and (release_dir / "report.html").is_file()
+                else None,
                 signed_by=signed_by,
             )
         )

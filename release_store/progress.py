@@ -37,6 +37,28 @@ def reporting(reporter: Reporter | None) -> Iterator[None]:
         _REPORTER = previous
 
 
+class _Both:
+    """Sends every report to two reporters, in order."""
+
+    def __init__(self, first: Reporter, second: Reporter) -> None:
+        self.first, self.second = first, second
+
+    def stage(self, text: str) -> None:
+        self.first.stage(text)
+        self.second.stage(text)
+
+    def advance(self, done: int, total: int) -> None:
+        self.first.advance(done, total)
+        self.second.advance(done, total)
+
+
+@contextmanager
+def also_reporting(reporter: Reporter) -> Iterator[None]:
+    """Inside the ``with`` block, send progress to ``reporter`` as well as the current one."""
+    with reporting(reporter if _REPORTER is None else _Both(_REPORTER, reporter)):
+        yield
+
+
 def stage(text: str) -> None:
     """Report that a stage started."""
     if _REPORTER is not None:

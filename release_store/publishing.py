@@ -9,9 +9,7 @@ summary, and ``manifest.json`` with the sha256 of every artifact. The manifest t
 
 from __future__ import annotations
 
-import html
 import io
-import json
 import re
 from pathlib import PurePath
 from typing import Any
@@ -35,6 +33,7 @@ ARTIFACTS = (
     "evaluation.json",
     "validation.json",
     "report.html",
+    "explorer.html",
 )
 
 
@@ -159,31 +158,27 @@ def write_artifacts(
     return {name: sha256_file(out / name) for name in ARTIFACTS if (out / name).is_file()}
 
 
-def report_html(manifest: dict[str, Any], evaluation: dict[str, Any]) -> bytes:
-    """A self-contained human-readable report of the release and its privacy spend."""
-    p = manifest["privacy"]
-    rows = "".join(
-        f"<tr><td>{html.escape(s['stage'])}</td><td>{html.escape(s['mechanism'])}</td>"
-        f"<td>{s['epsilon']:.6g}</td><td>{s['delta']:.3g}</td>"
-        f"<td>{'' if s['rho'] is None else format(s['rho'], '.6g')}</td></tr>"
-        for s in p["stages"]
-    )
-    params = html.escape(json.dumps(manifest["parameters"], indent=2))
-    metrics = html.escape(json.dumps(public_evaluation(evaluation), indent=2, default=str)[:20000])
-    return f"""<!doctype html><html><head><meta charset="utf-8">
-<title>DP release {html.escape(manifest["release_id"])}</title>
-<style>body{{font-family:sans-serif;max-width:60em;margin:2em auto}}
-td,th{{border:1px solid #ccc;padding:.2em .5em}}table{{border-collapse:collapse}}</style></head>
-<body><h1>DP release {html.escape(manifest["release_id"])}</h1>
-<p>Dataset <b>{html.escape(manifest["dataset"])}</b>, created {manifest["created_at"]}.
-This release is (ε={p["epsilon"]:.6g}, δ={p["delta"]:.3g})-differentially private: the
-aggregates and synthetic records reveal at most that much about any one record.</p>
-<p>Protected (noisy) number of records: {manifest["input"]["rows"]}.</p>
-<h2>Privacy spend by stage</h2><table><tr><th>stage</th><th>mechanism</th><th>ε</th>
-<th>δ</th><th>rho (zCDP)</th></tr>{rows}</table>
-<h2>Parameters</h2><pre>{params}</pre>
-<h2>Utility (computed from the sensitive data)</h2><pre>{metrics}</pre>
-</body></html>""".encode()
+def write_report_and_explorer(
+    run: ReleaseRun,
+    manifest: dict[str, Any],
+    aggregates: Any,
+    synthetic: Any,
+    evaluation: dict[str, Any],
+) -> None:
+    """Write ``report.html`` and ``explorer.html`` and record their sha256 in ``manifest``.
+
+    Both are built from published values only (:mod:`release_store.report_inputs`); the
+    manifest gets ``privacy.noise`` when it has none yet.
+    """
+    from release_store.explorer import explorer_html
+    from release_store.report import report_html
+    from release_store.report_inputs import gather
+
+    inputs = gather(run, manifest, aggregates, synthetic, public_evaluation(evaluation))
+    for name, build in (("report.html", report_html), ("explorer.html", explorer_html)):
+        path = run.dirs.release_dir / name
+        atomic_write_bytes(path, build(inputs))
+        manifest["artifacts"][name] = sha256_file(path)
 
 
 def write_release(
@@ -244,8 +239,7 @@ def write_release(
         "artifacts": hashes,
         "versions": collect_versions(),
     }
-    atomic_write_bytes(dirs.release_dir / "report.html", report_html(manifest, evaluation))
-    manifest["artifacts"]["report.html"] = sha256_file(dirs.release_dir / "report.html")
+    write_report_and_explorer(run, manifest, aggregates, synthetic, evaluation)
     manifest["stages"] = [
         *stages,
         {

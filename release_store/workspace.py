@@ -39,6 +39,7 @@ PUBLISHED = (
     "synthetic.csv",
     "evaluation.json",
     "report.html",
+    "explorer.html",
 )
 STATUSES = ("running", "complete", "failed")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")

@@ -1,19 +1,26 @@
 """The ``publish`` task: write the release (release_store.publishing), sign it, and show it.
 
-Everything it writes or shows is DP output or public parameters; the manifest turns complete,
-anchored to the ledger head, only after every artifact is on disk; then the home's key signs
-the manifest (release_store.signing: ``manifest.sig``, ``signing-key.pub``).
+Only DP output or public parameters: the manifest turns complete (anchored to the ledger head)
+after every artifact is on disk, then the home's key signs it. Prefect artifacts, keyed
+``<what>-<dataset>``: links to the report and the explorer, spend and by-length tables, a summary.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 from prefect import task
-from prefect.artifacts import create_markdown_artifact, create_table_artifact
+from prefect.artifacts import (
+    create_link_artifact,
+    create_markdown_artifact,
+    create_table_artifact,
+)
 
 from release_store import progress, stages
 from release_store.publishing import write_release
+from release_store.report_inputs import count_sd
 from release_store.run import ReleaseRun
 from release_store.signing import sign_release, signing_key
 from sds_core.data.table import PreparedTable
@@ -48,27 +55,139 @@ def publish_release(
     )
     release_dir = str(run.dirs.release_dir)
     signed_by = sign_release(run.home, release_dir)
-    _prefect_artifacts(manifest, release_dir, signed_by)
+    _prefect_artifacts(manifest, Path(release_dir), aggregates, signed_by)
     return release_dir
 
 
-def _prefect_artifacts(manifest: dict[str, Any], release_dir: str, signed_by: str) -> None:
-    p = manifest["privacy"]
-    key = "".join(ch if ch.isalnum() else "-" for ch in manifest["dataset"].lower())
+def artifact_key(dataset: str) -> str:
+    """The dataset's part of every artifact key: lowercase letters, digits and dashes.
+
+    >>> artifact_key("PUMS_ca.10k")
+    'pums-ca-10k'
+    """
+    return "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in dataset.lower())
+
+
+def _prefect_artifacts(
+    manifest: dict[str, Any],
+    folder: Path,
+    aggregates: AggregateSet,
+    signed_by: str,
+) -> None:
+    """Links to the report and the explorer, the summary, and tables with stable keys."""
+    key = artifact_key(manifest["dataset"])
+    rid = manifest["release_id"]
+    for name, what in (("report", "release report"), ("explorer", "aggregate explorer")):
+        create_link_artifact(
+            key=f"{name}-{key}"[:100],
+            link=(folder / f"{name}.html").as_uri(),
+            link_text=f"{name}.html of release {rid}",
+            description=f"The {what} of release {rid} (self-contained HTML; opens from disk)",
+        )
     create_table_artifact(
         key=f"privacy-spend-{key}"[:100],
-        table=p["stages"],
-        description=f"Privacy spend of release {manifest['release_id']}",
+        table=manifest["privacy"]["stages"],
+        description=f"Privacy spend of release {rid}",
     )
-    files = "\n".join(f"| {n} | `{h[:16]}…` |" for n, h in sorted(manifest["artifacts"].items()))
+    rows = by_length_rows(manifest, folder, aggregates)
+    create_table_artifact(
+        key=f"by-length-{key}"[:100],
+        table=rows,
+        description=f"Noise, threshold and utility by combination length, release {rid} "
+        "(utility ratios are computed from the sensitive data: not DP)",
+    )
     create_markdown_artifact(
         key=f"release-{key}"[:100],
-        markdown=(
-            f"# DP release {manifest['release_id']}\n\n"
-            f"(ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-DP, protected records: "
-            f"{manifest['input']['rows']}\n\nDirectory: `{release_dir}`\n\n"
-            f"Signed (Ed25519, `manifest.sig`) by key `{signed_by}`\n\n"
-            f"| artifact | sha256 |\n|---|---|\n{files}\n"
-        ),
+        markdown=summary_markdown(manifest, folder, rows, signed_by),
         description="DP release summary",
     )
+
+
+def _metrics(folder: Path) -> dict[str, Any]:
+    """The published evaluation metrics (evaluation.json), or {} when absent."""
+    path = folder / "evaluation.json"
+    if not path.is_file():
+        return {}
+    metrics = json.loads(path.read_text()).get("metrics")
+    return metrics if isinstance(metrics, dict) else {}
+
+
+def by_length_rows(
+    manifest: dict[str, Any], folder: Path, aggregates: AggregateSet
+) -> list[dict[str, Any]]:
+    """One row per length: combinations reported, noise, threshold, SDS utility ratios."""
+    noise = manifest["privacy"].get("noise") or {}
+    entries = {int(e["length"]): e for e in noise.get("by_length") or []}
+    metrics = _metrics(folder)
+    tvd = (metrics.get("marginal_fidelity") or {}).get("tvd_mean_by_order") or {}
+    rows = []
+    for k in range(1, aggregates.reporting_length + 1):
+        e = entries.get(k)
+        row: dict[str, Any] = {
+            "length": k,
+            "combinations_reported": len(aggregates.counts_of(k)),
+            "noise_sd": None if e is None else round(count_sd(e), 3),
+            "threshold": None
+            if e is None or e.get("threshold") is None
+            else round(float(e["threshold"]), 3),
+        }
+        for section, short in (
+            ("sensitive_vs_dp_aggregates", "dp"),
+            ("sensitive_vs_synthetic", "synthetic"),
+        ):
+            m = metrics.get(section) or {}
+            pres = (m.get("preservation_by_length") or {}).get(str(k)) or {}
+            by = (m.get("by_length") or {}).get(str(k)) or {}
+            row[f"preservation_{short}"] = pres.get("count_preservation")
+            row[f"suppressed_pct_{short}"] = by.get("suppressed_pct")
+            row[f"fabricated_pct_{short}"] = by.get("fabricated_pct")
+        row["tvd_mean"] = tvd.get(str(k))
+        rows.append(row)
+    return rows
+
+
+def summary_markdown(
+    manifest: dict[str, Any],
+    folder: Path,
+    rows: list[dict[str, Any]],
+    signed_by: str,
+) -> str:
+    """The headline numbers: guarantee, budget before/after, counts, links, signature, files."""
+    p = manifest["privacy"]
+    budget = manifest.get("dataset_budget")  # the ledger's snapshot at publication
+    lines = [
+        f"# DP release {manifest['release_id']}",
+        "",
+        f"**(ε = {p['epsilon']:.6g}, δ = {p['delta']:.3g})-differentially private** release of "
+        f"dataset `{manifest['dataset']}`.",
+        "",
+        "| headline | value |",
+        "|---|---|",
+        f"| protected (DP) record count | {manifest['input']['rows']:,} |",
+        "| DP combinations reported | "
+        + ", ".join(f"{r['combinations_reported']:,} of length {r['length']}" for r in rows)
+        + " |",
+    ]
+    if isinstance(budget, dict):
+        lines += [
+            f"| dataset budget before this release | ε = {budget['epsilon_before']:.6g}"
+            f" of {budget['epsilon_lifetime']:.6g} |",
+            f"| dataset budget left after it | ε = {budget['epsilon_after']:.6g} |",
+        ]
+    for r in rows:
+        if r["tvd_mean"] is not None:
+            lines.append(
+                f"| mean {r['length']}-way TVD (vs the sensitive data, not DP) | {r['tvd_mean']} |"
+            )
+    lines += [
+        "",
+        f"[report.html]({(folder / 'report.html').as_uri()}) · "
+        f"[explorer.html]({(folder / 'explorer.html').as_uri()}) · directory `{folder}`",
+        "",
+        f"Signed (Ed25519, `manifest.sig`) by key `{signed_by}`",
+        "",
+        "| artifact | sha256 |",
+        "|---|---|",
+        *(f"| {n} | `{h[:16]}…` |" for n, h in sorted(manifest["artifacts"].items())),
+    ]
+    return "\n".join(lines) + "\n"

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -117,6 +118,7 @@ def test_release_directory_follows_the_contract(released: Path) -> None:
         "synthetic.csv",
         "evaluation.json",
         "report.html",
+        "explorer.html",
     } <= set(m["artifacts"])
     assert [s["name"] for s in m["stages"]][:6] == [
         "budget",
@@ -195,12 +197,30 @@ def test_published_evaluation_has_no_true_record_count(released: Path) -> None:
 
 
 def test_prefect_artifacts_are_created(released: Path) -> None:
-    """The flow publishes a markdown summary and a privacy-spend table in Prefect."""
+    """Summary, spend and by-length tables, links to report and explorer, finished progress."""
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
-        keys = {a.key for a in client.read_artifacts()}
-    assert {"release-tiny", "privacy-spend-tiny"} <= keys
+        by_key: dict[str, list[str]] = {}
+        for a in client.read_artifacts():  # other modules release "tiny" too: look for ours
+            by_key.setdefault(a.key or "", []).append(str(a.data))
+    assert {
+        "release-tiny",
+        "privacy-spend-tiny",
+        "by-length-tiny",
+        "report-tiny",
+        "explorer-tiny",
+        "aggregate-progress-tiny",
+        "synthesize-progress-tiny",
+    } <= set(by_key)
+    assert all(re.fullmatch(r"[a-z0-9-]+", k) for k in by_key if k)
+    assert any((released / "report.html").as_uri() in d for d in by_key["report-tiny"])
+    assert any((released / "explorer.html").as_uri() in d for d in by_key["explorer-tiny"])
+    rows = json.loads((released / "manifest.json").read_text())["input"]["rows"]
+    ours = [d for d in by_key["release-tiny"] if released.name in d]
+    assert len(ours) == 1 and f"| protected (DP) record count | {rows:,} |" in ours[0]
+    assert "dataset budget left after it" in ours[0]
+    assert 100.0 in [float(d) for d in by_key["synthesize-progress-tiny"]]  # reached 100%
 
 
 def test_evaluate_a_release_with_its_config(

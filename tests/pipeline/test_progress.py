@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import io
 
+import pytest
 from rich.console import Console
 
 from release_store import progress
@@ -70,3 +71,47 @@ def test_quiet_display_prints_nothing() -> None:
         progress.stage("synthesize")
         progress.advance(5, 10)
     assert buf.getvalue() == ""
+
+
+def test_also_reporting_fans_out_and_restores() -> None:
+    """A second reporter receives the same events as the installed one, only inside the block."""
+    first, second = _Recorder(), _Recorder()
+    with progress.reporting(first):
+        with progress.also_reporting(second):
+            progress.stage("aggregate-1 (x)")
+            progress.advance(1, 3)
+        progress.advance(2, 3)
+    assert second.events == [("stage", "aggregate-1 (x)"), ("advance", 1, 3)]
+    assert first.events == [*second.events, ("advance", 2, 3)]
+    with progress.also_reporting(second):  # nothing installed: the new reporter alone
+        progress.advance(3, 3)
+    assert second.events[-1] == ("advance", 3, 3) and progress._REPORTER is None
+
+
+def test_progress_artifacts_only_for_long_stages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Aggregation and synthesis get one artifact each, updated per whole percent; others none."""
+    from flows import progress_artifacts as pa
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(
+        pa, "create_progress_artifact", lambda **kw: calls.append(("create", kw["key"])) or "id"
+    )
+    monkeypatch.setattr(pa, "update_progress_artifact", lambda i, p: calls.append(("update", p)))
+    reporter = pa.ProgressArtifacts("tiny")
+    for text, steps in (
+        ("validating the input", [(1, 2)]),
+        ("aggregate-1 (DP combinations of length 1)", [(0, 2), (1, 2)]),
+        ("aggregate-2 (DP combinations of length 2)", [(1, 2), (2, 2)]),
+        ("synthesize (synthetic records)", [(1, 1000), (2, 1000), (10, 1000), (1000, 1000)]),
+    ):
+        reporter.stage(text)
+        for done, total in steps:
+            reporter.advance(done, total)
+    assert calls == [
+        ("create", "aggregate-progress-tiny"),
+        ("update", 50.0),
+        ("update", 100.0),
+        ("create", "synthesize-progress-tiny"),
+        ("update", 1.0),
+        ("update", 100.0),
+    ]

@@ -1,0 +1,195 @@
+"""What the release report and explorer are built from: published values only, gathered once.
+
+The manifest (privacy spend, stages, DP record count), its noise description (or, when the
+manifest has none, the same values from the budget plan and the aggregate-k checkpoints), the
+ledger's budget of the dataset, the publishable evaluation, and the agreement of the DP
+aggregates with the synthetic records. Called by :mod:`release_store.publishing`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from release_store.ledger import Ledger
+from release_store.params import dp_params
+from release_store.run import ReleaseRun
+from release_store.stages import aggregate_stage
+from sds_core.data.table import PreparedTable
+from sds_core.errors import SdsInternalError
+from sds_core.evaluation.agreement import Agreement, agreement
+from sds_core.marginals.aggregates import AggregateSet
+
+HOW_TO_READ = (
+    "A published count of length k carries discrete Gaussian noise of standard deviation "
+    "sigma_k * sqrt(allowed_sensitivity_k): about 95% of such counts lie within 1.96 standard "
+    "deviations of the true count (before rounding and the consistency post-processing). A "
+    "combination whose noisy count fell below the threshold of its length is not reported. The "
+    "record count carries discrete Laplace noise of the given scale (standard deviation about "
+    "scale * sqrt(2))."
+)
+
+
+def count_sd(entry: dict[str, Any]) -> float:
+    """Standard deviation of the noise on one published count of a ``by_length`` entry.
+
+    ``noise_sd`` when the manifest gives it, else ``sigma * sqrt(allowed_sensitivity)``.
+
+    >>> count_sd({"sigma": 2.0, "allowed_sensitivity": 4})
+    4.0
+    >>> count_sd({"sigma": 2.0, "allowed_sensitivity": 4, "noise_sd": 4.5})
+    4.5
+    """
+    if entry.get("noise_sd") is not None:
+        return float(entry["noise_sd"])
+    return float(entry["sigma"]) * math.sqrt(max(int(entry["allowed_sensitivity"]), 0))
+
+
+def laplace_half_width(scale: float) -> float:
+    """Half-width of the 95% interval of Laplace noise of ``scale`` (P(|X| > t) = e^(-t/b)).
+
+    >>> round(laplace_half_width(50.0), 1)
+    149.8
+    """
+    return scale * math.log(20.0)
+
+
+def noise_description(run: ReleaseRun, aggregates: AggregateSet) -> dict[str, Any]:
+    """``manifest["privacy"]["noise"]`` computed from the budget plan and the DP checkpoints.
+
+    Every value is DP or data-independent: σ_k and the record count's Laplace scale come from
+    the plan (ε, δ, R and the DP record count), Δ_k and the thresholds from the aggregate-k
+    stages' DP outputs. A registry synthesizer (no SDS stages) has no per-length noise.
+    """
+    if run.params.synthesizer != "aggregate-seeded":
+        return {"record_count": None, "by_length": [], "how_to_read": HOW_TO_READ}
+    from sds_core.marginals.engine import plan_release
+
+    protected = aggregates.protected_number_of_records
+    if protected is None:
+        raise SdsInternalError("DP aggregates without a protected record count")
+    dp = dp_params(run.params)
+    plan = plan_release(dp, int(protected))
+    by_length = []
+    for k in range(1, run.params.reporting_length + 1):
+        step = run.dirs.load_checkpoint(aggregate_stage(k))
+        if step is None:
+            raise SdsInternalError(f"publishing before stage {aggregate_stage(k)} finished")
+        threshold = float(step["threshold"])
+        by_length.append(
+            {
+                "length": k,
+                "mechanism": "discrete-gaussian",
+                "sigma": float(plan.sigma_by_len[k - 1]),
+                "allowed_sensitivity": int(step["allowed_sensitivity"]),
+                "threshold": threshold if math.isfinite(threshold) else None,
+            }
+        )
+    return {
+        "record_count": {"mechanism": "discrete-laplace", "scale": 1.0 / plan.epsilon_records},
+        "by_length": by_length,
+        "how_to_read": HOW_TO_READ,
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSnapshot:
+    """The dataset's (ε, δ) budget when the release was published (from the ledger)."""
+
+    epsilon_lifetime: float
+    delta_lifetime: float
+    epsilon_before: float
+    delta_before: float
+    epsilon_release: float
+    delta_release: float
+    epsilon_after: float
+    delta_after: float
+    epsilon_reserved_elsewhere: float
+
+    @property
+    def epsilon_spent_before(self) -> float:
+        """ε spent by earlier releases (and held by others), i.e. lifetime - before."""
+        return max(self.epsilon_lifetime - self.epsilon_before, 0.0)
+
+
+def budget_snapshot(run: ReleaseRun) -> BudgetSnapshot | None:
+    """The budget of the release's dataset, now that every stage of the release is charged.
+
+    "After" is what the ledger has left now; "before" adds back this release's (ε, δ). None
+    when the dataset has no budget. A replay (``sds audit --replay``) reads the snapshot the
+    published manifest recorded (``dataset_budget``): its ledger holds only the release's charges.
+    """
+    ledger = run.ledger()
+    if not isinstance(ledger, Ledger):
+        recorded = (run.dirs.manifest() or {}).get("dataset_budget")
+        return BudgetSnapshot(**recorded) if isinstance(recorded, dict) else None
+    status = ledger.budget(run.dataset)
+    if status is None:
+        return None
+    return BudgetSnapshot(
+        epsilon_lifetime=status.epsilon_lifetime,
+        delta_lifetime=status.delta_lifetime,
+        epsilon_before=status.epsilon_remaining + run.epsilon,
+        delta_before=status.delta_remaining + run.delta,
+        epsilon_release=run.epsilon,
+        delta_release=run.delta,
+        epsilon_after=status.epsilon_remaining,
+        delta_after=status.delta_remaining,
+        epsilon_reserved_elsewhere=status.epsilon_reserved,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class ReportInputs:
+    """Everything the report and the explorer show; all of it published or DP.
+
+    Attributes:
+        manifest: the release manifest (artifacts listed so far, privacy with ``noise``).
+        budget: the dataset's budget around this release (None without a ledger budget).
+        evaluation: the publishable evaluation (rounded ratios, marked not DP).
+        agreement: DP aggregates vs synthetic records, per combination.
+        synthetic_records: number of synthetic records published.
+    """
+
+    manifest: dict[str, Any]
+    budget: BudgetSnapshot | None
+    evaluation: dict[str, Any]
+    agreement: Agreement
+    synthetic_records: int
+
+    @property
+    def noise(self) -> dict[str, Any]:
+        """``manifest["privacy"]["noise"]`` (record_count, by_length, how_to_read)."""
+        noise = self.manifest.get("privacy", {}).get("noise")
+        return noise if isinstance(noise, dict) else {"record_count": None, "by_length": []}
+
+    def sd_by_len(self) -> dict[int, float]:
+        """Noise standard deviation of one published count, per length (SDS releases only)."""
+        return {int(e["length"]): count_sd(e) for e in self.noise.get("by_length") or []}
+
+
+def gather(
+    run: ReleaseRun,
+    manifest: dict[str, Any],
+    aggregates: AggregateSet,
+    synthetic: PreparedTable,
+    public_evaluation: dict[str, Any],
+) -> ReportInputs:
+    """Collect the report inputs; records them in ``manifest`` where it has none yet.
+
+    Adds ``privacy.noise`` when missing and ``dataset_budget`` (the budget snapshot, so that a
+    replay can rebuild the same report). ``public_evaluation`` is the publishable subset
+    (``publishing.public_evaluation``).
+    """
+    manifest["privacy"].setdefault("noise", noise_description(run, aggregates))
+    budget = budget_snapshot(run)
+    if budget is not None:
+        manifest["dataset_budget"] = asdict(budget)
+    return ReportInputs(
+        manifest=manifest,
+        budget=budget,
+        evaluation=public_evaluation,
+        agreement=agreement(aggregates, synthetic),
+        synthetic_records=synthetic.n_records,
+    )

@@ -1,0 +1,224 @@
+"""Agreement of the DP aggregates and the synthetic records, from published values only.
+
+For every combination of length 1..R that the DP aggregates report or the synthetic records
+contain: its DP count (or "not reported") and its synthetic count; and the figures the release
+report and explorer draw from them (1-way distributions, 2-way TVD per column pair, mean error).
+Nothing here reads the sensitive data, so everything it returns may be published.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
+from sds_core.errors import invariant, require
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts, encode_keys
+from sds_core.marginals.exact_counts import exact_aggregates
+
+NOT_REPORTED = -1
+"""DP count of a combination the DP aggregates do not report (suppressed or never a candidate)."""
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LengthAgreement:
+    """Combinations of one length: ``attrs`` (m, k) sorted rows, ``dp`` and ``synthetic`` (m,).
+
+    ``dp[i]`` is the published DP count or :data:`NOT_REPORTED`; ``synthetic[i]`` is the number
+    of synthetic records holding the combination (0 when none does).
+    """
+
+    attrs: NDArray[np.int32]
+    dp: NDArray[np.int64]
+    synthetic: NDArray[np.int64]
+
+    def __post_init__(self) -> None:
+        m = self.attrs.shape[0]
+        invariant(self.attrs.ndim == 2, f"attrs must be 2-d, got shape {self.attrs.shape}")
+        invariant(
+            self.dp.shape == (m,) and self.synthetic.shape == (m,),
+            f"{m} combinations but {self.dp.shape} DP and {self.synthetic.shape} synthetic counts",
+        )
+
+    @property
+    def length(self) -> int:
+        """The combination length k."""
+        return int(self.attrs.shape[1])
+
+    def __len__(self) -> int:
+        return int(self.attrs.shape[0])
+
+    @property
+    def reported(self) -> NDArray[np.bool_]:
+        """Mask of the combinations the DP aggregates report."""
+        mask: NDArray[np.bool_] = self.dp != NOT_REPORTED
+        return mask
+
+
+@dataclass(frozen=True, slots=True)
+class OneWay:
+    """One column's distribution: its published values, their DP and synthetic counts."""
+
+    column: str
+    labels: tuple[str, ...]
+    dp: NDArray[np.int64]
+    synthetic: NDArray[np.int64]
+
+
+@dataclass(frozen=True, eq=False)
+class Agreement:
+    """DP aggregates against synthetic records, by combination length (published values only).
+
+    >>> from sds_core.marginals.aggregates import AggregateSet
+    >>> d = Domain(("A", "B"), (("a1", "a2"), ("b1",)))
+    >>> dp = AggregateSet.from_text_dict(
+    ...     d, {"A:a1": 5, "A:a2": 3, "B:b1": 6, "A:a1;B:b1": 4}, 2, is_dp=True
+    ... )
+    >>> syn = PreparedTable(d, np.array([[0, 0], [0, 0], [1, 0], [1, -1]], dtype=np.int32))
+    >>> a = agreement(dp, syn)
+    >>> a.by_len[2].dp.tolist(), a.by_len[2].synthetic.tolist()
+    ([4, -1], [2, 1])
+    >>> a.one_way(0).dp.tolist(), a.one_way(0).synthetic.tolist()
+    ([5, 3], [2, 2])
+    """
+
+    domain: Domain
+    reporting_length: int
+    by_len: Mapping[int, LengthAgreement]
+
+    def published_attributes(self) -> NDArray[np.int32]:
+        """Global ids of the attributes that the DP aggregates or synthetic records hold.
+
+        Only these values may be shown: a domain built from the sensitive data can also hold
+        values whose 1-way count was suppressed, and their labels must not be published.
+        """
+        one = self.by_len.get(1)
+        return np.zeros(0, dtype=np.int32) if one is None else one.attrs[:, 0].copy()
+
+    def one_way(self, column: int) -> OneWay:
+        """DP and synthetic counts of each published value of ``column`` (domain order)."""
+        require(
+            0 <= column < self.domain.n_columns,
+            f"column index {column} out of range 0..{self.domain.n_columns - 1}",
+        )
+        one = self.by_len.get(1)
+        lo, hi = self.domain.offsets[column], self.domain.offsets[column + 1]
+        if one is None:
+            rows = np.zeros(0, dtype=np.int64)
+        else:
+            rows = np.flatnonzero((one.attrs[:, 0] >= lo) & (one.attrs[:, 0] < hi))
+        labels = self.domain.labels[column]
+        ids = [] if one is None else one.attrs[rows, 0].tolist()
+        return OneWay(
+            self.domain.columns[column],
+            tuple(labels[a - lo] for a in ids),
+            np.zeros(0, np.int64) if one is None else one.dp[rows],
+            np.zeros(0, np.int64) if one is None else one.synthetic[rows],
+        )
+
+    def pair_tvd(self) -> NDArray[np.float64]:
+        """(C, C) total variation distance of each column pair's 2-way distribution.
+
+        The DP distribution is the pair's reported DP counts over their sum; the synthetic one,
+        the pair's synthetic counts over their sum. Symmetric; NaN on the diagonal and where a
+        side has no count (or R < 2).
+        """
+        c = self.domain.n_columns
+        out = np.full((c, c), np.nan)
+        two = self.by_len.get(2)
+        if two is None or len(two) == 0:
+            return out
+        attr_col = self.domain.attribute_columns().astype(np.int64)
+        pair = attr_col[two.attrs[:, 0]] * c + attr_col[two.attrs[:, 1]]
+        dp = np.where(two.reported, two.dp, 0).astype(np.float64)
+        syn = two.synthetic.astype(np.float64)
+        dp_sum = np.bincount(pair, weights=dp, minlength=c * c)
+        syn_sum = np.bincount(pair, weights=syn, minlength=c * c)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap = np.abs(dp / dp_sum[pair] - syn / syn_sum[pair])
+        tvd = 0.5 * np.bincount(pair, weights=np.nan_to_num(gap), minlength=c * c)
+        ok = (dp_sum > 0) & (syn_sum > 0)
+        flat = np.where(ok, tvd, np.nan).reshape(c, c)
+        upper = np.triu(np.ones((c, c), dtype=bool), 1)
+        out[upper] = flat[upper]
+        out.T[upper] = flat[upper]
+        return out
+
+    def mean_abs_error_by_len(self) -> dict[int, float | None]:
+        """Mean |synthetic - DP| over the combinations the DP aggregates report, per length."""
+        out: dict[int, float | None] = {}
+        for k, la in sorted(self.by_len.items()):
+            rep = la.reported
+            out[k] = float(np.abs(la.synthetic[rep] - la.dp[rep]).mean()) if rep.any() else None
+        return out
+
+    def unreported_synthetic_by_len(self) -> dict[int, int]:
+        """Distinct combinations the synthetic records hold but the DP aggregates do not report."""
+        return {
+            k: int(((~la.reported) & (la.synthetic > 0)).sum())
+            for k, la in sorted(self.by_len.items())
+        }
+
+
+def _keys(cc: CombinationCounts, base: int) -> NDArray[np.int64]:
+    keys = encode_keys(cc.attrs, base)
+    invariant(bool(np.all(keys[1:] > keys[:-1])), "combination rows must be unique and sorted")
+    return keys
+
+
+def merge_length(dp: CombinationCounts, synthetic: CombinationCounts, base: int) -> LengthAgreement:
+    """The union of one length's DP and synthetic combinations, with both counts."""
+    dp_keys, syn_keys = _keys(dp, base), _keys(synthetic, base)
+    keys = np.concatenate([dp_keys, syn_keys])
+    keys.sort(kind="stable")  # two sorted runs: a linear merge (np.union1d hashes, ~30x slower)
+    if keys.size:
+        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
+    dp_at = np.searchsorted(keys, dp_keys)
+    syn_at = np.searchsorted(keys, syn_keys)
+    attrs = np.empty((keys.shape[0], dp.length), dtype=np.int32)
+    attrs[dp_at] = dp.attrs
+    attrs[syn_at] = synthetic.attrs
+    dp_counts = np.full(keys.shape[0], NOT_REPORTED, dtype=np.int64)
+    dp_counts[dp_at] = dp.counts
+    syn_counts = np.zeros(keys.shape[0], dtype=np.int64)
+    syn_counts[syn_at] = synthetic.counts
+    return LengthAgreement(attrs, dp_counts, syn_counts)
+
+
+def agreement(aggregates: AggregateSet, synthetic: PreparedTable) -> Agreement:
+    """Compare the DP aggregates with the synthetic records, combination by combination.
+
+    Args:
+        aggregates: the published DP aggregates (``is_dp`` must be True: exact counts of the
+            sensitive data must never be compared for publication).
+        synthetic: the synthetic records, over the aggregates' domain.
+
+    Raises:
+        SdsInputError: the aggregates are not DP, or the records use another domain.
+    """
+    require(
+        aggregates.is_dp,
+        "only DP aggregates may be compared for publication; these aggregates are exact "
+        "(is_dp=False), i.e. counts of the sensitive data",
+    )
+    require(
+        synthetic.domain == aggregates.domain,
+        "the synthetic records must use the DP aggregates' domain (same columns and values); "
+        f"got columns {list(synthetic.domain.columns)} vs {list(aggregates.domain.columns)}",
+    )
+    r = aggregates.reporting_length
+    base = max(aggregates.domain.n_attributes, 1)
+    syn = exact_aggregates(synthetic, r) if synthetic.n_records > 0 else None
+    by_len = {
+        k: merge_length(
+            aggregates.counts_of(k),
+            syn.counts_of(k) if syn is not None else CombinationCounts.empty(k),
+            base,
+        )
+        for k in range(1, min(r, aggregates.domain.n_columns) + 1)
+    }
+    return Agreement(aggregates.domain, r, by_len)
