@@ -95,11 +95,23 @@ CASES: dict[str, Case] = {
     "histogram-1way": Case((*BASE, "--synthesizer", "histogram-1way")),
     "histogram-nway": Case((*BASE, "--synthesizer", "histogram-nway", "--use-columns", SMALL)),
     "dirichlet-multinomial": Case(
-        (*BASE, "--synthesizer", "dirichlet-multinomial", "--use-columns", SMALL)),
+        (*BASE, "--synthesizer", "dirichlet-multinomial", "--use-columns", SMALL)
+    ),
     "cathist": Case((*BASE, "--synthesizer", "cathist", "--use-columns", DECLARED)),
     "declared": Case(("--record-limit", "3000"), declared_toml=True),
-    "raw-no-config": Case(("--dataset", "raw", "--record-limit", "3000", "--use-columns",
-                           "sex,age,educ,married", "--reporting-length", "3"), budget=True),
+    "raw-no-config": Case(
+        (
+            "--dataset",
+            "raw",
+            "--record-limit",
+            "3000",
+            "--use-columns",
+            "sex,age,educ,married",
+            "--reporting-length",
+            "3",
+        ),
+        budget=True,
+    ),
     "resume-aggregate-2": Case((*BASE, "--reporting-length", "3"), "aggregate-2", "sds-r3"),
     "resume-synthesize": Case((*BASE, "--reporting-length", "3"), "synthesize", "sds-r3"),
 }
@@ -138,9 +150,13 @@ def canon(obj: Any) -> Any:
         if not hasattr(obj, "iloc") and not hasattr(obj, "to_frame"):
             return ["pandas", type(obj).__name__, repr(obj)]  # Timestamp, Categorical, ...
         df = obj.to_frame() if hasattr(obj, "to_frame") else obj  # Series/Index -> DataFrame
-        return [type(obj).__name__, [str(c) for c in df.columns], [str(t) for t in df.dtypes],
-                canon(df.index.to_numpy()), [canon(df.iloc[:, i].to_numpy())
-                                             for i in range(df.shape[1])]]
+        return [
+            type(obj).__name__,
+            [str(c) for c in df.columns],
+            [str(t) for t in df.dtypes],
+            canon(df.index.to_numpy()),
+            [canon(df.iloc[:, i].to_numpy()) for i in range(df.shape[1])],
+        ]
     if mod == "pyarrow":
         import pyarrow as pa
 
@@ -165,8 +181,15 @@ def canon(obj: Any) -> Any:
         names.update([slots] if isinstance(slots, str) else slots)
     if not names:  # no attributes (datetime, Decimal, Path, ...): its repr is its value
         return ["value", type(obj).__name__, repr(obj)]
-    return ["object", type(obj).__name__, {n: canon(getattr(obj, n)) for n in sorted(names)
-                                           if not n.startswith("_") and hasattr(obj, n)}]
+    return [
+        "object",
+        type(obj).__name__,
+        {
+            n: canon(getattr(obj, n))
+            for n in sorted(names)
+            if not n.startswith("_") and hasattr(obj, n)
+        },
+    ]
 
 
 def canon_hash(obj: Any) -> str:
@@ -194,17 +217,22 @@ def manifest_view(m: dict[str, Any]) -> dict[str, Any]:
     view = {k: m.get(k) for k in keep}
     view["artifacts"] = {k: v for k, v in m["artifacts"].items() if k != "report.html"}
     view["parameters"] = {k: v for k, v in m["parameters"].items() if k not in ("home", "input")}
-    view["stages"] = [{k: s.get(k) for k in ("name", "status", "artifacts")}
-                      for s in m.get("stages", [])]
+    view["stages"] = [
+        {k: s.get(k) for k in ("name", "status", "artifacts")} for s in m.get("stages", [])
+    ]
     return view
 
 
 def ledger_rows(path: Path) -> list[list[Any]]:
     """Ledger rows in sequence order, without times, run ids and chain hashes."""
     with sqlite3.connect(path) as con:
-        return [list(r) for r in con.execute(
-            "SELECT kind, dataset, release_id, stage, mechanism, epsilon, delta, rho, detail "
-            "FROM ledger ORDER BY seq")]
+        return [
+            list(r)
+            for r in con.execute(
+                "SELECT kind, dataset, release_id, stage, mechanism, epsilon, delta, rho, detail "
+                "FROM ledger ORDER BY seq"
+            )
+        ]
 
 
 def fingerprint(home: Path, tmp: Path) -> dict[str, str]:
@@ -216,8 +244,9 @@ def fingerprint(home: Path, tmp: Path) -> dict[str, str]:
             out["release/manifest.json"] = json_hash(manifest_view(json.loads(f.read_text())))
         elif f.name == "report.html":
             text = TIME_RE.sub("<TIME>", f.read_text())
-            out["release/report.html"] = sha(text.replace(str(tmp), "<TMP>")
-                                             .replace(str(ROOT), "<ROOT>"))
+            out["release/report.html"] = sha(
+                text.replace(str(tmp), "<TMP>").replace(str(ROOT), "<ROOT>")
+            )
         else:
             out[f"release/{f.name}"] = sha(f.read_bytes())
     priv = home / "private" / RID
@@ -247,8 +276,9 @@ def sds(args: list[str], env: dict[str, str], what: str, expect_ok: bool = True)
     group, which is killed afterwards (output goes to a file: the server would hold a pipe).
     """
     with tempfile.TemporaryFile("w+") as log:
-        proc = subprocess.Popen([*SDS, *args], env=env, stdout=log, stderr=log, cwd=ROOT,
-                                start_new_session=True)
+        proc = subprocess.Popen(
+            [*SDS, *args], env=env, stdout=log, stderr=log, cwd=ROOT, start_new_session=True
+        )
         code = proc.wait()
         try:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -263,8 +293,10 @@ def declared_toml(path: Path) -> Path:
     """A config whose every used column declares ``values`` (one value never in the data)."""
     text = CONFIG.read_text().replace('"above 150k"]', '"above 150k", "not-in-the-data"]')
     use = json.dumps(DECLARED.split(","))
-    path.write_text(f"use_columns = {use}\n" + text.replace('dataset = "pums-ca-10k"',
-                                                            'dataset = "pums-declared"'))
+    path.write_text(
+        f"use_columns = {use}\n"
+        + text.replace('dataset = "pums-ca-10k"', 'dataset = "pums-declared"')
+    )
     return path
 
 
@@ -277,13 +309,26 @@ def run_case(name: str) -> tuple[dict[str, str], float]:
         env = {**os.environ, "PREFECT_HOME": str(tmp / "prefect")}
         for var in ("PREFECT_API_URL", KILL_ENV, "SDS_HOME"):
             env.pop(var, None)
-        args = ["release", str(DATA), "--home", str(home), "--seed", str(SEED),
-                "--release-id", RID, "--quiet", *case.args]
+        args = [
+            "release",
+            str(DATA),
+            "--home",
+            str(home),
+            "--seed",
+            str(SEED),
+            "--release-id",
+            RID,
+            "--quiet",
+            *case.args,
+        ]
         if case.declared_toml:
             args += ["--config", str(declared_toml(tmp / "declared.toml"))]
         if case.budget:
-            sds(["budget", "set", "raw", "--epsilon", "20", "--delta", "1e-4", "--home",
-                 str(home)], env, f"{name}: budget set")
+            sds(
+                ["budget", "set", "raw", "--epsilon", "20", "--delta", "1e-4", "--home", str(home)],
+                env,
+                f"{name}: budget set",
+            )
         if case.kill:
             sds(args, {**env, KILL_ENV: case.kill}, f"{name}: killed run", expect_ok=False)
             sds(["resume", RID, "--home", str(home), "--quiet"], env, f"{name}: resume")
@@ -297,8 +342,11 @@ def differences(a: dict[str, dict[str, str]], b: dict[str, dict[str, str]]) -> l
     out = []
     for cfg in sorted(set(a) | set(b)):
         fa, fb = a.get(cfg, {}), b.get(cfg, {})
-        out += [f"{cfg}: {f}: {fa.get(f, '<missing>')} != {fb.get(f, '<missing>')}"
-                for f in sorted(set(fa) | set(fb)) if fa.get(f) != fb.get(f)]
+        out += [
+            f"{cfg}: {f}: {fa.get(f, '<missing>')} != {fb.get(f, '<missing>')}"
+            for f in sorted(set(fa) | set(fb))
+            if fa.get(f) != fb.get(f)
+        ]
     return out
 
 

@@ -5,6 +5,11 @@ budget -> ingest -> validate (GX gate, nothing charged) -> prepare -> count -> a
 -> publish. Each task receives what it reads and returns what the next one needs; the sensitive
 table is a handle that only this flow run holds. Re-running with the same release id resumes:
 finished stages load their hash-checked checkpoints and nothing is charged twice.
+
+Every stage logs one DP-safe line to the run (the Prefect UI's Logs tab); the run's graph is the
+stage chain: the ``ReleaseRun`` is passed quoted (context, not data), and the gates are linked
+with ``wait_for``. After the run, finished or failed, the dataset's budget goes to the table
+artifact ``budget-<dataset>`` (tasks/artifacts.py).
 """
 
 from __future__ import annotations
@@ -12,9 +17,11 @@ from __future__ import annotations
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime
+from prefect.utilities.annotations import quote
 
 from release_store import stages
 from release_store.params import ReleaseParams
+from tasks.artifacts import show_budget
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
 from tasks.ingest import read_input
@@ -36,56 +43,64 @@ def _run_name() -> str:
 def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     log = get_run_logger()
-    timeline = stages.Timeline()
+    timeline = stages.Timeline(
+        on_done=lambda s: log.info("%s finished in %.3f s", s["name"], s["seconds"])
+    )
 
     # --- budget: reserve (ε, δ) before the data is read -----------------------------------------
     with timeline.run(stages.BUDGET):
         run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
+    ctx: Any = quote(run)  # every stage's context, not its data: no budget->everything edges
     try:
         # --- ingest, validate (GX gate; nothing charged yet), prepare -------------------------
         with timeline.run(stages.INGEST):
-            raw, input_sha256 = read_input(run=run)
+            raw, input_sha256 = read_input(run=ctx, wait_for=[run])
         with timeline.run(stages.VALIDATE):
-            input_summary = validate_input(run=run, table=raw)
+            input_summary = validate_input(run=ctx, table=raw)
         with timeline.run(stages.PREPARE):
-            table = prepare_table(run=run, table=raw, input_sha256=input_sha256)
+            table = prepare_table(
+                run=ctx, table=raw, input_sha256=input_sha256, wait_for=[input_summary]
+            )
         del raw
 
         if params.synthesizer == "aggregate-seeded":
             # --- count, aggregate k = 1..R: each charged, then drawn ---------------------------
             with timeline.run(stages.COUNT):
-                protected_n = count_records(run=run, table=table)
+                protected_n = count_records(run=ctx, table=table)
             by_length: dict[int, dict[str, Any]] = {}
             for k in range(1, params.reporting_length + 1):
                 with timeline.run(stages.aggregate_stage(k)):
                     by_length[k] = aggregate_length(
-                        run=run, table=table, k=k, protected_n=protected_n, shorter=by_length
+                        run=ctx, table=table, k=k, protected_n=protected_n, shorter=by_length
                     )
-                log.info(
-                    "aggregate-%d: %d DP combinations survive", k, len(by_length[k]["survivors"])
-                )
 
             # --- normalize, synthesize: post-processing of the DP aggregates, no spend ---------
             with timeline.run(stages.NORMALIZE):
                 aggregates = normalize_aggregates(
-                    run=run, table=table, by_length=by_length, protected_n=protected_n
+                    run=ctx, table=table, by_length=by_length, protected_n=protected_n
                 )
             with timeline.run(stages.SYNTHESIZE):
-                synthetic = synthesize_records(run=run, aggregates=aggregates, table=table)
+                synthetic = synthesize_records(run=ctx, aggregates=aggregates, table=table)
         else:
             # --- fit a registry synthesizer: all its charges, then its draws -------------------
             with timeline.run(stages.FIT):
-                synthetic, aggregates = fit_synthesizer(run=run, table=table)
+                synthetic, aggregates = fit_synthesizer(run=ctx, table=table)
 
         # --- validate output, evaluate ----------------------------------------------------------
         with timeline.run(stages.VALIDATE_OUTPUT):
-            output_summary = validate_output(run=run, synthetic=synthetic)
+            output_summary = validate_output(run=ctx, synthetic=synthetic)
         with timeline.run(stages.EVALUATE):
-            evaluation = evaluate(run=run, table=table, aggregates=aggregates, synthetic=synthetic)
+            evaluation = evaluate(
+                run=ctx,
+                table=table,
+                aggregates=aggregates,
+                synthetic=synthetic,
+                wait_for=[output_summary],
+            )
 
         # --- publish (the manifest turns complete, anchored to the ledger head) ---------------
-        return publish_release(
-            run=run,
+        released = publish_release(
+            run=ctx,
             input_sha256=input_sha256,
             aggregates=aggregates,
             synthetic=synthetic,
@@ -95,7 +110,18 @@ def release(params: ReleaseParams) -> str:
         )
     except BaseException as e:
         run.mark_failed(e, timeline.done)
+        _show_budget(run, log)
         raise
+    _show_budget(run, log)
+    return released
+
+
+def _show_budget(run: Any, log: Any) -> None:
+    """The budget dashboard after the run; its own failure is logged, never masks the run's."""
+    try:
+        show_budget(run.home, run.dataset, logger=log)
+    except Exception as e:  # the release itself is already complete or failed on its own
+        log.warning("could not update the budget artifact: %s: %s", type(e).__name__, e)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,15 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
     """Reserve the release's (ε, δ) in the ledger; refuse when it does not fit the budget."""
     progress.stage("reserving the privacy budget")
     run = reserve(params, flow_run_id)
+    left = run.ledger().budget(run.dataset)
     get_run_logger().info(
-        "reserved ε=%s δ=%.3g for release %s", run.epsilon, run.delta, run.release_id
+        "budget: reserved ε=%.6g δ=%.3g for release %s of dataset %s before reading the data%s",
+        run.epsilon,
+        run.delta,
+        run.release_id,
+        run.dataset,
+        ""
+        if left is None
+        else f"; ε {left.epsilon_remaining:.6g} of {left.epsilon_lifetime:.6g} left for others",
     )
     return run

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 
 from release_store import progress, stages
 from release_store.ingest import read_table
 from release_store.run import ReleaseRun, SensitiveTable
+from release_store.stage_log import stage_done
 from release_store.workspace import sha256_file
 from tasks.options import SENSITIVE
 
@@ -21,4 +22,11 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
     table = read_table(params.input, delimiter=params.delimiter)
     if params.use_columns and params.table_schema is not None:  # the gate sees these only
         table = table.select([c for c in table.column_names if c in params.use_columns])
-    return SensitiveTable(table), sha256_file(params.input)
+    digest = sha256_file(params.input)
+    stage_done(
+        get_run_logger(),
+        run,
+        stages.INGEST,
+        f"read {table.num_columns} columns of the input (file sha256 {digest[:16]}…)",
+    )
+    return SensitiveTable(table), digest

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 
 from release_store import progress, stages
 from release_store.params import prepare_params
 from release_store.run import ReleaseRun, SensitiveTable
+from release_store.stage_log import stage_done
 from sds_core.data.decoding import fingerprint
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
@@ -32,4 +33,10 @@ def prepare_table(
             f"cancel with `sds cancel {run.release_id}` and start a new release"
         )
     dirs.update_state(fingerprint=fp, input_sha256=input_sha256)
+    stage_done(
+        get_run_logger(),
+        run,
+        stages.PREPARE,
+        f"{prepared.domain.n_columns} columns coded as integers (SDS preprocessing)",
+    )
     return SensitiveTable(prepared)

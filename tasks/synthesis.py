@@ -6,10 +6,11 @@ Both checkpoint their records, so a resumed release neither draws nor spends twi
 
 from __future__ import annotations
 
-from prefect import task
+from prefect import get_run_logger, task
 
 from release_store import progress, stages
 from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
+from release_store.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
@@ -26,6 +27,7 @@ def synthesize_records(
     The table is read only for its multi-value column declarations (a preparation setting).
     """
     progress.stage("synthesize (synthetic records)")
+    resumed = finished(run, stages.SYNTHESIZE)
 
     def compute() -> PreparedTable:
         return synthesize(
@@ -36,7 +38,15 @@ def synthesize_records(
             progress=progress.advance,
         )
 
-    return run.stage(stages.SYNTHESIZE, compute)
+    synthetic = run.stage(stages.SYNTHESIZE, compute)
+    stage_done(
+        get_run_logger(),
+        run,
+        stages.SYNTHESIZE,
+        f"{synthetic.n_records} synthetic records from the DP aggregates alone",
+        resumed=resumed,
+    )
+    return synthetic
 
 
 @task(name=stages.FIT, **SENSITIVE)
@@ -52,6 +62,7 @@ def fit_synthesizer(
     progress.stage(f"fit {params.synthesizer}")
     synth = registry_synthesizer(params)
     spends = synth.budget(params.epsilon, params.resolved_delta())
+    resumed = finished(run, stages.FIT)
 
     def compute() -> tuple[PreparedTable, AggregateSet]:
         rnd = run.randomness()
@@ -73,4 +84,13 @@ def fit_synthesizer(
         )
         return synthetic, published
 
-    return run.stage(stages.FIT, compute, charges=[s.stage for s in spends])
+    synthetic, published = run.stage(stages.FIT, compute, charges=[s.stage for s in spends])
+    stage_done(
+        get_run_logger(),
+        run,
+        stages.FIT,
+        f"{params.synthesizer} fitted; {synthetic.n_records} synthetic records sampled",
+        resumed=resumed,
+        charged=[s.stage for s in spends],
+    )
+    return synthetic, published
