@@ -9,6 +9,7 @@ and a non-zero exit; on success the last line printed is the release directory.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -254,6 +255,8 @@ def _budget_to_prefect(root: Path, dataset: str) -> None:
         from tasks.artifacts import show_budget
 
         show_budget(root, dataset)
+        quiet = logging.getLogger("EventsWorker")  # its "still processing" note while draining
+        quiet.setLevel(logging.ERROR)
         EventsWorker.drain_all(timeout=30)
     except Exception as e:  # the budget is set; only the dashboard is behind
         key = artifact_key("budget", dataset)

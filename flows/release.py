@@ -99,15 +99,16 @@ def release(params: ReleaseParams) -> str:
             )
 
         # --- publish (the manifest turns complete, anchored to the ledger head) ---------------
-        released = publish_release(
-            run=ctx,
-            input_sha256=input_sha256,
-            aggregates=aggregates,
-            synthetic=synthetic,
-            evaluation=evaluation,
-            validation={"input": input_summary, "output": output_summary},
-            stages_done=timeline.done,
-        )
+        with timeline.run(stages.PUBLISH):  # the manifest gets the stages before this one
+            released = publish_release(
+                run=ctx,
+                input_sha256=input_sha256,
+                aggregates=aggregates,
+                synthetic=synthetic,
+                evaluation=evaluation,
+                validation={"input": input_summary, "output": output_summary},
+                stages_done=list(timeline.done),
+            )
     except BaseException as e:
         run.mark_failed(e, timeline.done)
         _show_budget(run, log)

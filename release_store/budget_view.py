@@ -133,7 +133,7 @@ class BudgetView:
                     "ε": _eps(eps),
                     "δ": _delta(delta),
                     "status": f"{res.status} (reserved ε={_eps(res.epsilon)})",
-                    "at": res.created_at,
+                    "at": res.created_at[:19].replace("T", " ") + " UTC",
                 }
             )
         return rows

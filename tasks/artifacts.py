@@ -7,6 +7,7 @@ let an automation (``deployments/automations.yaml``) notify when little budget i
 
 from __future__ import annotations
 
+import json
 import logging
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def show_budget(home: str | Path, dataset: str, *, logger: logging.Logger | None
     if view is None:
         return
     key = artifact_key("budget", dataset)
-    create_table_artifact(key=key, table=view.rows(), description=view.description())
+    _table_artifact(key, view.rows(), view.description())
     resource = {"prefect.resource.id": f"sds.dataset.{dataset}", "prefect.resource.name": dataset}
     payload = view.payload()
     emit_event(BUDGET_UPDATED_EVENT, resource=resource, payload=payload)
@@ -69,3 +70,24 @@ def show_budget(home: str | Path, dataset: str, *, logger: logging.Logger | None
             f", below the alert share {share:.0%}" if low else "",
             key,
         )
+
+
+def _table_artifact(key: str, rows: list[dict[str, str]], description: str) -> None:
+    """A table artifact: linked to the current run, or (``sds budget set``) to none."""
+    from prefect.context import get_run_context
+    from prefect.exceptions import MissingContextError
+
+    try:
+        get_run_context()
+    except MissingContextError:  # Prefect deprecates its helper outside runs: use the client
+        from prefect.client.orchestration import get_client
+        from prefect.client.schemas.actions import ArtifactCreate
+
+        with get_client(sync_client=True) as client:
+            client.create_artifact(
+                ArtifactCreate(
+                    key=key, type="table", data=json.dumps(rows), description=description
+                )
+            )
+        return
+    create_table_artifact(key=key, table=rows, description=description)

@@ -24,6 +24,7 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
         run.dataset,
         ""
         if left is None
-        else f"; ε {left.epsilon_remaining:.6g} of {left.epsilon_lifetime:.6g} left for others",
+        else f"; the dataset has ε {left.epsilon_remaining:.6g} of {left.epsilon_lifetime:.6g} "
+        "left beyond it",
     )
     return run

@@ -88,8 +88,8 @@ def aggregate_length(
         run,
         name,
         f"{len(done['survivors'])} DP combinations of length {k} survive the threshold "
-        f"{done['threshold']:.4g} (per-record sensitivity Δ_{k}={done['allowed_sensitivity']}, "
-        "chosen by the DP percentile)",
+        f"{done['threshold'] + 0.0:.4g} (per-record sensitivity "
+        f"Δ_{k}={done['allowed_sensitivity']}, chosen by the DP percentile)",
         resumed=resumed,
     )
     return {key: value for key, value in done.items() if key != "private_notes"}
