@@ -21,6 +21,7 @@ from prefect.utilities.annotations import quote
 
 from release_store import stages
 from release_store.params import ReleaseParams
+from release_store.run import ReleaseRun
 from tasks.artifacts import show_budget
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
@@ -117,7 +118,7 @@ def release(params: ReleaseParams) -> str:
     return released
 
 
-def _show_budget(run: Any, log: Any) -> None:
+def _show_budget(run: ReleaseRun, log: Any) -> None:
     """The budget dashboard after the run; its own failure is logged, never masks the run's."""
     try:
         show_budget(run.home, run.dataset, logger=log)
