@@ -10,6 +10,7 @@ and a non-zero exit; on success the last line printed is the release directory.
 from __future__ import annotations
 
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Annotated, Any
@@ -42,12 +43,20 @@ LedgerOpt = Annotated[
         "$SDS_LEDGER_URL, else HOME/ledger.sqlite).",
     ),
 ]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Show the run's stage logs on stderr (they always go to Prefect)."
+    ),
+]
 
 PREFECT_DEFAULTS = {
     "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
     "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
     "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
-    "PREFECT_LOGGING_LEVEL": "WARNING",
+    # every stage's INFO line goes to the run's logs on the Prefect server (the UI's Logs tab);
+    # the console handler below keeps the terminal quiet unless --verbose
+    "PREFECT_LOGGING_LEVEL": "INFO",
     # failures reach the user as one paragraph from `fail`; Prefect's console tracebacks would
     # bury it (they stay in the run's logs on the server and in private/<id>/failure.json)
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "CRITICAL",
@@ -56,13 +65,16 @@ PREFECT_DEFAULTS = {
 }
 
 
-def prefect_environment(home: Path) -> None:
+def prefect_environment(home: Path, *, verbose: bool = False) -> None:
     """Working, local-only Prefect defaults (only where the user set nothing); before import.
 
     Without ``PREFECT_API_URL`` the flow runs against a temporary local server whose database
     lives in ``<home>/prefect`` unless ``PREFECT_HOME`` is set. An empty ``PREFECT_API_URL`` is
-    removed: it breaks Prefect 3.8's event worker in that mode.
+    removed: it breaks Prefect 3.8's event worker in that mode. ``verbose`` shows the run's
+    INFO logs (the stage lines the server gets) on stderr too.
     """
+    if verbose:
+        os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "INFO"
     if os.environ.get("PREFECT_API_URL") == "":
         del os.environ["PREFECT_API_URL"]
     if "PREFECT_API_URL" not in os.environ:
@@ -115,6 +127,7 @@ def release(
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
     from release_store.params import build_params, load_config
@@ -157,10 +170,10 @@ def release(
             "release_id": params.release_id or new_release_id(params.dataset),
         }
     )
-    _run(params, root, quiet=quiet)
+    _run(params, root, quiet=quiet, verbose=verbose)
 
 
-def _run(params: Any, root: Path, *, quiet: bool) -> None:
+def _run(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> None:
     from release_store.ledger_backends import split_password
     from sds_core.errors import SdsInputError
 
@@ -169,14 +182,16 @@ def _run(params: Any, root: Path, *, quiet: bool) -> None:
         if password is not None:
             os.environ.setdefault("PGPASSWORD", password)
             params = params.model_copy(update={"ledger": url})
-    prefect_environment(root)
+    prefect_environment(root, verbose=verbose)
     from rich.console import Console
 
     from flows.release import release as release_flow
     from release_store.progress import RichProgress, reporting
 
     console = Console(stderr=True, quiet=quiet)
-    shown = RichProgress(f"release {params.release_id}", disable=quiet, console=console)
+    shown = RichProgress(  # the log lines replace the bar with --verbose
+        f"release {params.release_id}", disable=quiet or verbose, console=console
+    )
     with shown, reporting(shown):
         state = release_flow(params, return_state=True)
     if not state.is_completed():
@@ -199,6 +214,7 @@ def resume(
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q")] = False,
+    verbose: VerboseOpt = False,
 ) -> None:
     """Continue an unfinished release from its first unfinished stage (no double spend)."""
     from release_store.ledger_backends import LEDGER_URL_ENV, split_password
@@ -225,7 +241,7 @@ def resume(
         data["ledger"] = default_url(root) if env_url else None
     elif env_url and split_password(env_url)[0] == data["ledger"]:
         data["ledger"] = env_url  # the same ledger, with the password the stored URL lacks
-    _run(ReleaseParams.model_validate(data), root, quiet=quiet)
+    _run(ReleaseParams.model_validate(data), root, quiet=quiet, verbose=verbose)
 
 
 @app.command()
@@ -262,15 +278,43 @@ def budget_set(
     from release_store.workspace import validate_id
     from sds_core.errors import SdsInputError
 
+    root = _home(home)
     try:
         validate_id(dataset, "dataset id")
-        st = Ledger.open(_home(home), ledger).set_budget(dataset, epsilon=epsilon, delta=delta)
+        st = Ledger.open(root, ledger).set_budget(dataset, epsilon=epsilon, delta=delta)
     except SdsInputError as e:
         raise fail(str(e), 2) from None
     typer.echo(
         f"{dataset}: lifetime ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g}, "
         f"remaining ε={st.epsilon_remaining:.6g} δ={st.delta_remaining:.3g}"
     )
+    if os.environ.get("PREFECT_API_URL"):  # a real server: refresh its budget dashboard
+        _budget_to_prefect(root, dataset)
+
+
+def _budget_to_prefect(root: Path, dataset: str) -> None:
+    """The dataset's budget table artifact and events on the Prefect server (``budget set``)."""
+    from release_store.budget_view import artifact_key
+
+    prefect_environment(root)
+    try:
+        from prefect.events.worker import EventsWorker
+
+        from tasks.artifacts import show_budget
+
+        show_budget(root, dataset)
+        quiet = logging.getLogger("EventsWorker")  # its "still processing" note while draining
+        quiet.setLevel(logging.ERROR)
+        EventsWorker.drain_all(timeout=30)
+    except Exception as e:  # the budget is set; only the dashboard is behind
+        key = artifact_key("budget", dataset)
+        typer.echo(
+            f"sds: warning: budget set, but the Prefect artifact {key} was not "
+            f"updated ({type(e).__name__}: {e}); check PREFECT_API_URL",
+            err=True,
+        )
+        return
+    typer.echo(f"budget table artifact updated on {os.environ['PREFECT_API_URL']}")
 
 
 @budget_app.command("show")

@@ -6,6 +6,11 @@ prepare -> count -> aggregate k=1..R
 -> publish. Each task receives what it reads and returns what the next one needs; the sensitive
 table is a handle that only this flow run holds. Re-running with the same release id resumes:
 finished stages load their hash-checked checkpoints and nothing is charged twice.
+
+Every stage logs one DP-safe line to the run (the Prefect UI's Logs tab); the run's graph is the
+stage chain: the ``ReleaseRun`` is passed quoted (context, not data), and the gates are linked
+with ``wait_for``. After the run, finished or failed, the dataset's budget goes to the table
+artifact ``budget-<dataset>`` (tasks/artifacts.py).
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime
+from prefect.utilities.annotations import quote
 
 from flows.progress_artifacts import ProgressArtifacts
 from release_store import progress, stages
@@ -23,6 +29,7 @@ from release_store.params import ReleaseParams, dp_binned_columns
 from release_store.run import ReleaseRun
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
+from tasks.artifacts import show_budget
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
 from tasks.ingest import read_input
@@ -53,9 +60,15 @@ class StageOutputs:
     aggregate_noise: dict[str, Any] | None
 
 
-def _call(task: Any, **kwargs: Any) -> Any:
-    """Run a stage as a Prefect task (a task run in the flow's graph)."""
-    return task(**kwargs)
+def _call(task: Any, *, wait_for: list[Any] | None = None, **kwargs: Any) -> Any:
+    """Run a stage as a Prefect task (a task run in the flow's graph).
+
+    The ``ReleaseRun`` is every stage's context, not its data: it is quoted so the graph has no
+    budget -> every-stage edges; ``wait_for`` draws the edge of a gate to the stage after it.
+    """
+    if "run" in kwargs:
+        kwargs["run"] = quote(kwargs["run"])
+    return task(**kwargs, wait_for=wait_for) if wait_for else task(**kwargs)
 
 
 def run_stages(
@@ -72,7 +85,7 @@ def run_stages(
     params = run.params
     # --- ingest, validate (GX gate; nothing charged yet), [DP bins], prepare --------------------
     with timeline.run(stages.INGEST):
-        raw, input_sha256 = call(read_input, run=run)
+        raw, input_sha256 = call(read_input, run=run, wait_for=[run])
     with timeline.run(stages.VALIDATE):
         input_summary = call(validate_input, run=run, table=raw)
     dp_edges = None
@@ -81,7 +94,12 @@ def run_stages(
             dp_edges = call(choose_bins, run=run, table=raw)
     with timeline.run(stages.PREPARE):
         table = call(
-            prepare_table, run=run, table=raw, input_sha256=input_sha256, dp_edges=dp_edges
+            prepare_table,
+            run=run,
+            table=raw,
+            input_sha256=input_sha256,
+            dp_edges=dp_edges,
+            wait_for=[input_summary],
         )
     del raw
 
@@ -134,7 +152,12 @@ def run_stages(
         output_summary = call(validate_output, run=run, synthetic=synthetic)
     with timeline.run(stages.EVALUATE):
         evaluation = call(
-            evaluate, run=run, table=table, aggregates=aggregates, synthetic=synthetic
+            evaluate,
+            run=run,
+            table=table,
+            aggregates=aggregates,
+            synthetic=synthetic,
+            wait_for=[output_summary],
         )
     return StageOutputs(
         input_sha256,
@@ -150,7 +173,10 @@ def run_stages(
 @flow(name="sds-release", flow_run_name=_run_name, persist_result=False, validate_parameters=True)
 def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
-    timeline = stages.Timeline()
+    log = get_run_logger()
+    timeline = stages.Timeline(
+        on_done=lambda s: log.info("%s finished in %.3f s", s["name"], s["seconds"])
+    )
     # Prefect progress artifacts for the long stages, next to the CLI's display
     with progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))):
         # --- budget: reserve (ε, δ) before the data is read -------------------------------------
@@ -158,22 +184,35 @@ def release(params: ReleaseParams) -> str:
             run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
         try:
             # --- ingest, validate, prepare, count, aggregate-k, normalize, synthesize, evaluate -
-            out = run_stages(run, timeline, log=get_run_logger())
+            out = run_stages(run, timeline, log=log)
 
             # --- publish (the manifest turns complete, anchored to the ledger head) -------------
-            return publish_release(
-                run=run,
-                input_sha256=out.input_sha256,
-                aggregates=out.aggregates,
-                synthetic=out.synthetic,
-                evaluation=out.evaluation,
-                validation={"input": out.input_summary, "output": out.output_summary},
-                stages_done=timeline.done,
-                aggregate_noise=out.aggregate_noise,
-            )
+            with timeline.run(stages.PUBLISH):  # the manifest gets the stages before this one
+                released = _call(
+                    publish_release,
+                    run=run,
+                    input_sha256=out.input_sha256,
+                    aggregates=out.aggregates,
+                    synthetic=out.synthetic,
+                    evaluation=out.evaluation,
+                    validation={"input": out.input_summary, "output": out.output_summary},
+                    stages_done=list(timeline.done),
+                    aggregate_noise=out.aggregate_noise,
+                )
         except BaseException as e:
             run.mark_failed(e, timeline.done)
+            _show_budget(run, log)
             raise
+    _show_budget(run, log)
+    return str(released)
+
+
+def _show_budget(run: ReleaseRun, log: Any) -> None:
+    """The budget dashboard after the run; its own failure is logged, never masks the run's."""
+    try:
+        show_budget(run.home, run.dataset, logger=log)
+    except Exception as e:  # the release itself is already complete or failed on its own
+        log.warning("could not update the budget artifact: %s: %s", type(e).__name__, e)
 
 
 if __name__ == "__main__":

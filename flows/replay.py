@@ -11,6 +11,7 @@ compared byte for byte.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from flows.release import run_stages
 from release_store import stages
@@ -18,6 +19,11 @@ from release_store.params import dp_binned_columns
 from release_store.publishing import write_release
 from release_store.replay import DIFFERS, MATCH, Check, RecordedRelease, ReplayReport
 from sds_core.errors import SdsInternalError
+
+
+def _task_body(task: Any, *, wait_for: list[Any] | None = None, **kwargs: Any) -> Any:
+    """Run a stage's body directly (no task run, no graph edges: ``wait_for`` is moot)."""
+    return task.fn(**kwargs)
 
 
 def replay_release(home: str | Path, release_id: str, input_path: str | Path) -> ReplayReport:
@@ -38,7 +44,9 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
         # --- the release's stages, in the flow's order (flows/release.py) -------------------
         with timeline.run(stages.BUDGET):  # nothing is reserved: the plan is only compared
             checks.append(recorded.plan_check(run))
-        out = run_stages(run, timeline, call=lambda task, **kwargs: task.fn(**kwargs))
+        out = run_stages(
+            run, timeline, call=lambda task, wait_for=None, **kwargs: task.fn(**kwargs)
+        )
         checks[0] = recorded.input_check(out.input_sha256, params.input)  # what the task read
 
         # --- publish into the throwaway directory: the recorded parameters and stage times ----

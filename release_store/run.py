@@ -35,6 +35,7 @@ from sds_core.errors import SdsInputError, SdsInternalError
 
 __all__ = [
     "KILL_ENV",
+    "ProtectedCount",
     "ReleaseRun",
     "SensitiveTable",
     "binning_spend",
@@ -317,3 +318,15 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             Manifest.new(release_id=release_id, dataset=run.dataset, parameters=public).data
         )
     return run
+
+
+@dataclass(frozen=True, slots=True)
+class ProtectedCount:
+    """The DP record count m as it travels from ``count`` to the aggregate stages.
+
+    A value object, not a bare ``int``: Prefect links task results to later tasks by object
+    identity and cannot link small ints (they are shared singletons), so with a bare count the
+    run's graph would lose the ``count -> aggregate-k`` edges on small tables.
+    """
+
+    value: int

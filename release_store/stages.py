@@ -7,7 +7,7 @@ the manifest and the docs read stage names and behaviour from here, and nowhere 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
@@ -162,12 +162,13 @@ class Timeline:
     """The finished stages of one run, in order: name, start and finish times, seconds taken.
 
     The one record of stage timings (the manifest's ``stages``); a stage is recorded only when
-    its body finishes.
+    its body finishes. ``on_done`` (e.g. the run logger) is called with each finished record.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, on_done: Callable[[dict[str, Any]], None] | None = None) -> None:
         """An empty timeline."""
         self.done: list[dict[str, Any]] = []
+        self._on_done = on_done
 
     @contextmanager
     def run(self, name: str) -> Iterator[None]:
@@ -184,3 +185,5 @@ class Timeline:
                 "seconds": round(time.perf_counter() - t0, 3),
             }
         )
+        if self._on_done is not None:
+            self._on_done(self.done[-1])

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from prefect import get_run_logger, task
+from prefect import task
 
 from release_store import progress, stages
+from release_store.ledger import Ledger
 from release_store.params import ReleaseParams
 from release_store.run import ReleaseRun, reserve
-from tasks.options import SENSITIVE
+from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.BUDGET, **SENSITIVE)
@@ -15,7 +16,16 @@ def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> Rel
     """Reserve the release's (ε, δ) in the ledger; refuse when it does not fit the budget."""
     progress.stage("reserving the privacy budget")
     run = reserve(params, flow_run_id)
-    get_run_logger().info(
-        "reserved ε=%s δ=%.3g for release %s", run.epsilon, run.delta, run.release_id
+    left = Ledger.open(run.home, run.params.ledger).budget(run.dataset)  # never a replay
+    task_logger().info(
+        "budget: reserved ε=%.6g δ=%.3g for release %s of dataset %s before reading the data%s",
+        run.epsilon,
+        run.delta,
+        run.release_id,
+        run.dataset,
+        ""
+        if left is None
+        else f"; the dataset has ε {left.epsilon_remaining:.6g} of {left.epsilon_lifetime:.6g} "
+        "left beyond it",
     )
     return run

@@ -9,7 +9,8 @@ from prefect import task
 from release_store import progress, stages
 from release_store.ingest import read_table_with_digest
 from release_store.run import ReleaseRun, SensitiveTable
-from tasks.options import SENSITIVE
+from release_store.stage_log import stage_done
+from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.INGEST, **SENSITIVE)
@@ -21,4 +22,10 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
     if params.use_columns and params.table_schema is not None:  # the gate sees these only
         kept = {*params.use_columns, params.subject_id}
         table = table.select([c for c in table.column_names if c in kept])
+    stage_done(
+        task_logger(),
+        run,
+        stages.INGEST,
+        f"read {table.num_columns} columns of the input (file sha256 {digest[:16]}…)",
+    )
     return SensitiveTable(table), digest

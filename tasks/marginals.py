@@ -12,16 +12,17 @@ from prefect import task
 
 from release_store import progress, stages
 from release_store.params import dp_params
-from release_store.run import ReleaseRun, SensitiveTable
+from release_store.run import ProtectedCount, ReleaseRun, SensitiveTable
+from release_store.stage_log import by_length_text, finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals import engine
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis.consistent import ModelParams, worst_case_model_bytes
-from tasks.options import SENSITIVE
+from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.COUNT, **SENSITIVE)
-def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> int:
+def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> ProtectedCount:
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
     if run.params.synthesis == "model" and run.dirs.load_checkpoint(stages.COUNT) is None:
@@ -31,6 +32,7 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> int:
             ModelParams(max_model_bytes=run.params.max_model_bytes),
             run.params.reporting_length,
         )
+    resumed = finished(run, stages.COUNT)
 
     def compute() -> int:
         step = engine.protect_record_count(
@@ -38,7 +40,15 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> int:
         )
         return int(step.protected_number_of_records)
 
-    return int(run.stage(stages.COUNT, compute))
+    protected = ProtectedCount(int(run.stage(stages.COUNT, compute)))
+    stage_done(
+        task_logger(),
+        run,
+        stages.COUNT,
+        f"DP record count m={protected.value} (discrete Laplace; the true count is never shown)",
+        resumed=resumed,
+    )
+    return protected
 
 
 @task(name=stages.AGGREGATE, task_run_name="aggregate-{k}", **SENSITIVE)
@@ -46,7 +56,7 @@ def aggregate_length(
     run: ReleaseRun,
     table: SensitiveTable[PreparedTable],
     k: int,
-    protected_n: int,
+    protected_n: ProtectedCount,
     shorter: dict[int, dict[str, Any]],
 ) -> dict[str, Any]:
     """DP counts of the length-k combinations, given the DP results of lengths 1..k-1.
@@ -57,6 +67,7 @@ def aggregate_length(
     name = stages.aggregate_stage(k)
     progress.stage(f"{name} (DP combinations of length {k})")
     progress.advance(k - 1, run.params.reporting_length)
+    resumed = finished(run, name)
 
     def compute() -> dict[str, Any]:
         dp = dp_params(run.params)
@@ -64,7 +75,7 @@ def aggregate_length(
             table.value,
             k,
             {j: shorter[j]["survivors"] for j in range(1, k)},
-            engine.plan_release(dp, protected_n),
+            engine.plan_release(dp, protected_n.value),
             dp,
             run.randomness(),
             release_label=run.release_id,
@@ -80,6 +91,15 @@ def aggregate_length(
 
     done = run.stage(name, compute)
     progress.advance(k, run.params.reporting_length)
+    stage_done(
+        task_logger(),
+        run,
+        name,
+        f"{len(done['survivors'])} DP combinations of length {k} survive the threshold "
+        f"{done['threshold'] + 0.0:.4g} (per-record sensitivity "
+        f"Δ_{k}={done['allowed_sensitivity']}, chosen by the DP percentile)",
+        resumed=resumed,
+    )
     return {key: value for key, value in done.items() if key != "private_notes"}
 
 
@@ -88,7 +108,7 @@ def normalize_aggregates(
     run: ReleaseRun,
     table: SensitiveTable[PreparedTable],
     by_length: dict[int, dict[str, Any]],
-    protected_n: int,
+    protected_n: ProtectedCount,
 ) -> AggregateSet:
     """Round, add missing parents, normalize: the published DP ``AggregateSet``.
 
@@ -96,13 +116,23 @@ def normalize_aggregates(
     released (undeclared columns: the domain of the published 1-tuples).
     """
     progress.stage("normalize")
+    resumed = finished(run, stages.NORMALIZE)
 
     def compute() -> AggregateSet:
         return engine.finalize(
             {k: step["survivors"] for k, step in by_length.items()},
             domain=by_length[1].get("domain") or table.value.domain,
             reporting_length=run.params.reporting_length,
-            protected_number_of_records=protected_n,
+            protected_number_of_records=protected_n.value,
         )
 
-    return run.stage(stages.NORMALIZE, compute)
+    aggregates = run.stage(stages.NORMALIZE, compute)
+    published = {k: len(aggregates.counts_of(k)) for k in range(1, aggregates.reporting_length + 1)}
+    stage_done(
+        task_logger(),
+        run,
+        stages.NORMALIZE,
+        f"{sum(published.values())} DP combinations to publish ({by_length_text(published)})",
+        resumed=resumed,
+    )
+    return aggregates

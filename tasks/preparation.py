@@ -10,11 +10,12 @@ from prefect import task
 from release_store import progress, stages
 from release_store.params import dp_binned_columns, prepare_params
 from release_store.run import ReleaseRun, SensitiveTable, binning_spend
+from release_store.stage_log import stage_done
 from sds_core.data.decoding import fingerprint
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError, SdsInternalError
-from tasks.options import SENSITIVE
+from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.BINNING, **SENSITIVE)
@@ -78,4 +79,10 @@ def prepare_table(
             f"cancel with `sds cancel {run.release_id}` and start a new release"
         )
     dirs.update_state(fingerprint=fp, input_sha256=input_sha256)
+    stage_done(
+        task_logger(),
+        run,
+        stages.PREPARE,
+        f"{prepared.domain.n_columns} columns coded as integers (SDS preprocessing)",
+    )
     return SensitiveTable(prepared)

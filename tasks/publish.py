@@ -19,12 +19,15 @@ from prefect.artifacts import (
 )
 
 from release_store import progress, stages
+from release_store.budget_view import artifact_key as budget_artifact_key
 from release_store.publishing import write_release
 from release_store.report_inputs import count_sd
 from release_store.run import ReleaseRun
 from release_store.signing import sign_release, signing_key
+from release_store.stage_log import stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
+from tasks.options import task_logger
 
 
 @task(name=stages.PUBLISH, persist_result=False)
@@ -56,6 +59,14 @@ def publish_release(
     release_dir = str(run.dirs.release_dir)
     signed_by = sign_release(run.home, release_dir)
     _prefect_artifacts(manifest, Path(release_dir), aggregates, signed_by)
+    p = manifest["privacy"]
+    stage_done(
+        task_logger(),
+        run,
+        stages.PUBLISH,
+        f"{len(manifest['artifacts'])} files published to {release_dir}; the release is "
+        f"(ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-DP",
+    )
     return release_dir
 
 
@@ -155,6 +166,7 @@ def summary_markdown(
     """The headline numbers: guarantee, budget before/after, counts, links, signature, files."""
     p = manifest["privacy"]
     budget = manifest.get("dataset_budget")  # the ledger's snapshot at publication
+    budget_key = budget_artifact_key("budget", manifest["dataset"])
     lines = [
         f"# DP release {manifest['release_id']}",
         "",
@@ -182,7 +194,8 @@ def summary_markdown(
     lines += [
         "",
         f"[report.html]({(folder / 'report.html').as_uri()}) · "
-        f"[explorer.html]({(folder / 'explorer.html').as_uri()}) · directory `{folder}`",
+        f"[explorer.html]({(folder / 'explorer.html').as_uri()}) · directory `{folder}` · "
+        f"budget of the dataset: [{budget_key}](/artifacts/key/{budget_key})",
         "",
         f"Signed (Ed25519, `manifest.sig`) by key `{signed_by}`",
         "",

@@ -12,21 +12,22 @@ from prefect import task
 
 from release_store import progress, stages
 from release_store.params import dp_params, synthesis_epsilon
-from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
+from release_store.run import ProtectedCount, ReleaseRun, SensitiveTable, registry_synthesizer
+from release_store.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.engine import plan_release
 from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.synthesis.consistent import AggregateNoise, ModelParams, synthesize_from_model
 from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
-from tasks.options import SENSITIVE
+from tasks.options import SENSITIVE, task_logger
 
 
 def aggregate_noise(
-    run: ReleaseRun, by_length: dict[int, dict[str, Any]], protected_n: int
+    run: ReleaseRun, by_length: dict[int, dict[str, Any]], protected_n: ProtectedCount
 ) -> AggregateNoise:
     """Each length's noise scale σ_k·√Δ_k and threshold ρ_k (DP or public values only)."""
-    plan = plan_release(dp_params(run.params), protected_n)
+    plan = plan_release(dp_params(run.params), protected_n.value)
     lengths = range(1, run.params.reporting_length + 1)
     return AggregateNoise.from_release(
         plan.sigma_by_len,
@@ -53,6 +54,7 @@ def synthesize_records(
         if run.params.synthesis == "records"
         else "synthesize (consistent model)"
     )
+    resumed = finished(run, stages.SYNTHESIZE)
 
     def compute() -> PreparedTable:
         if run.params.synthesis == "model":
@@ -72,7 +74,15 @@ def synthesize_records(
             progress=progress.advance,
         )
 
-    return run.stage(stages.SYNTHESIZE, compute)
+    synthetic = run.stage(stages.SYNTHESIZE, compute)
+    stage_done(
+        task_logger(),
+        run,
+        stages.SYNTHESIZE,
+        f"{synthetic.n_records} synthetic records from the DP aggregates alone",
+        resumed=resumed,
+    )
+    return synthetic
 
 
 @task(name=stages.FIT, **SENSITIVE)
@@ -94,6 +104,7 @@ def fit_synthesizer(
     check_size = getattr(synth, "check_size", None)
     if check_size is not None and run.dirs.load_checkpoint(stages.FIT) is None:
         check_size(table.value.domain)  # before the charge: refuse with nothing spent
+    resumed = finished(run, stages.FIT)
 
     def compute() -> tuple[PreparedTable, AggregateSet]:
         rnd = run.randomness()
@@ -118,4 +129,13 @@ def fit_synthesizer(
         )
         return synthetic, published
 
-    return run.stage(stages.FIT, compute, charges=[s.stage for s in spends])
+    synthetic, published = run.stage(stages.FIT, compute, charges=[s.stage for s in spends])
+    stage_done(
+        task_logger(),
+        run,
+        stages.FIT,
+        f"{params.synthesizer} fitted; {synthetic.n_records} synthetic records sampled",
+        resumed=resumed,
+        charged=[s.stage for s in spends],
+    )
+    return synthetic, published

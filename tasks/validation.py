@@ -12,10 +12,11 @@ from prefect import task
 
 from release_store import progress, stages
 from release_store.run import ReleaseRun, SensitiveTable
+from release_store.stage_log import gate_text, stage_done
 from release_store.validation import output_schema, validate_table
 from sds_core.data.decoding import to_frame
 from sds_core.data.table import PreparedTable
-from tasks.options import SENSITIVE
+from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.VALIDATE, **SENSITIVE)
@@ -23,23 +24,31 @@ def validate_input(run: ReleaseRun, table: SensitiveTable[Any]) -> list[dict[str
     """The input against the declared schema; raises ``SchemaValidationError`` on failure."""
     progress.stage("validating the input (Great Expectations)")
     schema = run.params.table_schema
-    if schema is None:
-        return []
-    if run.params.use_columns:
-        used = {*run.params.use_columns, run.params.subject_id}
-        keep = [c for c in schema.columns if c.name in used]
-        schema = schema.model_copy(update={"columns": keep})
-    return validate_table(table.value, schema, name="input", private_dir=run.dirs.private_dir)
+    summary: list[dict[str, Any]] = []
+    if schema is not None:
+        if run.params.use_columns:
+            used = {*run.params.use_columns, run.params.subject_id}
+            keep = [c for c in schema.columns if c.name in used]
+            schema = schema.model_copy(update={"columns": keep})
+        summary = validate_table(
+            table.value, schema, name="input", private_dir=run.dirs.private_dir
+        )
+    stage_done(task_logger(), run, stages.VALIDATE, gate_text(summary, "input"))
+    return summary
 
 
 @task(name=stages.VALIDATE_OUTPUT, **SENSITIVE)
 def validate_output(run: ReleaseRun, synthetic: PreparedTable) -> list[dict[str, Any]]:
     """The synthetic table against the declared schema (bins and value sets)."""
-    if run.params.table_schema is None:
-        return []
-    frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
-    labels = dict(zip(synthetic.domain.columns, synthetic.domain.labels, strict=True))
-    schema = output_schema(run.params.table_schema, {c: labels.get(c, ()) for c in frame.columns})
-    return validate_table(
-        frame, schema, name="output", private_dir=run.dirs.private_dir, what="output"
-    )
+    summary: list[dict[str, Any]] = []
+    if run.params.table_schema is not None:
+        frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
+        labels = dict(zip(synthetic.domain.columns, synthetic.domain.labels, strict=True))
+        schema = output_schema(
+            run.params.table_schema, {c: labels.get(c, ()) for c in frame.columns}
+        )
+        summary = validate_table(
+            frame, schema, name="output", private_dir=run.dirs.private_dir, what="output"
+        )
+    stage_done(task_logger(), run, stages.VALIDATE_OUTPUT, gate_text(summary, "output"))
+    return summary
