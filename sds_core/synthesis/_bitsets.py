@@ -23,6 +23,11 @@ BITSET_BYTES_LIMIT = 1 << 30
 """Largest triple bitset (+ rank counts) built; beyond it the kernel walks the CSR lists."""
 
 if HAVE_NUMBA:
+    from numba.core.config import DISABLE_JIT
+else:  # pragma: no cover - numba absent
+    DISABLE_JIT = True
+
+if not DISABLE_JIT:  # intrinsics exist only in compiled code (not under NUMBA_DISABLE_JIT=1)
     from llvmlite import ir
     from numba import types
     from numba.core.extending import intrinsic
@@ -47,7 +52,7 @@ if HAVE_NUMBA:
 
         return sig, codegen
 
-else:  # pragma: no cover - plain Python fallback (numba absent)
+else:  # pragma: no cover - plain Python fallback (numba absent or disabled)
 
     def popcount64(x: Any) -> int:
         return bin(int(x)).count("1")
