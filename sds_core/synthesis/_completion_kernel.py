@@ -73,11 +73,11 @@ def synthesize_records_ordered(
     cand = np.empty(max_card, dtype=np.int64)
     alive = np.empty(max_card, dtype=np.int64)
     cs = CandidateSubs(
-        np.empty((max_card, run.sub_cap), dtype=np.int64),
-        np.empty((max_card, run.sub_cap), dtype=np.int64),
-        np.empty((max_card, run.sub_cap), dtype=np.int64),
-        np.zeros(max_card, dtype=np.int64),
-        np.zeros(max_card, dtype=np.int64),
+        subs=np.empty((max_card, run.sub_cap), dtype=np.int64),
+        wraw=np.empty((max_card, run.sub_cap), dtype=np.int64),
+        wadj=np.empty((max_card, run.sub_cap), dtype=np.int64),
+        nsub=np.zeros(max_card, dtype=np.int64),
+        full=np.zeros(max_card, dtype=np.int64),
     )
     pick_slot = np.empty(max_card, dtype=np.int64)
     wts = np.empty(max_card, dtype=np.int64)
