@@ -26,6 +26,9 @@ from sds_core.evaluation.tables import (
     row_keys,
 )
 from sds_core.marginals._count_kernels import (
+    CliqueKey,
+    ComparedTables,
+    PreservationSums,
     abs_difference,
     add_preservation_items,
 )
@@ -223,8 +226,9 @@ def aggregate_metrics(
     by_len = np.zeros((len(parts), 5))
     bin_arr = np.asarray(bins, dtype=np.float64)
     for i, (k, (sen_s, syn_s, sen_t, syn_t)) in enumerate(zip(aligned, parts, strict=True)):
-        add_preservation_items(sen_s, syn_s, resolution, True, k, bin_arr, by_bin, by_len[i])
-        add_preservation_items(sen_t, syn_t, resolution, False, k, bin_arr, by_bin, by_len[i])
+        sums = PreservationSums(bin_arr, by_bin, by_len[i])
+        add_preservation_items(sen_s, syn_s, k, resolution, True, sums)
+        add_preservation_items(sen_t, syn_t, k, resolution, False, sums)
     bucket_of_bin = _buckets(by_bin)
     pres_by_count = {bins[i]: bucket_of_bin[i] for i in reversed(range(len(bins)))}
     mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
@@ -380,7 +384,8 @@ def marginal_fidelity(
                 col_arr, mult, cells = np.zeros(1, np.int64), np.ones(1, np.int64), len(uniq)
             if acc.shape[1] < cells:
                 acc = np.zeros((1, cells), dtype=np.int64)
-            total = abs_difference(a, b, col_arr, mult, n_s, n_o, acc, cells)
+            tables = ComparedTables(a, b, w_o=n_s, w_s=n_o)  # n_s c_o - n_o c_s, exact
+            total = abs_difference(tables, CliqueKey(col_arr, mult), acc, cells)
             tvds[order].append(0.5 * float(total) / float(n_o * n_s))
     means = {o: float(np.mean(v)) for o, v in tvds.items()}
     maxes = {o: float(np.max(v)) for o, v in tvds.items()}

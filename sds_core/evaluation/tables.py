@@ -17,6 +17,8 @@ from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import require
 from sds_core.marginals._count_kernels import (
+    CliqueKey,
+    ComparedTables,
     compact_codes,
     joint_groups,
     min_rank_dense,
@@ -108,12 +110,12 @@ def record_min_counts(
             elif size * np.dtype(rank_dtype).itemsize <= RISK_DENSE_BYTES and size <= 64 * n + 4096:
                 table = np.full(size, none, dtype=rank_dtype)
                 table[keys] = ranks
-                min_rank_dense(codes_t, col_arr, mult, table, best)
+                min_rank_dense(codes_t, CliqueKey(col_arr, mult), table, best)
             else:
-                min_rank_sorted(codes_t, col_arr, mult, keys, ranks, best)
+                min_rank_sorted(codes_t, CliqueKey(col_arr, mult), keys, ranks, best)
     for (g, g_mult, _), table, used in zip(groups, g_best, g_used, strict=True):
         if used:
-            min_rank_dense(codes_t, np.asarray(g, dtype=np.int64), g_mult, table, best)
+            min_rank_dense(codes_t, CliqueKey(np.asarray(g, dtype=np.int64), g_mult), table, best)
     found = best < none
     return np.where(found, values[np.where(found, best, 1).astype(np.int64) - 1], big)
 
@@ -167,15 +169,8 @@ def joint_marginal_sums(
         if len(subs) < 2:
             continue
         cells = int(np.prod([cards[c] for c in cols]))
-        diff = signed_counts(
-            codes_o,
-            codes_s,
-            np.asarray(cols, dtype=np.int64),
-            mixed_radix(cards, cols),
-            n_s,
-            n_o,
-            cells,
-        )
+        key = CliqueKey(np.asarray(cols, dtype=np.int64), mixed_radix(cards, cols))
+        diff = signed_counts(ComparedTables(codes_o, codes_s, w_o=n_s, w_s=n_o), key, cells)
         diff = diff.reshape([cards[c] for c in cols])
         for sub in subs:
             axes = tuple(i for i in range(len(cols)) if i not in sub)

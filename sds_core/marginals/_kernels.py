@@ -9,12 +9,20 @@ temporaries and repeated passes of the vectorized form.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+from numpy.typing import NDArray
 
 from sds_core._jit import HAVE_NUMBA, _jit
+from sds_core.marginals._count_kernels import CliqueKey
 
 __all__ = [
     "HAVE_NUMBA",
+    "CliqueKey",
+    "DistinctRows",
+    "JoinPlan",
+    "SortedKeys",
     "clique_order",
     "count_clique_dense",
     "count_clique_sorted",
@@ -29,32 +37,57 @@ __all__ = [
 ]
 
 
+class JoinPlan(NamedTuple):
+    """The Apriori join of the sorted (k−1)-survivors ``prev`` into k-candidates.
+
+    Row i joins every row j in ``block_end[i] .. group_end[i]`` (same first k−2 attributes,
+    last attribute in a later column); pair t = ``offsets[i] + (j − block_end[i])``.
+    ``prefix_keys`` are the rows' first k−2 attributes as keys in ``base`` (ascending).
+    """
+
+    prev: NDArray[np.int32]
+    prefix_keys: NDArray[np.int64]
+    block_end: NDArray[np.int64]
+    group_end: NDArray[np.int64]
+    offsets: NDArray[np.int64]
+    base: int
+
+
+class DistinctRows(NamedTuple):
+    """A partition's distinct records, transposed ``(n_columns, n)``, and their multiplicities."""
+
+    codes_t: NDArray[np.int32]
+    weight: NDArray[np.int64]
+
+
+class SortedKeys(NamedTuple):
+    """Sorted candidate keys with a bucket index: ``start[b]`` = #{keys < b << shift}."""
+
+    keys: NDArray[np.int64]
+    start: NDArray[np.int64]
+    shift: int
+
+
 @_jit
-def join_keep(
-    prev: np.ndarray,
-    prefix_keys: np.ndarray,
-    block_end: np.ndarray,
-    group_end: np.ndarray,
-    offsets: np.ndarray,
-    base: np.int64,
-) -> np.ndarray:
+def join_keep(plan: JoinPlan) -> np.ndarray:
     """Apriori join check: which joined pairs have every dropped-prefix subset in ``prev``.
 
-    Pair t = offsets[i] + (j − block_end[i]) joins row i with row j; the candidate is
-    prev[i] + prev[j, −1]. For every prefix position d, the subset without d has the prefix
-    prev[i] minus d (rows [lo, hi) of ``prev`` by ``prefix_keys``, whose last attributes
-    ascend) and the last attribute prev[j, −1] (ascending in j), so one merge per (i, d) does.
+    Pair t joins row i with row j; the candidate is prev[i] + prev[j, −1]. For every prefix
+    position d, the subset without d has the prefix prev[i] minus d (rows [lo, hi) of ``prev``
+    by ``prefix_keys``, whose last attributes ascend) and the last attribute prev[j, −1]
+    (ascending in j), so one merge per (i, d) does.
     """
+    prev, prefix_keys, base = plan.prev, plan.prefix_keys, plan.base
     m, km1 = prev.shape
     p = km1 - 1
-    total = offsets[m]
+    total = plan.offsets[m]
     keep = np.ones(total, dtype=np.bool_)
     for i in range(m):
-        b0 = block_end[i]
-        b1 = group_end[i]
+        b0 = plan.block_end[i]
+        b1 = plan.group_end[i]
         if b1 <= b0:
             continue
-        base_t = offsets[i] - b0
+        base_t = plan.offsets[i] - b0
         for d in range(p):
             key = np.int64(0)
             for q in range(km1):
@@ -84,22 +117,16 @@ def join_keep(
 
 
 @_jit
-def join_fill(
-    prev: np.ndarray,
-    keep: np.ndarray,
-    block_end: np.ndarray,
-    group_end: np.ndarray,
-    offsets: np.ndarray,
-    n_out: np.int64,
-) -> np.ndarray:
+def join_fill(plan: JoinPlan, keep: np.ndarray, n_out: np.int64) -> np.ndarray:
     """The kept joined candidates (n_out, k), in (i, j) order (= lexicographic order)."""
+    prev = plan.prev
     m, km1 = prev.shape
     out = np.empty((n_out, km1 + 1), dtype=np.int32)
     r = 0
     for i in range(m):
-        b0 = block_end[i]
-        for j in range(b0, group_end[i]):
-            if keep[offsets[i] + j - b0]:
+        b0 = plan.block_end[i]
+        for j in range(b0, plan.group_end[i]):
+            if keep[plan.offsets[i] + j - b0]:
                 for q in range(km1):
                     out[r, q] = prev[i, q]
                 out[r, km1] = prev[j, km1 - 1]
@@ -200,13 +227,13 @@ def clique_order(
 
 
 @_jit
-def _clique_keys(codes_t: np.ndarray, cols: np.ndarray, mult: np.ndarray) -> np.ndarray:
+def _clique_keys(codes_t: np.ndarray, key: CliqueKey) -> np.ndarray:
     """Local key of every record of the partition (digit = code + 1), column by column."""
     n = codes_t.shape[1]
     keys = np.zeros(n, dtype=np.int64)
-    for q in range(cols.shape[0]):
-        col = codes_t[cols[q]]
-        mq = mult[q]
+    for q in range(key.cols.shape[0]):
+        col = codes_t[key.cols[q]]
+        mq = key.mult[q]
         for r in range(n):
             keys[r] += (np.int64(col[r]) + 1) * mq
     return keys
@@ -214,21 +241,15 @@ def _clique_keys(codes_t: np.ndarray, cols: np.ndarray, mult: np.ndarray) -> np.
 
 @_jit
 def count_clique_dense(
-    codes_t: np.ndarray,
-    cols: np.ndarray,
-    mult: np.ndarray,
-    table: np.ndarray,
-    weight: np.ndarray,
-    acc1: np.ndarray,
-    valid: np.ndarray,
+    rows: DistinctRows, key: CliqueKey, table: np.ndarray, acc1: np.ndarray, valid: np.ndarray
 ) -> None:
-    """acc1[1 + table[key]] += weight[r] and valid[r] += (table[key] >= 0) for every row r.
+    """``acc1[1 + table[k]] += weight[r]`` and ``valid[r] += table[k] >= 0`` for every row r.
 
-    ``codes_t`` is the partition's (distinct) rows transposed (n_columns, n), ``weight`` their
-    multiplicities; ``acc1[0]`` collects the rows whose key is no candidate (branch-free
-    counting), ``acc1[1 + i]`` local index i.
+    ``k`` is the row's local key in the clique; ``acc1[0]`` collects the rows whose key is no
+    candidate (branch-free counting), ``acc1[1 + i]`` local index i.
     """
-    keys = _clique_keys(codes_t, cols, mult)
+    keys = _clique_keys(rows.codes_t, key)
+    weight = rows.weight
     for r in range(keys.shape[0]):
         idx = table[keys[r]]
         acc1[idx + 1] += weight[r]
@@ -237,37 +258,30 @@ def count_clique_dense(
 
 @_jit
 def count_clique_sorted(
-    codes_t: np.ndarray,
-    cols: np.ndarray,
-    mult: np.ndarray,
-    keys: np.ndarray,
-    bucket_start: np.ndarray,
-    shift: np.int64,
-    weight: np.ndarray,
-    acc1: np.ndarray,
-    valid: np.ndarray,
+    rows: DistinctRows, key: CliqueKey, index: SortedKeys, acc1: np.ndarray, valid: np.ndarray
 ) -> None:
-    """As :func:`count_clique_dense` with a search in the sorted candidate ``keys``, started
-    from the bucket of ``key >> shift`` (``bucket_start[b]`` = #{keys < b << shift})."""
-    rec_keys = _clique_keys(codes_t, cols, mult)
+    """As :func:`count_clique_dense` with a search in the sorted candidate keys, started from
+    the bucket of the record's key ``>> shift``."""
+    rec_keys = _clique_keys(rows.codes_t, key)
+    weight, keys, bucket_start, shift = rows.weight, index.keys, index.start, index.shift
     n_keys = keys.shape[0]
     top = keys[n_keys - 1] if n_keys > 0 else np.int64(-1)
     for r in range(rec_keys.shape[0]):
-        key = rec_keys[r]
-        if key > top:
+        k = rec_keys[r]
+        if k > top:
             acc1[0] += weight[r]
             continue
-        b = key >> shift
+        b = k >> shift
         lo = bucket_start[b]
         hi = bucket_start[b + 1]
         while lo < hi:
             mid = (lo + hi) >> 1
-            if keys[mid] < key:
+            if keys[mid] < k:
                 lo = mid + 1
             else:
                 hi = mid
         idx = -1
-        if lo < bucket_start[b + 1] and keys[lo] == key:
+        if lo < bucket_start[b + 1] and keys[lo] == k:
             idx = lo
         acc1[idx + 1] += weight[r]
         valid[r] += idx >= 0
@@ -331,8 +345,8 @@ def distinct_rows(codes: np.ndarray, mult: np.ndarray) -> tuple[np.ndarray, np.n
     return first[:n_distinct].copy(), weight[:n_distinct].copy(), inverse
 
 
-def key_buckets(keys: np.ndarray, max_buckets: int = 1 << 20) -> tuple[np.ndarray, int]:
-    """(bucket_start, shift) of the sorted non-negative ``keys`` for :func:`count_clique_sorted`:
+def key_buckets(keys: np.ndarray, max_buckets: int = 1 << 20) -> SortedKeys:
+    """The sorted non-negative ``keys`` with their bucket index for :func:`count_clique_sorted`:
     buckets of 2**shift keys cover 0..keys[-1], at most ~``max_buckets`` and ~2 keys each."""
     top = int(keys[-1]) if keys.shape[0] else 0
     target = max(1, min(max_buckets, 2 * keys.shape[0]))
@@ -340,7 +354,7 @@ def key_buckets(keys: np.ndarray, max_buckets: int = 1 << 20) -> tuple[np.ndarra
     while ((top >> shift) + 1) > target:
         shift += 1
     bounds = np.arange((top >> shift) + 2, dtype=np.int64) << shift
-    return np.searchsorted(keys, bounds, side="left").astype(np.int64), shift
+    return SortedKeys(keys, np.searchsorted(keys, bounds, side="left").astype(np.int64), shift)
 
 
 @_jit

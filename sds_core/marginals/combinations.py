@@ -18,6 +18,7 @@ from sds_core.data.domain import Domain
 from sds_core.errors import invariant
 from sds_core.marginals._kernels import (
     HAVE_NUMBA,
+    JoinPlan,
     clique_order,
     join_fill,
     join_keep,
@@ -199,8 +200,9 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
     if HAVE_NUMBA:
         offsets = np.concatenate(([0], np.cumsum(n_partners)))
         prev32 = np.ascontiguousarray(prev, dtype=np.int32)
-        keep = join_keep(prev32, pk, block_end, group_end, offsets, base)
-        out = join_fill(prev32, keep, block_end, group_end, offsets, int(keep.sum()))
+        plan = JoinPlan(prev32, pk, block_end, group_end, offsets, base)
+        keep = join_keep(plan)
+        out = join_fill(plan, keep, int(keep.sum()))
         invariant(rows_ascending(out), "join output must be sorted and unique")
         return out
     out = _join_numpy(prev, block_end, group_end, n_partners, base)

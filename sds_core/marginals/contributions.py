@@ -12,6 +12,8 @@ from numpy.typing import NDArray
 
 from sds_core.marginals._kernels import (
     HAVE_NUMBA,
+    CliqueKey,
+    DistinctRows,
     count_clique_dense,
     count_clique_sorted,
     distinct_rows,
@@ -72,8 +74,8 @@ def _count_compiled(
     """
     n = codes.shape[0]
     acc1 = [np.zeros(lk.rows.shape[0] + 1, dtype=np.int64) for lk in lookups]  # [0]: misses
-    cols = [np.asarray(lk.cols, dtype=np.int64) for lk in lookups]
-    buckets = [None if lk.table is not None else key_buckets(lk.keys) for lk in lookups]
+    keys = [CliqueKey(np.asarray(lk.cols, dtype=np.int64), lk.mult) for lk in lookups]
+    index = [None if lk.table is not None else key_buckets(lk.keys) for lk in lookups]
     row_mult = _row_multipliers(codes)
     valid = np.zeros(n, dtype=np.int32)
     for start in range(0, n, chunk):
@@ -83,13 +85,13 @@ def _count_compiled(
         else:
             first, weight, inverse = distinct_rows(part, row_mult)
             part = part[first]
-        codes_t = np.ascontiguousarray(part.T, dtype=np.int32)
+        rows = DistinctRows(np.ascontiguousarray(part.T, dtype=np.int32), weight)
         w = np.zeros(part.shape[0], dtype=np.int32)
-        for acc, c, bk, lk in zip(acc1, cols, buckets, lookups, strict=True):
-            if bk is None:
-                count_clique_dense(codes_t, c, lk.mult, lk.table, weight, acc, w)
+        for acc, key, ix, lk in zip(acc1, keys, index, lookups, strict=True):
+            if ix is None:
+                count_clique_dense(rows, key, lk.table, acc, w)
             else:
-                count_clique_sorted(codes_t, c, lk.mult, lk.keys, bk[0], bk[1], weight, acc, w)
+                count_clique_sorted(rows, key, ix, acc, w)
         valid[start : start + chunk] = w if inverse is None else w[inverse]
     return [a[1:] for a in acc1], valid
 

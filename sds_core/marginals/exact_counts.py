@@ -17,6 +17,7 @@ from numpy.typing import NDArray
 from sds_core.data.table import PreparedTable
 from sds_core.errors import require
 from sds_core.marginals._count_kernels import (
+    CliqueKey,
     compact_codes,
     count_dense,
     joint_groups,
@@ -88,26 +89,26 @@ def _count(
     plan = []
     for cols in cliques:
         mult, size = clique_multipliers(domain, cols)
-        plan.append((cols, np.asarray(cols, dtype=np.int64), mult, size))
+        plan.append((cols, CliqueKey(np.asarray(cols, dtype=np.int64), mult), size))
     joint = _joint_counts(table, codes, cliques, min(dense_budget, n // 16))
     dense_sizes = [size for *_, size in plan if use_dense(size, n, 0, dense_budget)]
     # one counting array for every dense clique, cleared after each (int32 when counts fit)
     acc = np.zeros(max(dense_sizes, default=0), dtype=np.int32 if n < 1 << 31 else np.int64)
     out = {}
-    for cols, col_arr, mult, size in plan:
+    for cols, key, size in plan:
         if cols in joint:
-            out[cols] = _from_joint(*joint.pop(cols), cols, mult)
+            out[cols] = _from_joint(*joint.pop(cols), cols, key.mult)
             continue
         if use_dense(size, n, 0, dense_budget):
-            count_dense(codes, col_arr, mult, acc[:size])
+            count_dense(codes, key, acc[:size])
             keys = np.flatnonzero(acc[:size]).astype(np.int64)
             counts = acc[keys].astype(np.int64)
             acc[keys] = 0
         else:
             parts = []
             for start in range(0, n, chunk_records):
-                key = local_keys_of(codes[:, start : start + chunk_records], col_arr, mult)
-                uk, uc = np.unique(key, return_counts=True)
+                local = local_keys_of(codes[:, start : start + chunk_records], key)
+                uk, uc = np.unique(local, return_counts=True)
                 parts.append((uk, uc.astype(np.int64)))
             keys, counts = _merge_sparse(parts)
         ok = valid_keys(domain, cols, keys)  # drop records' keys with an empty cell
@@ -132,7 +133,7 @@ def _joint_counts(
         for i in range(len(group) - 2, -1, -1):
             mult[i] = mult[i + 1] * shape[i + 1]
         acc = np.zeros(int(np.prod(shape)), dtype=np.int64)
-        count_dense(codes, np.asarray(group, dtype=np.int64), mult, acc)
+        count_dense(codes, CliqueKey(np.asarray(group, dtype=np.int64), mult), acc)
         for cols in inside:
             out[cols] = (group, acc.reshape(shape))
     return out

@@ -11,8 +11,7 @@ the count before each word), which is how the kernel reads its count without sea
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -23,6 +22,11 @@ BITSET_BYTES_LIMIT = 1 << 30
 """Largest triple bitset (+ rank counts) built; beyond it the kernel walks the CSR lists."""
 
 if HAVE_NUMBA:
+    from numba.core.config import DISABLE_JIT
+else:  # pragma: no cover - numba absent
+    DISABLE_JIT = True
+
+if not DISABLE_JIT:  # intrinsics exist only in compiled code (not under NUMBA_DISABLE_JIT=1)
     from llvmlite import ir
     from numba import types
     from numba.core.extending import intrinsic
@@ -47,7 +51,7 @@ if HAVE_NUMBA:
 
         return sig, codegen
 
-else:  # pragma: no cover - plain Python fallback (numba absent)
+else:  # pragma: no cover - plain Python fallback (numba absent or disabled)
 
     def popcount64(x: Any) -> int:
         return bin(int(x)).count("1")
@@ -57,9 +61,13 @@ else:  # pragma: no cover - plain Python fallback (numba absent)
         return (v & -v).bit_length() - 1
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Bitsets:
-    """Word offsets per column, pair partners per attribute, thirds per pair (+ rank counts)."""
+class Bitsets(NamedTuple):
+    """Word offsets per column, pair partners per attribute, thirds per pair (+ rank counts).
+
+    Rows are flattened, ``words`` words each: ``has1`` one row (attributes with a 1-count),
+    ``b2`` one row per attribute (its reported pair partners), ``b3`` and ``cum3`` one row per
+    reported pair (its reported third attributes; set bits before each word).
+    """
 
     enabled: bool
     colw: NDArray[np.int64]
@@ -154,13 +162,14 @@ def _fill_b3(
 
 
 @_jit
-def available_bits(
-    row: np.ndarray, avail: np.ndarray, attr_col: np.ndarray, col_lo: np.ndarray, colw: np.ndarray
-) -> None:
-    """Set ``row`` to the bits of the attributes with budget left (``avail > 0``)."""
+def available_bits(row: np.ndarray, avail: np.ndarray, lay: Any) -> None:
+    """Set ``row`` to the bits of the attributes with budget left (``avail > 0``).
+
+    ``lay`` is the :class:`sds_core.synthesis.layout.Layout` (columns and ``bitsets.colw``).
+    """
     row[:] = 0
     for a in range(avail.shape[0]):
         if avail[a] > 0:
-            c = attr_col[a]
-            la = a - col_lo[c]
-            row[colw[c] + la // 64] |= np.uint64(1) << np.uint64(la % 64)
+            c = lay.attr_col[a]
+            la = a - lay.col_lo[c]
+            row[lay.bitsets.colw[c] + la // 64] |= np.uint64(1) << np.uint64(la % 64)

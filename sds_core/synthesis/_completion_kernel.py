@@ -13,7 +13,13 @@ import numpy as np
 
 from sds_core._jit import _jit
 from sds_core.synthesis._bitsets import available_bits, ctz64, popcount64
-from sds_core.synthesis._lookups import _combo_key_i, _lookup_i, push_sub, quantile_r8
+from sds_core.synthesis._lookups import (
+    CandidateSubs,
+    _combo_key_i,
+    _lookup_i,
+    push_sub,
+    quantile_r8,
+)
 from sds_core.synthesis._records import (
     insert_attribute,
     new_budget_cycle,
@@ -21,81 +27,61 @@ from sds_core.synthesis._records import (
     weighted_index,
     write_record,
 )
+from sds_core.synthesis._state import (
+    BUDGET_LEFT,
+    RECORDS_MADE,
+    STALLED,
+    STATUS,
+    RunSettings,
+    WorkState,
+)
+from sds_core.synthesis.layout import Layout
 
 __all__ = ["quantile_r8", "synthesize_records_ordered"]
 
 
 @_jit
 def synthesize_records_ordered(
-    out: np.ndarray,
-    uniforms: np.ndarray,
-    attr_col: np.ndarray,
-    col_lo: np.ndarray,
-    col_hi: np.ndarray,
-    col_order: np.ndarray,
-    counts: np.ndarray,
-    syn: np.ndarray,
-    idx1: np.ndarray,
-    tkeys: np.ndarray,
-    tvals: np.ndarray,
-    bits: int,
-    base: int,
-    reporting_length: int,
-    avail: np.ndarray,
-    budget0: np.ndarray,
-    state: np.ndarray,
-    use_syn: bool,
-    percentile: float,
-    fill_rate: np.ndarray,
-    filled: np.ndarray,
-    sub_cap: int,
-    pair_idx: np.ndarray,
-    csr_start: np.ndarray,
-    csr_attr: np.ndarray,
-    csr_combo: np.ndarray,
-    csr_count: np.ndarray,
-    csr_syn: np.ndarray,
-    trip_pos: np.ndarray,
-    trip_first: int,
-    pair_col_start: np.ndarray,
-    pair_first: int,
-    use_bits: bool,
-    colw: np.ndarray,
-    has1bits: np.ndarray,
-    b2: np.ndarray,
-    b3: np.ndarray,
-    cum3: np.ndarray,
+    out: np.ndarray, uniforms: np.ndarray, lay: Layout, run: RunSettings, work: WorkState
 ) -> tuple[int, int]:
     """Completion-mode twin of :func:`sds_core.synthesis._reference_kernel.synthesize_records`.
 
-    Same arguments and state contract, plus ``col_lo``/``col_hi`` (attribute id range of each
-    column) and ``col_order`` (columns best-ranked first), with ``csr_attr`` ascending within
-    each pair's list. At each step the free columns are evaluated in rank order (attempt 0:
-    budgets and synthetic counts; attempt 1, completion: raw weights, columns below their fill
-    rate) and the first with a positive total weight is sampled from; columns that cannot
-    become valid again in this record are skipped. With ``use_bits`` a column's candidates are
-    one AND of bit rows (``colw``, ``has1bits``, ``b2``, ``b3`` and the ranks ``cum3`` of
+    Same arguments and state contract; it also reads the column ranking of the settings
+    (``run.col_order``, ``run.fill_rate``) and counts ``work.filled``. At each step the free
+    columns are evaluated in rank order (attempt 0: budgets and synthetic counts; attempt 1,
+    completion: raw weights, columns below their fill rate) and the first with a positive total
+    weight is sampled from; columns that cannot become valid again in this record are skipped.
+    With ``lay.bitsets.enabled`` a column's candidates are one AND of bit rows (see
     :mod:`sds_core.synthesis._bitsets`); otherwise the CSR lists are walked from the shortest
-    (``pair_col_start``). Both give the same records. Returns (records written, uniforms used).
+    (``lay.triples.col_start``). Both give the same records.
+
+    Returns:
+        (records written, uniforms consumed).
     """
+    # local names for the arrays the loops read most
+    attr_col, counts, idx1, syn, avail = lay.attr_col, lay.counts, lay.idx1, work.syn, work.avail
+    tri, bs, pair_idx = lay.triples, lay.bitsets, lay.pair_idx
     n_attr = attr_col.shape[0]
     n_cols = out.shape[1]
-    R = reporting_length
-    has_csr = csr_start.shape[0] > 1 and R >= 3
-    dense = pair_idx.shape[0] == n_attr * n_attr
+    R = lay.reporting_length
+    use_syn = run.use_synthetic_counts
+    use_bits = bs.enabled
+    has_csr = tri.start.shape[0] > 1 and R >= 3
     max_card = 1
     for c in range(n_cols):
-        max_card = max(max_card, col_hi[c] - col_lo[c])
+        max_card = max(max_card, lay.col_hi[c] - lay.col_lo[c])
     cand = np.empty(max_card, dtype=np.int64)
     alive = np.empty(max_card, dtype=np.int64)
-    subs = np.empty((max_card, sub_cap), dtype=np.int64)
-    wraw = np.empty((max_card, sub_cap), dtype=np.int64)
-    wadj = np.empty((max_card, sub_cap), dtype=np.int64)
-    nsub = np.zeros(max_card, dtype=np.int64)
-    full = np.zeros(max_card, dtype=np.int64)
+    cs = CandidateSubs(
+        subs=np.empty((max_card, run.sub_cap), dtype=np.int64),
+        wraw=np.empty((max_card, run.sub_cap), dtype=np.int64),
+        wadj=np.empty((max_card, run.sub_cap), dtype=np.int64),
+        nsub=np.zeros(max_card, dtype=np.int64),
+        full=np.zeros(max_card, dtype=np.int64),
+    )
     pick_slot = np.empty(max_card, dtype=np.int64)
     wts = np.empty(max_card, dtype=np.int64)
-    tmp = np.empty(sub_cap + 2, dtype=np.int64)
+    tmp = np.empty(run.sub_cap + 2, dtype=np.int64)
     rec = np.empty(n_cols, dtype=np.int64)
     rb0 = np.empty(max(1, n_cols * (n_cols - 1) // 2), dtype=np.int64)  # CSR ranges per pair
     rb1 = np.empty_like(rb0)
@@ -103,22 +89,22 @@ def synthesize_records_ordered(
     dead = np.zeros((2, n_cols), dtype=np.bool_)
     sub = np.empty(max(R, 1), dtype=np.int64)
     sidx = np.empty(max(R, 1), dtype=np.int64)
-    W = colw[n_cols]
+    W = bs.colw[n_cols]
     bacc = np.empty(max(1, W), dtype=np.uint64)
     availbits = np.zeros(max(1, W), dtype=np.uint64)
     rp = np.empty(max(1, n_cols * (n_cols - 1) // 2), dtype=np.int64)  # record pairs (bitsets)
     n_rp = 0
     if use_bits:
-        available_bits(availbits, avail, attr_col, col_lo, colw)
+        available_bits(availbits, avail, lay)
     n_written = 0
     u_used = 0
     n_out = out.shape[0]
     while n_written < n_out:
-        if state[0] <= 0:
-            if not new_budget_cycle(avail, budget0, syn, csr_syn, state):
+        if work.counters[BUDGET_LEFT] <= 0:
+            if not new_budget_cycle(work, lay.budget, run.reset_budgets):
                 break
             if use_bits:
-                available_bits(availbits, avail, attr_col, col_lo, colw)
+                available_bits(availbits, avail, lay)
         if u_used + n_cols > uniforms.shape[0]:
             break
         s = 0
@@ -132,32 +118,34 @@ def synthesize_records_ordered(
                 if attempt == 1 and s == 0:
                     break
                 for oi in range(n_cols):
-                    c = col_order[oi]
+                    c = run.col_order[oi]
                     if col_used[c] or dead[attempt, c]:
                         continue
-                    if attempt == 1 and filled[c] >= fill_rate[c] * (state[1] + 1):
+                    if attempt == 1 and work.filled[c] >= run.fill_rate[c] * (
+                        work.counters[RECORDS_MADE] + 1
+                    ):
                         continue  # completion fills a column only below its fill rate
                     # ---- candidates of column c (inlined: a call, or a helper taking arrays,
                     # reference-counts every array argument with atomic instructions)
-                    lo, hi = col_lo[c], col_hi[c]
+                    lo, hi = lay.col_lo[c], lay.col_hi[c]
                     adjusted = use_syn and attempt == 0
                     if use_bits:
                         # the candidates are one AND of bit rows: budget (or 1-count), pair
                         # partners of each record attribute, thirds of each record pair
-                        w0 = colw[c]
-                        nw = colw[c + 1] - w0
+                        w0 = bs.colw[c]
+                        nw = bs.colw[c + 1] - w0
                         for w in range(nw):
-                            bacc[w] = availbits[w0 + w] if attempt == 0 else has1bits[w0 + w]
+                            bacc[w] = availbits[w0 + w] if attempt == 0 else bs.has1[w0 + w]
                         for t in range(s):
                             o = rec[t] * W + w0
                             for w in range(nw):
-                                bacc[w] &= b2[o + w]
+                                bacc[w] &= bs.b2[o + w]
                         if has_csr:
                             for pp in range(n_rp):
                                 o = rp[pp] * W + w0
                                 anyb = np.uint64(0)
                                 for w in range(nw):
-                                    bacc[w] &= b3[o + w]
+                                    bacc[w] &= bs.b3[o + w]
                                     anyb |= bacc[w]
                                 if anyb == 0:
                                     break
@@ -170,54 +158,26 @@ def synthesize_records_ordered(
                                 x ^= low
                                 i1 = idx1[a]
                                 cand[n_alive] = a
-                                nsub[n_alive] = 0
-                                full[n_alive] = 0
-                                push_sub(
-                                    subs,
-                                    wraw,
-                                    wadj,
-                                    nsub,
-                                    full,
-                                    n_alive,
-                                    i1,
-                                    counts[i1],
-                                    syn[i1] if use_syn else 0,
-                                    False,
-                                )
+                                cs.nsub[n_alive] = 0
+                                cs.full[n_alive] = 0
+                                u1 = syn[i1] if use_syn else 0
+                                push_sub(cs, n_alive, i1, counts[i1], u1, False)
                                 for t in range(s):
                                     pi = pair_idx[rec[t] * n_attr + a]
-                                    push_sub(
-                                        subs,
-                                        wraw,
-                                        wadj,
-                                        nsub,
-                                        full,
-                                        n_alive,
-                                        pi,
-                                        counts[pi],
-                                        syn[pi] if use_syn else 0,
-                                        s == 1,
-                                    )
+                                    u2 = syn[pi] if use_syn else 0
+                                    push_sub(cs, n_alive, pi, counts[pi], u2, s == 1)
                                 if has_csr:
                                     below = low - np.uint64(1)
                                     for pp in range(n_rp):
                                         o = rp[pp] * W + w0 + w
                                         e = (
-                                            csr_start[rp[pp] + pair_first]
-                                            + cum3[o]
-                                            + np.int64(popcount64(b3[o] & below))
+                                            tri.start[rp[pp] + lay.pair_first]
+                                            + bs.cum3[o]
+                                            + np.int64(popcount64(bs.b3[o] & below))
                                         )
+                                        u3 = work.triple_syn[e] if use_syn else 0
                                         push_sub(
-                                            subs,
-                                            wraw,
-                                            wadj,
-                                            nsub,
-                                            full,
-                                            n_alive,
-                                            csr_combo[e],
-                                            csr_count[e],
-                                            csr_syn[e] if use_syn else 0,
-                                            s == 2,
+                                            cs, n_alive, tri.combo[e], tri.count[e], u3, s == 2
                                         )
                                 alive[n_alive] = n_alive
                                 n_alive += 1
@@ -234,9 +194,9 @@ def synthesize_records_ordered(
                                     b0 = np.int64(0)
                                     b1 = np.int64(0)
                                     if pi >= 0:  # column c's slice of pair pi's list
-                                        o = (pi - pair_first) * n_cols + c
-                                        b0 = pair_col_start[o]
-                                        b1 = pair_col_start[o + 1]
+                                        o = (pi - lay.pair_first) * n_cols + c
+                                        b0 = tri.col_start[o]
+                                        b1 = tri.col_start[o + 1]
                                     rb0[n_pairs] = b0
                                     rb1[n_pairs] = b1
                                     if b1 - b0 < best:
@@ -247,38 +207,18 @@ def synthesize_records_ordered(
                         n_from = rb0[seed] if seed >= 0 else lo
                         n_to = rb1[seed] if seed >= 0 else hi
                         for e in range(n_from, n_to):
-                            a = csr_attr[e] if seed >= 0 else e
+                            a = tri.third[e] if seed >= 0 else e
                             i1 = idx1[a]
                             if i1 < 0 or (attempt == 0 and avail[a] <= 0):
                                 continue
                             cand[n_alive] = a
-                            nsub[n_alive] = 0
-                            full[n_alive] = 0
-                            push_sub(
-                                subs,
-                                wraw,
-                                wadj,
-                                nsub,
-                                full,
-                                n_alive,
-                                i1,
-                                counts[i1],
-                                syn[i1] if use_syn else 0,
-                                False,
-                            )
+                            cs.nsub[n_alive] = 0
+                            cs.full[n_alive] = 0
+                            u1 = syn[i1] if use_syn else 0
+                            push_sub(cs, n_alive, i1, counts[i1], u1, False)
                             if seed >= 0:  # the seed pair's triple
-                                push_sub(
-                                    subs,
-                                    wraw,
-                                    wadj,
-                                    nsub,
-                                    full,
-                                    n_alive,
-                                    csr_combo[e],
-                                    csr_count[e],
-                                    csr_syn[e] if use_syn else 0,
-                                    s == 2,
-                                )
+                                u3 = work.triple_syn[e] if use_syn else 0
+                                push_sub(cs, n_alive, tri.combo[e], tri.count[e], u3, s == 2)
                             alive[n_alive] = n_alive
                             n_alive += 1
                         # pairs {a, r}, r in the record: one row of the dense pair table per r
@@ -291,24 +231,16 @@ def synthesize_records_ordered(
                                 for i in range(n_alive):
                                     j = alive[i]
                                     a = cand[j]
-                                    if dense:
+                                    if lay.dense_pairs:
                                         pi = pair_idx[r * n_attr + a]
                                     else:
-                                        key = np.int64(min(r, a) + 1) * base + max(r, a) + 1
-                                        pi = _lookup_i(tkeys, tvals, bits, key)
-                                    if pi >= 0:
-                                        push_sub(
-                                            subs,
-                                            wraw,
-                                            wadj,
-                                            nsub,
-                                            full,
-                                            j,
-                                            pi,
-                                            counts[pi],
-                                            syn[pi] if use_syn else 0,
-                                            s == 1,
+                                        key = (
+                                            np.int64(min(r, a) + 1) * lay.table.base + max(r, a) + 1
                                         )
+                                        pi = _lookup_i(lay.table, key)
+                                    if pi >= 0:
+                                        u2 = syn[pi] if use_syn else 0
+                                        push_sub(cs, j, pi, counts[pi], u2, s == 1)
                                         alive[k] = j
                                         k += 1
                                 n_alive = k
@@ -328,29 +260,19 @@ def synthesize_records_ordered(
                                         j = alive[i]
                                         a = cand[j]
                                         if walk:
-                                            while e < b1 and csr_attr[e] < a:
+                                            while e < b1 and tri.third[e] < a:
                                                 e += 1
                                         else:
                                             e2 = b1
                                             while e < e2:
                                                 mid = (e + e2) >> 1
-                                                if csr_attr[mid] < a:
+                                                if tri.third[mid] < a:
                                                     e = mid + 1
                                                 else:
                                                     e2 = mid
-                                        if e < b1 and csr_attr[e] == a:
-                                            push_sub(
-                                                subs,
-                                                wraw,
-                                                wadj,
-                                                nsub,
-                                                full,
-                                                j,
-                                                csr_combo[e],
-                                                csr_count[e],
-                                                csr_syn[e] if use_syn else 0,
-                                                s == 2,
-                                            )
+                                        if e < b1 and tri.third[e] == a:
+                                            u3 = work.triple_syn[e] if use_syn else 0
+                                            push_sub(cs, j, tri.combo[e], tri.count[e], u3, s == 2)
                                             alive[k] = j
                                             k += 1
                                     n_alive = k
@@ -366,23 +288,13 @@ def synthesize_records_ordered(
                             while True:
                                 for t in range(k):
                                     sub[t] = rec[sidx[t]]
-                                key = _combo_key_i(sub, k, a, -1, base)
-                                ci = _lookup_i(tkeys, tvals, bits, key)
+                                key = _combo_key_i(sub, k, a, -1, lay.table.base)
+                                ci = _lookup_i(lay.table, key)
                                 if ci < 0:
                                     ok = False
                                     break
-                                push_sub(
-                                    subs,
-                                    wraw,
-                                    wadj,
-                                    nsub,
-                                    full,
-                                    j,
-                                    ci,
-                                    counts[ci],
-                                    syn[ci] if use_syn else 0,
-                                    k == s,
-                                )
+                                uk = syn[ci] if use_syn else 0
+                                push_sub(cs, j, ci, counts[ci], uk, k == s)
                                 if not next_subset(sidx, k, s):
                                     break
                             if ok:
@@ -395,18 +307,18 @@ def synthesize_records_ordered(
                     for i in range(n_alive):
                         j = alive[i]
                         if s + 1 <= R:
-                            w = wadj[j, full[j]] if adjusted else wraw[j, full[j]]
+                            w = cs.wadj[j, cs.full[j]] if adjusted else cs.wraw[j, cs.full[j]]
                         else:
-                            ns = nsub[j]
+                            ns = cs.nsub[j]
                             if adjusted:
-                                mn = wadj[j, 0]
+                                mn = cs.wadj[j, 0]
                                 for t in range(1, ns):
-                                    mn = min(mn, wadj[j, t])
+                                    mn = min(mn, cs.wadj[j, t])
                                 if mn <= 0:
                                     continue  # an exhausted sub-combination
-                                qv = quantile_r8(wadj, j, ns, percentile, tmp)
+                                qv = quantile_r8(cs.wadj, j, ns, run.percentile, tmp)
                             else:
-                                qv = quantile_r8(wraw, j, ns, percentile, tmp)
+                                qv = quantile_r8(cs.wraw, j, ns, run.percentile, tmp)
                             w = np.int64(np.floor(qv + 0.5))  # weights > 0: half away from 0
                         if w > 0:
                             pick_slot[m] = j
@@ -428,32 +340,33 @@ def synthesize_records_ordered(
             x = cand[j]
             if avail[x] > 0:
                 avail[x] -= 1
-                state[0] -= 1
+                work.counters[BUDGET_LEFT] -= 1
             if use_syn:
-                for t in range(nsub[j]):
-                    ci = subs[j, t]
-                    if has_csr and trip_first <= ci < trip_first + trip_pos.shape[0]:
+                for t in range(cs.nsub[j]):
+                    ci = cs.subs[j, t]
+                    if has_csr and tri.first <= ci < tri.first + tri.pos.shape[0]:
                         for q in range(3):  # triples are read only from the CSR lists
-                            pos = trip_pos[ci - trip_first, q]
+                            pos = tri.pos[ci - tri.first, q]
                             if pos >= 0:
-                                csr_syn[pos] += 1
+                                work.triple_syn[pos] += 1
                     else:
                         syn[ci] += 1
             if use_bits and has_csr:
                 for t in range(s):
-                    rp[n_rp] = pair_idx[rec[t] * n_attr + x] - pair_first
+                    rp[n_rp] = pair_idx[rec[t] * n_attr + x] - lay.pair_first
                     n_rp += 1
             if use_bits and avail[x] == 0:
-                lx = x - col_lo[attr_col[x]]
-                availbits[colw[attr_col[x]] + lx // 64] &= ~(np.uint64(1) << np.uint64(lx % 64))
+                lx = x - lay.col_lo[attr_col[x]]
+                word = bs.colw[attr_col[x]] + lx // 64
+                availbits[word] &= ~(np.uint64(1) << np.uint64(lx % 64))
             col_used[attr_col[x]] = True
-            filled[attr_col[x]] += 1
+            work.filled[attr_col[x]] += 1
             insert_attribute(rec, s, x)
             s += 1
         if s == 0:
-            state[3] = 2  # budget left but no attribute has positive weight: cannot progress
+            work.counters[STATUS] = STALLED  # budget left but no attribute has positive weight
             break
         write_record(out, n_written, attr_col, rec, s)
         n_written += 1
-        state[1] += 1
+        work.counters[RECORDS_MADE] += 1
     return n_written, u_used

@@ -1,19 +1,42 @@
 """Helpers inlined into the completion kernel (:mod:`sds_core.synthesis._completion_kernel`).
 
-Hash lookups and keys of :mod:`sds_core.synthesis._reference_kernel` recompiled for inlining, and
-the R-8 quantile of one candidate's sub-combination weights (the weight beyond the reporting length,
-spec §2.1). Inlined at numba-IR level, so the hot loops pay no call overhead.
+The hash lookup of :mod:`sds_core.synthesis.layout` and the combination key of the reference kernel
+recompiled for inlining, the candidates' sub-combination buffers (:class:`CandidateSubs`) and the
+R-8 quantile of one candidate's weights (the weight beyond the reporting length, spec §2.1).
+Inlined at numba-IR level, so the hot loops pay no call overhead.
 """
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
+from numpy.typing import NDArray
 
 from sds_core._jit import _inline
-from sds_core.synthesis._reference_kernel import _combo_key, _lookup
+from sds_core.synthesis._reference_kernel import _combo_key
+from sds_core.synthesis.layout import lookup
 
-_lookup_i = _inline(getattr(_lookup, "py_func", _lookup))
+_lookup_i = _inline(getattr(lookup, "py_func", lookup))
 _combo_key_i = _inline(getattr(_combo_key, "py_func", _combo_key))
+
+
+class CandidateSubs(NamedTuple):
+    """The sub-combinations of each candidate of the column being evaluated (row j = slot j).
+
+    Attributes:
+        subs: combination index of each sub-combination.
+        wraw: its aggregate count (the raw weight).
+        wadj: its count minus its synthetic count (the adjusted weight).
+        nsub: number of sub-combinations per candidate.
+        full: position in the row of the whole record plus the candidate (while <= R long).
+    """
+
+    subs: NDArray[np.int64]
+    wraw: NDArray[np.int64]
+    wadj: NDArray[np.int64]
+    nsub: NDArray[np.int64]
+    full: NDArray[np.int64]
 
 
 @_inline
@@ -71,28 +94,17 @@ def quantile_r8(x: np.ndarray, r: int, n: int, p: float, tmp: np.ndarray) -> flo
 
 
 @_inline
-def push_sub(
-    subs: np.ndarray,
-    wraw: np.ndarray,
-    wadj: np.ndarray,
-    nsub: np.ndarray,
-    full: np.ndarray,
-    j: int,
-    idx: int,
-    count: int,
-    used: int,
-    is_full: bool,
-) -> None:
+def push_sub(cs: CandidateSubs, j: int, idx: int, count: int, used: int, is_full: bool) -> None:
     """Append sub-combination ``idx`` to candidate ``j``'s weights.
 
     ``count`` is its (scaled) aggregate count, ``used`` its synthetic count (0 when synthetic
     counts are off); ``is_full`` marks the combination of the whole record plus the candidate,
     whose count is the weight while the record is shorter than the reporting length.
     """
-    ns = nsub[j]
-    subs[j, ns] = idx
-    wraw[j, ns] = count
-    wadj[j, ns] = count - used
-    nsub[j] = ns + 1
+    ns = cs.nsub[j]
+    cs.subs[j, ns] = idx
+    cs.wraw[j, ns] = count
+    cs.wadj[j, ns] = count - used
+    cs.nsub[j] = ns + 1
     if is_full:
-        full[j] = ns
+        cs.full[j] = ns

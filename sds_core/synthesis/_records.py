@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from sds_core._jit import _inline, _jit
+from sds_core.synthesis._state import BUDGET_LEFT, DONE, STATUS, WorkState
 
 __all__ = [
     "insert_attribute",
@@ -73,26 +74,21 @@ def weighted_index(wts: np.ndarray, n: int, total: np.int64, uniform: float) -> 
 
 
 @_jit
-def new_budget_cycle(
-    avail: np.ndarray,
-    budget0: np.ndarray,
-    syn: np.ndarray,
-    csr_syn: np.ndarray,
-    state: np.ndarray,
-) -> bool:
+def new_budget_cycle(work: WorkState, budget: np.ndarray, reset_budgets: bool) -> bool:
     """Budgets used up: with a target, restore them and zero the synthetic counts (spec §2.1).
 
-    Returns False (and sets ``state[3] = 1``, done) when there is no target or no budget at all.
-    Called once per budget cycle, so its call overhead does not matter.
+    Returns False (and sets the status to DONE) when there is no target (``reset_budgets``
+    False) or no budget at all. Called once per budget cycle, so its call overhead does not
+    matter.
     """
-    if state[2] == 0:
-        state[3] = 1
+    if not reset_budgets:
+        work.counters[STATUS] = DONE
         return False
-    avail[:] = budget0
-    syn[:] = 0
-    csr_syn[:] = 0
-    state[0] = budget0.sum()
-    if state[0] <= 0:
-        state[3] = 1
+    work.avail[:] = budget
+    work.syn[:] = 0
+    work.triple_syn[:] = 0
+    work.counters[BUDGET_LEFT] = budget.sum()
+    if work.counters[BUDGET_LEFT] <= 0:
+        work.counters[STATUS] = DONE
         return False
     return True

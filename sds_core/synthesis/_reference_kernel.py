@@ -3,7 +3,7 @@
 
 One record is built attribute by attribute exactly as the reference does (spec §2.1), sequentially,
 so budgets and synthetic counts evolve per attribute: the kernel of ``complete_records=False``
-(completion mode is :mod:`sds_core.synthesis._completion_kernel`, which reuses the lookups below).
+(completion mode is :mod:`sds_core.synthesis._completion_kernel`, which reuses the key below).
 Functions are numba-compiled when numba is installed; without it they run as plain (slow,
 same-result) Python, which is enough for tiny tests.
 """
@@ -20,43 +20,17 @@ from sds_core.synthesis._records import (
     weighted_index,
     write_record,
 )
+from sds_core.synthesis._state import (
+    BUDGET_LEFT,
+    RECORDS_MADE,
+    STALLED,
+    STATUS,
+    RunSettings,
+    WorkState,
+)
+from sds_core.synthesis.layout import Layout, lookup
 
-__all__ = ["build_table", "synthesize_records"]
-
-
-@_jit
-def _slot(key: np.int64, bits: np.int64) -> np.int64:
-    h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
-    return np.int64(h >> np.uint64(64 - bits))
-
-
-@_jit
-def build_table(keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """Open-addressing hash table ``key -> index`` (linear probing, 2**bits slots)."""
-    size = 1 << bits
-    mask = size - 1
-    tkeys = np.full(size, -1, dtype=np.int64)
-    tvals = np.full(size, -1, dtype=np.int64)
-    for i in range(keys.shape[0]):
-        s = _slot(keys[i], bits)
-        while tkeys[s] != -1:
-            s = (s + 1) & mask
-        tkeys[s] = keys[i]
-        tvals[s] = i
-    return tkeys, tvals
-
-
-@_jit
-def _lookup(tkeys: np.ndarray, tvals: np.ndarray, bits: np.int64, key: np.int64) -> np.int64:
-    mask = (1 << bits) - 1
-    s = _slot(key, bits)
-    while True:
-        k = tkeys[s]
-        if k == key:
-            return tvals[s]
-        if k == -1:
-            return -1
-        s = (s + 1) & mask
+__all__ = ["synthesize_records"]
 
 
 @_jit
@@ -122,61 +96,44 @@ def _combo_key(sub: np.ndarray, nsub: int, a: int, x: int, base: int) -> np.int6
 
 @_jit
 def synthesize_records(
-    out: np.ndarray,
-    uniforms: np.ndarray,
-    attr_col: np.ndarray,
-    counts: np.ndarray,
-    syn: np.ndarray,
-    idx1: np.ndarray,
-    tkeys: np.ndarray,
-    tvals: np.ndarray,
-    bits: int,
-    base: int,
-    reporting_length: int,
-    avail: np.ndarray,
-    budget0: np.ndarray,
-    state: np.ndarray,
-    use_syn: bool,
-    percentile: float,
-    sub_cap: int,
-    pair_idx: np.ndarray,
-    csr_start: np.ndarray,
-    csr_attr: np.ndarray,
-    csr_combo: np.ndarray,
-    csr_count: np.ndarray,
-    csr_syn: np.ndarray,
-    trip_pos: np.ndarray,
-    trip_first: int,
+    out: np.ndarray, uniforms: np.ndarray, lay: Layout, run: RunSettings, work: WorkState
 ) -> tuple[int, int]:
     """Build up to ``out.shape[0]`` records into ``out`` (global attribute ids, -1 = empty).
 
-    ``pair_idx[a * n_attr + b]`` is the index of the pair {a, b} (-1 if absent) when dense
-    (length n_attr**2), otherwise a dummy of length 1. With dense pairs and R >= 3, the triples
-    holding pair p are ``csr_attr / csr_combo[csr_start[p]:csr_start[p + 1]]`` (third attribute,
-    triple index; ``csr_start`` has one entry per combination + 1, else length 1), with the
-    triple's count and synthetic count copied alongside (``csr_count``, ``csr_syn``) so the walk
-    reads memory in order; ``trip_pos[t]`` lists the 3 CSR positions of triple ``trip_first + t``.
-    ``state`` = [total remaining budget, records made so far, reset allowed (0/1), stop flag];
-    ``avail``, ``syn`` and ``state`` are updated in place so chunks can be chained.
-    Returns (records written, uniforms consumed). ``state[3]`` is set to 1 when the budget is
-    exhausted and no reset is allowed (synthesis is complete).
+    Args:
+        out: (records, n_cols) output buffer.
+        uniforms: uniforms in [0, 1), one per attribute picked.
+        lay: the aggregates' :class:`~sds_core.synthesis.layout.Layout`. With dense pairs and
+            R >= 3 the triples of a new pair {x, y} are read from its CSR list (sequential
+            reads), everything else through the dense pair table or the hash table.
+        run: the :class:`~sds_core.synthesis._state.RunSettings`.
+        work: the batch's :class:`~sds_core.synthesis._state.WorkState`; budgets, synthetic
+            counts and counters are updated in place so chunks can be chained. Its status is
+            set to DONE when the budget is exhausted and no reset is allowed (synthesis is
+            complete), STALLED when no attribute has a positive weight although budget remains.
+
+    Returns:
+        (records written, uniforms consumed).
     """
+    # local names for the arrays the loops read most
+    attr_col, counts, idx1, syn, avail = lay.attr_col, lay.counts, lay.idx1, work.syn, work.avail
+    tri = lay.triples
     n_attr = attr_col.shape[0]
     n_cols = out.shape[1]
-    has_csr = csr_start.shape[0] > 1 and reporting_length >= 3
+    R = lay.reporting_length
+    use_syn = run.use_synthetic_counts
+    has_csr = tri.start.shape[0] > 1 and R >= 3
     is_live = np.zeros(n_attr, dtype=np.bool_)
     found = np.zeros(n_attr, dtype=np.int64)
-    dense_pairs = pair_idx.shape[0] == n_attr * n_attr  # else pairs go through the hash table
-    R = reporting_length
     # per-attribute candidate state for the record being built
     live = np.empty(n_attr, dtype=np.int64)
-    subs = np.empty((n_attr, sub_cap), dtype=np.int64)  # indices of sub-combinations holding a
+    subs = np.empty((n_attr, run.sub_cap), dtype=np.int64)  # sub-combinations holding a
     nsubs = np.zeros(n_attr, dtype=np.int64)
     full_idx = np.full(n_attr, -1, dtype=np.int64)  # index of r + {a} while |r + {a}| <= R
     cand = np.empty(n_attr, dtype=np.int64)
     wts = np.empty(n_attr, dtype=np.int64)
     # sorted sub-combination weights per candidate: adjusted (A - syn) if use_syn else raw A
-    sw = np.empty((n_attr, sub_cap), dtype=np.int64)
+    sw = np.empty((n_attr, run.sub_cap), dtype=np.int64)
     rec = np.empty(n_cols, dtype=np.int64)  # sorted attribute ids of the record
     col_used = np.zeros(n_cols, dtype=np.bool_)
     sub = np.empty(max(R, 1), dtype=np.int64)
@@ -185,7 +142,9 @@ def synthesize_records(
     u_used = 0
     n_out = out.shape[0]
     while n_written < n_out:
-        if state[0] <= 0 and not new_budget_cycle(avail, budget0, syn, csr_syn, state):
+        if work.counters[BUDGET_LEFT] <= 0 and not new_budget_cycle(
+            work, lay.budget, run.reset_budgets
+        ):
             break
         if u_used + n_cols > uniforms.shape[0]:
             break
@@ -219,7 +178,7 @@ def synthesize_records(
                     else:
                         if use_syn and sw[a, 0] <= 0:
                             continue  # an exhausted sub-combination
-                        q = _quantile_sorted(sw, a, nsubs[a], percentile)
+                        q = _quantile_sorted(sw, a, nsubs[a], run.percentile)
                         w = np.int64(np.floor(q + 0.5))  # weights > 0: half away from zero
                     if w > 0:
                         cand[n_c] = a
@@ -233,7 +192,7 @@ def synthesize_records(
             # ---- accept x: budgets, synthetic counts ---------------------------------------
             if avail[x] > 0:
                 avail[x] -= 1
-                state[0] -= 1
+                work.counters[BUDGET_LEFT] -= 1
             if s == 0:
                 if use_syn:
                     syn[idx1[x]] += 1
@@ -241,11 +200,11 @@ def synthesize_records(
                 for t in range(nsubs[x]):
                     ci = subs[x, t]
                     syn[ci] += 1
-                    if has_csr and trip_first <= ci < trip_first + trip_pos.shape[0]:
+                    if has_csr and tri.first <= ci < tri.first + tri.pos.shape[0]:
                         for q in range(3):
-                            pos = trip_pos[ci - trip_first, q]
+                            pos = tri.pos[ci - tri.first, q]
                             if pos >= 0:
-                                csr_syn[pos] += 1
+                                work.triple_syn[pos] += 1
             col_used[attr_col[x]] = True
             if s == 0:
                 # every attribute of another column with a reported 1-combination is live
@@ -266,16 +225,17 @@ def synthesize_records(
                 for j in range(n_live):
                     found[live[j]] = 0
                 for t in range(s):
-                    p = pair_idx[x * n_attr + rec[t]]
+                    p = lay.pair_idx[x * n_attr + rec[t]]
                     if p < 0:
                         continue
-                    for e in range(csr_start[p], csr_start[p + 1]):
-                        a = csr_attr[e]
+                    for e in range(tri.start[p], tri.start[p + 1]):
+                        a = tri.third[e]
                         if is_live[a]:
                             found[a] += 1
-                            ci = csr_combo[e]
-                            w = csr_count[e]  # counts and synthetic counts read in walk order
-                            _append_sub(subs, sw, nsubs, a, ci, w - csr_syn[e] if use_syn else w)
+                            ci = tri.combo[e]
+                            w = tri.count[e]  # counts and synthetic counts read in walk order
+                            w_syn = w - work.triple_syn[e] if use_syn else w
+                            _append_sub(subs, sw, nsubs, a, ci, w_syn)
                             if s == 1:
                                 full_idx[a] = ci
             j = 0
@@ -300,10 +260,10 @@ def synthesize_records(
                     while True:
                         for t in range(k):
                             sub[t] = rec[sidx[t]]
-                        if k == 0 and dense_pairs:
-                            ci = pair_idx[x * n_attr + a]
+                        if k == 0 and lay.dense_pairs:
+                            ci = lay.pair_idx[x * n_attr + a]
                         else:
-                            ci = _lookup(tkeys, tvals, bits, _combo_key(sub, k, a, x, base))
+                            ci = lookup(lay.table, _combo_key(sub, k, a, x, lay.table.base))
                         if ci < 0:
                             ok = False
                             break
@@ -330,9 +290,9 @@ def synthesize_records(
             is_live[live[j]] = False
         if s == 0:
             # no attribute has positive weight although budget remains: cannot progress
-            state[3] = 2
+            work.counters[STATUS] = STALLED
             break
         write_record(out, n_written, attr_col, rec, s)
         n_written += 1
-        state[1] += 1
+        work.counters[RECORDS_MADE] += 1
     return n_written, u_used

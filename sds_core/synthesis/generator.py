@@ -24,6 +24,14 @@ from sds_core.marginals.aggregates import AggregateSet
 from sds_core.param_fields import check_fields, documented, param
 from sds_core.synthesis._completion_kernel import synthesize_records_ordered
 from sds_core.synthesis._reference_kernel import synthesize_records
+from sds_core.synthesis._state import (
+    BUDGET_LEFT,
+    DONE,
+    STALLED,
+    STATUS,
+    RunSettings,
+    new_work_state,
+)
 from sds_core.synthesis.layout import build_layout
 
 CHUNK_RECORDS = 4096
@@ -173,11 +181,7 @@ def synthesize(
         2 if _expected_records(aggregates, target, f) >= AUTO_BATCH_RECORDS else 1
     )
     lay = build_layout(aggregates, scale if batches == 1 else f / batches)
-    bs = lay.bitsets
-    budget0 = np.zeros(n_attr, dtype=np.int64)
-    has1 = lay.idx1 >= 0
-    budget0[has1] = lay.counts[lay.idx1[has1]]
-    total_budget = int(budget0.sum())
+    total_budget = int(lay.budget.sum())
     require(total_budget > 0, "aggregates have no single-attribute (length 1) counts to synthesize")
     sub_cap = max(1, sum(comb(n_cols - 1, j) for j in range(R)))
     if n_attr * sub_cap > MAX_CANDIDATE_CELLS:
@@ -186,30 +190,33 @@ def synthesize(
             f"working-memory bound ({MAX_CANDIDATE_CELLS}); lower the reporting length or bin "
             "high-cardinality columns"
         )
-    attr_col = domain.attribute_columns().astype(np.int64)
+    attr_col = lay.attr_col
     # share of non-empty cells per column implied by the aggregates: column budget / records
     # per budget cycle (protected count, scaled like the counts; else the fullest column)
-    col_budget = np.bincount(attr_col, weights=budget0, minlength=n_cols)
+    col_budget = np.bincount(attr_col, weights=lay.budget, minlength=n_cols)
     cycle = aggregates.protected_number_of_records
     if cycle is not None and (params.aggregate_counts_scale_factor is not None or batches > 1):
         cycle = cycle * f / batches
     if cycle is None or cycle <= 0:
         cycle = float(col_budget.max())
     fill_rate = np.minimum(col_budget / cycle, 1.0)
-    card = np.bincount(attr_col[has1], minlength=n_cols)
+    card = np.bincount(attr_col[lay.idx1 >= 0], minlength=n_cols)
     # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
     col_order = np.lexsort((card, -np.round(fill_rate, 2))).astype(np.int64)
-    col_lo = np.asarray(domain.offsets[:-1], dtype=np.int64)
-    col_hi = np.asarray(domain.offsets[1:], dtype=np.int64)
-    pct = params.weight_selection_percentile / 100.0
+    settings = RunSettings(
+        use_synthetic_counts=params.use_synthetic_counts,
+        percentile=params.weight_selection_percentile / 100.0,
+        reset_budgets=target is not None,
+        sub_cap=sub_cap,
+        col_order=col_order,
+        fill_rate=fill_rate,
+    )
+    kernel = synthesize_records_ordered if params.complete_records else synthesize_records
     done = np.zeros(batches, dtype=np.int64)  # records made (or budget used) per batch
 
     def run(b: int, b_rng: np.random.Generator, b_target: int | None) -> list[NDArray[np.int64]]:
         """One batch: its own budgets, synthetic counts and fill counters."""
-        syn = np.zeros(lay.counts.size, dtype=np.int64)
-        csr = (*lay.csr[:4], np.zeros_like(lay.csr[4]), *lay.csr[5:])
-        avail, filled = budget0.copy(), np.zeros(n_cols, dtype=np.int64)
-        state = np.array([total_budget, 0, int(b_target is not None), 0], dtype=np.int64)
+        work = new_work_state(lay.budget, lay.counts.size, lay.triples.count, n_cols)
         chunks: list[NDArray[np.int64]] = []
         made = 0
         while True:
@@ -218,71 +225,15 @@ def synthesize(
                 break
             out = np.empty((want, n_cols), dtype=np.int64)
             uniforms = b_rng.random(want * n_cols)
-            if params.complete_records:
-                n, _ = synthesize_records_ordered(
-                    out,
-                    uniforms,
-                    attr_col,
-                    col_lo,
-                    col_hi,
-                    col_order,
-                    lay.counts,
-                    syn,
-                    lay.idx1,
-                    lay.tkeys,
-                    lay.tvals,
-                    lay.bits,
-                    lay.base,
-                    R,
-                    avail,
-                    budget0,
-                    state,
-                    params.use_synthetic_counts,
-                    pct,
-                    fill_rate,
-                    filled,
-                    sub_cap,
-                    lay.pair_idx,
-                    *csr,
-                    lay.pair_col_start,
-                    lay.pair_first,
-                    bs.enabled,
-                    bs.colw,
-                    bs.has1,
-                    bs.b2,
-                    bs.b3,
-                    bs.cum3,
-                )
-            else:
-                n, _ = synthesize_records(
-                    out,
-                    uniforms,
-                    attr_col,
-                    lay.counts,
-                    syn,
-                    lay.idx1,
-                    lay.tkeys,
-                    lay.tvals,
-                    lay.bits,
-                    lay.base,
-                    R,
-                    avail,
-                    budget0,
-                    state,
-                    params.use_synthetic_counts,
-                    pct,
-                    sub_cap,
-                    lay.pair_idx,
-                    *csr,
-                )
-            if state[3] == 2:
+            n, _ = kernel(out, uniforms, lay, settings, work)
+            if work.counters[STATUS] == STALLED:
                 raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
             chunks.append(out[:n])
             made += n
-            done[b] = total_budget - int(state[0]) if b_target is None else made
+            done[b] = total_budget - int(work.counters[BUDGET_LEFT]) if b_target is None else made
             if progress is not None and batches == 1:
                 progress(int(done[0]), total_budget if b_target is None else b_target)
-            if state[3] == 1:
+            if work.counters[STATUS] == DONE:
                 break
         return chunks
 

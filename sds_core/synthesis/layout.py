@@ -1,17 +1,17 @@
 """The aggregates laid out as flat arrays for the synthesis kernels (used by
-sds_core.synthesis.generator).
+sds_core.synthesis.generator): one :class:`Layout` bundle, which the kernels take as it is.
 
 Counts of every length in one array (lengths ascending, rows in AggregateSet order), the
 1-combination index of each attribute, a dense pair table for small domains, CSR lists of the
 triples holding each pair (third attributes ascending, split by column), and an open-addressing
-hash table over all combination keys, built only when a kernel can need it.
+hash table over all combination keys (with its compiled :func:`lookup`), built only when a kernel
+can need it.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from math import ceil, log2
-from typing import Any
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,26 +20,114 @@ from sds_core._jit import _jit
 from sds_core.errors import SdsInputError, require
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis._bitsets import Bitsets, build_bitsets, disabled_bitsets
-from sds_core.synthesis._reference_kernel import build_table
 
 DENSE_PAIR_LIMIT = 2048
 """Domains with at most this many attributes look pairs up in a dense table (<= 32 MiB)."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class Layout:
-    """Aggregates flattened for the kernels (see the module docstring)."""
+class HashTable(NamedTuple):
+    """Open-addressing table ``key -> combination index`` (2**bits slots, -1 = empty).
 
-    counts: NDArray[np.int64]
-    idx1: NDArray[np.int64]
-    tkeys: NDArray[np.int64]
-    tvals: NDArray[np.int64]
+    A combination's key is the Horner sum over its ascending attribute ids + 1 in ``base``
+    (= number of attributes + 1), so keys of different lengths never collide.
+    """
+
+    keys: NDArray[np.int64]
+    vals: NDArray[np.int64]
     bits: int
     base: int
-    pair_idx: NDArray[np.int64]
-    csr: tuple[Any, ...]
-    pair_col_start: NDArray[np.int64]
+
+
+@_jit
+def _slot(key: np.int64, bits: np.int64) -> np.int64:
+    """Fibonacci hash of ``key`` to ``bits`` bits."""
+    h = np.uint64(key) * np.uint64(0x9E3779B97F4A7C15)
+    return np.int64(h >> np.uint64(64 - bits))
+
+
+@_jit
+def _build_table(keys: np.ndarray, bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """Keys and values of the :class:`HashTable` ``keys[i] -> i`` (linear probing)."""
+    size = 1 << bits
+    mask = size - 1
+    tkeys = np.full(size, -1, dtype=np.int64)
+    tvals = np.full(size, -1, dtype=np.int64)
+    for i in range(keys.shape[0]):
+        s = _slot(keys[i], bits)
+        while tkeys[s] != -1:
+            s = (s + 1) & mask
+        tkeys[s] = keys[i]
+        tvals[s] = i
+    return tkeys, tvals
+
+
+@_jit
+def lookup(table: HashTable, key: np.int64) -> np.int64:
+    """Index of the combination with ``key`` in ``table``, -1 if absent."""
+    mask = (1 << table.bits) - 1
+    s = _slot(key, table.bits)
+    while True:
+        k = table.keys[s]
+        if k == key:
+            return table.vals[s]
+        if k == -1:
+            return -1
+        s = (s + 1) & mask
+
+
+class TripleLists(NamedTuple):
+    """CSR lists of the triples holding each reported pair (dense pair table and R >= 3 only).
+
+    Pair p's triples are at positions ``start[p]:start[p + 1]`` (one entry per combination + 1;
+    length 1 when disabled), third attributes ascending: ``third`` (third attribute), ``combo``
+    (triple index), ``count`` (its count, copied so the walk reads memory in order; int32 unless
+    a count could overflow). ``pos[t]`` lists the 3 positions of triple ``first + t``;
+    ``col_start[(p - pair_first) * n_cols + c]`` is the first position of pair p's list whose
+    third attribute is in column >= c.
+    """
+
+    start: NDArray[np.int64]
+    third: NDArray[np.int32]
+    combo: NDArray[np.int32]
+    count: NDArray[np.int32] | NDArray[np.int64]
+    pos: NDArray[np.int32]
+    first: int
+    col_start: NDArray[np.int32]
+
+
+class Layout(NamedTuple):
+    """Aggregates flattened for the kernels (see the module docstring); read-only there.
+
+    Attributes:
+        reporting_length: R, the longest combination length in the aggregates.
+        attr_col: column of every attribute id.
+        col_lo: first attribute id of every column.
+        col_hi: one past the last attribute id of every column.
+        counts: every combination's (scaled) count, lengths ascending.
+        idx1: index in ``counts`` of each attribute's 1-combination, -1 when unreported.
+        budget: each attribute's budget at the start of a budget cycle (its 1-count, else 0).
+        table: every combination by key (a 16-slot empty table when no kernel needs it: dense
+            pairs and R <= 3).
+        pair_idx: with a dense pair table, ``pair_idx[a * n_attr + b]`` is the index of pair
+            {a, b} (-1 if unreported; int32); else a dummy of length 1.
+        dense_pairs: whether ``pair_idx`` is the dense table (else pairs go through ``table``).
+        pair_first: index in ``counts`` of the first pair.
+        triples: the CSR lists of the triples of each pair.
+        bitsets: the candidate bitsets of the completion kernel.
+    """
+
+    reporting_length: int
+    attr_col: NDArray[np.int64]
+    col_lo: NDArray[np.int64]
+    col_hi: NDArray[np.int64]
+    counts: NDArray[np.int64]
+    idx1: NDArray[np.int64]
+    budget: NDArray[np.int64]
+    table: HashTable
+    pair_idx: NDArray[np.int32]
+    dense_pairs: bool
     pair_first: int
+    triples: TripleLists
     bitsets: Bitsets
 
 
@@ -121,11 +209,14 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
     if (R >= 2 and not dense) or R >= 4:
         all_keys = np.concatenate([_keys(attrs_by_len[k], base) for k in sorted(attrs_by_len)])
         bits = max(4, ceil(log2(max(2 * all_keys.size, 2))) + 1)
-        tkeys, tvals = build_table(all_keys, bits)
+        tkeys, tvals = _build_table(all_keys, bits)
     else:
         bits = 4
         tkeys, tvals = np.full(16, -1, dtype=np.int64), np.full(16, -1, dtype=np.int64)
-    csr, pcs = _triples_by_pair(
+    col_lo = np.asarray(domain.offsets[:-1], dtype=np.int64)
+    col_hi = np.asarray(domain.offsets[1:], dtype=np.int64)
+    attr_col = attr_col.astype(np.int64)
+    triples = _triples_by_pair(
         attrs_by_len.get(3),
         first.get(3, 0),
         first.get(2, 0),
@@ -137,20 +228,34 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
     )
     bitsets = disabled_bitsets(domain.n_columns)
     if dense:
-        n_pairs = len(attrs_by_len[2]) if 2 in attrs_by_len else 0
         bitsets = build_bitsets(
-            np.diff(np.asarray(domain.offsets, dtype=np.int64)),
-            attr_col.astype(np.int64),
-            np.asarray(domain.offsets[:-1], dtype=np.int64),
-            idx1,
-            attrs_by_len.get(2),
-            csr[0],
-            csr[1],
-            first.get(2, 0),
-            n_pairs,
+            col_sizes=col_hi - col_lo,
+            attr_col=attr_col,
+            col_lo=col_lo,
+            idx1=idx1,
+            pairs=attrs_by_len.get(2),
+            csr_start=triples.start,
+            third=triples.third,
+            pair_first=first.get(2, 0),
+            n_pairs=len(attrs_by_len[2]) if 2 in attrs_by_len else 0,
         )
+    budget = np.zeros(n_attr, dtype=np.int64)
+    has1 = idx1 >= 0
+    budget[has1] = all_counts[idx1[has1]]
     return Layout(
-        all_counts, idx1, tkeys, tvals, bits, base, pair_idx, csr, pcs, first.get(2, 0), bitsets
+        reporting_length=R,
+        attr_col=attr_col,
+        col_lo=col_lo,
+        col_hi=col_hi,
+        counts=all_counts,
+        idx1=idx1,
+        budget=budget,
+        table=HashTable(tkeys, tvals, bits, base),
+        pair_idx=pair_idx,
+        dense_pairs=dense,
+        pair_first=first.get(2, 0),
+        triples=triples,
+        bitsets=bitsets,
     )
 
 
@@ -224,22 +329,27 @@ def _triples_by_pair(
     triples: NDArray[np.int64] | None,
     t_first: int,
     pair_first: int,
-    pair_idx: NDArray[np.int64],
+    pair_idx: NDArray[np.int32],
     counts: NDArray[np.int64],
     attr_col: NDArray[np.int64],
     n_cols: int,
     enabled: bool,
-) -> tuple[tuple[Any, ...], NDArray[np.int64]]:
+) -> TripleLists:
     """CSR lists for the kernels: for each reported pair, the third attribute of its triples.
 
-    Returns ((start, third attribute, triple index, triple count, synthetic count (zeros),
-    CSR positions of each triple (m3, 3), index of the first triple), pair-column starts);
-    dummies when disabled (no dense pair table or R < 3) or without triples.
+    Dummies when disabled (no dense pair table or R < 3) or without triples.
     """
     if not enabled or triples is None or not len(triples):
         z64, z32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
-        dummy = (np.zeros(1, np.int64), z32, z32, z64, z64.copy(), np.zeros((0, 3), np.int32), 0)
-        return dummy, np.zeros(1, np.int32)
+        return TripleLists(
+            np.zeros(1, np.int64),
+            z32,
+            z32,
+            z64,
+            np.zeros((0, 3), np.int32),
+            0,
+            np.zeros(1, np.int32),
+        )
     n_attr = attr_col.shape[0]
     n_pairs = int(np.count_nonzero(pair_idx >= 0)) // 2
     start, third, combo, trip_pos, pcs = _fill_csr(
@@ -250,11 +360,10 @@ def _triples_by_pair(
         counts.size,
         pair_first,
         n_pairs,
-        attr_col.astype(np.int64),
+        attr_col,
         n_cols,
     )
     # int32 copies for the walk (half the memory traffic) unless a count could overflow
     small = counts.size == 0 or int(counts.max()) < 2**30
     csr_count = counts[combo].astype(np.int32 if small else np.int64)
-    csr = (start, third, combo, csr_count, np.zeros(third.size, csr_count.dtype), trip_pos, t_first)
-    return csr, pcs
+    return TripleLists(start, third, combo, csr_count, trip_pos, t_first, pcs)

@@ -187,18 +187,17 @@ def test_compiled_kernels_equal_their_python_form() -> None:
         pytest.skip("numba absent or disabled: the kernels run as Python already")
     table = _random_table(np.random.default_rng(9), [3, 5, 2], 300, 0.2)
     codes = ck.compact_codes(table.codes)
-    cols, mult = np.array([0, 2], dtype=np.int64), np.array([3, 1], dtype=np.int64)
+    key = ck.CliqueKey(np.array([0, 2], dtype=np.int64), np.array([3, 1], dtype=np.int64))
     for size in (12, 5000):  # interleaved lanes (small arrays) and one array
         fast, slow = np.zeros(size, dtype=np.int32), np.zeros(size, dtype=np.int32)
-        ck.count_dense(codes, cols, mult, fast)
-        ck.count_dense.py_func(codes, cols, mult, slow)
+        ck.count_dense(codes, key, fast)
+        ck.count_dense.py_func(codes, key, slow)
         assert fast.tolist() == slow.tolist() and int(fast.sum()) == 300
     o, s = codes[:, :200].astype(np.int64) + 1, codes[:, 200:].astype(np.int64) + 1
+    tables = ck.ComparedTables(o, s, 100, 200)
     for cells in (12, 5000, 100_000):  # lanes, scan of the cells, revisit of the records
         acc = np.zeros((1, cells), dtype=np.int64)
-        fast = ck.abs_difference(o, s, cols, mult, 100, 200, acc, cells)
+        fast = ck.abs_difference(tables, key, acc, cells)
         assert not acc.any()
-        assert fast == ck.abs_difference.py_func(o, s, cols, mult, 100, 200, acc, cells)
-    assert ck.local_keys_of(codes, cols, mult).tolist() == (
-        ck.local_keys_of.py_func(codes, cols, mult).tolist()
-    )
+        assert fast == ck.abs_difference.py_func(tables, key, acc, cells)
+    assert ck.local_keys_of(codes, key).tolist() == ck.local_keys_of.py_func(codes, key).tolist()

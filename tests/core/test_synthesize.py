@@ -286,7 +286,8 @@ def test_layout_triple_lists_sorted_and_split_by_column() -> None:
 
     agg = exact_aggregates(prepare(frame), 3)
     lay = build_layout(agg, None)
-    start, third, combo, _, _, trip_pos, t_first = lay.csr
+    tri = lay.triples
+    start, third, combo, trip_pos, t_first = tri.start, tri.third, tri.combo, tri.pos, tri.first
     n_cols, attr_col = agg.domain.n_columns, agg.domain.attribute_columns()
     triples = agg.counts_of(3).attrs
     for pl, (a, b) in enumerate(agg.counts_of(2).attrs):
@@ -295,7 +296,7 @@ def test_layout_triple_lists_sorted_and_split_by_column() -> None:
         want = sorted(int(x) for t in triples for x in t if a in t and b in t and x not in (a, b))
         assert lst.tolist() == want
         for c in range(n_cols):
-            lo, hi = lay.pair_col_start[pl * n_cols + c], lay.pair_col_start[pl * n_cols + c + 1]
+            lo, hi = tri.col_start[pl * n_cols + c], tri.col_start[pl * n_cols + c + 1]
             assert (attr_col[third[lo:hi]] == c).all()
             assert np.count_nonzero(attr_col[lst] == c) == hi - lo
     for t in range(len(triples)):  # every triple sits in its three pair lists

@@ -68,7 +68,7 @@ def test_bitsets_hold_pairs_thirds_and_ranks() -> None:
         for b in range(dom.n_attributes):
             got = _bit(b2[a], colw, col_of[b], b - dom.offsets[col_of[b]])
             assert got == ((min(a, b), max(a, b)) in pairs)
-    start, third = lay.csr[0], lay.csr[1]
+    start, third = lay.triples.start, lay.triples.third
     for pl in range(len(agg.counts_of(2))):
         p = lay.pair_first + pl
         lst = third[start[p] : start[p + 1]].tolist()
