@@ -233,7 +233,8 @@ def abs_difference(tables: ComparedTables, key: CliqueKey, acc: np.ndarray, cell
     _add_counts(codes_o, key, tables.w_o, acc, 0)
     _add_counts(codes_s, key, -tables.w_s, acc, 0)
     if cells > codes_o.shape[1] + codes_s.shape[1]:  # few occupied cells: visit them again
-        return _take_abs(codes_o, key, acc) + _take_abs(codes_s, key, acc)
+        visited: int = _take_abs(codes_o, key, acc) + _take_abs(codes_s, key, acc)
+        return visited
     total = 0
     for cell in range(cells):
         total += abs(acc[0, cell])
@@ -284,4 +285,5 @@ def signed_counts(tables: ComparedTables, key: CliqueKey, cells: int) -> np.ndar
     acc = np.zeros((1, cells), dtype=np.int64)
     _add_counts(tables.codes_o, key, tables.w_o, acc, 0)
     _add_counts(tables.codes_s, key, -tables.w_s, acc, 0)
-    return acc[0]
+    row: np.ndarray = acc[0]
+    return row

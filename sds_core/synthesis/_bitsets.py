@@ -22,7 +22,7 @@ BITSET_BYTES_LIMIT = 1 << 30
 """Largest triple bitset (+ rank counts) built; beyond it the kernel walks the CSR lists."""
 
 if HAVE_NUMBA:
-    from numba.core.config import DISABLE_JIT
+    from numba.core.config import DISABLE_JIT  # type: ignore[attr-defined]  # set from env
 else:  # pragma: no cover - numba absent
     DISABLE_JIT = True
 
@@ -53,10 +53,10 @@ if not DISABLE_JIT:  # intrinsics exist only in compiled code (not under NUMBA_D
 
 else:  # pragma: no cover - plain Python fallback (numba absent or disabled)
 
-    def popcount64(x: Any) -> int:
+    def popcount64(x: Any) -> int:  # type: ignore[misc]  # same name as the intrinsic above
         return bin(int(x)).count("1")
 
-    def ctz64(x: Any) -> int:
+    def ctz64(x: Any) -> int:  # type: ignore[misc]  # same name as the intrinsic above
         v = int(x)
         return (v & -v).bit_length() - 1
 
@@ -158,7 +158,7 @@ def _fill_b3(
         acc = 0
         for w in range(W):
             cum3[pl, w] = acc
-            acc += popcount64(b3[pl, w])
+            acc += popcount64(b3[pl, w])  # type: ignore[call-arg]  # intrinsic: no typingctx
 
 
 @_jit

@@ -62,7 +62,7 @@ def synthesize_records_ordered(
     attr_col, counts, idx1, syn, avail = lay.attr_col, lay.counts, lay.idx1, work.syn, work.avail
     tri, bs, pair_idx = lay.triples, lay.bitsets, lay.pair_idx
     n_attr = attr_col.shape[0]
-    n_cols = out.shape[1]
+    n_cols: int = out.shape[1]
     R = lay.reporting_length
     use_syn = run.use_synthetic_counts
     use_bits = bs.enabled
@@ -89,7 +89,7 @@ def synthesize_records_ordered(
     dead = np.zeros((2, n_cols), dtype=np.bool_)
     sub = np.empty(max(R, 1), dtype=np.int64)
     sidx = np.empty(max(R, 1), dtype=np.int64)
-    W = bs.colw[n_cols]
+    W: int = bs.colw[n_cols]
     bacc = np.empty(max(1, W), dtype=np.uint64)
     availbits = np.zeros(max(1, W), dtype=np.uint64)
     rp = np.empty(max(1, n_cols * (n_cols - 1) // 2), dtype=np.int64)  # record pairs (bitsets)
@@ -154,7 +154,7 @@ def synthesize_records_ordered(
                             x = bacc[w]
                             while x != 0:
                                 low = x & (~x + np.uint64(1))
-                                a = lo + w * 64 + np.int64(ctz64(x))
+                                a = lo + w * 64 + np.int64(ctz64(x))  # type: ignore[call-arg]  # intrinsic
                                 x ^= low
                                 i1 = idx1[a]
                                 cand[n_alive] = a
@@ -307,7 +307,7 @@ def synthesize_records_ordered(
                     for i in range(n_alive):
                         j = alive[i]
                         if s + 1 <= R:
-                            w = cs.wadj[j, cs.full[j]] if adjusted else cs.wraw[j, cs.full[j]]
+                            wt = cs.wadj[j, cs.full[j]] if adjusted else cs.wraw[j, cs.full[j]]
                         else:
                             ns = cs.nsub[j]
                             if adjusted:
@@ -319,11 +319,11 @@ def synthesize_records_ordered(
                                 qv = quantile_r8(cs.wadj, j, ns, run.percentile, tmp)
                             else:
                                 qv = quantile_r8(cs.wraw, j, ns, run.percentile, tmp)
-                            w = np.int64(np.floor(qv + 0.5))  # weights > 0: half away from 0
-                        if w > 0:
+                            wt = np.int64(np.floor(qv + 0.5))  # weights > 0: half away from 0
+                        if wt > 0:
                             pick_slot[m] = j
-                            wts[m] = w
-                            total += w
+                            wts[m] = wt
+                            total += wt
                             m += 1
                     if total > 0:
                         break

@@ -69,9 +69,10 @@ def lookup(table: HashTable, key: np.int64) -> np.int64:
     while True:
         k = table.keys[s]
         if k == key:
-            return table.vals[s]
+            v: np.int64 = table.vals[s]
+            return v
         if k == -1:
-            return -1
+            return np.int64(-1)
         s = (s + 1) & mask
 
 
@@ -89,7 +90,7 @@ class TripleLists(NamedTuple):
     start: NDArray[np.int64]
     third: NDArray[np.int32]
     combo: NDArray[np.int32]
-    count: NDArray[np.int32] | NDArray[np.int64]
+    count: NDArray[np.int32] | NDArray[np.int64]  # type: ignore[assignment]  # shadows tuple.count
     pos: NDArray[np.int32]
     first: int
     col_start: NDArray[np.int32]
@@ -149,7 +150,7 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
             f"{n_attr} attributes with reporting_length {R}: combination keys overflow int64; "
             "bin or merge high-cardinality columns, or lower the reporting length"
         )
-    attr_col = np.asarray(domain.attribute_columns())
+    attr_col32 = np.asarray(domain.attribute_columns())
     attrs_by_len: dict[int, NDArray[np.int64]] = {}
     first: dict[int, int] = {}
     counts: list[NDArray[np.int64]] = []
@@ -170,7 +171,7 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
                 f"aggregates of length {k}: attribute ids in a combination must be ascending",
             )
             require(
-                bool((np.diff(attr_col[attrs], axis=1) > 0).all()),
+                bool((np.diff(attr_col32[attrs], axis=1) > 0).all()),
                 f"aggregates of length {k}: a combination uses two values of one column",
             )
         c = cc.counts.astype(np.int64)
@@ -215,7 +216,7 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
         tkeys, tvals = np.full(16, -1, dtype=np.int64), np.full(16, -1, dtype=np.int64)
     col_lo = np.asarray(domain.offsets[:-1], dtype=np.int64)
     col_hi = np.asarray(domain.offsets[1:], dtype=np.int64)
-    attr_col = attr_col.astype(np.int64)
+    attr_col = attr_col32.astype(np.int64)
     triples = _triples_by_pair(
         attrs_by_len.get(3),
         first.get(3, 0),
