@@ -344,7 +344,9 @@ def marginal_fidelity(
     n_o, n_s = len(next(iter(o.values()))[1]), len(next(iter(s.values()))[1])
     require(n_o > 0 and n_s > 0, "marginal_fidelity needs two non-empty tables")
     require(n_o * n_s < 1 << 61, f"tables too large to compare: {n_o} x {n_s} records")
-    maps, cards, empty_o, empty_s = [], [], {}, {}
+    maps, cards = [], []
+    empty_o: dict[str, float] = {}  # per column: the code of the empty label, then its share
+    empty_s: dict[str, float] = {}
     for col in o:  # codes into the union of both tables' labels
         union = {lab: i for i, lab in enumerate(o[col][0])}
         maps.append(np.asarray([union.setdefault(lab, len(union)) for lab in s[col][0]]))

@@ -71,7 +71,9 @@ def record_min_counts(
         return np.full(n, big, dtype=np.int64)
     values = np.unique(np.concatenate([c for _, c in rare.values()]))
     none = values.size + 1  # rank of "no such combination"
-    rank_dtype = np.uint8 if none <= 255 else np.uint16 if none <= 65535 else np.int32
+    rank_dtype: type[np.integer] = (
+        np.uint8 if none <= 255 else np.uint16 if none <= 65535 else np.int32
+    )
     best = np.full(n, none, dtype=rank_dtype)
     codes_t = compact_codes(codes)
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)

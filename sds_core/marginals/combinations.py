@@ -69,7 +69,7 @@ def local_keys(
     Keys of records with an empty cell in the clique contain a zero digit: use
     :func:`valid_keys` to drop them, or look them up among combination keys (never found).
     """
-    key = shifted[cols[-1]].copy()
+    key: NDArray[np.int64] = shifted[cols[-1]].copy()
     for i in range(len(cols) - 1):
         key += shifted[cols[i]] * mult[i]
     return key
@@ -164,7 +164,8 @@ def contains(
     hay = encode_keys(haystack, base)
     keys = encode_keys(needles, base)
     pos = np.minimum(np.searchsorted(hay, keys), hay.shape[0] - 1)
-    return hay[pos] == keys
+    found: NDArray[np.bool_] = hay[pos] == keys
+    return found
 
 
 def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> NDArray[np.int32]:
@@ -202,7 +203,7 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
         prev32 = np.ascontiguousarray(prev, dtype=np.int32)
         plan = JoinPlan(prev32, pk, block_end, group_end, offsets, base)
         keep = join_keep(plan)
-        out = join_fill(plan, keep, int(keep.sum()))
+        out: NDArray[np.int32] = join_fill(plan, keep, int(keep.sum()))
         invariant(rows_ascending(out), "join output must be sorted and unique")
         return out
     out = _join_numpy(prev, block_end, group_end, n_partners, base)

@@ -145,7 +145,8 @@ def bound_contributions(
     out = counts.copy()
     for start in range(0, codes.shape[0], chunk):
         rec, cand = _record_pairs(codes[start : start + chunk], lookups)
-        prio = rng.random(rec.shape[0])
+        n_rec: int = rec.shape[0]
+        prio = rng.random(n_rec)
         order = np.lexsort((prio, rec))
         rec_s = rec[order]
         first = np.searchsorted(rec_s, rec_s, side="left")

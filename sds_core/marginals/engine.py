@@ -14,18 +14,25 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import comb
 from statistics import NormalDist
+from typing import cast
 
 import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
-from sds_core.dp.accounting import BudgetPlan, StageSpend, default_delta, plan_budget
+from sds_core.dp.accounting import (
+    Accounting,
+    BudgetPlan,
+    StageSpend,
+    default_delta,
+    plan_budget,
+)
 from sds_core.dp.declared import declared_one_tuples
 from sds_core.dp.noise import discrete_gaussian, discrete_laplace
 from sds_core.dp.percentile import dp_percentile
 from sds_core.dp.randomness import ReleaseRandomness
-from sds_core.errors import invariant, require
+from sds_core.errors import SdsInternalError, invariant, require
 from sds_core.marginals._kernels import HAVE_NUMBA, noisy_survivors
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 from sds_core.marginals.combinations import (
@@ -93,7 +100,7 @@ def plan_release(params: DpParams, protected_number_of_records: int) -> BudgetPl
         percentile_epsilon_proportion=params.percentile_epsilon_proportion,
         number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,
         sigma_proportions=params.sigma_proportions,
-        accounting=params.accounting,
+        accounting=cast(Accounting, params.accounting),  # DpParams checks the choices
     )
 
 
@@ -191,6 +198,8 @@ def aggregate_length(
             f"aggregate_length({k}) with declared domains needs domain= the released domain "
             "of length 1 (LengthStep.domain of k = 1)",
         )
+        if domain is None:  # unreachable: require() above raised
+            raise SdsInternalError("aggregate_length: domain is None after the check")
         table = reencode(table, domain)
     stage = f"aggregate-{k}"
     prefix = f"{release_label}/{stage}"
@@ -249,7 +258,10 @@ def _survivors(
 ) -> tuple[NDArray[np.int32], NDArray[np.int64]]:
     """The candidates whose noisy count is > ρ_k and > 0, and those noisy counts."""
     if HAVE_NUMBA:
-        return noisy_survivors(cands, counts, noise, float(threshold))
+        kept: tuple[NDArray[np.int32], NDArray[np.int64]] = noisy_survivors(
+            cands, counts, noise, float(threshold)
+        )
+        return kept
     noisy = counts + noise
     keep = (noisy > threshold) & (noisy > 0)
     return np.ascontiguousarray(cands[keep]), noisy[keep]

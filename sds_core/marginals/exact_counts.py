@@ -206,4 +206,5 @@ def record_sensitivities(table: PreparedTable, reporting_length: int) -> NDArray
         [[comb(n, k) for k in range(1, reporting_length + 1)] for n in range(d + 1)],
         dtype=np.int64,
     ).reshape(d + 1, reporting_length)
-    return lut[w]
+    sens: NDArray[np.int64] = lut[w]
+    return sens

@@ -141,6 +141,8 @@ def default_target(aggregates: AggregateSet) -> int:
         "aggregates.protected_number_of_records is not set: pass target_number_of_records "
         "explicitly (exact aggregates have no protected count)",
     )
+    if n is None:  # unreachable: require() above raised
+        raise SdsInternalError("default_target: protected count is None after the check")
     return int(n)
 
 
@@ -194,7 +196,7 @@ def synthesize(
     # share of non-empty cells per column implied by the aggregates: column budget / records
     # per budget cycle (protected count, scaled like the counts; else the fullest column)
     col_budget = np.bincount(attr_col, weights=lay.budget, minlength=n_cols)
-    cycle = aggregates.protected_number_of_records
+    cycle: float | None = aggregates.protected_number_of_records
     if cycle is not None and (params.aggregate_counts_scale_factor is not None or batches > 1):
         cycle = cycle * f / batches
     if cycle is None or cycle <= 0:
