@@ -456,12 +456,21 @@ def artifact_problems(release_dir: str | Path, listed: Mapping[str, str]) -> lis
     return problems
 
 
+_SVG_GEOMETRY = re.compile(
+    r'\s(?:x|y|x1|x2|y1|y2|cx|cy|r|rx|ry|width|height|viewBox|transform|points|d)="[^"]*"'
+)
+"""SVG attributes that hold pixel geometry (left out of :func:`forbidden_content_check`)."""
+
+
 def forbidden_content_check(release_dir: str | Path, *, secrets: Iterable[str]) -> list[str]:
     """Which published files contain a value that must never appear (true count, key hex...).
 
     Each file is searched as raw bytes and, for Parquet, also as its decoded rows and schema,
     for each secret as a whole token (case-insensitive; ``123`` does not match ``41234``).
     Problems name the file and the secret's position in ``secrets``, never the secret itself.
+    In HTML the SVG geometry attributes (``x``, ``width``, ``viewBox``, path data...) are left
+    out: they are chart layout in pixels, not data (every number a chart shows is also in its
+    ``<title>`` or text, which are searched).
     """
     import pyarrow.parquet as pq
 
@@ -473,6 +482,8 @@ def forbidden_content_check(release_dir: str | Path, *, secrets: Iterable[str]) 
     problems = []
     for path in sorted(p for p in Path(release_dir).rglob("*") if p.is_file()):
         texts = [path.read_bytes().decode("latin-1")]
+        if path.suffix == ".html":
+            texts = [_SVG_GEOMETRY.sub("", texts[0])]
         if path.suffix == ".parquet":
             table = pq.read_table(path)
             texts += [str(table.schema), table.to_pandas().to_csv(index=False)]

@@ -404,3 +404,13 @@ def test_modules_do_not_import_prefect() -> None:
         cwd=Path(__file__).resolve().parents[2],
     )
     assert out.stdout.strip() == ""
+
+
+def test_forbidden_check_reads_svg_text_not_geometry(tmp_path: Path) -> None:
+    """A chart's pixel geometry is not data; a number in its title or text is still caught."""
+    (tmp_path / "report.html").write_text('<svg viewBox="0 0 400 90"><rect width="400.00"/></svg>')
+    assert ws.forbidden_content_check(tmp_path, secrets=["400"]) == []
+    (tmp_path / "report.html").write_text('<svg><rect width="4"><title>400</title></rect></svg>')
+    assert ws.forbidden_content_check(tmp_path, secrets=["400"]) == [
+        "report.html: contains forbidden value #0"
+    ]
