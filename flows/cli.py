@@ -289,10 +289,10 @@ def budget_set(
         f"remaining ε={st.epsilon_remaining:.6g} δ={st.delta_remaining:.3g}"
     )
     if os.environ.get("PREFECT_API_URL"):  # a real server: refresh its budget dashboard
-        _budget_to_prefect(root, dataset)
+        _budget_to_prefect(root, dataset, ledger)
 
 
-def _budget_to_prefect(root: Path, dataset: str) -> None:
+def _budget_to_prefect(root: Path, dataset: str, ledger: str | None = None) -> None:
     """The dataset's budget table artifact and events on the Prefect server (``budget set``)."""
     from release_store.budget_view import artifact_key
 
@@ -302,7 +302,7 @@ def _budget_to_prefect(root: Path, dataset: str) -> None:
 
         from tasks.artifacts import show_budget
 
-        show_budget(root, dataset)
+        show_budget(root, dataset, ledger_url=ledger)
         quiet = logging.getLogger("EventsWorker")  # its "still processing" note while draining
         quiet.setLevel(logging.ERROR)
         EventsWorker.drain_all(timeout=30)

@@ -210,7 +210,7 @@ def release(params: ReleaseParams) -> str:
 def _show_budget(run: ReleaseRun, log: Any) -> None:
     """The budget dashboard after the run; its own failure is logged, never masks the run's."""
     try:
-        show_budget(run.home, run.dataset, logger=log)
+        show_budget(run.home, run.dataset, ledger_url=run.params.ledger, logger=log)
     except Exception as e:  # the release itself is already complete or failed on its own
         log.warning("could not update the budget artifact: %s: %s", type(e).__name__, e)
 

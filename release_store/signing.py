@@ -159,7 +159,7 @@ def signing_key(home: str | Path, *, create: bool = True) -> Ed25519PrivateKey:
     pub = d / PUBLIC_KEY_FILE
     pem = public_pem(key.public_key())
     if not pub.is_file() or pub.read_bytes() != pem:
-        atomic_write_bytes(pub, pem)
+        atomic_write_bytes(pub, pem, private=True)  # public, but it lives in private/
     _note_key(d, key_id(key.public_key()))
     return key
 
@@ -172,7 +172,11 @@ def _history(d: Path) -> list[dict[str, Any]]:
 def _note_key(d: Path, kid: str) -> None:
     keys = _history(d)
     if not any(k["key_id"] == kid for k in keys):
-        atomic_write_json(d / HISTORY_FILE, [*keys, {"key_id": kid, "created_at": utc_now()}])
+        atomic_write_json(
+            d / HISTORY_FILE,
+            [*keys, {"key_id": kid, "created_at": utc_now()}],
+            private=True,
+        )
 
 
 def home_public_keys(home: str | Path) -> dict[str, str]:
@@ -206,7 +210,7 @@ def rotate_key(home: str | Path) -> tuple[str | None, str]:
         old = signing_key(home, create=False).public_key()
         old_id = key_id(old)
         name = old_id.removeprefix("sha256:") + ".pub"
-        atomic_write_bytes(d / RETIRED_DIR / name, public_pem(old))
+        atomic_write_bytes(d / RETIRED_DIR / name, public_pem(old), private=True)
         atomic_write_json(
             d / HISTORY_FILE,
             [
@@ -215,6 +219,7 @@ def rotate_key(home: str | Path) -> tuple[str | None, str]:
                 else k
                 for k in _history(d)
             ],
+            private=True,
         )
     d.mkdir(parents=True, exist_ok=True)
     os.chmod(d, 0o700)

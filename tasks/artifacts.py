@@ -42,12 +42,18 @@ def alert_share() -> float:
     return check_share(value, source=f"the Prefect variable {ALERT_SHARE_VARIABLE!r}")
 
 
-def show_budget(home: str | Path, dataset: str, *, logger: logging.Logger | None = None) -> None:
+def show_budget(
+    home: str | Path,
+    dataset: str,
+    *,
+    ledger_url: str | None = None,
+    logger: logging.Logger | None = None,
+) -> None:
     """Publish the dataset's budget table artifact and its events (nothing if it has no budget).
 
     The numbers are the ledger's public accounting, never a count of the sensitive data.
     """
-    view = BudgetView.load(Ledger.open(home), dataset)
+    view = BudgetView.load(Ledger.open(home, ledger_url), dataset)
     if view is None:
         return
     key = artifact_key("budget", dataset)

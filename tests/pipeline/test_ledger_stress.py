@@ -88,11 +88,17 @@ def test_sigkill_at_fault_points_then_resume_or_cancel(tmp_path: Path, ledger_ur
         elif outcome.result == "refused":
             assert not outcome.read_input and ledger.reservation(job.release_id) is None
         else:  # abandoned after its crash: `sds cancel` must close it
-            reserved = ledger.reservation(job.release_id) is not None
+            res = ledger.reservation(job.release_id)
+            reserved = res is not None
             code, _, err = run_cli(
                 "cancel", job.release_id, "--home", str(home), "--ledger", ledger_url
             )
-            if reserved:
+            if res is not None and res.status == "completed":
+                # killed between the ledger's close and the manifest (before-manifest): all of
+                # it is spent, so there is nothing to cancel; it can only be finished
+                assert code == 2 and "already completed" in err
+                assert job.fault == "before-manifest"
+            elif reserved:
                 assert code == 0, err
                 assert ledger.reservation(job.release_id).status == "cancelled"
                 for rel in home.glob(f"releases/*/{job.release_id}"):
