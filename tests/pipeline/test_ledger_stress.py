@@ -14,7 +14,16 @@ import os
 from pathlib import Path
 
 import pytest
-from ledger_stress import FAULT_POINTS, FITS, STAGES, Job, expected_artifact, make_jobs, stress
+from ledger_stress import (
+    FAULT_POINTS,
+    FITS,
+    STAGES,
+    Job,
+    expected_artifact,
+    make_jobs,
+    run_release,
+    stress,
+)
 
 from release_store.audit import audit_home
 from release_store.ledger import Ledger
@@ -98,6 +107,9 @@ def test_sigkill_at_fault_points_then_resume_or_cancel(tmp_path: Path, ledger_ur
                 # it is spent, so there is nothing to cancel; it can only be finished
                 assert code == 2 and "already completed" in err
                 assert job.fault == "before-manifest"
+                data = home.parent / f"{home.name}-input.csv"  # the harness's input
+                assert run_release(home, ledger_url, job, data, []) == "complete"
+                _check_complete(home, ledger, job)  # finished: no new charge, same artifact
             elif reserved:
                 assert code == 0, err
                 assert ledger.reservation(job.release_id).status == "cancelled"
