@@ -25,14 +25,14 @@ from tasks.options import SENSITIVE, task_logger
 def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> ProtectedCount:
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
-    if run.params.synthesis == "model" and run.dirs.load_checkpoint(stages.COUNT) is None:
+    resumed = finished(run, stages.COUNT)
+    if run.params.synthesis == "model" and not resumed:
         # the consistent model's largest possible size, refused before the first charge
         worst_case_model_bytes(
             table.value.domain,
             ModelParams(max_model_bytes=run.params.max_model_bytes),
             run.params.reporting_length,
         )
-    resumed = finished(run, stages.COUNT)
 
     def compute() -> int:
         step = engine.protect_record_count(

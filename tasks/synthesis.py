@@ -102,9 +102,9 @@ def fit_synthesizer(
     epsilon = synthesis_epsilon(params)
     spends = synth.budget(epsilon, params.resolved_delta())
     check_size = getattr(synth, "check_size", None)
-    if check_size is not None and run.dirs.load_checkpoint(stages.FIT) is None:
-        check_size(table.value.domain)  # before the charge: refuse with nothing spent
     resumed = finished(run, stages.FIT)
+    if check_size is not None and not resumed:
+        check_size(table.value.domain)  # before the charge: refuse with nothing spent
 
     def compute() -> tuple[PreparedTable, AggregateSet]:
         rnd = run.randomness()
