@@ -64,7 +64,10 @@ def test_32_releases_8_processes_budget_for_10(tmp_path: Path, ledger_url: str) 
     for job in done:
         _check_complete(home, ledger, job)
     reader = result["reader"]
-    assert reader["polls"] > 0 and reader["over"] == [] and reader["max_used"] <= FITS
+    # spent + reserved are float sums in the ledger (seen: 10.000000000000002 for exactly 10
+    # releases), so the same 1e-12 relative slack as the reader's own ``over`` check
+    assert reader["polls"] > 0 and reader["over"] == []
+    assert reader["max_used"] <= FITS * (1 + 1e-12)
     assert ledger.budget("stress").epsilon_remaining == pytest.approx(0, abs=1e-12)
     report = audit_home(home, verify=True, ledger_url=ledger_url)
     assert report.ok, report.problems
