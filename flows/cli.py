@@ -64,6 +64,11 @@ def fail(message: str, code: int = 1) -> typer.Exit:
     return typer.Exit(code)
 
 
+def warn(message: str) -> None:
+    """Print one warning paragraph to stderr (shown with --quiet too)."""
+    typer.echo(f"sds: warning: {' '.join(str(message).split())}", err=True)
+
+
 def _csv_list(value: str | None) -> list[str] | None:
     return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
 
@@ -89,7 +94,10 @@ def release(
     synthesizer: Annotated[str | None, typer.Option(help="Synthesizer name.")] = None,
     seed: Annotated[int | None, typer.Option(help="Testing only: derive the key.")] = None,
     use_columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
-    sensitive_zeros: Annotated[str | None, typer.Option(help="Columns where 0 is a value.")] = None,
+    sensitive_zeros: Annotated[
+        str | None,
+        typer.Option(help="Columns where '0' is a value, not an empty cell: a,b or 'all'."),
+    ] = None,
     delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default ',').")] = None,
     record_limit: Annotated[int | None, typer.Option(help="Use the first N rows only.")] = None,
     release_id: Annotated[str | None, typer.Option(help="Release id (default: new).")] = None,
@@ -134,7 +142,21 @@ def release(
             "release_id": params.release_id or new_release_id(params.dataset),
         }
     )
+    _preflight(params)
     _run(params, root, quiet=quiet)
+
+
+def _preflight(params: Any) -> None:
+    """The checks that need neither Prefect nor GX (release_store.preflight); warn about zeros."""
+    from release_store.preflight import preflight, zero_warning
+    from sds_core.errors import SdsInputError
+
+    try:
+        found = preflight(params)
+    except SdsInputError as e:  # the text and exit status the flow would have failed with
+        raise fail(f"release {params.release_id} failed: {e}", 1) from None
+    if found.zero_shares:
+        warn(zero_warning(found.zero_shares))
 
 
 def _run(params: Any, root: Path, *, quiet: bool) -> None:

@@ -51,11 +51,11 @@ def release(params: ReleaseParams) -> str:
             table = prepare_table(run=run, table=raw, input_sha256=input_sha256)
         del raw
 
+        by_length: dict[int, dict[str, Any]] = {}
         if params.synthesizer == "aggregate-seeded":
             # --- count, aggregate k = 1..R: each charged, then drawn ---------------------------
             with timeline.run(stages.COUNT):
                 protected_n = count_records(run=run, table=table)
-            by_length: dict[int, dict[str, Any]] = {}
             for k in range(1, params.reporting_length + 1):
                 with timeline.run(stages.aggregate_stage(k)):
                     by_length[k] = aggregate_length(
@@ -92,6 +92,7 @@ def release(params: ReleaseParams) -> str:
             evaluation=evaluation,
             validation={"input": input_summary, "output": output_summary},
             stages_done=timeline.done,
+            lengths=by_length,
         )
     except BaseException as e:
         run.mark_failed(e, timeline.done)

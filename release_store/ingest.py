@@ -36,6 +36,20 @@ def check_input_path(path: str | Path) -> Path:
     return p
 
 
+def read_release_input(
+    path: str | Path, *, delimiter: str, use_columns: list[str], has_schema: bool
+) -> pa.Table:
+    """The input of a release as the validation gate sees it (ingest and pre-flight alike).
+
+    With a declared schema and ``use_columns``, only those columns are kept (the gate checks
+    them alone); otherwise every column is kept and preparation selects.
+    """
+    table = read_table(path, delimiter=delimiter)
+    if use_columns and has_schema:
+        table = table.select([c for c in table.column_names if c in use_columns])
+    return table
+
+
 def read_table(path: str | Path, *, delimiter: str = ",") -> pa.Table:
     """Read the input as an Arrow table of string columns (CSV) or as stored (Parquet).
 

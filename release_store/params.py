@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -24,7 +25,10 @@ SYNTHESIZERS = (
     "dirichlet-multinomial",
     "cathist",
 )
-"""Synthesizer names accepted before the registry (sds_core.synthesizers) is importable."""
+"""Every synthesizer name a release accepts: ``aggregate-seeded`` (the SDS stages) and the
+registry's names (``sds_core.synthesizers.available()``, which a test keeps equal to this
+list). Parameters are checked against it without importing the registry (pandas, numba), so
+a bad ``--synthesizer`` is refused in a fraction of a second."""
 
 DEFAULT_DELTA = 1e-6
 """δ of a release when neither the user nor the schema's ``max_rows`` determines it."""
@@ -187,7 +191,9 @@ class ReleaseParams(BaseModel):
         default_factory=list, description="Columns to release (empty = all declared columns)."
     )
     sensitive_zeros: list[str] = Field(
-        default_factory=list, description="Columns where '0' is a value, not an empty cell."
+        default_factory=list,
+        description="Columns where '0' is a value, not an empty cell (SDS otherwise treats a "
+        "'0' cell as empty); ['all'] for every column.",
     )
     record_limit: int | None = Field(None, ge=1, description="Use only the first N data rows.")
     table_schema: TableSchema | None = Field(
@@ -218,9 +224,10 @@ class ReleaseParams(BaseModel):
     @field_validator("synthesizer")
     @classmethod
     def _known_synth(cls, name: str) -> str:
-        known = available_synthesizers()
-        if name not in known:
-            raise ValueError(f"unknown synthesizer {name!r}; choose one of {', '.join(known)}")
+        if name not in SYNTHESIZERS:
+            raise ValueError(
+                f"unknown synthesizer {name!r}; choose one of {', '.join(SYNTHESIZERS)}"
+            )
         return name
 
     def resolved_delta(self) -> float:
@@ -238,15 +245,6 @@ class ReleaseParams(BaseModel):
         out["seed"] = "given (withheld)" if self.seed is not None else None
         out["delta"] = self.resolved_delta()
         return out
-
-
-def available_synthesizers() -> tuple[str, ...]:
-    """Names from the synthesizer registry when it exists, else the known list."""
-    try:
-        from sds_core.synthesizers import available
-    except ImportError:
-        return SYNTHESIZERS
-    return tuple(dict.fromkeys(("aggregate-seeded", *available())))
 
 
 _RENAMES = {"schema": "table_schema", "budget": "default_budget"}
@@ -315,7 +313,8 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     Used columns are ``use_columns``, or all schema columns when extra input columns are not
     allowed. Binned columns (their labels are bins, not values) disable declaration.
     """
-    from sds_core.data.preparation import normalize_text
+    from sds_core.data.text import normalize_text
+    from sds_core.data.zeros import zero_columns
     from sds_core.dp.declared import DeclaredDomain
 
     schema = params.table_schema
@@ -324,18 +323,23 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     cols = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
     if not cols or any(c is None or c.values is None or c.bins is not None for c in cols):
         return ()
+    keep_zeros = set(zero_columns([c.name for c in cols if c is not None], params.sensitive_zeros))
     out = []
     for c in cols:
-        empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
+        empty = {""} if c.name in keep_zeros else {"", "0"}  # prepare's empties
         values = sorted({normalize_text(v) for v in c.values} - empty)
         out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
     return tuple(out)
 
 
-def prepare_params(params: ReleaseParams) -> Any:
-    """The core PrepareParams (declared bins from the schema)."""
+def prepare_params(params: ReleaseParams, headers: Sequence[str] = ()) -> Any:
+    """The core PrepareParams (declared bins from the schema).
+
+    ``headers`` are the input's column names, needed to expand ``sensitive_zeros = ["all"]``.
+    """
     from sds_core.data.binning import Binning
     from sds_core.data.preparation import PrepareParams
+    from sds_core.data.zeros import ALL_COLUMNS, zero_columns
 
     bins = []
     for col in params.table_schema.columns if params.table_schema else []:
@@ -347,7 +351,13 @@ def prepare_params(params: ReleaseParams) -> Any:
     return PrepareParams(
         use_columns=tuple(params.use_columns),
         sensitive_zeros=tuple(
-            c for c in params.sensitive_zeros if not params.use_columns or c in params.use_columns
+            c
+            for c in (
+                zero_columns(headers, params.sensitive_zeros)
+                if ALL_COLUMNS in {z.strip().lower() for z in params.sensitive_zeros}
+                else params.sensitive_zeros
+            )
+            if not params.use_columns or c in params.use_columns
         ),
         record_limit=params.record_limit,
         binning=tuple(bins),

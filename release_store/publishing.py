@@ -10,20 +10,24 @@ summary, and ``manifest.json`` with the sha256 of every artifact. The manifest t
 from __future__ import annotations
 
 import html
-import io
 import json
-import re
+import time
 from typing import Any
 
-import pandas as pd
-
-from release_store.run import ReleaseRun
+from release_store.artifact_encoding import (
+    aggregates_parquet,
+    aggregates_tsv,
+    synthetic_files,
+)
+from release_store.run import ReleaseRun, noise_scales
+from release_store.stages import PUBLISH, stage_record
 from release_store.workdir import now
 from release_store.workspace import (
     atomic_write_bytes,
     atomic_write_json,
     collect_versions,
     sha256_file,
+    utc_now,
 )
 
 ARTIFACTS = (
@@ -35,51 +39,6 @@ ARTIFACTS = (
     "validation.json",
     "report.html",
 )
-
-
-def aggregates_tsv(aggregates: Any) -> bytes:
-    """SDS text form: header, ``record_count`` line, then combinations by length, count desc."""
-    frame = aggregates.to_frame()
-    frame = frame.sort_values(
-        ["length", "count", "combination"], ascending=[True, False, True], kind="stable"
-    )
-    lines = [
-        "selections\tprotected_count",
-        f"record_count\t{int(aggregates.protected_number_of_records)}",
-    ]
-    lines += [f"{c}\t{n}" for c, n in zip(frame["combination"], frame["count"], strict=True)]
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _parquet_bytes(frame: Any) -> bytes:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
-    return buf.getvalue()
-
-
-def csv_bytes(frame: Any) -> bytes:
-    """The frame as CSV, byte-identical to ``frame.to_csv(index=False)`` (minimal quoting).
-
-    Arrow writes it ~20x faster than pandas when no header or cell needs quoting (no delimiter,
-    quote or line break in any label); otherwise pandas quotes what needs it.
-    """
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    special = re.compile(r'[,"\r\n]')
-    texts = [str(c) for c in frame.columns]
-    for col in frame.columns:
-        texts.extend(str(v) for v in pd.unique(frame[col].astype(str)))
-    if frame.shape[1] == 0 or bool(frame.isna().any().any()) or any(map(special.search, texts)):
-        return str(frame.to_csv(index=False)).encode()
-    buf = io.BytesIO()
-    buf.write((",".join(str(c) for c in frame.columns) + "\n").encode())
-    table = pa.Table.from_pandas(frame.astype(str), preserve_index=False)
-    pacsv.write_csv(table, buf, pacsv.WriteOptions(include_header=False, quoting_style="none"))
-    return buf.getvalue()
 
 
 def public_evaluation(evaluation: Any) -> dict[str, Any]:
@@ -104,14 +63,15 @@ def write_artifacts(
     validation: dict[str, Any],
 ) -> dict[str, str]:
     """Write the publishable files; returns name -> sha256."""
-    from sds_core.data.decoding import to_frame
-
     out = run.dirs.release_dir
-    atomic_write_bytes(out / "aggregates.parquet", _parquet_bytes(aggregates.to_frame()))
-    atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates))
-    syn = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
-    atomic_write_bytes(out / "synthetic.parquet", _parquet_bytes(syn))
-    atomic_write_bytes(out / "synthetic.csv", csv_bytes(syn))
+    table = aggregates.to_arrow()
+    atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table))
+    atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates, table))
+    del table
+    syn_parquet, syn_csv = synthetic_files(synthetic)
+    atomic_write_bytes(out / "synthetic.parquet", syn_parquet)
+    atomic_write_bytes(out / "synthetic.csv", syn_csv)
+    del syn_parquet, syn_csv
     atomic_write_json(
         out / "evaluation.json",
         {
@@ -125,6 +85,42 @@ def write_artifacts(
     )
     atomic_write_json(out / "validation.json", validation)
     return {name: sha256_file(out / name) for name in ARTIFACTS if (out / name).is_file()}
+
+
+def _num(value: Any, fmt: str) -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def noise_and_timing_html(manifest: dict[str, Any]) -> str:
+    """Report sections: the noise of each published count (error bars) and the stage times."""
+    noise = manifest["privacy"].get("noise") or {}
+    rows = []
+    if noise.get("record_count"):
+        rc = noise["record_count"]
+        rows.append(
+            f"<tr><td>record count</td><td>{html.escape(rc['mechanism'])}</td>"
+            f"<td>scale {rc['scale']:.6g}</td><td></td><td></td><td>{rc['noise_sd']:.4g}</td></tr>"
+        )
+    for n in noise.get("by_length", []):
+        rows.append(
+            f"<tr><td>length {n['length']}</td><td>{html.escape(n['mechanism'])}</td>"
+            f"<td>σ {n['sigma']:.6g}</td><td>{n['allowed_sensitivity']}</td>"
+            f"<td>{_num(n['threshold'], '.6g') or 'none released'}</td>"
+            f"<td>{_num(n.get('noise_sd'), '.4g')}</td></tr>"
+        )
+    timing = "".join(
+        f"<tr><td>{html.escape(s['name'])}</td><td>{s.get('started', '')}</td>"
+        f"<td>{_num(s.get('duration_s'), '.3f')}</td></tr>"
+        for s in manifest.get("stages", [])
+    )
+    return (
+        "<h2>Noise: how far a published count may be from the true one</h2>"
+        "<table><tr><th>counts</th><th>mechanism</th><th>noise scale</th>"
+        "<th>allowed sensitivity Δ</th><th>threshold</th><th>noise standard deviation</th></tr>"
+        f"{''.join(rows)}</table><p>{html.escape(noise.get('how_to_read', ''))}</p>"
+        "<h2>Stages</h2><table><tr><th>stage</th><th>started (UTC)</th><th>seconds</th></tr>"
+        f"{timing}</table>"
+    )
 
 
 def report_html(manifest: dict[str, Any], evaluation: dict[str, Any]) -> bytes:
@@ -149,6 +145,7 @@ aggregates and synthetic records reveal at most that much about any one record.<
 <p>Protected (noisy) number of records: {manifest["input"]["rows"]}.</p>
 <h2>Privacy spend by stage</h2><table><tr><th>stage</th><th>mechanism</th><th>ε</th>
 <th>δ</th><th>rho (zCDP)</th></tr>{rows}</table>
+{noise_and_timing_html(manifest)}
 <h2>Parameters</h2><pre>{params}</pre>
 <h2>Utility (computed from the sensitive data)</h2><pre>{metrics}</pre>
 </body></html>""".encode()
@@ -164,11 +161,15 @@ def write_release(
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages: list[dict[str, Any]],
+    noise: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write artifacts, the report and the complete manifest; close the ledger reservation.
 
-    Returns the complete manifest.
+    ``noise`` is the release's noise description (``privacy.noise``, see
+    :func:`release_store.run.noise_scales`). Returns the complete manifest, whose last stage
+    entry is this ``publish`` stage with its own timing.
     """
+    started, t0 = utc_now(), time.perf_counter()
     dirs = run.dirs
     ledger = run.ledger()
     charges = ledger.charges(release_id=run.release_id)
@@ -195,6 +196,7 @@ def write_release(
                 }
                 for c in charges
             ],
+            "noise": noise if noise is not None else noise_scales(run.params, {}),
         },
         "input": {
             "sha256": input_sha256,
@@ -209,12 +211,7 @@ def write_release(
     manifest["artifacts"]["report.html"] = sha256_file(dirs.release_dir / "report.html")
     manifest["stages"] = [
         *stages,
-        {
-            "name": "publish",
-            "status": "complete",
-            "finished": now(),
-            "artifacts": sorted(manifest["artifacts"]),
-        },
+        stage_record(PUBLISH, started, t0, artifacts=sorted(manifest["artifacts"])),
     ]
     ledger.complete(run.release_id)
     manifest["status"] = "complete"

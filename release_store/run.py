@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -29,6 +29,7 @@ __all__ = [
     "KILL_ENV",
     "ReleaseRun",
     "SensitiveTable",
+    "noise_scales",
     "planned_charges",
     "registry_synthesizer",
     "reserve",
@@ -191,6 +192,35 @@ def planned_charges(params: ReleaseParams) -> list[Any]:
     if params.synthesizer != "aggregate-seeded":
         return list(registry_synthesizer(params).budget(params.epsilon, params.resolved_delta()))
     return list(plan_release(dp_params(params), 1).stage_spends())  # δ explicit: count unused
+
+
+REGISTRY_NOISE = (
+    "This release was made by a registry synthesizer, not by the SDS aggregate stages: its "
+    "noise is described with the synthesizer in docs/synthesizers.md, and the published "
+    "aggregates are exact counts of the synthetic records (post-processing of DP output)."
+)
+"""``privacy.noise.how_to_read`` of a release made by a registry synthesizer."""
+
+
+def noise_scales(params: ReleaseParams, lengths: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """The manifest's ``privacy.noise``: the noise of the record count and of each length k.
+
+    ``lengths`` maps k to its ``aggregate-k`` result (``allowed_sensitivity`` and
+    ``threshold``: DP values); σ_k and the Laplace scale come from the budget plan, which
+    needs no data. A registry synthesizer (no SDS lengths) has ``by_length = []`` and no record
+    count. See :func:`sds_core.marginals.privacy_report.noise_description`.
+    """
+    from sds_core.marginals.engine import plan_release
+    from sds_core.marginals.privacy_report import noise_description
+
+    if params.synthesizer != "aggregate-seeded":
+        return {"record_count": None, "by_length": [], "how_to_read": REGISTRY_NOISE}
+    ks = sorted(lengths)
+    return noise_description(
+        plan_release(dp_params(params), 1),  # δ explicit: the count does not enter the plan
+        [int(lengths[k]["allowed_sensitivity"]) for k in ks],
+        [float(lengths[k]["threshold"]) for k in ks],
+    )
 
 
 def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun:

@@ -33,6 +33,7 @@ __all__ = [
     "aggregate_stage",
     "release_stages",
     "spec",
+    "stage_record",
 ]
 
 BUDGET = "budget"
@@ -140,8 +141,26 @@ def release_stages(reporting_length: int, *, aggregate_seeded: bool = True) -> t
     return (BUDGET, INGEST, VALIDATE, PREPARE, *middle, VALIDATE_OUTPUT, EVALUATE, PUBLISH)
 
 
+def stage_record(name: str, started: str, t0: float, **extra: Any) -> dict[str, Any]:
+    """The manifest entry of a finished stage: name, status, ISO times (ms), ``duration_s``.
+
+    ``started`` is the :func:`release_store.workspace.utc_now` text taken when the stage began
+    and ``t0`` the ``time.perf_counter()`` reading taken with it; ``extra`` adds fields (e.g.
+    ``artifacts``).
+    """
+    spec(name)  # a name the registry knows
+    return {
+        "name": name,
+        "status": "complete",
+        "started": started,
+        "finished": utc_now(),
+        "duration_s": round(time.perf_counter() - t0, 3),
+        **extra,
+    }
+
+
 class Timeline:
-    """The finished stages of one run, in order: name, start and finish times, seconds taken.
+    """The finished stages of one run, in order: name, start and finish times, ``duration_s``.
 
     The one record of stage timings (the manifest's ``stages``); a stage is recorded only when
     its body finishes.
@@ -157,12 +176,4 @@ class Timeline:
         spec(name)  # a name the registry knows
         started, t0 = utc_now(), time.perf_counter()
         yield
-        self.done.append(
-            {
-                "name": name,
-                "status": "complete",
-                "started": started,
-                "finished": utc_now(),
-                "seconds": round(time.perf_counter() - t0, 3),
-            }
-        )
+        self.done.append(stage_record(name, started, t0))

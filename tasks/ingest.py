@@ -7,7 +7,7 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
-from release_store.ingest import read_table
+from release_store.ingest import read_release_input
 from release_store.run import ReleaseRun, SensitiveTable
 from release_store.workspace import sha256_file
 from tasks.options import SENSITIVE
@@ -18,7 +18,10 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
     """Read the input (only the used columns); returns the table handle and the file's sha256."""
     progress.stage("reading the input")
     params = run.params
-    table = read_table(params.input, delimiter=params.delimiter)
-    if params.use_columns and params.table_schema is not None:  # the gate sees these only
-        table = table.select([c for c in table.column_names if c in params.use_columns])
+    table = read_release_input(
+        params.input,
+        delimiter=params.delimiter,
+        use_columns=params.use_columns,
+        has_schema=params.table_schema is not None,
+    )
     return SensitiveTable(table), sha256_file(params.input)

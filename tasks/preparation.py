@@ -4,14 +4,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from prefect import task
+from prefect import get_run_logger, task
 
 from release_store import progress, stages
 from release_store.params import prepare_params
+from release_store.preflight import zero_warning
 from release_store.run import ReleaseRun, SensitiveTable
 from sds_core.data.decoding import fingerprint
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
+from sds_core.data.zeros import zero_shares
 from sds_core.errors import SdsInputError
 from tasks.options import SENSITIVE
 
@@ -22,7 +24,16 @@ def prepare_table(
 ) -> SensitiveTable[PreparedTable]:
     """Prepare the table; a resumed release must find the same prepared data (fingerprint)."""
     progress.stage("preparing the data")
-    prepared = prepare(table.value, prepare_params(run.params))
+    params = run.params
+    zeros = zero_shares(
+        table.value,
+        use_columns=params.use_columns,
+        sensitive_zeros=params.sensitive_zeros,
+        record_limit=params.record_limit,
+    )
+    if zeros:
+        get_run_logger().warning(zero_warning(zeros, coarse=True))
+    prepared = prepare(table.value, prepare_params(params, table.value.column_names))
     fp = fingerprint(prepared)
     dirs = run.dirs
     if dirs.state().get("fingerprint") not in (None, fp):

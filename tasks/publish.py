@@ -13,7 +13,7 @@ from prefect.artifacts import create_markdown_artifact, create_table_artifact
 
 from release_store import progress, stages
 from release_store.publishing import write_release
-from release_store.run import ReleaseRun
+from release_store.run import ReleaseRun, noise_scales
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 
@@ -28,8 +28,13 @@ def publish_release(
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
+    lengths: dict[int, dict[str, Any]],
 ) -> str:
-    """Publish the release; returns its directory."""
+    """Publish the release; returns its directory.
+
+    ``lengths`` holds each ``aggregate-k`` result (empty for a registry synthesizer); the
+    manifest describes their noise (σ_k, Δ_k, threshold) next to the record count's.
+    """
     progress.stage("publish")
     manifest = write_release(
         run,
@@ -40,6 +45,7 @@ def publish_release(
         evaluation=evaluation,
         validation=validation,
         stages=stages_done,
+        noise=noise_scales(run.params, lengths),
     )
     release_dir = str(run.dirs.release_dir)
     _prefect_artifacts(manifest, release_dir)
@@ -54,6 +60,40 @@ def _prefect_artifacts(manifest: dict[str, Any], release_dir: str) -> None:
         table=p["stages"],
         description=f"Privacy spend of release {manifest['release_id']}",
     )
+    noise = p.get("noise") or {}
+    rows = [
+        {
+            "counts": f"length {n['length']}",
+            "mechanism": n["mechanism"],
+            "sigma or scale": n["sigma"],
+            "allowed_sensitivity": n["allowed_sensitivity"],
+            "threshold": n["threshold"],
+            "noise_sd": n["noise_sd"],
+        }
+        for n in noise.get("by_length", [])
+    ]
+    if noise.get("record_count"):
+        rc = noise["record_count"]
+        rows.insert(
+            0,
+            {
+                "counts": "record count",
+                "mechanism": rc["mechanism"],
+                "sigma or scale": rc["scale"],
+                "allowed_sensitivity": 1,
+                "threshold": None,
+                "noise_sd": rc["noise_sd"],
+            },
+        )
+    if rows:
+        create_table_artifact(
+            key=f"noise-{key}"[:100],
+            table=rows,
+            description=f"Noise of release {manifest['release_id']}. {noise['how_to_read']}",
+        )
+    timing = "\n".join(
+        f"| {s['name']} | {s.get('duration_s', '')} |" for s in manifest.get("stages", [])
+    )
     files = "\n".join(f"| {n} | `{h[:16]}…` |" for n, h in sorted(manifest["artifacts"].items()))
     create_markdown_artifact(
         key=f"release-{key}"[:100],
@@ -61,7 +101,8 @@ def _prefect_artifacts(manifest: dict[str, Any], release_dir: str) -> None:
             f"# DP release {manifest['release_id']}\n\n"
             f"(ε={p['epsilon']:.6g}, δ={p['delta']:.3g})-DP, protected records: "
             f"{manifest['input']['rows']}\n\nDirectory: `{release_dir}`\n\n"
-            f"| artifact | sha256 |\n|---|---|\n{files}\n"
+            f"| artifact | sha256 |\n|---|---|\n{files}\n\n"
+            f"| stage | seconds |\n|---|---|\n{timing}\n"
         ),
         description="DP release summary",
     )

@@ -12,6 +12,7 @@ from prefect import task
 
 from release_store import progress, stages
 from release_store.run import ReleaseRun, SensitiveTable
+from release_store.schema_checks import input_schema
 from release_store.validation import output_schema, validate_table
 from sds_core.data.decoding import to_frame
 from sds_core.data.table import PreparedTable
@@ -22,12 +23,9 @@ from tasks.options import SENSITIVE
 def validate_input(run: ReleaseRun, table: SensitiveTable[Any]) -> list[dict[str, Any]]:
     """The input against the declared schema; raises ``SchemaValidationError`` on failure."""
     progress.stage("validating the input (Great Expectations)")
-    schema = run.params.table_schema
+    schema = input_schema(run.params.table_schema, run.params.use_columns)
     if schema is None:
         return []
-    if run.params.use_columns:
-        keep = [c for c in schema.columns if c.name in run.params.use_columns]
-        schema = schema.model_copy(update={"columns": keep})
     return validate_table(table.value, schema, name="input", private_dir=run.dirs.private_dir)
 
 

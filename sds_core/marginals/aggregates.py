@@ -14,6 +14,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from sds_core.data.domain import Domain
@@ -129,17 +131,23 @@ class AggregateSet:
         return ";".join(sorted((texts[int(a)] for a in row), key=lambda s: s.encode()))
 
     def _attr_texts(self) -> tuple[str, ...]:
-        return self.domain.attribute_texts()
+        """``Column:value`` of every attribute id, built once per aggregate set."""
+        cached = self.__dict__.get("_attr_texts_cache")
+        if cached is None:
+            cached = self.domain.attribute_texts()
+            object.__setattr__(self, "_attr_texts_cache", cached)
+        return cached
 
     def to_text_dict(self) -> dict[str, int]:
         """``{"A:a1;B:b1": count}`` for every combination (the pac-synth dictionary form)."""
-        texts = self._attr_texts()
-        out: dict[str, int] = {}
-        for k in sorted(self.by_len):
-            cc = self.by_len[k]
-            for row, c in zip(cc.attrs.tolist(), cc.counts.tolist(), strict=True):
-                out[";".join(sorted((texts[a] for a in row), key=lambda s: s.encode()))] = int(c)
-        return out
+        table = self.to_arrow()
+        return dict(
+            zip(
+                table.column("combination").to_pylist(),
+                table.column("count").to_pylist(),
+                strict=True,
+            )
+        )
 
     @classmethod
     def from_text_dict(
@@ -171,35 +179,82 @@ class AggregateSet:
         }
         return cls(domain, reporting_length, by_len, protected_number_of_records, is_dp)
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per combination: ``length, combination, count`` + one column per domain column.
+    def to_arrow(self) -> pa.Table:
+        """One row per combination, lengths ascending, each length in its stored order.
 
-        The per-column cells hold the combination's value in that column, or null.
+        Columns: ``length`` (int64), ``combination`` (the SDS text form, attributes sorted
+        byte-wise), ``count`` (int64), then one string column per domain column holding the
+        combination's value in that column, or null. Built with Arrow kernels from one text
+        table indexed by attribute id, so it takes time linear in the number of combinations.
         """
-        cols = self.domain.columns
-        attr_col = self.domain.attribute_columns()
-        offsets = np.asarray(self.domain.offsets[:-1])
-        records: dict[str, list] = {"length": [], "combination": [], "count": []}
-        per_col: dict[str, list] = {c: [] for c in cols}
-        for k in sorted(self.by_len):
-            cc = self.by_len[k]
-            for row, c in zip(cc.attrs, cc.counts.tolist(), strict=True):
-                records["length"].append(k)
-                records["combination"].append(self.combination_text(row))
-                records["count"].append(int(c))
-                vals: list[str | None] = [None] * len(cols)
-                for a in row.tolist():
-                    ci = int(attr_col[a])
-                    vals[ci] = self.domain.labels[ci][a - int(offsets[ci])]
-                for name, v in zip(cols, vals, strict=True):
-                    per_col[name].append(v)
-        frame = pd.DataFrame(
-            {
-                "length": pd.array(records["length"], dtype="int64"),
-                "combination": pd.array(records["combination"], dtype="string"),
-                "count": pd.array(records["count"], dtype="int64"),
-            }
+        return combination_table(self.domain, [self.counts_of(k) for k in sorted(self.by_len)])
+
+    def to_frame(self) -> pd.DataFrame:
+        """:meth:`to_arrow` as a DataFrame (``string`` columns, nulls where a column is absent)."""
+        return combination_frame(self.to_arrow())
+
+
+def combination_frame(table: pa.Table) -> pd.DataFrame:
+    """A :func:`combination_table` as pandas: int64 and ``string`` columns, no copy of texts."""
+    data: dict[str, object] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_large_string(column.type):
+            data[name] = pd.arrays.ArrowStringArray(column)
+        else:
+            data[name] = pd.array(column.to_numpy(), dtype="int64")
+    return pd.DataFrame(data)
+
+
+def _byte_ranks(texts: tuple[str, ...]) -> NDArray[np.int64]:
+    """Rank of each text in byte-wise (UTF-8) order, the order of a combination's attributes."""
+    order = sorted(range(len(texts)), key=lambda i: texts[i].encode())
+    rank = np.empty(len(texts), dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(texts), dtype=np.int64)
+    return rank
+
+
+def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Table:
+    """The rows of :meth:`AggregateSet.to_arrow` for ``blocks`` (one per length, in order).
+
+    Each text is built once per attribute (``texts``); a combination's text is the join of its
+    attributes' texts, taken in byte order of the texts; a column cell is the label of the
+    combination's attribute in that column. Everything is a numpy gather or an Arrow kernel.
+    """
+    texts = domain.attribute_texts()
+    text_array = pa.array(texts, type=pa.large_string())
+    rank = _byte_ranks(texts)
+    attr_col = domain.attribute_columns()
+    offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
+    total = sum(len(b) for b in blocks)
+    lengths = np.empty(total, dtype=np.int64)
+    counts = np.empty(total, dtype=np.int64)
+    located: list[tuple[int, NDArray[np.int32], NDArray[np.int32]]] = []  # start, column, code
+    combos: list[pa.Array] = []
+    start = 0
+    for block in blocks:
+        m, k = len(block), block.length
+        lengths[start : start + m], counts[start : start + m] = k, block.counts
+        if m and k:
+            attrs = block.attrs.astype(np.int64)
+            by_text = np.take_along_axis(attrs, np.argsort(rank[attrs], axis=1), axis=1)
+            parts = [text_array.take(pa.array(by_text[:, j])) for j in range(k)]
+            sep = pa.scalar(";", pa.large_string())
+            combos.append(pc.binary_join_element_wise(*parts, sep) if k > 1 else parts[0])
+            cols = attr_col[attrs]
+            located.append((start, cols, (attrs - offsets[cols]).astype(np.int32)))
+        start += m
+    columns: dict[str, pa.Array] = {
+        "length": pa.array(lengths, type=pa.int64()),
+        "combination": pa.concat_arrays(combos) if combos else pa.array([], pa.large_string()),
+        "count": pa.array(counts, type=pa.int64()),
+    }
+    for c, (name, labels) in enumerate(zip(domain.columns, domain.labels, strict=True)):
+        local = np.full(total, -1, dtype=np.int32)  # the label's code in column c, -1 = absent
+        for begin, cols, codes in located:
+            rows, pos = np.nonzero(cols == c)
+            local[begin + rows] = codes[rows, pos]
+        absent = local < 0
+        columns[name] = pa.array(labels, type=pa.large_string()).take(
+            pa.array(np.where(absent, 0, local), mask=absent)
         )
-        for name in cols:
-            frame[name] = pd.array(per_col[name], dtype="string")
-        return frame
+    return pa.table(columns)
