@@ -84,15 +84,18 @@ def csv_bytes(frame: pd.DataFrame) -> bytes:
     """The frame as CSV, byte-identical to ``frame.to_csv(index=False)`` (minimal quoting).
 
     Arrow writes it ~20x faster than pandas when no header or cell needs quoting (no delimiter,
-    quote or line break in any label); otherwise pandas quotes what needs it.
+    quote or line break in any label, and no empty cell in a one-column table, which the csv
+    module writes as ``""`` so that the row is not a blank line); otherwise pandas writes it.
     """
     import pyarrow.csv as pacsv
 
     texts = [str(c) for c in frame.columns]
     for col in frame.columns:
         texts.extend(str(v) for v in pd.unique(frame[col].astype(str)))
+    lone_empty = frame.shape[1] == 1 and "" in texts[1:]  # csv writes that row as ""
     if (
         frame.shape[1] == 0
+        or lone_empty
         or bool(frame.isna().any().any())
         or any(map(_CSV_SPECIAL.search, texts))
     ):

@@ -152,7 +152,7 @@ def noise_description(
                 "mechanism": "discrete-gaussian",
                 "sigma": sigma,
                 "allowed_sensitivity": int(allowed),
-                "threshold": _json_float(float(threshold)),
+                "threshold": _json_float(float(threshold) + 0.0),  # no -0.0
                 "noise_sd": sigma * math.sqrt(int(allowed)),
             }
         )
