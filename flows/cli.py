@@ -1,9 +1,11 @@
-"""The ``sds`` command line (typer + rich): release, resume, cancel, budget, audit, evaluate.
+"""The ``sds`` command (typer + rich): release, resume, cancel, budget, server, audit, evaluate.
 
 Thin front end of the ``release`` flow and the ledger. Prefect, GX and ``sds_core`` (whose
 package import loads pandas) are imported inside the commands that need them, so ``sds --help``
-stays fast (~0.2 s). Errors become one paragraph on stderr
-and a non-zero exit; on success the last line printed is the release directory.
+stays fast (~0.2 s). ``release`` runs the pre-flight checks first (no Prefect or GX), then the
+flow against ``PREFECT_API_URL`` or the home's local server (``flows/server.py``). Errors become
+one paragraph on stderr and a non-zero exit; on success the last line printed is the release
+directory.
 """
 
 from __future__ import annotations
@@ -25,6 +27,10 @@ app = typer.Typer(
 )
 budget_app = typer.Typer(no_args_is_help=True, help="Lifetime privacy budgets per dataset.")
 app.add_typer(budget_app, name="budget")
+server_app = typer.Typer(
+    no_args_is_help=True, help="The local Prefect server (and UI) releases of a home reuse."
+)
+app.add_typer(server_app, name="server")
 
 HomeOpt = Annotated[
     str | None, typer.Option("--home", help="SDS home (default $SDS_HOME or ./.sds).")
@@ -56,6 +62,44 @@ def prefect_environment(home: Path) -> None:
         os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
     for key, value in PREFECT_DEFAULTS.items():
         os.environ.setdefault(key, value)
+
+
+SERVER_ENV = "SDS_SERVER"
+"""``auto`` (default): without ``PREFECT_API_URL``, run against the home's local server, started
+in the background when absent; ``temporary``: Prefect's temporary server for this run only."""
+
+
+def _api_server(home: Path) -> Any:
+    """The home's local server the flow will use (started now if needed), or None.
+
+    None when ``PREFECT_API_URL`` names a server, when Prefect is already configured in this
+    process (the test harness), or with ``SDS_SERVER=temporary``. A server started here is
+    announced once on stderr with how to stop it.
+    """
+    import sys
+
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    if "prefect" in sys.modules:  # configured in-process (prefect_test_harness, a notebook)
+        from prefect.settings import PREFECT_API_URL
+
+        if PREFECT_API_URL.value():
+            return None
+    mode = os.environ.get(SERVER_ENV, "auto").strip().lower()
+    if mode == "temporary":
+        return None
+    if mode != "auto":
+        raise fail(f"{SERVER_ENV}={mode!r} is not valid: use 'auto' or 'temporary'", 2)
+    from flows import server as local_server
+
+    info = local_server.status(home)
+    if info is None:
+        info = local_server.start(home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60)
+        warn(f"started a {info.describe()}. Later releases reuse it.")
+    os.environ["PREFECT_API_URL"] = info.api_url
+    os.environ.setdefault("PREFECT_HOME", str(local_server.server_dir(home)))
+    local_server.touch(home)
+    return info
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -160,18 +204,40 @@ def _preflight(params: Any) -> None:
 
 
 def _run(params: Any, root: Path, *, quiet: bool) -> None:
-    from sds_core.errors import SdsInputError
-
+    server = _api_server(root)  # started in the background while Prefect and the flow load
     prefect_environment(root)
+    from release_store import gx_suite
+
+    if params.table_schema is not None:
+        gx_suite.start_worker()  # GX imports on the other core while Prefect loads
+    try:
+        _run_flow(params, root, server, quiet=quiet)
+    finally:
+        gx_suite.stop_worker()
+
+
+def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool) -> None:
     from rich.console import Console
 
     from flows.release import release as release_flow
     from release_store.progress import RichProgress, reporting
+    from sds_core.errors import SdsInputError
 
+    if server is not None:
+        from flows import server as local_server
+
+        try:
+            local_server.wait_healthy(server)
+        except RuntimeError as e:
+            raise fail(f"{e}; or set SDS_SERVER=temporary to run without it", 1) from None
     console = Console(stderr=True, quiet=quiet)
     shown = RichProgress(f"release {params.release_id}", disable=quiet, console=console)
-    with shown, reporting(shown):
-        state = release_flow(params, return_state=True)
+    try:
+        with shown, reporting(shown):
+            state = release_flow(params, return_state=True)
+    finally:
+        if server is not None:
+            local_server.touch(root)
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
         message = str(error) if isinstance(error, BaseException) else str(state.message)
@@ -313,6 +379,56 @@ def audit(
             console.print("[green]verified: ledger chain and all artifacts intact[/green]")
     if verify and not report.ok:
         raise typer.Exit(1)
+
+
+@server_app.command("start")
+def server_start(
+    home: HomeOpt = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 4200 when free).")] = None,
+    idle_timeout: Annotated[
+        float | None, typer.Option(help="Stop after this many minutes without a release.")
+    ] = None,
+) -> None:
+    """Start the home's Prefect server in the background (database in $SDS_HOME/prefect)."""
+    from flows import server as local_server
+
+    root = _home(home)
+    info = local_server.status(root)
+    if info is None:
+        info = local_server.start(
+            root, port=port, idle_timeout_s=None if idle_timeout is None else idle_timeout * 60
+        )
+    try:
+        info = local_server.wait_healthy(info)
+    except RuntimeError as e:
+        raise fail(str(e), 1) from None
+    typer.echo(info.describe())
+    typer.echo(f"PREFECT_API_URL={info.api_url}")
+
+
+@server_app.command("stop")
+def server_stop(home: HomeOpt = None) -> None:
+    """Stop the home's Prefect server (its runs and artifacts stay in the database)."""
+    from flows import server as local_server
+
+    root = _home(home)
+    info = local_server.stop(root)
+    typer.echo(f"stopped the Prefect server of {root}" if info else f"no server running for {root}")
+
+
+@server_app.command("status")
+def server_status(home: HomeOpt = None) -> None:
+    """Show the home's Prefect server (exit status 1 when none is running)."""
+    from flows import server as local_server
+
+    root = _home(home)
+    info = local_server.status(root)
+    if info is None:
+        typer.echo(f"no server running for {root}; start one with `sds server start`")
+        raise typer.Exit(1)
+    state = "answering" if info.healthy else "starting"
+    typer.echo(f"{state}: {info.describe()}")
+    typer.echo(f"PREFECT_API_URL={info.api_url}")
 
 
 @app.command()

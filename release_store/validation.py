@@ -19,6 +19,7 @@ import pandas as pd
 import pyarrow as pa
 from numpy.typing import NDArray
 
+from release_store.gx_suite import run_suite
 from release_store.params import ColumnSchema, TableSchema
 from release_store.schema_checks import (
     FLOAT_RE,
@@ -83,7 +84,7 @@ def run_gate(table: pa.Table | pd.DataFrame, schema: TableSchema, *, name: str) 
     frame = schema_frame(table, schema)
     present = [c for c in frame.columns if not c.endswith(NUMERIC_SUFFIX)]
     checks = schema_checks(schema, present)
-    results = _run_gx(frame, checks, name=name)
+    results = run_suite(frame, checks, name=name)
     gate = GateResult(success=all(r["success"] for r in results), details={"results": results})
     for check, res in zip(checks, results, strict=True):
         gate.summary.append(
@@ -104,38 +105,6 @@ def _arrow(table: pa.Table | pd.DataFrame) -> pa.Table:
     if isinstance(table, pa.Table):
         return table
     return pa.Table.from_pandas(table.astype("string"), preserve_index=False)
-
-
-def _run_gx(frame: pd.DataFrame, checks: list[Check], *, name: str) -> list[dict[str, Any]]:
-    import logging
-
-    import great_expectations as gx
-    import great_expectations.expectations as gxe
-    from great_expectations.data_context.types.base import ProgressBarsConfig
-
-    for name in ("great_expectations", "great_expectations.data_context.types.base"):
-        logging.getLogger(name).setLevel(logging.WARNING)
-    ctx = gx.get_context(mode="ephemeral")
-    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
-    batch_def = (
-        ctx.data_sources.add_pandas(f"{name}-source")
-        .add_dataframe_asset(name)
-        .add_batch_definition_whole_dataframe("all")
-    )
-    suite = ctx.suites.add(gx.ExpectationSuite(name=f"{name}-suite"))
-    classes: dict[str, Any] = {  # GX 1.x re-exports these without __all__
-        "expect_table_columns_to_match_set": gxe.ExpectTableColumnsToMatchSet,  # type: ignore[attr-defined]
-        "expect_table_row_count_to_be_between": gxe.ExpectTableRowCountToBeBetween,  # type: ignore[attr-defined]
-        "expect_column_values_to_not_be_null": gxe.ExpectColumnValuesToNotBeNull,  # type: ignore[attr-defined]
-        "expect_column_values_to_match_regex": gxe.ExpectColumnValuesToMatchRegex,  # type: ignore[attr-defined]
-        "expect_column_values_to_be_in_set": gxe.ExpectColumnValuesToBeInSet,  # type: ignore[attr-defined]
-        "expect_column_values_to_be_between": gxe.ExpectColumnValuesToBeBetween,  # type: ignore[attr-defined]
-    }
-    expectations = [suite.add_expectation(classes[c.kind](**c.kwargs)) for c in checks]
-    batch = batch_def.get_batch(batch_parameters={"dataframe": frame})
-    res = batch.validate(suite)
-    by_id = {r.expectation_config.id: r for r in res.results if r.expectation_config is not None}
-    return [json.loads(json.dumps(by_id[e.id].to_json_dict(), default=str)) for e in expectations]
 
 
 def validate_table(
