@@ -68,11 +68,15 @@ def aggregates_tsv(aggregates: Any, table: pa.Table | None = None) -> bytes:
     ``aggregates.to_arrow()`` when the caller already has it.
     """
     table = aggregates.to_arrow() if table is None else table
-    order = pc.sort_indices(
-        table,
-        sort_keys=[("length", "ascending"), ("count", "descending"), ("combination", "ascending")],
+    text_rank = pc.rank(table["combination"], sort_keys="ascending", tiebreaker="first")
+    order = np.lexsort(  # last key first: length, then count descending, then the text
+        (
+            text_rank.to_numpy(),
+            -table["count"].to_numpy(),
+            table["length"].to_numpy(),
+        )
     )
-    rows = table.select(["combination", "count"]).take(order)
+    rows = table.select(["combination", "count"]).take(pa.array(order))
     head = (
         "selections\tprotected_count\n"
         f"record_count\t{int(aggregates.protected_number_of_records)}\n"

@@ -320,14 +320,15 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     schema = params.table_schema
     if schema is None or (not params.use_columns and schema.allow_extra_columns):
         return ()
-    cols = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
-    if not cols or any(c is None or c.values is None or c.bins is not None for c in cols):
+    found = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
+    cols = [c for c in found if c is not None and c.values is not None and c.bins is None]
+    if not cols or len(cols) < len(found):
         return ()
-    keep_zeros = set(zero_columns([c.name for c in cols if c is not None], params.sensitive_zeros))
+    keep_zeros = set(zero_columns([c.name for c in cols], params.sensitive_zeros))
     out = []
     for c in cols:
         empty = {""} if c.name in keep_zeros else {"", "0"}  # prepare's empties
-        values = sorted({normalize_text(v) for v in c.values} - empty)
+        values = sorted({normalize_text(v) for v in c.values or ()} - empty)
         out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
     return tuple(out)
 

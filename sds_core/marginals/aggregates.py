@@ -228,20 +228,22 @@ def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Tab
     total = sum(len(b) for b in blocks)
     lengths = np.empty(total, dtype=np.int64)
     counts = np.empty(total, dtype=np.int64)
-    located: list[tuple[int, NDArray[np.int32], NDArray[np.int32]]] = []  # start, column, code
+    cells = np.full((domain.n_columns, total), -1, dtype=np.int32)  # label code; -1 = absent
     combos: list[pa.Array] = []
+    sep = pa.scalar(";", pa.large_string())
     start = 0
     for block in blocks:
         m, k = len(block), block.length
-        lengths[start : start + m], counts[start : start + m] = k, block.counts
+        rows = np.arange(start, start + m)
+        lengths[rows], counts[rows] = k, block.counts
         if m and k:
             attrs = block.attrs.astype(np.int64)
             by_text = np.take_along_axis(attrs, np.argsort(rank[attrs], axis=1), axis=1)
             parts = [text_array.take(pa.array(by_text[:, j])) for j in range(k)]
-            sep = pa.scalar(";", pa.large_string())
             combos.append(pc.binary_join_element_wise(*parts, sep) if k > 1 else parts[0])
-            cols = attr_col[attrs]
-            located.append((start, cols, (attrs - offsets[cols]).astype(np.int32)))
+            for j in range(k):  # each attribute lands in its own column
+                cols = attr_col[attrs[:, j]]
+                cells[cols, rows] = attrs[:, j] - offsets[cols]
         start += m
     columns: dict[str, pa.Array] = {
         "length": pa.array(lengths, type=pa.int64()),
@@ -249,12 +251,8 @@ def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Tab
         "count": pa.array(counts, type=pa.int64()),
     }
     for c, (name, labels) in enumerate(zip(domain.columns, domain.labels, strict=True)):
-        local = np.full(total, -1, dtype=np.int32)  # the label's code in column c, -1 = absent
-        for begin, cols, codes in located:
-            rows, pos = np.nonzero(cols == c)
-            local[begin + rows] = codes[rows, pos]
-        absent = local < 0
+        absent = cells[c] < 0
         columns[name] = pa.array(labels, type=pa.large_string()).take(
-            pa.array(np.where(absent, 0, local), mask=absent)
+            pa.array(np.where(absent, 0, cells[c]), mask=absent)
         )
     return pa.table(columns)
