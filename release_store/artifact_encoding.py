@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
 
 __all__ = [
     "aggregates_parquet",
@@ -61,6 +62,28 @@ def _lines(*columns: pa.Array | pa.ChunkedArray, separator: str) -> bytes:
     return bytes(data.slice(first, last - first).to_pybytes())
 
 
+def _tsv_order(aggregates: Any, table: pa.Table) -> NDArray[np.int64]:
+    """Row order of the TSV: length ascending, count descending, then the text byte-wise.
+
+    The text order comes from integer keys per length (``text_order``), or from ranking the
+    strings when a text holds ``;``; both give the order of comparing the texts themselves.
+    """
+    from sds_core.marginals.aggregates import text_order
+
+    counts = table["count"].to_numpy()
+    parts, start = [], 0
+    for k in sorted(aggregates.by_len):
+        block = aggregates.counts_of(k)
+        m = len(block)
+        keys = text_order(aggregates.domain, block)
+        if keys is None:
+            texts = table["combination"].slice(start, m)
+            keys = pc.rank(texts, sort_keys="ascending", tiebreaker="first").to_numpy()[None, :]
+        parts.append(start + np.lexsort((*keys, -counts[start : start + m])))
+        start += m
+    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+
+
 def aggregates_tsv(aggregates: Any, table: pa.Table | None = None) -> bytes:
     """SDS text form: header, ``record_count`` line, then combinations by length, count desc.
 
@@ -68,14 +91,7 @@ def aggregates_tsv(aggregates: Any, table: pa.Table | None = None) -> bytes:
     ``aggregates.to_arrow()`` when the caller already has it.
     """
     table = aggregates.to_arrow() if table is None else table
-    text_rank = pc.rank(table["combination"], sort_keys="ascending", tiebreaker="first")
-    order = np.lexsort(  # last key first: length, then count descending, then the text
-        (
-            text_rank.to_numpy(),
-            -table["count"].to_numpy(),
-            table["length"].to_numpy(),
-        )
-    )
+    order = _tsv_order(aggregates, table)
     rows = table.select(["combination", "count"]).take(pa.array(order))
     head = (
         "selections\tprotected_count\n"

@@ -213,6 +213,32 @@ def _byte_ranks(texts: tuple[str, ...]) -> NDArray[np.int64]:
     return rank
 
 
+def _in_text_order(attrs: NDArray[np.integer], rank: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each row's attribute ids in the order their texts take in the combination's text."""
+    attrs = attrs.astype(np.int64)
+    return np.take_along_axis(attrs, np.argsort(rank[attrs], axis=1), axis=1)
+
+
+def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.int64] | None:
+    """Integer sort keys, one row per combination, ordered like the combinations' texts.
+
+    Returns a (k, m) array for ``np.lexsort`` (last row = primary key) whose order is the
+    byte order of the texts ``Col:val;Col:val``, or None when some attribute text contains
+    ``;`` (impossible after SDS normalization, which escapes it). Why it holds: with no ``;``
+    inside a text, ``a;...`` and ``b;...`` compare as ``a;`` and ``b;`` do, and neither of two
+    different ``x;`` is a prefix of the other; so all positions but the last compare by the
+    rank of ``text + ";"``, the last by the rank of ``text``.
+    """
+    texts = domain.attribute_texts()
+    if any(";" in t for t in texts):
+        return None
+    rank, rank_joined = _byte_ranks(texts), _byte_ranks(tuple(t + ";" for t in texts))
+    by_text = _in_text_order(block.attrs, rank)
+    k = block.length
+    keys = [rank_joined[by_text[:, j]] for j in range(k - 1)] + [rank[by_text[:, k - 1]]]
+    return np.stack(keys[::-1]) if keys else np.zeros((0, len(block)), dtype=np.int64)
+
+
 def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Table:
     """The rows of :meth:`AggregateSet.to_arrow` for ``blocks`` (one per length, in order).
 
@@ -238,7 +264,7 @@ def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Tab
         lengths[rows], counts[rows] = k, block.counts
         if m and k:
             attrs = block.attrs.astype(np.int64)
-            by_text = np.take_along_axis(attrs, np.argsort(rank[attrs], axis=1), axis=1)
+            by_text = _in_text_order(attrs, rank)
             parts = [text_array.take(pa.array(by_text[:, j])) for j in range(k)]
             combos.append(pc.binary_join_element_wise(*parts, sep) if k > 1 else parts[0])
             for j in range(k):  # each attribute lands in its own column

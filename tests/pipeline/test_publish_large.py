@@ -152,3 +152,28 @@ def test_synthetic_csv_fast_path_is_to_csv(columns: dict[str, list[str]]) -> Non
     fast = arrow_csv_bytes(table)
     expected = frame.to_csv(index=False).encode()
     assert fast == expected or (fast is None and csv_bytes(frame) == expected)
+
+
+@pytest.mark.parametrize("labels", [("1", "10", "1 0", "10;x"), ("1", "10", "1 0", "1:0")])
+def test_tsv_order_equals_text_order(labels: tuple[str, ...]) -> None:
+    """Ties in the count are ordered by the text byte-wise, with or without ';' in a label
+    (integer keys when no text holds ';', the strings themselves otherwise)."""
+    domain = Domain(("a", "b", "c"), (tuple(sorted(labels)), ("0", "1"), ("x", "x0")))
+    offsets = domain.offsets
+    rows = [
+        (offsets[0] + i, offsets[1] + j, offsets[2] + m)
+        for i in range(4)
+        for j in range(2)
+        for m in range(2)
+    ]
+    attrs2 = np.asarray([r[:2] for r in rows][::2], dtype=np.int32)
+    by_len = {
+        1: CombinationCounts.from_unsorted(
+            np.arange(domain.n_attributes, dtype=np.int32).reshape(-1, 1),
+            np.full(domain.n_attributes, 7),
+        ),
+        2: CombinationCounts.from_unsorted(attrs2, np.full(len(attrs2), 3)),
+        3: CombinationCounts.from_unsorted(np.asarray(rows, dtype=np.int32), np.full(16, 5)),
+    }
+    case = AggregateSet(domain, 3, by_len, protected_number_of_records=9, is_dp=True)
+    assert aggregates_tsv(case) == reference_tsv(case, reference_frame(case))
