@@ -43,6 +43,7 @@ EXAMPLE = ROOT / "examples" / "pums_ca_10k.csv"
 CONFIG = ROOT / "examples" / "release.toml"
 SEED = 20261123
 CASES = {
+    "example-10k": (10_000, True),  # `make release`: the example with its config
     "raw-10k": (10_000, False),
     "raw-200k": (200_000, False),
     "raw-1m": (1_000_000, False),
@@ -92,7 +93,11 @@ def sds(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProce
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", *args], cwd=ROOT, env=env, stdout=out, stderr=err
+            [sys.executable, "-m", "flows.cli", *args],
+            cwd=env.get("PYTHONPATH") or ROOT,  # -m resolves from the working directory first
+            env=env,
+            stdout=out,
+            stderr=err,
         )
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - start
@@ -108,7 +113,12 @@ def run_case(name: str, home: Path, data_dir: Path, env: dict[str, str]) -> dict
     """One release; its timings, peak RSS and stage durations."""
     rows, binned = CASES[name]
     data = resampled(rows, data_dir)
-    if binned:
+    if name == "example-10k":
+        budget, _ = sds(
+            ["budget", "set", "pums-ca-10k", "--epsilon", "1000", "--home", str(home)], env
+        )
+        args = ["release", str(data), "--config", str(CONFIG)]
+    elif binned:
         args = ["release", str(data), "--config", str(binned_config(data_dir))]
     else:
         dataset = f"raw-{rows}"
@@ -131,7 +141,7 @@ def run_case(name: str, home: Path, data_dir: Path, env: dict[str, str]) -> dict
         **usage,
         "load_before": load_before,
         "load_after": loadavg(),
-        "stages": {s["name"]: s.get("duration_s") for s in manifest["stages"]},
+        "stages": {s["name"]: s.get("duration_s", s.get("seconds")) for s in manifest["stages"]},
         "combinations": combinations,
         "artifact_bytes": sizes,
         "warnings": [ln for ln in done.stderr.splitlines() if "warning" in ln],
@@ -165,6 +175,15 @@ def main() -> int:
     ap.add_argument("--cases", default=",".join(CASES))
     ap.add_argument("--data-dir", type=Path, default=Path(tempfile.gettempdir()) / "sds-bench")
     ap.add_argument("--api-url", default=os.environ.get("PREFECT_API_URL") or None)
+    ap.add_argument(
+        "--server",
+        choices=("start", "auto", "temporary"),
+        default="start",
+        help="without --api-url: 'start' one with `sds server start` first (default); 'auto': "
+        "no server, each release starts the home's (a fresh home per release); 'temporary': "
+        "Prefect's temporary server per release (SDS_SERVER=temporary)",
+    )
+    ap.add_argument("--project", type=Path, default=ROOT, help="checkout whose sds to run")
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--json", type=Path, default=None)
     opts = ap.parse_args()
@@ -178,21 +197,28 @@ def main() -> int:
     with tempfile.TemporaryDirectory(prefix="sds-bench-home-") as tmp:
         home = Path(tmp) / "home"
         env = {k: v for k, v in os.environ.items() if k not in ("SDS_SERVER", "SDS_HOME")}
-        env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
+        env["PYTHONPATH"] = str(opts.project.resolve())
         server = None
         if opts.api_url:
             env["PREFECT_API_URL"] = opts.api_url
-        else:
+        elif opts.server == "start":
             env.pop("PREFECT_API_URL", None)
             load = loadavg()
             server, usage = sds(["server", "start", "--home", str(home)], env)
             if server.returncode:
                 raise RuntimeError(server.stderr)
             print(f"server start: {usage['wall_s']:.1f} s wall (load {load})", file=sys.stderr)
+        else:
+            env.pop("PREFECT_API_URL", None)
+            env["SDS_SERVER"] = opts.server
         try:
-            for _ in range(opts.repeat):
+            for i in range(opts.repeat):
                 for name in names:
+                    if opts.server == "auto" and not opts.api_url:
+                        home = Path(tmp) / f"home-{name}-{i}"  # no server yet: it starts one
                     result = run_case(name, home, opts.data_dir, env)
+                    if opts.server == "auto" and not opts.api_url:
+                        sds(["server", "stop", "--home", str(home)], env)
                     print(
                         json.dumps({k: v for k, v in result.items() if k != "artifact_bytes"}),
                         file=sys.stderr,
