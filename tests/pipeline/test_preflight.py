@@ -145,3 +145,35 @@ def test_synthesizer_names_match_the_registry() -> None:
     from sds_core.synthesizers import available
 
     assert set(SYNTHESIZERS) == {"aggregate-seeded", *available()}
+
+
+def test_zero_warning_in_the_flow_log(
+    tmp_path: Path,
+    tiny_csv: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The prepare task logs the warning once, each share as a band (the log leaves the
+    custodian's terminal: no exact figure)."""
+    import logging
+    import re
+
+    import tasks.preparation as preparation
+    from release_store.ingest import read_table
+    from release_store.run import ReleaseRun, SensitiveTable
+
+    logger = logging.getLogger("sds-test-flow-log")
+    logger.addHandler(caplog.handler)  # Prefect's logging setup may stop propagation
+    monkeypatch.setattr(preparation, "get_run_logger", lambda: logger)
+    params = build_params({}, {"input": str(tiny_csv), "dataset": "d", "home": str(tmp_path)})
+    run = ReleaseRun(params, "r1", str(tmp_path))
+    run.dirs.paths.create(exist_ok=True)
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        preparation.prepare_table.fn(
+            run=run, table=SensitiveTable(read_table(tiny_csv)), input_sha256="x"
+        )
+    logger.removeHandler(caplog.handler)
+    [text] = {r.getMessage() for r in caplog.records if r.name == logger.name}
+    assert "column" in text and "sex (" in text and "married (" in text
+    shares = re.findall(r"\(([^()]*) of rows\)", text)
+    assert shares and set(shares) <= {"under 1%", "1-10%", "10-50%", "over 50%"}
