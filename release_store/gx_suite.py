@@ -3,14 +3,18 @@
 GX takes seconds to import. The CLI starts a worker (:func:`start_worker`) right after its
 pre-flight, so the import runs on the other core while Prefect loads and the first stages run;
 :func:`run_suite` then sends each table to it. Without a worker (a deployment run, the tests) the
-suite runs in this process. The worker is a child process of the release: tables reach it through
-a local pipe, never a file, a result store or a log. Used by :mod:`release_store.validation`.
+suite runs in this process. The worker is a child process of the release that exits with it (even
+when the release is killed); tables reach it through a local pipe, never a file, a result store
+or a log. Used by :mod:`release_store.validation`.
 """
 
 from __future__ import annotations
 
 import json
 import multiprocessing
+import os
+import threading
+import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from typing import Any
@@ -28,11 +32,32 @@ def _import_gx() -> None:
     import great_expectations  # noqa: F401
 
 
+def _exit_with(parent: int) -> None:
+    """Exit as soon as the release process is gone (killed, crashed): never outlive it."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+def _worker_init(parent: int) -> None:
+    """In the worker: let go of the release's stdin/stdout/stderr (a caller waiting for their
+    end must not wait for us) and watch the release process."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
 def start_worker() -> None:
     """Start the worker process and its GX import now (no-op if one runs)."""
     global _WORKER, _WARM
     if _WORKER is None:
-        _WORKER = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
+        _WORKER = ProcessPoolExecutor(
+            1,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_worker_init,
+            initargs=(os.getpid(),),
+        )
         _WARM = _WORKER.submit(_import_gx)
 
 
