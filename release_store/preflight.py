@@ -124,6 +124,9 @@ def check_budget(params: ReleaseParams) -> None:
 def check_column_names(params: ReleaseParams, headers: list[str]) -> None:
     """Every column ``use_columns`` and ``sensitive_zeros`` name exists (case-insensitive).
 
+    A ``sensitive_zeros`` entry outside ``use_columns`` is not checked: preparation ignores it
+    (a config may list zeros for more columns than one release uses).
+
     Raises:
         SdsInputError: naming the parameter, the unknown column and the input's columns.
     """
@@ -133,8 +136,11 @@ def check_column_names(params: ReleaseParams, headers: list[str]) -> None:
         ("sensitive_zeros", params.sensitive_zeros),
     ):
         for name in names:
-            if option == "sensitive_zeros" and match_key(name) == ALL_COLUMNS:
-                continue
+            if option == "sensitive_zeros" and (
+                match_key(name) == ALL_COLUMNS
+                or (params.use_columns and name not in params.use_columns)
+            ):
+                continue  # "all", or a column left out of the release (preparation skips it)
             if match_key(name) not in keys:
                 flag = "--" + option.replace("_", "-")
                 raise SdsInputError(

@@ -85,6 +85,26 @@ def test_bad_parameters_refused_before_prefect(
     assert charges(home) == []
 
 
+def test_zeros_of_columns_left_out_are_not_checked(tmp_path: Path, tiny_csv: Path) -> None:
+    """A config's sensitive_zeros may name columns this release leaves out (use_columns):
+    preparation ignores them, so the pre-flight does too; inside use_columns they must exist."""
+    params = build_params(
+        {},
+        {
+            "input": str(tiny_csv),
+            "dataset": "d",
+            "home": str(tmp_path),
+            "default_budget": {"epsilon": 10.0},
+            "use_columns": ["sex", "age"],
+            "sensitive_zeros": ["sex", "latino"],
+        },
+    )
+    assert set(preflight(params).zero_shares) == set()  # sex kept, age has no "0"
+    wrong = params.model_copy(update={"use_columns": ["sex", "latino"]})
+    with pytest.raises(SdsInputError, match="parameter 'use_columns' names column 'latino'"):
+        preflight(wrong)
+
+
 def test_budget_is_checked_before_the_data_is_read(tmp_path: Path, tiny_config: Path) -> None:
     """An unaffordable release is refused with the ledger's words, even for a missing-free
     input that would fail later: the budget comes first (release contract)."""
