@@ -91,8 +91,12 @@ def _num(value: Any, fmt: str) -> str:
     return "" if value is None else format(value, fmt)
 
 
-def noise_and_timing_html(manifest: dict[str, Any]) -> str:
-    """Report sections: the noise of each published count (error bars) and the stage times."""
+def noise_html(manifest: dict[str, Any]) -> str:
+    """Report section: the noise of each published count (error bars) and how to read it.
+
+    Stage times stay in the manifest and the Prefect summary: the report holds no durations,
+    so a resumed release's report equals an uninterrupted one's (timestamps aside).
+    """
     noise = manifest["privacy"].get("noise") or {}
     rows = []
     if noise.get("record_count"):
@@ -108,18 +112,11 @@ def noise_and_timing_html(manifest: dict[str, Any]) -> str:
             f"<td>{_num(n['threshold'], '.6g') or 'none released'}</td>"
             f"<td>{_num(n.get('noise_sd'), '.4g')}</td></tr>"
         )
-    timing = "".join(
-        f"<tr><td>{html.escape(s['name'])}</td><td>{s.get('started', '')}</td>"
-        f"<td>{_num(s.get('duration_s'), '.3f')}</td></tr>"
-        for s in manifest.get("stages", [])
-    )
     return (
         "<h2>Noise: how far a published count may be from the true one</h2>"
         "<table><tr><th>counts</th><th>mechanism</th><th>noise scale</th>"
         "<th>allowed sensitivity Δ</th><th>threshold</th><th>noise standard deviation</th></tr>"
         f"{''.join(rows)}</table><p>{html.escape(noise.get('how_to_read', ''))}</p>"
-        "<h2>Stages</h2><table><tr><th>stage</th><th>started (UTC)</th><th>seconds</th></tr>"
-        f"{timing}</table>"
     )
 
 
@@ -145,7 +142,7 @@ aggregates and synthetic records reveal at most that much about any one record.<
 <p>Protected (noisy) number of records: {manifest["input"]["rows"]}.</p>
 <h2>Privacy spend by stage</h2><table><tr><th>stage</th><th>mechanism</th><th>ε</th>
 <th>δ</th><th>rho (zCDP)</th></tr>{rows}</table>
-{noise_and_timing_html(manifest)}
+{noise_html(manifest)}
 <h2>Parameters</h2><pre>{params}</pre>
 <h2>Utility (computed from the sensitive data)</h2><pre>{metrics}</pre>
 </body></html>""".encode()
