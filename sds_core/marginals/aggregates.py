@@ -215,8 +215,8 @@ def _byte_ranks(texts: tuple[str, ...]) -> NDArray[np.int64]:
 
 def _in_text_order(attrs: NDArray[np.integer], rank: NDArray[np.int64]) -> NDArray[np.int64]:
     """Each row's attribute ids in the order their texts take in the combination's text."""
-    attrs = attrs.astype(np.int64)
-    return np.take_along_axis(attrs, np.argsort(rank[attrs], axis=1), axis=1)
+    ids: NDArray[np.int64] = attrs.astype(np.int64)
+    return np.take_along_axis(ids, np.argsort(rank[ids], axis=1), axis=1)
 
 
 def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.int64] | None:
