@@ -1,10 +1,12 @@
-"""The ``sds`` command line (typer + rich): release, resume, cancel, budget, audit, ledger,
-report, evaluate, verify, sign and signing-key.
+"""The ``sds`` command line (typer + rich): release, resume, cancel, budget, server, audit,
+ledger, report, evaluate, verify, sign and signing-key.
 
 Thin front end of the ``release`` flow and the ledger. Prefect, GX and ``sds_core`` (whose
 package import loads pandas) are imported inside the commands that need them, so ``sds --help``
-stays fast (~0.2 s). Errors become one paragraph on stderr
-and a non-zero exit; on success the last line printed is the release directory.
+stays fast (~0.2 s). ``release`` runs the pre-flight checks first (no Prefect or GX), then the
+flow against ``PREFECT_API_URL`` or the home's local server (``flows/server.py``). Errors become
+one paragraph on stderr and a non-zero exit; on success the last line printed is the release
+directory.
 """
 
 from __future__ import annotations
@@ -31,6 +33,10 @@ key_app = typer.Typer(no_args_is_help=True, help="The home's Ed25519 release-sig
 app.add_typer(key_app, name="signing-key")
 ledger_app = typer.Typer(no_args_is_help=True, help="The privacy-budget ledger itself.")
 app.add_typer(ledger_app, name="ledger")
+server_app = typer.Typer(
+    no_args_is_help=True, help="The local Prefect server (and UI) releases of a home reuse."
+)
+app.add_typer(server_app, name="server")
 
 HomeOpt = Annotated[
     str | None, typer.Option("--home", help="SDS home (default $SDS_HOME or ./.sds).")
@@ -83,10 +89,53 @@ def prefect_environment(home: Path, *, verbose: bool = False) -> None:
         os.environ.setdefault(key, value)
 
 
+SERVER_ENV = "SDS_SERVER"
+"""``auto`` (default): without ``PREFECT_API_URL``, run against the home's local server, started
+in the background when absent; ``temporary``: Prefect's temporary server for this run only."""
+
+
+def _api_server(home: Path) -> Any:
+    """The home's local server the flow will use (started now if needed), or None.
+
+    None when ``PREFECT_API_URL`` names a server, when Prefect is already configured in this
+    process (the test harness), or with ``SDS_SERVER=temporary``. A server started here is
+    announced once on stderr with how to stop it.
+    """
+    import sys
+
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    if "prefect" in sys.modules:  # configured in-process (prefect_test_harness, a notebook)
+        from prefect.settings import PREFECT_API_URL
+
+        if PREFECT_API_URL.value():
+            return None
+    mode = os.environ.get(SERVER_ENV, "auto").strip().lower()
+    if mode == "temporary":
+        return None
+    if mode != "auto":
+        raise fail(f"{SERVER_ENV}={mode!r} is not valid: use 'auto' or 'temporary'", 2)
+    from flows import server as local_server
+
+    info = local_server.status(home)
+    if info is None:
+        info = local_server.start(home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60)
+        warn(f"started a {info.describe()}. Later releases reuse it.")
+    os.environ["PREFECT_API_URL"] = info.api_url
+    os.environ.setdefault("PREFECT_HOME", str(local_server.server_dir(home)))
+    local_server.touch(home)
+    return info
+
+
 def fail(message: str, code: int = 1) -> typer.Exit:
     """Print one paragraph to stderr; return the Exit to raise."""
     typer.echo(f"sds: error: {' '.join(str(message).split())}", err=True)
     return typer.Exit(code)
+
+
+def warn(message: str) -> None:
+    """Print one warning paragraph to stderr (shown with --quiet too)."""
+    typer.echo(f"sds: warning: {' '.join(str(message).split())}", err=True)
 
 
 def _csv_list(value: str | None) -> list[str] | None:
@@ -120,7 +169,10 @@ def release(
     ] = None,
     seed: Annotated[int | None, typer.Option(help="Testing only: derive the key.")] = None,
     use_columns: Annotated[str | None, typer.Option(help="Comma-separated columns.")] = None,
-    sensitive_zeros: Annotated[str | None, typer.Option(help="Columns where 0 is a value.")] = None,
+    sensitive_zeros: Annotated[
+        str | None,
+        typer.Option(help="Columns where '0' is a value, not an empty cell: a,b or 'all'."),
+    ] = None,
     delimiter: Annotated[str | None, typer.Option(help="CSV delimiter (default ',').")] = None,
     record_limit: Annotated[int | None, typer.Option(help="Use the first N rows only.")] = None,
     release_id: Annotated[str | None, typer.Option(help="Release id (default: new).")] = None,
@@ -170,30 +222,76 @@ def release(
             "release_id": params.release_id or new_release_id(params.dataset),
         }
     )
+    params = _ledger_password(params)  # before the pre-flight reads the ledger
+    _preflight(params)
     _run(params, root, quiet=quiet, verbose=verbose)
 
 
-def _run(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> None:
+def _ledger_password(params: Any) -> Any:
+    """``params`` with the ledger URL's password moved to ``PGPASSWORD`` (Prefect stores the
+    flow's parameters: never a password)."""
     from release_store.ledger_backends import split_password
+
+    if params.ledger is None:
+        return params
+    url, password = split_password(params.ledger)
+    if password is None:
+        return params
+    os.environ.setdefault("PGPASSWORD", password)
+    return params.model_copy(update={"ledger": url})
+
+
+def _preflight(params: Any) -> None:
+    """The checks that need neither Prefect nor GX (release_store.preflight); warn about zeros."""
+    from release_store.preflight import preflight, zero_warning
     from sds_core.errors import SdsInputError
 
-    if params.ledger is not None:  # Prefect stores the flow's parameters: never a password
-        url, password = split_password(params.ledger)
-        if password is not None:
-            os.environ.setdefault("PGPASSWORD", password)
-            params = params.model_copy(update={"ledger": url})
+    try:
+        found = preflight(params)
+    except SdsInputError as e:  # the text and exit status the flow would have failed with
+        raise fail(f"release {params.release_id} failed: {e}", 1) from None
+    if found.zero_shares:
+        warn(zero_warning(found.zero_shares))
+
+
+def _run(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> None:
+    params = _ledger_password(params)
+    server = _api_server(root)  # started in the background while Prefect and the flow load
     prefect_environment(root, verbose=verbose)
+    from release_store import gx_suite
+
+    if params.table_schema is not None:
+        gx_suite.start_worker()  # GX imports on the other core while Prefect loads
+    try:
+        _run_flow(params, root, server, quiet=quiet, verbose=verbose)
+    finally:
+        gx_suite.stop_worker()
+
+
+def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
     from rich.console import Console
 
     from flows.release import release as release_flow
     from release_store.progress import RichProgress, reporting
+    from sds_core.errors import SdsInputError
 
+    if server is not None:
+        from flows import server as local_server
+
+        try:
+            local_server.wait_healthy(server)
+        except RuntimeError as e:
+            raise fail(f"{e}; or set SDS_SERVER=temporary to run without it", 1) from None
     console = Console(stderr=True, quiet=quiet)
     shown = RichProgress(  # the log lines replace the bar with --verbose
         f"release {params.release_id}", disable=quiet or verbose, console=console
     )
-    with shown, reporting(shown):
-        state = release_flow(params, return_state=True)
+    try:
+        with shown, reporting(shown):
+            state = release_flow(params, return_state=True)
+    finally:
+        if server is not None:
+            local_server.touch(root)
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
         message = str(error) if isinstance(error, BaseException) else str(state.message)
@@ -422,6 +520,56 @@ def audit(
             console.print("[green]verified: ledger chain and all artifacts intact[/green]")
     if verify and not report.ok:
         raise typer.Exit(1)
+
+
+@server_app.command("start")
+def server_start(
+    home: HomeOpt = None,
+    port: Annotated[int | None, typer.Option(help="Port (default 4200 when free).")] = None,
+    idle_timeout: Annotated[
+        float | None, typer.Option(help="Stop after this many minutes without a release.")
+    ] = None,
+) -> None:
+    """Start the home's Prefect server in the background (database in $SDS_HOME/prefect)."""
+    from flows import server as local_server
+
+    root = _home(home)
+    info = local_server.status(root)
+    if info is None:
+        info = local_server.start(
+            root, port=port, idle_timeout_s=None if idle_timeout is None else idle_timeout * 60
+        )
+    try:
+        info = local_server.wait_healthy(info)
+    except RuntimeError as e:
+        raise fail(str(e), 1) from None
+    typer.echo(info.describe())
+    typer.echo(f"PREFECT_API_URL={info.api_url}")
+
+
+@server_app.command("stop")
+def server_stop(home: HomeOpt = None) -> None:
+    """Stop the home's Prefect server (its runs and artifacts stay in the database)."""
+    from flows import server as local_server
+
+    root = _home(home)
+    info = local_server.stop(root)
+    typer.echo(f"stopped the Prefect server of {root}" if info else f"no server running for {root}")
+
+
+@server_app.command("status")
+def server_status(home: HomeOpt = None) -> None:
+    """Show the home's Prefect server (exit status 1 when none is running)."""
+    from flows import server as local_server
+
+    root = _home(home)
+    info = local_server.status(root)
+    if info is None:
+        typer.echo(f"no server running for {root}; start one with `sds server start`")
+        raise typer.Exit(1)
+    state = "answering" if info.healthy else "starting"
+    typer.echo(f"{state}: {info.describe()}")
+    typer.echo(f"PREFECT_API_URL={info.api_url}")
 
 
 @app.command("report")

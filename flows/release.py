@@ -26,9 +26,10 @@ from prefect.utilities.annotations import quote
 from flows.progress_artifacts import ProgressArtifacts
 from release_store import progress, stages
 from release_store.params import ReleaseParams, dp_binned_columns
-from release_store.run import ReleaseRun
+from release_store.run import ReleaseRun, noise_scales
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.synthesis.consistent import AggregateNoise
 from tasks.artifacts import show_budget
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
@@ -36,7 +37,7 @@ from tasks.ingest import read_input
 from tasks.marginals import aggregate_length, count_records, normalize_aggregates
 from tasks.preparation import choose_bins, prepare_table
 from tasks.publish import artifact_key, publish_release
-from tasks.synthesis import aggregate_noise, fit_synthesizer, synthesize_records
+from tasks.synthesis import fit_synthesizer, synthesize_records
 from tasks.validation import validate_input, validate_output
 
 
@@ -57,7 +58,7 @@ class StageOutputs:
     aggregates: AggregateSet
     synthetic: PreparedTable
     evaluation: dict[str, Any]
-    aggregate_noise: dict[str, Any] | None
+    noise: dict[str, Any]
 
 
 def _call(task: Any, *, wait_for: list[Any] | None = None, **kwargs: Any) -> Any:
@@ -103,12 +104,11 @@ def run_stages(
         )
     del raw
 
-    noise_published: dict[str, Any] | None = None
+    by_length: dict[int, dict[str, Any]] = {}
     if params.synthesizer == "aggregate-seeded":
         # --- count, aggregate k = 1..R: each charged, then drawn -------------------------------
         with timeline.run(stages.COUNT):
             protected_n = call(count_records, run=run, table=table)
-        by_length: dict[int, dict[str, Any]] = {}
         for k in range(1, params.reporting_length + 1):
             with timeline.run(stages.aggregate_stage(k)):
                 by_length[k] = call(
@@ -133,19 +133,21 @@ def run_stages(
                 by_length=by_length,
                 protected_n=protected_n,
             )
-        noise = aggregate_noise(run, by_length, protected_n)
-        noise_published = {
-            "sigma_by_len": list(noise.sigma_by_len),
-            "threshold_by_len": [t if t != float("inf") else None for t in noise.threshold_by_len],
-        }
+        # the manifest's privacy.noise: what the consistent model (synthesis = "model") reads
+        noise = noise_scales(params, by_length)
         with timeline.run(stages.SYNTHESIZE):
             synthetic = call(
-                synthesize_records, run=run, aggregates=aggregates, table=table, noise=noise
+                synthesize_records,
+                run=run,
+                aggregates=aggregates,
+                table=table,
+                noise=AggregateNoise.from_description(noise),
             )
     else:
         # --- fit a registry synthesizer: all its charges, then its draws -----------------------
         with timeline.run(stages.FIT):
             synthetic, aggregates = call(fit_synthesizer, run=run, table=table)
+        noise = noise_scales(params, by_length)  # no SDS lengths: the registry's note
 
     # --- validate output, evaluate --------------------------------------------------------------
     with timeline.run(stages.VALIDATE_OUTPUT):
@@ -166,7 +168,7 @@ def run_stages(
         aggregates,
         synthetic,
         evaluation,
-        noise_published,
+        noise,
     )
 
 
@@ -175,7 +177,7 @@ def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     log = get_run_logger()
     timeline = stages.Timeline(
-        on_done=lambda s: log.info("%s finished in %.3f s", s["name"], s["seconds"])
+        on_done=lambda s: log.info("%s finished in %.3f s", s["name"], s["duration_s"])
     )
     # Prefect progress artifacts for the long stages, next to the CLI's display
     with progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))):
@@ -197,7 +199,7 @@ def release(params: ReleaseParams) -> str:
                     evaluation=out.evaluation,
                     validation={"input": out.input_summary, "output": out.output_summary},
                     stages_done=list(timeline.done),
-                    aggregate_noise=out.aggregate_noise,
+                    noise=out.noise,
                 )
         except BaseException as e:
             run.mark_failed(e, timeline.done)

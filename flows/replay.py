@@ -61,7 +61,7 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
                 evaluation=out.evaluation,
                 validation={"input": out.input_summary, "output": out.output_summary},
                 stages=[s for s in recorded_stages if s.get("name") != stages.PUBLISH],
-                aggregate_noise=out.aggregate_noise,
+                noise=out.noise,
             )
 
         names = [s["name"] for s in timeline.done]
@@ -88,5 +88,5 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
         dataset=recorded.dataset,
         input=str(input_path),
         checks=tuple(checks),
-        seconds={s["name"]: s["seconds"] for s in timeline.done},
+        seconds={s["name"]: s["duration_s"] for s in timeline.done},
     )

@@ -48,13 +48,19 @@ def compare_tables(
     from sds_core.marginals.exact_counts import exact_aggregates
 
     prep, original_delimiter = PrepareParams(), delimiter or ","
+    params = None
     if config is not None:
-        from release_store.params import build_params, load_config, prepare_params
+        from release_store.params import build_params, load_config
 
         cfg = load_config(config)
         params = build_params(cfg, {"input": str(original), "dataset": cfg.get("dataset") or "x"})
-        prep, original_delimiter = prepare_params(params), delimiter or params.delimiter
-    sensitive = prepare(read_table(original, delimiter=original_delimiter), prep)
+        original_delimiter = delimiter or params.delimiter
+    table = read_table(original, delimiter=original_delimiter)
+    if params is not None:
+        from release_store.params import prepare_params
+
+        prep = prepare_params(params, table.column_names)
+    sensitive = prepare(table, prep)
     synth = prepare(
         read_table(synthetic, delimiter=delimiter or ","),
         dataclasses.replace(prep, binning=(), record_limit=None),

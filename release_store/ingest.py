@@ -12,6 +12,7 @@ import csv
 import hashlib
 import io
 import os
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow as pa
@@ -39,6 +40,23 @@ def check_input_path(path: str | Path) -> Path:
             f"input file '{p}' cannot be read ({e.strerror}); fix its permissions"
         ) from None
     return p
+
+
+def read_release_input(
+    path: str | Path, *, delimiter: str, gate_columns: Sequence[str] = ()
+) -> tuple[pa.Table, str]:
+    """The input of a release as the validation gate sees it (ingest and pre-flight alike),
+    and the sha256 of exactly the bytes it was parsed from (:func:`read_table_with_digest`).
+
+    ``gate_columns`` (:func:`release_store.params.gate_columns`): when given, only those
+    columns are kept (the gate checks them alone); empty, every column is kept and preparation
+    selects.
+    """
+    table, digest = read_table_with_digest(path, delimiter=delimiter)
+    if gate_columns:
+        kept = set(gate_columns)
+        table = table.select([c for c in table.column_names if c in kept])
+    return table, digest
 
 
 def read_table(path: str | Path, *, delimiter: str = ",") -> pa.Table:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path, PurePath
 from typing import Any, Literal
 
@@ -20,10 +21,10 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sds_core.data.preparation import PrepareParams
 from sds_core.errors import SdsInputError
-from sds_core.evaluation.metrics import EvaluationParams
+from sds_core.evaluation.params import EvaluationParams
 from sds_core.marginals.params import DpParams, release_delta
 from sds_core.param_fields import field_specs, interval_text
-from sds_core.synthesis.generator import SynthesisParams
+from sds_core.synthesis.params import SynthesisParams
 
 SYNTHESIZERS = (
     "aggregate-seeded",
@@ -33,7 +34,10 @@ SYNTHESIZERS = (
     "cathist",
     "mst",
 )
-"""Synthesizer names accepted before the registry (sds_core.synthesizers) is importable."""
+"""Every synthesizer name a release accepts: ``aggregate-seeded`` (the SDS stages) and the
+registry's names (``sds_core.synthesizers.available()``, which a test keeps equal to this
+list). Parameters are checked against it without importing the registry (pandas, numba), so
+a bad ``--synthesizer`` is refused in a fraction of a second."""
 
 CORE_KEYS: dict[str, type] = {
     "epsilon": DpParams,
@@ -289,9 +293,10 @@ class ReleaseParams(BaseModel):
     @field_validator("synthesizer")
     @classmethod
     def _known_synth(cls, name: str) -> str:
-        known = available_synthesizers()
-        if name not in known:
-            raise ValueError(f"unknown synthesizer {name!r}; choose one of {', '.join(known)}")
+        if name not in SYNTHESIZERS:
+            raise ValueError(
+                f"unknown synthesizer {name!r}; choose one of {', '.join(SYNTHESIZERS)}"
+            )
         return name
 
     @model_validator(mode="after")
@@ -335,15 +340,6 @@ class ReleaseParams(BaseModel):
         out["seed"] = "given (withheld)" if self.seed is not None else None
         out["delta"] = self.resolved_delta()
         return out
-
-
-def available_synthesizers() -> tuple[str, ...]:
-    """Names from the synthesizer registry when it exists, else the known list."""
-    try:
-        from sds_core.synthesizers import available
-    except ImportError:
-        return SYNTHESIZERS
-    return tuple(dict.fromkeys(("aggregate-seeded", *available())))
 
 
 _RENAMES = {"schema": "table_schema", "budget": "default_budget"}
@@ -391,6 +387,18 @@ def describe_validation_error(e: ValidationError) -> str:
 
 
 # -- conversion to the core parameter objects (no data needed) ----------------------------------
+def gate_columns(params: ReleaseParams) -> list[str]:
+    """The input columns the validation gate reads: with a declared schema and
+    ``use_columns``, those and the subject-id column; else [] (every column).
+
+    >>> gate_columns(ReleaseParams(input="x", dataset="d", use_columns=["a"]))
+    []
+    """
+    if not params.use_columns or params.table_schema is None:
+        return []
+    return [*params.use_columns, *([params.subject_id] if params.subject_id else [])]
+
+
 def dp_binned_columns(params: ReleaseParams) -> list[ColumnSchema]:
     """The released schema columns whose bins are DP quantiles (in schema order)."""
     if params.table_schema is None:
@@ -433,32 +441,38 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     Used columns are ``use_columns``, or all schema columns when extra input columns are not
     allowed. Binned columns (their labels are bins, not values) disable declaration.
     """
-    from sds_core.data.preparation import normalize_text
-    from sds_core.dp.declared import DeclaredDomain
+    from sds_core.data.domain import DeclaredDomain
+    from sds_core.data.text import normalize_text
+    from sds_core.data.zeros import zero_columns
 
     schema = params.table_schema
     if schema is None or (not params.use_columns and schema.allow_extra_columns):
         return ()
     found = [schema.column(n) for n in params.use_columns] if params.use_columns else schema.columns
-    cols = [c for c in found if c is not None]
+    cols = [c for c in found if c is not None and c.values is not None and c.bins is None]
     if not cols or len(cols) < len(found):
         return ()
+    keep_zeros = set(zero_columns([c.name for c in cols], params.sensitive_zeros))
     out = []
     for c in cols:
-        if c.values is None or c.bins is not None:
-            return ()
-        empty = {""} if c.name in params.sensitive_zeros else {"", "0"}  # prepare's empties
-        values = sorted({normalize_text(v) for v in c.values} - empty)
+        empty = {""} if c.name in keep_zeros else {"", "0"}  # prepare's empties
+        values = sorted({normalize_text(v) for v in c.values or ()} - empty)
         out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
     return tuple(out)
 
 
 def prepare_params(
-    params: ReleaseParams, dp_edges: dict[str, list[float]] | None = None
+    params: ReleaseParams,
+    dp_edges: dict[str, list[float]] | None = None,
+    headers: Sequence[str] = (),
 ) -> PrepareParams:
     """The core PrepareParams (declared bins from the schema, DP quantile edges from the
-    ``binning`` stage in ``dp_edges``)."""
+    ``binning`` stage in ``dp_edges``).
+
+    ``headers`` are the input's column names, needed to expand ``sensitive_zeros = ["all"]``.
+    """
     from sds_core.data.binning import Binning
+    from sds_core.data.zeros import ALL_COLUMNS, zero_columns
 
     bins = []
     for col in params.table_schema.columns if params.table_schema else []:
@@ -477,7 +491,13 @@ def prepare_params(
     return PrepareParams(
         use_columns=tuple(params.use_columns),
         sensitive_zeros=tuple(
-            c for c in params.sensitive_zeros if not params.use_columns or c in params.use_columns
+            c
+            for c in (
+                zero_columns(headers, params.sensitive_zeros)
+                if ALL_COLUMNS in {z.strip().lower() for z in params.sensitive_zeros}
+                else params.sensitive_zeros
+            )
+            if not params.use_columns or c in params.use_columns
         ),
         subject_id=params.subject_id,
         record_limit=params.record_limit,

@@ -9,20 +9,25 @@ summary, and ``manifest.json`` with the sha256 of every artifact. The manifest t
 
 from __future__ import annotations
 
-import io
-import re
+import time
 from pathlib import PurePath
 from typing import Any
 
-import pandas as pd
-
+from release_store.artifact_encoding import (
+    aggregates_parquet,
+    aggregates_tsv,
+    synthetic_files,
+)
+from release_store.report_inputs import recorded_noise
 from release_store.run import ReleaseRun
+from release_store.stages import PUBLISH, stage_record
 from release_store.workdir import now
 from release_store.workspace import (
     atomic_write_bytes,
     atomic_write_json,
     collect_versions,
     sha256_file,
+    utc_now,
 )
 
 ARTIFACTS = (
@@ -35,81 +40,6 @@ ARTIFACTS = (
     "report.html",
     "explorer.html",
 )
-
-
-def aggregates_tsv(aggregates: Any) -> bytes:
-    """SDS text form: header, ``record_count`` line, then combinations by length, count desc."""
-    frame = aggregates.to_frame()
-    frame = frame.sort_values(
-        ["length", "count", "combination"], ascending=[True, False, True], kind="stable"
-    )
-    lines = [
-        "selections\tprotected_count",
-        f"record_count\t{int(aggregates.protected_number_of_records)}",
-    ]
-    lines += [f"{c}\t{n}" for c, n in zip(frame["combination"], frame["count"], strict=True)]
-    return ("\n".join(lines) + "\n").encode()
-
-
-def _parquet_bytes(frame: Any) -> bytes:
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    buf = io.BytesIO()
-    pq.write_table(pa.Table.from_pandas(frame, preserve_index=False), buf)
-    return buf.getvalue()
-
-
-def csv_bytes(frame: Any) -> bytes:
-    """The frame as CSV, byte-identical to ``frame.to_csv(index=False)`` (minimal quoting).
-
-    Arrow writes it ~20x faster than pandas when no header or cell needs quoting (no delimiter,
-    quote or line break in any label); otherwise pandas quotes what needs it.
-    """
-    import pyarrow as pa
-    import pyarrow.csv as pacsv
-
-    special = re.compile(r'[,"\r\n]')
-    texts = [str(c) for c in frame.columns]
-    for col in frame.columns:
-        texts.extend(str(v) for v in pd.unique(frame[col].astype(str)))
-    if frame.shape[1] == 0 or bool(frame.isna().any().any()) or any(map(special.search, texts)):
-        return str(frame.to_csv(index=False)).encode()
-    buf = io.BytesIO()
-    buf.write((",".join(str(c) for c in frame.columns) + "\n").encode())
-    table = pa.Table.from_pandas(frame.astype(str), preserve_index=False)
-    pacsv.write_csv(table, buf, pacsv.WriteOptions(include_header=False, quoting_style="none"))
-    return buf.getvalue()
-
-
-FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
-"""First characters that make a spreadsheet read a CSV cell as a formula (CSV injection)."""
-_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
-
-
-def neutralize_formulas(frame: Any) -> tuple[Any, int]:
-    """A copy of ``frame`` whose text cells (and headers) that a spreadsheet would run as a
-    formula are prefixed with an apostrophe; plain numbers (``-5``, ``+1.5e3``) are kept.
-
-    Returns the frame and how many cells were changed (0: the frame itself, unchanged).
-
-    >>> import pandas as pd
-    >>> out, n = neutralize_formulas(pd.DataFrame({"a": ["=1+1", "-5", "@x", "ok"]}))
-    >>> list(out["a"]), n
-    (["'=1+1", '-5', "'@x", 'ok'], 2)
-    """
-
-    def risky(v: object) -> bool:
-        return isinstance(v, str) and v.startswith(FORMULA_START) and not _NUMBER.fullmatch(v)
-
-    changed = sum(int(frame[c].map(risky).sum()) for c in frame.columns)
-    renamed = {c: f"'{c}" for c in frame.columns if risky(str(c))}
-    if not changed and not renamed:
-        return frame, 0
-    out = frame.rename(columns=renamed)
-    for c in out.columns:
-        out[c] = out[c].map(lambda v: f"'{v}" if risky(v) else v)
-    return out, changed + len(renamed)
 
 
 def public_evaluation(evaluation: Any) -> dict[str, Any]:
@@ -134,15 +64,15 @@ def write_artifacts(
     validation: dict[str, Any],
 ) -> dict[str, str]:
     """Write the publishable files; returns name -> sha256."""
-    from sds_core.data.decoding import to_frame
-
     out = run.dirs.release_dir
-    atomic_write_bytes(out / "aggregates.parquet", _parquet_bytes(aggregates.to_frame()))
-    atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates))
-    syn = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
-    atomic_write_bytes(out / "synthetic.parquet", _parquet_bytes(syn))
-    safe, _ = neutralize_formulas(syn)  # synthetic.parquet keeps the values unchanged
-    atomic_write_bytes(out / "synthetic.csv", csv_bytes(safe))
+    table = aggregates.to_arrow()
+    atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table))
+    atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates, table))
+    del table
+    syn_parquet, syn_csv = synthetic_files(synthetic)
+    atomic_write_bytes(out / "synthetic.parquet", syn_parquet)
+    atomic_write_bytes(out / "synthetic.csv", syn_csv)
+    del syn_parquet, syn_csv
     atomic_write_json(
         out / "evaluation.json",
         {
@@ -191,16 +121,15 @@ def write_release(
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages: list[dict[str, Any]],
-    aggregate_noise: dict[str, Any] | None = None,
+    noise: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write artifacts, the report and the complete manifest; close the ledger reservation.
 
-    ``aggregate_noise`` (aggregate-seeded releases): each length's noise scale σ_k·√Δ_k and
-    threshold ρ_k, DP or public values that make the aggregates measurements anyone can refit
-    (the consistent model of ``synthesis = "model"`` is a function of them and the aggregates).
-
-    Returns the complete manifest.
+    ``noise`` is the release's noise description (``privacy.noise``, see
+    :func:`release_store.run.noise_scales`). Returns the complete manifest, whose last stage
+    entry is this ``publish`` stage with its own timing.
     """
+    started, t0 = utc_now(), time.perf_counter()
     dirs = run.dirs
     ledger = run.ledger()
     charges = ledger.charges(release_id=run.release_id)
@@ -227,7 +156,7 @@ def write_release(
                 }
                 for c in charges
             ],
-            **({"aggregate_noise": aggregate_noise} if aggregate_noise is not None else {}),
+            "noise": noise if noise is not None else recorded_noise(run),
         },
         "input": {
             "name": PurePath(run.params.input).name,  # never the local path
@@ -242,12 +171,7 @@ def write_release(
     write_report_and_explorer(run, manifest, aggregates, synthetic, evaluation)
     manifest["stages"] = [
         *stages,
-        {
-            "name": "publish",
-            "status": "complete",
-            "finished": now(),
-            "artifacts": sorted(manifest["artifacts"]),
-        },
+        stage_record(PUBLISH, started, t0, artifacts=sorted(manifest["artifacts"])),
     ]
     ledger.complete(run.release_id)
     manifest["status"] = "complete"

@@ -15,7 +15,7 @@ from importlib import resources
 from typing import Any
 
 from release_store.charts import Series, esc, hbars, heatmap, stacked, vbars
-from release_store.report_inputs import ReportInputs, laplace_half_width
+from release_store.report_inputs import ReportInputs, count_sd, laplace_half_width
 
 MAX_VALUES = 25
 """Largest number of values drawn per column in the 1-way charts (the largest by DP count)."""
@@ -385,6 +385,43 @@ def _table(rows: list[tuple[str, str]], head: tuple[str, str]) -> str:
     return f"<table><tr><th>{esc(head[0])}</th><th>{esc(head[1])}</th></tr>{body}</table>"
 
 
+def _num(value: Any, fmt: str) -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def noise_section(inputs: ReportInputs) -> str:
+    """The noise of each published count (manifest ``privacy.noise``) and how to read it."""
+    noise = inputs.noise
+    rows = []
+    rc = noise.get("record_count")
+    if isinstance(rc, dict):
+        rows.append(
+            f"<tr><td>record count</td><td>{esc(rc['mechanism'])}</td>"
+            f"<td class='num'>scale {_num(rc.get('scale'), '.6g')}</td><td></td><td></td>"
+            f"<td class='num'>{_num(rc.get('noise_sd'), '.4g')}</td></tr>"
+        )
+    for e in noise.get("by_length") or []:
+        rows.append(
+            f"<tr><td>length {int(e['length'])}</td><td>{esc(e['mechanism'])}</td>"
+            f"<td class='num'>σ {_num(e.get('sigma'), '.6g')}</td>"
+            f"<td class='num'>{int(e['allowed_sensitivity'])}</td>"
+            f"<td class='num'>{_num(e.get('threshold'), '.6g') or 'nothing released'}</td>"
+            f"<td class='num'>{count_sd(e):.4g}</td></tr>"
+        )
+    table = (
+        "<table><tr><th>counts</th><th>mechanism</th><th class='num'>noise scale</th>"
+        "<th class='num'>allowed sensitivity Δ</th><th class='num'>threshold</th>"
+        "<th class='num'>noise standard deviation</th></tr>" + "".join(rows) + "</table>"
+        if rows
+        else ""
+    )
+    return (
+        "<h3>Noise of each published count</h3>"
+        + table
+        + f"<p>{esc(noise.get('how_to_read', ''))}</p>"
+    )
+
+
 def details_section(inputs: ReportInputs) -> str:
     """Key parameters, the spend table, the artifacts with their sha256, all parameters."""
     m = inputs.manifest
@@ -406,7 +443,9 @@ def details_section(inputs: ReportInputs) -> str:
         + "<h3>Privacy spend by stage</h3><table><tr><th>stage</th><th>mechanism</th>"
         "<th class='num'>ε</th><th class='num'>δ</th><th class='num'>ρ (zCDP)</th></tr>"
         + spend
-        + "</table><h3>Files of this release</h3>"
+        + "</table>"
+        + noise_section(inputs)
+        + "<h3>Files of this release</h3>"
         + artifacts
         + "<p class='meta'>report.html, explorer.html and manifest.json are listed in the "
         "manifest with their sha256; <code>sds audit --verify</code> checks them.</p>"

@@ -13,22 +13,12 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from release_store.ledger import Ledger
-from release_store.params import dp_params
-from release_store.run import ReleaseRun
+from release_store.run import ReleaseRun, noise_scales
 from release_store.stages import aggregate_stage
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInternalError
 from sds_core.evaluation.agreement import Agreement, agreement
 from sds_core.marginals.aggregates import AggregateSet
-
-HOW_TO_READ = (
-    "A published count of length k carries discrete Gaussian noise of standard deviation "
-    "sigma_k * sqrt(allowed_sensitivity_k): about 95% of such counts lie within 1.96 standard "
-    "deviations of the true count (before rounding and the consistency post-processing). A "
-    "combination whose noisy count fell below the threshold of its length is not reported. The "
-    "record count carries discrete Laplace noise of the given scale (standard deviation about "
-    "scale * sqrt(2))."
-)
 
 
 def count_sd(entry: dict[str, Any]) -> float:
@@ -55,42 +45,21 @@ def laplace_half_width(scale: float) -> float:
     return scale * math.log(20.0)
 
 
-def noise_description(run: ReleaseRun, aggregates: AggregateSet) -> dict[str, Any]:
-    """``manifest["privacy"]["noise"]`` computed from the budget plan and the DP checkpoints.
+def recorded_noise(run: ReleaseRun) -> dict[str, Any]:
+    """``manifest["privacy"]["noise"]`` rebuilt from the release's aggregate-k checkpoints.
 
-    Every value is DP or data-independent: σ_k and the record count's Laplace scale come from
-    the plan (ε, δ, R and the DP record count), Δ_k and the thresholds from the aggregate-k
-    stages' DP outputs. A registry synthesizer (no SDS stages) has no per-length noise.
+    The same description the flow publishes (:func:`release_store.run.noise_scales`), for a
+    caller that did not carry the aggregate-k results to publish: Δ_k and the thresholds are
+    the stages' DP outputs, σ_k and the record count's scale come from the budget plan.
     """
-    if run.params.synthesizer != "aggregate-seeded":
-        return {"record_count": None, "by_length": [], "how_to_read": HOW_TO_READ}
-    from sds_core.marginals.engine import plan_release
-
-    protected = aggregates.protected_number_of_records
-    if protected is None:
-        raise SdsInternalError("DP aggregates without a protected record count")
-    dp = dp_params(run.params)
-    plan = plan_release(dp, int(protected))
-    by_length = []
-    for k in range(1, run.params.reporting_length + 1):
-        step = run.dirs.load_checkpoint(aggregate_stage(k))
-        if step is None:
-            raise SdsInternalError(f"publishing before stage {aggregate_stage(k)} finished")
-        threshold = float(step["threshold"])
-        by_length.append(
-            {
-                "length": k,
-                "mechanism": "discrete-gaussian",
-                "sigma": float(plan.sigma_by_len[k - 1]),
-                "allowed_sensitivity": int(step["allowed_sensitivity"]),
-                "threshold": threshold if math.isfinite(threshold) else None,
-            }
-        )
-    return {
-        "record_count": {"mechanism": "discrete-laplace", "scale": 1.0 / plan.epsilon_records},
-        "by_length": by_length,
-        "how_to_read": HOW_TO_READ,
-    }
+    lengths: dict[int, dict[str, Any]] = {}
+    if run.params.synthesizer == "aggregate-seeded":
+        for k in range(1, run.params.reporting_length + 1):
+            step = run.dirs.load_checkpoint(aggregate_stage(k))
+            if step is None:
+                raise SdsInternalError(f"publishing before stage {aggregate_stage(k)} finished")
+            lengths[k] = step
+    return noise_scales(run.params, lengths)
 
 
 @dataclass(frozen=True, slots=True)
@@ -182,7 +151,7 @@ def gather(
     replay can rebuild the same report). ``public_evaluation`` is the publishable subset
     (``publishing.public_evaluation``).
     """
-    manifest["privacy"].setdefault("noise", noise_description(run, aggregates))
+    manifest["privacy"].setdefault("noise", recorded_noise(run))
     budget = budget_snapshot(run)
     if budget is not None:
         manifest["dataset_budget"] = asdict(budget)

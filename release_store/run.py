@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -39,6 +39,7 @@ __all__ = [
     "ReleaseRun",
     "SensitiveTable",
     "binning_spend",
+    "noise_scales",
     "planned_charges",
     "registry_synthesizer",
     "reserve",
@@ -177,7 +178,7 @@ class ReleaseRun:
 
 def registry_synthesizer(params: ReleaseParams) -> Any:
     """The registry synthesizer of ``params``, with options from the declared schema."""
-    from sds_core.dp.declared import DeclaredDomain
+    from sds_core.data.domain import DeclaredDomain
     from sds_core.synthesizers import create, option_names
 
     names = set(option_names(params.synthesizer))
@@ -246,6 +247,35 @@ def ledger_identity(run: ReleaseRun) -> str | None:
     home's own SQLite file (which moves with the home), else the URL without its password."""
     url = resolve_ledger_url(run.home, run.params.ledger)
     return None if url == default_ledger_url(run.home) else split_password(url)[0]
+
+
+REGISTRY_NOISE = (
+    "This release was made by a registry synthesizer, not by the SDS aggregate stages: its "
+    "noise is described with the synthesizer in docs/synthesizers.md, and the published "
+    "aggregates are exact counts of the synthetic records (post-processing of DP output)."
+)
+"""``privacy.noise.how_to_read`` of a release made by a registry synthesizer."""
+
+
+def noise_scales(params: ReleaseParams, lengths: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+    """The manifest's ``privacy.noise``: the noise of the record count and of each length k.
+
+    ``lengths`` maps k to its ``aggregate-k`` result (``allowed_sensitivity`` and
+    ``threshold``: DP values); σ_k and the Laplace scale come from the budget plan, which
+    needs no data. A registry synthesizer (no SDS lengths) has ``by_length = []`` and no record
+    count. See :func:`sds_core.marginals.privacy_report.noise_description`.
+    """
+    from sds_core.marginals.engine import plan_release
+    from sds_core.marginals.privacy_report import noise_description
+
+    if params.synthesizer != "aggregate-seeded":
+        return {"record_count": None, "by_length": [], "how_to_read": REGISTRY_NOISE}
+    ks = sorted(lengths)
+    return noise_description(
+        plan_release(dp_params(params), 1),  # δ explicit: the count does not enter the plan
+        [int(lengths[k]["allowed_sensitivity"]) for k in ks],
+        [float(lengths[k]["threshold"]) for k in ks],
+    )
 
 
 def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun:

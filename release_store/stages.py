@@ -34,6 +34,7 @@ __all__ = [
     "aggregate_stage",
     "release_stages",
     "spec",
+    "stage_record",
 ]
 
 BUDGET = "budget"
@@ -158,8 +159,26 @@ def release_stages(
     )
 
 
+def stage_record(name: str, started: str, t0: float, **extra: Any) -> dict[str, Any]:
+    """The manifest entry of a finished stage: name, status, ISO times (ms), ``duration_s``.
+
+    ``started`` is the :func:`release_store.workspace.utc_now` text taken when the stage began
+    and ``t0`` the ``time.perf_counter()`` reading taken with it; ``extra`` adds fields (e.g.
+    ``artifacts``).
+    """
+    spec(name)  # a name the registry knows
+    return {
+        "name": name,
+        "status": "complete",
+        "started": started,
+        "finished": utc_now(),
+        "duration_s": round(time.perf_counter() - t0, 3),
+        **extra,
+    }
+
+
 class Timeline:
-    """The finished stages of one run, in order: name, start and finish times, seconds taken.
+    """The finished stages of one run, in order: name, start and finish times, ``duration_s``.
 
     The one record of stage timings (the manifest's ``stages``); a stage is recorded only when
     its body finishes. ``on_done`` (e.g. the run logger) is called with each finished record.
@@ -176,14 +195,6 @@ class Timeline:
         spec(name)  # a name the registry knows
         started, t0 = utc_now(), time.perf_counter()
         yield
-        self.done.append(
-            {
-                "name": name,
-                "status": "complete",
-                "started": started,
-                "finished": utc_now(),
-                "seconds": round(time.perf_counter() - t0, 3),
-            }
-        )
+        self.done.append(stage_record(name, started, t0))
         if self._on_done is not None:
             self._on_done(self.done[-1])

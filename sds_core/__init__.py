@@ -39,12 +39,12 @@ _EXPORTS: dict[str, str] = {
     "Binning": "sds_core.data.binning",
     "BudgetPlan": "sds_core.dp.accounting",
     "CombinationCounts": "sds_core.marginals.aggregates",
-    "DeclaredDomain": "sds_core.dp.declared",
+    "DeclaredDomain": "sds_core.data.domain",
     "Domain": "sds_core.data.domain",
     "DpParams": "sds_core.marginals.params",
     "DpResult": "sds_core.marginals.engine",
     "EMPTY_CODE": "sds_core.data.domain",
-    "EvaluationParams": "sds_core.evaluation.metrics",
+    "EvaluationParams": "sds_core.evaluation.params",
     "FabricationMode": "sds_core.marginals.params",
     "FitResult": "sds_core.synthesizers",
     "LengthStep": "sds_core.marginals.steps",
@@ -57,7 +57,7 @@ _EXPORTS: dict[str, str] = {
     "SdsInputError": "sds_core.errors",
     "SdsInternalError": "sds_core.errors",
     "StageSpend": "sds_core.dp.accounting",
-    "SynthesisParams": "sds_core.synthesis.generator",
+    "SynthesisParams": "sds_core.synthesis.params",
     "Synthesizer": "sds_core.synthesizers",
     "SynthesizerSpend": "sds_core.synthesizers",
     "aggregate_length": "sds_core.marginals.engine",
@@ -151,7 +151,7 @@ __all__ = [
 if TYPE_CHECKING:
     from sds_core.data.binning import Binning
     from sds_core.data.decoding import fingerprint, to_arrow, to_frame, to_sorted_rows
-    from sds_core.data.domain import EMPTY_CODE, Domain
+    from sds_core.data.domain import EMPTY_CODE, DeclaredDomain, Domain
     from sds_core.data.preparation import PrepareParams, prepare
     from sds_core.data.table import MultiValueColumn, PreparedTable
     from sds_core.dp.accounting import (
@@ -162,17 +162,17 @@ if TYPE_CHECKING:
         plan_budget,
         zcdp_to_epsilon,
     )
-    from sds_core.dp.declared import DeclaredDomain, declared_one_tuples
+    from sds_core.dp.declared import declared_one_tuples
     from sds_core.dp.noise import discrete_gaussian, discrete_laplace, table_delta
     from sds_core.dp.percentile import dp_percentile
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.errors import SdsInputError, SdsInternalError
     from sds_core.evaluation.metrics import (
-        EvaluationParams,
         evaluate_release,
         marginal_fidelity,
         publishable_evaluation,
     )
+    from sds_core.evaluation.params import EvaluationParams
     from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
     from sds_core.marginals.engine import (
         DpResult,
@@ -186,7 +186,8 @@ if TYPE_CHECKING:
     from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
     from sds_core.marginals.privacy_report import PrivacyReport
     from sds_core.marginals.steps import LengthStep, RecordCountStep
-    from sds_core.synthesis.generator import SynthesisParams, synthesize
+    from sds_core.synthesis.generator import synthesize
+    from sds_core.synthesis.params import SynthesisParams
     from sds_core.synthesizers import (
         FitResult,
         Synthesizer,

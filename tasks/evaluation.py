@@ -14,7 +14,8 @@ from release_store import progress, stages
 from release_store.run import ReleaseRun, SensitiveTable
 from release_store.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
-from sds_core.evaluation.metrics import EvaluationParams, evaluate_release
+from sds_core.evaluation.metrics import evaluate_release
+from sds_core.evaluation.params import EvaluationParams
 from sds_core.marginals.aggregates import AggregateSet
 from tasks.options import SENSITIVE, task_logger
 

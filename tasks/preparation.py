@@ -9,11 +9,13 @@ from prefect import task
 
 from release_store import progress, stages
 from release_store.params import dp_binned_columns, prepare_params
+from release_store.preflight import zero_warning
 from release_store.run import ReleaseRun, SensitiveTable, binning_spend
 from release_store.stage_log import stage_done
 from sds_core.data.decoding import fingerprint
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
+from sds_core.data.zeros import zero_shares
 from sds_core.errors import SdsInputError, SdsInternalError
 from tasks.options import SENSITIVE, task_logger
 
@@ -69,7 +71,16 @@ def prepare_table(
 ) -> SensitiveTable[PreparedTable]:
     """Prepare the table; a resumed release must find the same prepared data (fingerprint)."""
     progress.stage("preparing the data")
-    prepared = prepare(table.value, prepare_params(run.params, dp_edges))
+    params = run.params
+    zeros = zero_shares(
+        table.value,
+        use_columns=params.use_columns,
+        sensitive_zeros=params.sensitive_zeros,
+        record_limit=params.record_limit,
+    )
+    if zeros:
+        task_logger().warning(zero_warning(zeros, coarse=True))
+    prepared = prepare(table.value, prepare_params(params, dp_edges, table.value.column_names))
     fp = fingerprint(prepared)
     dirs = run.dirs
     if dirs.state().get("fingerprint") not in (None, fp):

@@ -40,9 +40,14 @@ def publish_release(
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
-    aggregate_noise: dict[str, Any] | None = None,
+    noise: dict[str, Any] | None = None,
 ) -> str:
-    """Publish and sign the release; returns its directory."""
+    """Publish and sign the release; returns its directory.
+
+    ``noise`` is the manifest's ``privacy.noise`` (:func:`release_store.run.noise_scales`:
+    σ_k, Δ_k, threshold and noise_sd per length, the record count's scale); None rebuilds it
+    from the aggregate-k checkpoints.
+    """
     progress.stage("publish")
     signing_key(run.home)  # created or read before the release turns complete, so it can fail
     manifest = write_release(
@@ -54,7 +59,7 @@ def publish_release(
         evaluation=evaluation,
         validation=validation,
         stages=stages_done,
-        aggregate_noise=aggregate_noise,
+        noise=noise,
     )
     release_dir = str(run.dirs.release_dir)
     signed_by = sign_release(run.home, release_dir)
@@ -107,11 +112,52 @@ def _prefect_artifacts(
         description=f"Noise, threshold and utility by combination length, release {rid} "
         "(utility ratios are computed from the sensitive data: not DP)",
     )
+    noise_rows = noise_table(manifest["privacy"].get("noise") or {})
+    if noise_rows:
+        create_table_artifact(
+            key=f"noise-{key}"[:100],
+            table=noise_rows,
+            description=f"Noise of release {rid}. {manifest['privacy']['noise']['how_to_read']}",
+        )
     create_markdown_artifact(
         key=f"release-{key}"[:100],
         markdown=summary_markdown(manifest, folder, rows, signed_by),
         description="DP release summary",
     )
+
+
+def noise_table(noise: dict[str, Any]) -> list[dict[str, Any]]:
+    """The ``noise-<dataset>`` table: the record count's noise, then each length's.
+
+    >>> noise_table({"record_count": {"mechanism": "discrete-laplace", "scale": 50.0,
+    ...     "noise_sd": 70.7}, "by_length": []})[0]["counts"]
+    'record count'
+    """
+    rows = [
+        {
+            "counts": f"length {n['length']}",
+            "mechanism": n["mechanism"],
+            "sigma or scale": n["sigma"],
+            "allowed_sensitivity": n["allowed_sensitivity"],
+            "threshold": n["threshold"],
+            "noise_sd": n.get("noise_sd"),
+        }
+        for n in noise.get("by_length") or []
+    ]
+    rc = noise.get("record_count")
+    if rc:
+        rows.insert(
+            0,
+            {
+                "counts": "record count",
+                "mechanism": rc["mechanism"],
+                "sigma or scale": rc["scale"],
+                "allowed_sensitivity": 1,
+                "threshold": None,
+                "noise_sd": rc.get("noise_sd"),
+            },
+        )
+    return rows
 
 
 def _metrics(folder: Path) -> dict[str, Any]:
@@ -202,5 +248,9 @@ def summary_markdown(
         "| artifact | sha256 |",
         "|---|---|",
         *(f"| {n} | `{h[:16]}…` |" for n, h in sorted(manifest["artifacts"].items())),
+        "",
+        "| stage | seconds |",
+        "|---|---|",
+        *(f"| {s['name']} | {s.get('duration_s', '')} |" for s in manifest.get("stages") or []),
     ]
     return "\n".join(lines) + "\n"

@@ -6,34 +6,19 @@ Both checkpoint their records, so a resumed release neither draws nor spends twi
 
 from __future__ import annotations
 
-from typing import Any
-
 from prefect import task
 
 from release_store import progress, stages
-from release_store.params import dp_params, synthesis_epsilon
-from release_store.run import ProtectedCount, ReleaseRun, SensitiveTable, registry_synthesizer
+from release_store.params import synthesis_epsilon
+from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
 from release_store.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
-from sds_core.marginals.engine import plan_release
 from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.synthesis.consistent import AggregateNoise, ModelParams, synthesize_from_model
-from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
+from sds_core.synthesis.generator import default_target, synthesize
+from sds_core.synthesis.params import SynthesisParams
 from tasks.options import SENSITIVE, task_logger
-
-
-def aggregate_noise(
-    run: ReleaseRun, by_length: dict[int, dict[str, Any]], protected_n: ProtectedCount
-) -> AggregateNoise:
-    """Each length's noise scale σ_k·√Δ_k and threshold ρ_k (DP or public values only)."""
-    plan = plan_release(dp_params(run.params), protected_n.value)
-    lengths = range(1, run.params.reporting_length + 1)
-    return AggregateNoise.from_release(
-        plan.sigma_by_len,
-        [int(by_length[k]["allowed_sensitivity"]) for k in lengths],
-        [float(by_length[k]["threshold"]) for k in lengths],
-    )
 
 
 @task(name=stages.SYNTHESIZE, **SENSITIVE)

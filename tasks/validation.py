@@ -11,7 +11,9 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
+from release_store.params import gate_columns
 from release_store.run import ReleaseRun, SensitiveTable
+from release_store.schema_checks import input_schema
 from release_store.stage_log import gate_text, stage_done
 from release_store.validation import output_schema, validate_table
 from sds_core.data.decoding import to_frame
@@ -23,13 +25,10 @@ from tasks.options import SENSITIVE, task_logger
 def validate_input(run: ReleaseRun, table: SensitiveTable[Any]) -> list[dict[str, Any]]:
     """The input against the declared schema; raises ``SchemaValidationError`` on failure."""
     progress.stage("validating the input (Great Expectations)")
-    schema = run.params.table_schema
+    params = run.params
+    schema = input_schema(params.table_schema, gate_columns(params))
     summary: list[dict[str, Any]] = []
     if schema is not None:
-        if run.params.use_columns:
-            used = {*run.params.use_columns, run.params.subject_id}
-            keep = [c for c in schema.columns if c.name in used]
-            schema = schema.model_copy(update={"columns": keep})
         summary = validate_table(
             table.value, schema, name="input", private_dir=run.dirs.private_dir
         )

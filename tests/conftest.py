@@ -24,6 +24,8 @@ os.environ.update(
         "PREFECT_UI_ENABLED": "false",
         "PREFECT_LOCAL_STORAGE_PATH": os.path.join(_HOME, "storage"),
         "GX_ANALYTICS_ENABLED": "false",
+        # no test leaves a background server behind unless it asks for one (test_local_server)
+        "SDS_SERVER": "temporary",
     }
 )
 os.environ.pop("SDS_LEDGER_URL", None)  # tests choose their ledger explicitly

@@ -1,5 +1,7 @@
 """The input side of the core: value objects, SDS preprocessing, readers, binning and decoding.
 
 ``preparation.prepare`` turns a sensitive table into a ``PreparedTable`` (integer codes over a
-``Domain``); ``decoding`` turns codes back into text. Nothing here is differentially private.
+``Domain``); ``decoding`` turns codes back into text; ``text`` holds the trimming, escaping and
+name-matching rules and ``zeros`` finds the "0" cells preparation empties. Nothing here is
+differentially private.
 """

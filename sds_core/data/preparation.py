@@ -22,6 +22,7 @@ from sds_core.data.decoding import fingerprint, to_frame, to_sorted_rows
 from sds_core.data.domain import Domain
 from sds_core.data.readers import RawColumn, TableLike, TableSource
 from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.data.text import WHITESPACE, match_key, normalize_text
 from sds_core.errors import SdsInputError, SdsInternalError, invariant
 from sds_core.param_fields import check_fields, documented, param
 
@@ -36,34 +37,11 @@ __all__ = [
     "to_sorted_rows",
 ]
 
-# Rust's `str::trim` (Unicode White_Space), which the reference uses; Python's strip() differs.
-_WHITESPACE = (
-    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
-    "\u2009\u200a\u2028\u2029\u202f\u205f\u3000"
-)
 MISSING_ID_MESSAGE = "records with missing/empty Subject ID"
 CONFLICT_MESSAGE = (
     "records with duplicated IDs, please set the following columns as multi value if you "
     "want to join records with duplicated IDs: "
 )
-
-
-def normalize_text(value: str) -> str:
-    """Trim, then escape the reserved ``;`` and ``:`` (SDS header/value normalization).
-
-    >>> normalize_text("  d3;D "), normalize_text("a3:A")
-    ('d3<semicolon>D', 'a3<colon>A')
-    """
-    return value.strip(_WHITESPACE).replace(";", "<semicolon>").replace(":", "<colon>")
-
-
-def match_key(name: str) -> str:
-    """Key for case-insensitive, trimmed column matching (and subject ids).
-
-    >>> match_key("  g:senseZeros ")
-    'g:sensezeros'
-    """
-    return name.strip(_WHITESPACE).lower()
 
 
 def _tuple_of_names(field_name: str, value: object) -> tuple[str, ...]:
@@ -169,7 +147,7 @@ class PrepareParams:
                 "a column can be one or the other"
             )
         if self.subject_id is not None and (
-            not isinstance(self.subject_id, str) or not self.subject_id.strip(_WHITESPACE)
+            not isinstance(self.subject_id, str) or not self.subject_id.strip(WHITESPACE)
         ):
             raise SdsInputError(
                 f"PrepareParams.subject_id must be a non-empty column name or None, "

@@ -8,6 +8,7 @@ and the bounded-range charge of the exponential mechanism (``"tight"``, the defa
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -219,6 +220,13 @@ def epsilon_to_zcdp(epsilon: float, delta: float, method: str = "cks") -> float:
     closed = (math.sqrt(epsilon + log_inv) - math.sqrt(log_inv)) ** 2
     if method == "bs16":
         return closed
+    return _cks_rho(float(epsilon), float(delta), closed)
+
+
+@functools.lru_cache(maxsize=256)
+def _cks_rho(epsilon: float, delta: float, closed: float) -> float:
+    """The bisection of :func:`epsilon_to_zcdp` (``cks``); cached: a release plans the same
+    budget at every stage, and each bisection evaluates the CKS bound a few hundred times."""
     lo, hi = closed, closed  # BS16 is looser, so its ρ is a valid lower end
     while _cks_epsilon(hi, delta) <= epsilon:
         hi *= 2

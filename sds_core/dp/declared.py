@@ -1,121 +1,29 @@
 """Declared (weakly constrained) column domains and the CatHist mechanism (Rodriguez & Howe).
 
 A custodian declares each column's global domain before seeing the data (a value list and/or a
-size with generated labels). Noise is then added to every declared value: explicitly for values
-present in the data, analytically for the rest (a Binomial number of them pass the threshold,
-their counts drawn from the noise tail), so a domain of 10^10 values costs nothing. Used by the
-``cathist`` synthesizer and by the SDS engine's 1-tuple step (:func:`declared_one_tuples`).
+size with generated labels: ``DeclaredDomain``, in :mod:`sds_core.data.domain`). Noise is then
+added to every declared value: explicitly for values present in the data, analytically for the
+rest (a Binomial number of them pass the threshold, their counts drawn from the noise tail), so a
+domain of 10^10 values costs nothing. Used by the ``cathist`` synthesizer and by the SDS
+engine's 1-tuple step (:func:`declared_one_tuples`).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.data.domain import Domain
+from sds_core.data.domain import DeclaredDomain, Domain
 from sds_core.dp import noise
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError, invariant
 from sds_core.marginals.aggregates import CombinationCounts
 
-DEFAULT_LABEL_PREFIX = "unseen-"
 MAX_EXPECTED_RANDOM_VALUES = 10**6
-
-
-@dataclass(frozen=True, slots=True)
-class DeclaredDomain:
-    """The global domain of one column, declared without looking at the data.
-
-    Args:
-        column: the column name.
-        values: explicit values (indices 0..len-1), unique, non-empty strings.
-        size: total domain size; the ``size - len(values)`` values not listed are labelled
-            ``label_prefix`` + a zero-padded index (e.g. ``unseen-0042``). At least one of
-            ``values`` and ``size`` is required; a data value is declared iff it is listed or
-            equals one of the generated labels.
-        label_prefix: prefix of generated labels (pick one no real value starts with).
-
-    >>> d = DeclaredDomain("sex", values=("F", "M"), size=102)
-    >>> d.total_size, d.label(1), d.label(101)
-    (102, 'M', 'unseen-99')
-    >>> d.index_of(["M", "unseen-03", "X"]).tolist()
-    [1, 5, -1]
-    """
-
-    column: str
-    values: tuple[str, ...] | None = None
-    size: int | None = None
-    label_prefix: str = DEFAULT_LABEL_PREFIX
-    _index: dict[str, int] = field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        if not isinstance(self.column, str) or not self.column:
-            raise SdsInputError(
-                f"DeclaredDomain.column must be a non-empty string, got {self.column!r}"
-            )
-        if self.values is None and self.size is None:
-            raise SdsInputError(
-                f"declared domain of column {self.column!r} needs values=[...] and/or size=N"
-            )
-        vals = tuple(self.values or ())
-        if isinstance(self.values, str):
-            raise SdsInputError(f"declared values of {self.column!r} must be a list, not a string")
-        bad = [v for v in vals if not isinstance(v, str) or v == ""]
-        if bad or len(set(vals)) != len(vals):
-            raise SdsInputError(
-                f"declared values of column {self.column!r} must be unique non-empty strings"
-            )
-        if self.size is not None and (
-            isinstance(self.size, bool)
-            or not isinstance(self.size, int)
-            or self.size < max(len(vals), 1)
-        ):
-            raise SdsInputError(
-                f"declared size of column {self.column!r} must be an integer >= the number of "
-                f"listed values ({len(vals)}) and >= 1, got {self.size!r}"
-            )
-        if self.size is not None and self.size > len(vals) and not self.label_prefix:
-            raise SdsInputError(f"label_prefix of column {self.column!r} must not be empty")
-        object.__setattr__(self, "values", vals)
-        object.__setattr__(self, "_index", {v: i for i, v in enumerate(vals)})
-
-    @property
-    def total_size(self) -> int:
-        """Number of declared values N."""
-        return self.size if self.size is not None else len(self.values or ())
-
-    @property
-    def n_generated(self) -> int:
-        """Number of values known only by a generated label."""
-        return self.total_size - len(self.values or ())
-
-    def _width(self) -> int:
-        return len(str(max(self.n_generated - 1, 0)))
-
-    def label(self, index: int) -> str:
-        """Label of declared value ``index`` (0 <= index < N)."""
-        n_listed = len(self.values or ())
-        if index < n_listed:
-            return (self.values or ())[index]
-        return f"{self.label_prefix}{index - n_listed:0{self._width()}d}"
-
-    def index_of(self, labels: Sequence[str]) -> NDArray[np.int64]:
-        """Declared index of each label, -1 for values outside the declared domain."""
-        out = np.full(len(labels), -1, dtype=np.int64)
-        n_listed, width, pre = len(self.values or ()), self._width(), self.label_prefix
-        for i, lab in enumerate(labels):
-            j = self._index.get(lab)
-            if j is None and self.n_generated and lab.startswith(pre):
-                tail = lab[len(pre) :]
-                if len(tail) == width and tail.isdigit() and int(tail) < self.n_generated:
-                    j = n_listed + int(tail)
-            if j is not None:
-                out[i] = j
-        return out
 
 
 def cathist_tau(n: int, rho: float, epsilon: float) -> float:

@@ -8,7 +8,6 @@ the sensitive data, so nothing it returns is differentially private: every resul
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -17,6 +16,7 @@ from numpy.typing import NDArray
 
 from sds_core.data.table import PreparedTable
 from sds_core.errors import require
+from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.publishable import PUBLISHABLE_NOTE, publishable_evaluation
 from sds_core.evaluation.tables import (
     column_codes,
@@ -34,7 +34,6 @@ from sds_core.marginals._count_kernels import (
 )
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
-from sds_core.param_fields import check_fields, documented, param
 
 NOT_DP_NOTE = (
     "computed from the sensitive data: NOT differentially private; do not publish without the "
@@ -52,47 +51,6 @@ __all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported her
 ]
 FIRST_COUNT_BIN = 10
 DENSE_MARGINAL_CELLS = 1 << 22
-
-
-_NOT_DP = (
-    "Not DP: evaluation reads the sensitive data; only its publishable subset leaves the "
-    "data owner."
-)
-
-
-@documented
-@dataclass(frozen=True, slots=True)
-class EvaluationParams:
-    """Evaluation settings (no privacy meaning: evaluation is never published as DP).
-
-    Every field is declared once below (default, bounds, meaning).
-    """
-
-    reporting_length: int = param(
-        3,
-        kind=int,
-        ge=1,
-        doc="Longest combination length compared (a release compares up to its R).",
-        privacy=_NOT_DP,
-    )
-    resolution: int = param(
-        10,
-        kind=int,
-        ge=1,
-        doc="k of the rare-combination and preservation metrics: counts are compared in bins "
-        "of k records (SDS default 10).",
-        privacy=_NOT_DP,
-    )
-    max_marginal_order: int = param(
-        3,
-        kind=int,
-        ge=1,
-        doc="Longest marginal (number of columns) in the TVD workload.",
-        privacy=_NOT_DP,
-    )
-
-    def __post_init__(self) -> None:
-        check_fields(self)
 
 
 # ---- aggregate comparison ----------------------------------------------------------------------

@@ -11,10 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from sds_core.data.domain import Domain
@@ -130,17 +131,23 @@ class AggregateSet:
         return ";".join(sorted((texts[int(a)] for a in row), key=lambda s: s.encode()))
 
     def _attr_texts(self) -> tuple[str, ...]:
-        return self.domain.attribute_texts()
+        """``Column:value`` of every attribute id, built once per aggregate set."""
+        cached = self.__dict__.get("_attr_texts_cache")
+        if cached is None:
+            cached = self.domain.attribute_texts()
+            object.__setattr__(self, "_attr_texts_cache", cached)
+        return cached
 
     def to_text_dict(self) -> dict[str, int]:
         """``{"A:a1;B:b1": count}`` for every combination (the pac-synth dictionary form)."""
-        texts = self._attr_texts()
-        out: dict[str, int] = {}
-        for k in sorted(self.by_len):
-            cc = self.by_len[k]
-            for row, c in zip(cc.attrs.tolist(), cc.counts.tolist(), strict=True):
-                out[";".join(sorted((texts[a] for a in row), key=lambda s: s.encode()))] = int(c)
-        return out
+        table = self.to_arrow()
+        return dict(
+            zip(
+                table.column("combination").to_pylist(),
+                table.column("count").to_pylist(),
+                strict=True,
+            )
+        )
 
     @classmethod
     def from_text_dict(
@@ -172,35 +179,106 @@ class AggregateSet:
         }
         return cls(domain, reporting_length, by_len, protected_number_of_records, is_dp)
 
-    def to_frame(self) -> pd.DataFrame:
-        """One row per combination: ``length, combination, count`` + one column per domain column.
+    def to_arrow(self) -> pa.Table:
+        """One row per combination, lengths ascending, each length in its stored order.
 
-        The per-column cells hold the combination's value in that column, or null.
+        Columns: ``length`` (int64), ``combination`` (the SDS text form, attributes sorted
+        byte-wise), ``count`` (int64), then one string column per domain column holding the
+        combination's value in that column, or null. Built with Arrow kernels from one text
+        table indexed by attribute id, so it takes time linear in the number of combinations.
         """
-        cols = self.domain.columns
-        attr_col = self.domain.attribute_columns()
-        offsets = np.asarray(self.domain.offsets[:-1])
-        records: dict[str, list[Any]] = {"length": [], "combination": [], "count": []}
-        per_col: dict[str, list[Any]] = {c: [] for c in cols}
-        for k in sorted(self.by_len):
-            cc = self.by_len[k]
-            for row, c in zip(cc.attrs, cc.counts.tolist(), strict=True):
-                records["length"].append(k)
-                records["combination"].append(self.combination_text(row))
-                records["count"].append(int(c))
-                vals: list[str | None] = [None] * len(cols)
-                for a in row.tolist():
-                    ci = int(attr_col[a])
-                    vals[ci] = self.domain.labels[ci][a - int(offsets[ci])]
-                for name, v in zip(cols, vals, strict=True):
-                    per_col[name].append(v)
-        frame = pd.DataFrame(
-            {
-                "length": pd.array(records["length"], dtype="int64"),
-                "combination": pd.array(records["combination"], dtype="string"),
-                "count": pd.array(records["count"], dtype="int64"),
-            }
+        return combination_table(self.domain, [self.counts_of(k) for k in sorted(self.by_len)])
+
+    def to_frame(self) -> pd.DataFrame:
+        """:meth:`to_arrow` as a DataFrame (``string`` columns, nulls where a column is absent)."""
+        return combination_frame(self.to_arrow())
+
+
+def combination_frame(table: pa.Table) -> pd.DataFrame:
+    """A :func:`combination_table` as pandas: int64 and ``string`` columns, no copy of texts."""
+    data: dict[str, object] = {}
+    for name, column in zip(table.column_names, table.columns, strict=True):
+        if pa.types.is_large_string(column.type):
+            data[name] = pd.arrays.ArrowStringArray(column)
+        else:
+            data[name] = pd.array(column.to_numpy(), dtype="int64")
+    return pd.DataFrame(data)
+
+
+def _byte_ranks(texts: tuple[str, ...]) -> NDArray[np.int64]:
+    """Rank of each text in byte-wise (UTF-8) order, the order of a combination's attributes."""
+    order = sorted(range(len(texts)), key=lambda i: texts[i].encode())
+    rank = np.empty(len(texts), dtype=np.int64)
+    rank[np.asarray(order, dtype=np.int64)] = np.arange(len(texts), dtype=np.int64)
+    return rank
+
+
+def _in_text_order(attrs: NDArray[np.integer], rank: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Each row's attribute ids in the order their texts take in the combination's text."""
+    ids: NDArray[np.int64] = attrs.astype(np.int64)
+    return np.take_along_axis(ids, np.argsort(rank[ids], axis=1), axis=1)
+
+
+def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.int64] | None:
+    """Integer sort keys, one row per combination, ordered like the combinations' texts.
+
+    Returns a (k, m) array for ``np.lexsort`` (last row = primary key) whose order is the
+    byte order of the texts ``Col:val;Col:val``, or None when some attribute text contains
+    ``;`` (impossible after SDS normalization, which escapes it). Why it holds: with no ``;``
+    inside a text, ``a;...`` and ``b;...`` compare as ``a;`` and ``b;`` do, and neither of two
+    different ``x;`` is a prefix of the other; so all positions but the last compare by the
+    rank of ``text + ";"``, the last by the rank of ``text``.
+    """
+    texts = domain.attribute_texts()
+    if any(";" in t for t in texts):
+        return None
+    rank, rank_joined = _byte_ranks(texts), _byte_ranks(tuple(t + ";" for t in texts))
+    by_text = _in_text_order(block.attrs, rank)
+    k = block.length
+    keys = [rank_joined[by_text[:, j]] for j in range(k - 1)] + [rank[by_text[:, k - 1]]]
+    return np.stack(keys[::-1]) if keys else np.zeros((0, len(block)), dtype=np.int64)
+
+
+def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Table:
+    """The rows of :meth:`AggregateSet.to_arrow` for ``blocks`` (one per length, in order).
+
+    Each text is built once per attribute (``texts``); a combination's text is the join of its
+    attributes' texts, taken in byte order of the texts; a column cell is the label of the
+    combination's attribute in that column. Everything is a numpy gather or an Arrow kernel.
+    """
+    texts = domain.attribute_texts()
+    text_array = pa.array(texts, type=pa.large_string())
+    rank = _byte_ranks(texts)
+    attr_col = domain.attribute_columns()
+    offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
+    total = sum(len(b) for b in blocks)
+    lengths = np.empty(total, dtype=np.int64)
+    counts = np.empty(total, dtype=np.int64)
+    cells = np.full((domain.n_columns, total), -1, dtype=np.int32)  # label code; -1 = absent
+    combos: list[pa.Array] = []
+    sep = pa.scalar(";", pa.large_string())
+    start = 0
+    for block in blocks:
+        m, k = len(block), block.length
+        rows = np.arange(start, start + m)
+        lengths[rows], counts[rows] = k, block.counts
+        if m and k:
+            attrs = block.attrs.astype(np.int64)
+            by_text = _in_text_order(attrs, rank)
+            parts = [text_array.take(pa.array(by_text[:, j])) for j in range(k)]
+            combos.append(pc.binary_join_element_wise(*parts, sep) if k > 1 else parts[0])
+            for j in range(k):  # each attribute lands in its own column
+                cols = attr_col[attrs[:, j]]
+                cells[cols, rows] = attrs[:, j] - offsets[cols]
+        start += m
+    columns: dict[str, pa.Array] = {
+        "length": pa.array(lengths, type=pa.int64()),
+        "combination": pa.concat_arrays(combos) if combos else pa.array([], pa.large_string()),
+        "count": pa.array(counts, type=pa.int64()),
+    }
+    for c, (name, labels) in enumerate(zip(domain.columns, domain.labels, strict=True)):
+        absent = cells[c] < 0
+        columns[name] = pa.array(labels, type=pa.large_string()).take(
+            pa.array(np.where(absent, 0, cells[c]), mask=absent)
         )
-        for name in cols:
-            frame[name] = pd.array(per_col[name], dtype="string")
-        return frame
+    return pa.table(columns)

@@ -14,10 +14,9 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.domain import EMPTY_CODE, DeclaredDomain, Domain
 from sds_core.data.table import PreparedTable
 from sds_core.dp import noise
-from sds_core.dp.declared import DeclaredDomain
 from sds_core.errors import SdsInputError, require
 
 

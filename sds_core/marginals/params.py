@@ -12,8 +12,8 @@ import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
+from sds_core.data.domain import DeclaredDomain
 from sds_core.dp.accounting import default_delta
-from sds_core.dp.declared import DeclaredDomain
 from sds_core.errors import require
 from sds_core.param_fields import check_fields, documented, param
 

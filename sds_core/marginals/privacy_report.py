@@ -95,3 +95,74 @@ def privacy_report(
         accounting=plan.accounting,
         table_delta=tv,
     )
+
+
+HOW_TO_READ_NOISE = (
+    "Each published count of length k is the true count plus integer noise drawn from a "
+    "discrete Gaussian with standard deviation noise_sd = sigma * sqrt(allowed_sensitivity), "
+    "so about 95% of the counts lie within 1.96 * noise_sd of the true count (e.g. a count of "
+    "500 with noise_sd 20 means roughly 460 to 540). Combinations whose noisy count was at or "
+    "below the length's threshold were suppressed, and the survivors were then made "
+    "consistent (post-processing), so small published counts lean high. The record count "
+    "has discrete Laplace noise of the given scale (standard deviation noise_sd). A length "
+    "with allowed_sensitivity 0 released nothing (threshold null)."
+)
+"""The manifest's one-paragraph guide to :func:`noise_description`."""
+
+
+def discrete_laplace_sd(scale: float) -> float:
+    """Standard deviation of the discrete Laplace distribution of ``scale`` (t = 1/ε).
+
+    P(x) ∝ q^|x| with q = e^(−1/scale) has variance 2q / (1 − q)².
+
+    >>> round(discrete_laplace_sd(1.0), 3)
+    1.357
+    """
+    q = math.exp(-1.0 / scale)
+    return math.sqrt(2.0 * q) / (1.0 - q)
+
+
+def noise_description(
+    plan: BudgetPlan,
+    allowed_sensitivity_by_len: tuple[int, ...] | list[int],
+    threshold_by_len: tuple[float, ...] | list[float],
+) -> dict[str, Any]:
+    """The noise of one SDS release, for error bars: record count and every length k.
+
+    All values are DP outputs (Δ_k, thresholds that depend on Δ_k) or data-independent (σ_k,
+    the Laplace scale), so they may be published. ``threshold`` is None where it is infinite
+    (Δ_k = 0: nothing released).
+
+    >>> from sds_core.dp.accounting import plan_budget
+    >>> plan = plan_budget(epsilon=4.0, delta=1e-6, reporting_length=2,
+    ...     percentile_epsilon_proportion=0.01, number_of_records_epsilon_proportion=0.005,
+    ...     sigma_proportions=(1.0, 1.0))
+    >>> d = noise_description(plan, [3, 0], [40.5, math.inf])
+    >>> d["record_count"]["scale"], [x["threshold"] for x in d["by_length"]]
+    (50.0, [40.5, None])
+    """
+    by_length = []
+    for k, (allowed, threshold) in enumerate(
+        zip(allowed_sensitivity_by_len, threshold_by_len, strict=True), start=1
+    ):
+        sigma = plan.sigma_by_len[k - 1]
+        by_length.append(
+            {
+                "length": k,
+                "mechanism": "discrete-gaussian",
+                "sigma": sigma,
+                "allowed_sensitivity": int(allowed),
+                "threshold": _json_float(float(threshold) + 0.0),  # no -0.0
+                "noise_sd": sigma * math.sqrt(int(allowed)),
+            }
+        )
+    scale = 1.0 / plan.epsilon_records
+    return {
+        "record_count": {
+            "mechanism": "discrete-laplace",
+            "scale": scale,
+            "noise_sd": discrete_laplace_sd(scale),
+        },
+        "by_length": by_length,
+        "how_to_read": HOW_TO_READ_NOISE,
+    }

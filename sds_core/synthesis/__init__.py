@@ -1,7 +1,8 @@
 """Aggregate-seeded synthesis (spec §2.1): synthetic records from the DP aggregates alone.
 
-``generator`` is the entry point (``synthesize``, ``SynthesisParams``); ``layout`` lays the
-aggregates out as flat arrays (the ``Layout`` bundle); the compiled kernels are
+``generator`` is the entry point (``synthesize``; its settings, ``SynthesisParams``, are in
+``params``); ``layout`` lays the aggregates out as flat arrays (the ``Layout`` bundle); the
+compiled kernels are
 ``_completion_kernel`` (the default, column-by-column completion), ``_reference_kernel``
 (pac-synth's mode), with their settings and work state (``_state``), shared record operations
 (``_records``), aggregate lookups (``_lookups``) and bitsets (``_bitsets``).

@@ -15,6 +15,7 @@ import itertools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -71,6 +72,26 @@ class AggregateNoise:
                 for s, a in zip(sigma_by_len, allowed_sensitivity_by_len, strict=True)
             ),
             tuple(float(t) for t in threshold_by_len),
+        )
+
+    @classmethod
+    def from_description(cls, noise: Mapping[str, Any]) -> AggregateNoise:
+        """From a release's published noise description (the manifest's ``privacy.noise``).
+
+        Each ``by_length`` entry's ``noise_sd`` (σ_k·√Δ_k) and ``threshold`` (None: the length
+        released nothing). A release's consistent model is refitted from exactly these.
+
+        >>> AggregateNoise.from_description({"by_length": [
+        ...     {"length": 2, "noise_sd": 3.0, "threshold": None},
+        ...     {"length": 1, "noise_sd": 2.0, "threshold": 5.5}]})
+        AggregateNoise(sigma_by_len=(2.0, 3.0), threshold_by_len=(5.5, inf))
+        """
+        entries = sorted(noise.get("by_length") or [], key=lambda e: int(e["length"]))
+        if [int(e["length"]) for e in entries] != list(range(1, len(entries) + 1)):
+            raise SdsInputError("the noise description must give lengths 1..R, each once")
+        return cls(
+            tuple(float(e["noise_sd"]) for e in entries),
+            tuple(math.inf if e["threshold"] is None else float(e["threshold"]) for e in entries),
         )
 
 

@@ -14,9 +14,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from sds_core.data.domain import Domain
+from sds_core.data.domain import DeclaredDomain, Domain
 from sds_core.data.table import MultiValueColumn, PreparedTable
-from sds_core.dp.declared import DeclaredDomain
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
@@ -142,7 +141,8 @@ class AggregateSeeded(_DpOptions):  # type: ignore[misc]  # a base generated fro
 
     def sample(self, n: int | None, *, rng: np.random.Generator) -> PreparedTable:
         """Aggregate-seeded synthesis with ``SynthesisParams()`` (n: its target, None: none)."""
-        from sds_core.synthesis.generator import SynthesisParams, synthesize
+        from sds_core.synthesis.generator import synthesize
+        from sds_core.synthesis.params import SynthesisParams
 
         if self._model is None:
             raise SdsInputError("call fit() before sample()")

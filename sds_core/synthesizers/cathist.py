@@ -15,11 +15,10 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.domain import EMPTY_CODE, DeclaredDomain, Domain
 from sds_core.data.table import PreparedTable
 from sds_core.dp import noise
 from sds_core.dp.declared import (
-    DeclaredDomain,
     cathist_histogram,
     cathist_tau,
     cathist_threshold,

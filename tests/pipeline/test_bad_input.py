@@ -249,12 +249,22 @@ def test_existing_release_id(
 def test_release_id_of_a_failed_release(
     tmp_path: Path, tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
 ) -> None:
-    """Re-using the id of a release that failed (and was cancelled) is refused, naming the fix."""
+    """Re-using the id of a release that failed in the flow (and was cancelled) is refused,
+    naming the fix; an id the pre-flight refused was never reserved and stays free."""
+    from flows.release import release as release_flow
+    from release_store.params import build_params, load_config
+
     bad = _case_file("outside-domain", tmp_path, tiny_csv)
-    args = ["--config", str(tiny_config), "--home", str(home), "--release-id", "r9", "--quiet"]
-    assert run_cli("release", bad, *args)[0] == 1
-    code, _, err = run_cli("release", str(tiny_csv), *args)
+    args = ["--config", str(tiny_config), "--home", str(home), "--quiet"]
+    assert run_cli("release", bad, *args, "--release-id", "r8")[0] == 1  # pre-flight refusal
+    assert run_cli("release", str(tiny_csv), *args, "--release-id", "r8", "--seed", "1")[0] == 0
+    params = build_params(  # a deployment run has no pre-flight: the flow's gate refuses it
+        load_config(tiny_config), {"input": bad, "home": str(home), "release_id": "r9"}
+    )
+    assert release_flow(params, return_state=True).is_failed()
+    before = charges(home)
+    code, _, err = run_cli("release", str(tiny_csv), *args, "--release-id", "r9")
     assert code == 1
     assert "release id 'r9' was already used by a release that failed" in err
     assert "leave out --release-id" in err
-    assert charges(home) == [] and complete_releases(home) == []
+    assert charges(home) == before and len(complete_releases(home)) == 1

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import json
 import math
 import re
@@ -132,6 +133,53 @@ def test_release_directory_follows_the_contract(released: Path) -> None:
     assert verify_release(released) == []
 
 
+def test_manifest_times_every_stage(released: Path) -> None:
+    """Each stage, publish included, has millisecond start/finish times and a duration_s."""
+    import re
+    from datetime import datetime
+
+    m = json.loads((released / "manifest.json").read_text())
+    assert m["stages"][-1]["name"] == "publish"
+    for stage in m["stages"]:
+        for key in ("started", "finished"):
+            assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", stage[key])
+        span = datetime.fromisoformat(stage["finished"]) - datetime.fromisoformat(stage["started"])
+        assert stage["duration_s"] >= 0 and abs(span.total_seconds() - stage["duration_s"]) < 0.05
+        assert "seconds" not in stage
+
+
+def test_manifest_describes_the_noise_as_the_ledger_charged_it(released: Path) -> None:
+    """privacy.noise: the count's Laplace scale is 1/ε of its charge; each length's σ_k gives
+    its charged ρ_k (1/(2σ_k²) + the percentile's share); Δ_k and threshold are the stage's."""
+    from release_store.workdir import ReleaseDirs
+
+    m = json.loads((released / "manifest.json").read_text())
+    noise = m["privacy"]["noise"]
+    home = released.parents[2]
+    rows = {r.stage: r for r in charges(home) if r.release_id == m["release_id"]}
+    count = noise["record_count"]
+    assert count["mechanism"] == "discrete-laplace"
+    assert math.isclose(count["scale"], 1 / rows["count"].epsilon, rel_tol=1e-12)
+    assert count["noise_sd"] > count["scale"]  # √2·scale, a little more for integers
+    assert [n["length"] for n in noise["by_length"]] == [1, 2]
+    dirs = ReleaseDirs(home, "tiny", m["release_id"])
+    percentile_shares = set()
+    for n in noise["by_length"]:
+        assert n["mechanism"] == "discrete-gaussian"
+        step = dirs.load_checkpoint(f"aggregate-{n['length']}")
+        assert n["allowed_sensitivity"] == step["allowed_sensitivity"] >= 1
+        assert n["threshold"] == step["threshold"] >= 0  # length 2: adaptive, η = 1 gives 0
+        assert math.isclose(n["noise_sd"], n["sigma"] * math.sqrt(n["allowed_sensitivity"]))
+        rho = rows[f"aggregate-{n['length']}"].rho
+        percentile_shares.add(round(rho - 1 / (2 * n["sigma"] ** 2), 12))
+    assert len(percentile_shares) == 1 and percentile_shares.pop() > 0
+    assert "noise_sd" in noise["how_to_read"]
+    report = (released / "report.html").read_text()
+    assert "Noise of each published count" in report and f"scale {count['scale']:.6g}" in report
+    assert html.escape(noise["how_to_read"]) in report
+    assert "aggregate_noise" not in m["privacy"]  # one description of the noise
+
+
 def test_aggregates_and_synthetic_shapes(released: Path) -> None:
     """aggregates.parquet has length/combination/count + one column per input column."""
     agg = pd.read_parquet(released / "aggregates.parquet")
@@ -210,6 +258,7 @@ def test_prefect_artifacts_are_created(released: Path) -> None:
         "by-length-tiny",
         "report-tiny",
         "explorer-tiny",
+        "noise-tiny",
         "aggregate-progress-tiny",
         "synthesize-progress-tiny",
     } <= set(by_key)
@@ -220,6 +269,7 @@ def test_prefect_artifacts_are_created(released: Path) -> None:
     ours = [d for d in by_key["release-tiny"] if released.name in d]
     assert len(ours) == 1 and f"| protected (DP) record count | {rows:,} |" in ours[0]
     assert "dataset budget left after it" in ours[0]
+    assert "| stage | seconds |" in ours[0] and "| count | " in ours[0]  # stage timings
     assert 100.0 in [float(d) for d in by_key["synthesize-progress-tiny"]]  # reached 100%
 
 
@@ -292,6 +342,8 @@ def test_registry_synthesizer_release(
     assert "release " not in err  # --quiet: no progress display
     m = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())
     assert "fit" in [s["name"] for s in m["stages"]]
+    noise = m["privacy"]["noise"]
+    assert noise["by_length"] == [] and noise["record_count"] is None and noise["how_to_read"]
     rows = charges(home)
     assert rows and all(r.stage.startswith("histogram-1way") for r in rows)
     assert math.fsum(r.epsilon for r in rows) <= 2.0 + 1e-12

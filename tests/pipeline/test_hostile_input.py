@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from release_store import ingest
-from release_store.publishing import csv_bytes, neutralize_formulas
+from release_store.artifact_encoding import csv_bytes, neutralize_formulas
 from release_store.workspace import resolve_home
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import charges, complete_releases, run_cli

@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from sds_core.synthesis.consistent import AggregateNoise
 from tests.pipeline.conftest import charges, complete_releases, run_cli
 
 
@@ -38,8 +39,8 @@ def test_model_mode_release(
     path = Path(out.strip().splitlines()[-1])
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["parameters"]["synthesis"] == "model"
-    noise = manifest["privacy"]["aggregate_noise"]  # what makes the aggregates refittable
-    assert len(noise["sigma_by_len"]) == len(noise["threshold_by_len"]) == 2
+    noise = AggregateNoise.from_description(manifest["privacy"]["noise"])  # refittable
+    assert len(noise.sigma_by_len) == len(noise.threshold_by_len) == 2
     assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]
     synthetic = pd.read_csv(path / "synthetic.csv", dtype=str)
     assert len(synthetic) == manifest["input"]["rows"]  # the DP record count

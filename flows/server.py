@@ -1,0 +1,363 @@
+"""The local Prefect server ``sds`` keeps per SDS home: start, stop, status, reuse.
+
+``sds server start`` (or a ``sds release`` that finds no Prefect API to talk to) starts a Prefect
+server in the background on 127.0.0.1, its database in ``$SDS_HOME/prefect``; later releases
+reuse it and start in seconds instead of waiting for a temporary server. The Prefect UI it serves
+shows every run and artifact. A small supervisor process (``python -m flows.server``) owns the
+server: it stops it on ``sds server stop``, when the home's record of it (``server.json``)
+disappears, and, for a server a release started on its own, after an idle time without
+releases. Only the standard library is imported here (the server runs in its own process).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import fcntl
+import importlib.util
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+__all__ = [
+    "DEFAULT_IDLE_MINUTES",
+    "ServerInfo",
+    "server_dir",
+    "start",
+    "status",
+    "stop",
+    "touch",
+    "wait_healthy",
+]
+
+STATE_FILE = "server.json"
+LAST_USED_FILE = "server.last-used"
+LOG_FILE = "server.log"
+DEFAULT_IDLE_MINUTES = 60.0
+"""A server started by a release (not by ``sds server start``) stops after this long unused."""
+PREFERRED_PORT = 4200  # Prefect's usual port, when it is free
+_POLL_S = 2.0
+
+SERVER_SETTINGS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_API_BLOCKS_REGISTER_ON_START": "true",  # a lasting server: Blocks page, secrets
+    "PREFECT_UI_ENABLED": "true",  # the point of a lasting server: runs and artifacts in the UI
+    "PREFECT__SERVER_FINAL": "1",  # as `prefect server start` sets for its uvicorn process
+}
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """One home's server: where it answers, who supervises it, when it stops by itself."""
+
+    home: str
+    port: int
+    pid: int
+    started_at: str
+    idle_timeout_s: float | None
+    healthy: bool = False
+
+    @property
+    def api_url(self) -> str:
+        """The ``PREFECT_API_URL`` of the server."""
+        return f"http://127.0.0.1:{self.port}/api"
+
+    @property
+    def ui_url(self) -> str:
+        """The Prefect UI."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def describe(self) -> str:
+        """One line for people: the UI, the process, when it stops, how to stop it."""
+        when = (
+            f"stops after {self.idle_timeout_s / 60:g} minutes without a release"
+            if self.idle_timeout_s
+            else "runs until stopped"
+        )
+        return (
+            f"Prefect server for {self.home} at {self.ui_url} (supervisor pid {self.pid}, "
+            f"database {server_dir(Path(self.home)) / 'prefect.db'}); it {when}; stop it with "
+            f"`sds server stop --home {self.home}`"
+        )
+
+
+def server_dir(home: Path) -> Path:
+    """``$SDS_HOME/prefect``: the server's database, record, log and lock."""
+    return Path(home) / "prefect"
+
+
+@contextlib.contextmanager
+def _locked(home: Path) -> Iterator[None]:
+    d = server_dir(home)
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "server.lock", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _healthy(port: int, timeout: float = 2.0) -> bool:
+    try:
+        url = f"http://127.0.0.1:{port}/api/health"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def _read(home: Path) -> ServerInfo | None:
+    try:
+        data = json.loads((server_dir(home) / STATE_FILE).read_text())
+        data.pop("healthy", None)
+        return ServerInfo(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def status(home: Path) -> ServerInfo | None:
+    """The home's server if its supervisor is alive (``healthy``: it answers), else None.
+
+    A record left by a supervisor that died is removed.
+    """
+    info = _read(home)
+    if info is None:
+        return None
+    if not _alive(info.pid):
+        with contextlib.suppress(OSError):
+            (server_dir(home) / STATE_FILE).unlink()
+        return None
+    return ServerInfo(**{**asdict(info), "healthy": _healthy(info.port)})
+
+
+def _free_port() -> int:
+    for port in (PREFERRED_PORT, 0):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise OSError("no free TCP port on 127.0.0.1")  # pragma: no cover - bind(0) never fails
+
+
+def start(
+    home: Path, *, idle_timeout_s: float | None = None, port: int | None = None
+) -> ServerInfo:
+    """Start the home's server in the background (or return the running one); no waiting.
+
+    Args:
+        home: the SDS home; the database is ``<home>/prefect/prefect.db``.
+        idle_timeout_s: stop after this many seconds without a release (None: never).
+        port: the port (default 4200 when free, else any free port).
+    """
+    home = Path(home).absolute()
+    with _locked(home):
+        running = status(home)
+        if running is not None:
+            return running
+        port = port or _free_port()
+        d = server_dir(home)
+        log = open(d / LOG_FILE, "ab")  # handed to the detached process, closed here
+        try:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "flows.server",
+                    "--home",
+                    str(home),
+                    "--port",
+                    str(port),
+                    *(["--idle-timeout", str(idle_timeout_s)] if idle_timeout_s else []),
+                ],
+                cwd=str(d),
+                env=_supervisor_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # not killed with the terminal or the release's group
+            )
+        finally:
+            log.close()
+        info = ServerInfo(
+            str(home),
+            port,
+            proc.pid,
+            datetime.now(UTC).isoformat(timespec="seconds"),
+            idle_timeout_s,
+        )
+        record = asdict(info)
+        record.pop("healthy")
+        (d / STATE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        touch(home)
+        return info
+
+
+def _supervisor_env() -> dict[str, str]:
+    """The environment of the supervisor: this one, with the project importable."""
+    env = dict(os.environ)
+    project = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [project, env.get("PYTHONPATH")]))
+    return env
+
+
+def wait_healthy(info: ServerInfo, timeout: float = 300.0) -> ServerInfo:
+    """Block until the server answers; raise ``RuntimeError`` with its log if it cannot start."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if _healthy(info.port):
+            return ServerInfo(**{**asdict(info), "healthy": True})
+        if not _alive(info.pid):
+            break
+        time.sleep(0.2)
+    log = server_dir(Path(info.home)) / LOG_FILE
+    tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+    raise RuntimeError(
+        f"the local Prefect server for {info.home} did not start within {timeout:.0f} s "
+        f"(log {log}): {tail.strip()[-500:]}"
+    )
+
+
+def stop(home: Path, timeout: float = 60.0) -> ServerInfo | None:
+    """Stop the home's server (its supervisor stops the server first); the info, or None."""
+    home = Path(home).absolute()
+    with _locked(home):
+        info = status(home)
+        if info is None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(info.pid, signal.SIGTERM)
+        end = time.monotonic() + timeout
+        while _alive(info.pid) and time.monotonic() < end:
+            time.sleep(0.1)
+        if _alive(info.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(info.pid, signal.SIGKILL)  # its own session: the server goes too
+        with contextlib.suppress(OSError):
+            (server_dir(home) / STATE_FILE).unlink()
+        return info
+
+
+def touch(home: Path) -> None:
+    """Record that a release used the server now (the idle timeout counts from here)."""
+    path = server_dir(Path(home)) / LAST_USED_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()
+
+
+# -- the supervisor process -------------------------------------------------------------------
+def _server_command(port: int) -> list[str]:
+    spec = importlib.util.find_spec("prefect")
+    app_dir = str(Path(spec.origin).parents[1]) if spec and spec.origin else "."
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        app_dir,
+        "--factory",
+        "prefect.server.api.server:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+
+
+def _server_env(home: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(SERVER_SETTINGS)
+    env["PREFECT_HOME"] = str(server_dir(home))
+    env["PREFECT_SERVER_API_HOST"] = "127.0.0.1"
+    env["PREFECT_SERVER_API_PORT"] = str(port)
+    env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{port}/api"
+    return env
+
+
+def supervise(home: Path, port: int, idle_timeout_s: float | None) -> int:
+    """Run the server and watch it; returns the exit status (the supervisor's ``main``)."""
+    child = subprocess.Popen(
+        _server_command(port), env=_server_env(home, port), stdin=subprocess.DEVNULL
+    )
+    stopping = False
+
+    def _stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    grace = time.monotonic() + 30  # start() writes the record right after starting us
+    while (rec := _read(home)) is None or rec.pid != os.getpid():
+        if time.monotonic() > grace or stopping:
+            break
+        time.sleep(0.1)
+    reason = "stopped"
+    while not stopping:
+        if child.poll() is not None:
+            reason = f"server exited with status {child.returncode}"
+            break
+        info = _read(home)
+        if info is None or info.pid != os.getpid():
+            reason = "its record is gone (home removed or another server took over)"
+            break
+        if idle_timeout_s:
+            try:
+                idle = time.time() - (server_dir(home) / LAST_USED_FILE).stat().st_mtime
+            except OSError:
+                idle = idle_timeout_s + 1
+            if idle > idle_timeout_s:
+                reason = f"idle for {idle / 60:.0f} minutes"
+                break
+        time.sleep(_POLL_S)
+    if child.poll() is None:
+        child.terminate()
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+    info = _read(home)
+    if info is not None and info.pid == os.getpid():
+        with contextlib.suppress(OSError):
+            (server_dir(home) / STATE_FILE).unlink()
+    print(f"{datetime.now(UTC).isoformat()} sds server supervisor: {reason}", flush=True)
+    return 0 if reason == "stopped" or reason.startswith("idle") else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m flows.server --home H --port P [--idle-timeout S]``: the supervisor."""
+    ap = argparse.ArgumentParser(description="Supervise the Prefect server of an SDS home.")
+    ap.add_argument("--home", required=True, type=Path)
+    ap.add_argument("--port", required=True, type=int)
+    ap.add_argument("--idle-timeout", type=float, default=None)
+    args = ap.parse_args(argv)
+    return supervise(args.home, args.port, args.idle_timeout)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
