@@ -461,6 +461,65 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     return tuple(out)
 
 
+def synthesizer_domains(params: ReleaseParams) -> tuple[Any, ...]:
+    """The DeclaredDomain of every column a declared-domain synthesizer (``cathist``) releases.
+
+    A column's domain is its declared ``values`` (less what preparation empties: ``""``, and
+    ``"0"`` unless the column is in ``sensitive_zeros``), or the labels of its declared ``edges``
+    or ``width`` bins over its declared ``[min, max]``. Everything comes from the schema, so a
+    column without a declared domain is refused here, before the data is read or any ε charged.
+    """
+    from sds_core.data.binning import Binning, declared_bin_labels
+    from sds_core.data.domain import DeclaredDomain
+    from sds_core.data.text import normalize_text
+    from sds_core.data.zeros import zero_columns
+
+    schema = params.table_schema
+    if schema is None:
+        return ()
+    if not params.use_columns and schema.allow_extra_columns:
+        raise SdsInputError(
+            f"synthesizer {params.synthesizer!r} releases the declared columns only, but the "
+            "schema accepts undeclared columns (allow_extra_columns = true): list the columns "
+            "to release with use_columns (--use-columns a,b,c) or set allow_extra_columns = false"
+        )
+    names = params.use_columns or [c.name for c in schema.columns]
+    out = []
+    for name in names:
+        c = schema.column(name)
+        if c is None:
+            raise SdsInputError(
+                f"synthesizer {params.synthesizer!r} needs a declared domain for column "
+                f"{name!r}, which the [schema] does not declare: add it to [[schema.columns]]"
+            )
+        if c.bins is not None and c.bins.dp_quantiles is not None:
+            raise SdsInputError(
+                f"synthesizer {params.synthesizer!r} needs the bins of column {c.name!r} before "
+                "the data is read, but bins.dp_quantiles chooses them during the release: "
+                "declare bins = { edges = [...] } or { width = w } instead"
+            )
+        if c.bins is not None:
+            spec = c.bins
+            binning = (
+                Binning(c.name, edges=tuple(spec.edges))
+                if spec.edges is not None
+                else Binning(c.name, width=spec.width, origin=spec.origin)
+            )
+            values = list(declared_bin_labels(binning, c.min, c.max))
+        elif c.values is not None:
+            kept = zero_columns([c.name], params.sensitive_zeros)  # a name, or "all"
+            empty = {""} if kept else {"", "0"}  # prepare's empties
+            values = sorted({normalize_text(v) for v in c.values} - empty)
+        else:
+            raise SdsInputError(
+                f"synthesizer {params.synthesizer!r} releases each column's histogram over its "
+                f"declared domain, and column {c.name!r} declares none: give it values = [...] "
+                "(or, numeric, bins with a min and max), or leave it out with use_columns"
+            )
+        out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
+    return tuple(out)
+
+
 def prepare_params(
     params: ReleaseParams,
     dp_edges: dict[str, list[float]] | None = None,

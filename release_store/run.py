@@ -27,6 +27,7 @@ from release_store.params import (
     dp_binned_columns,
     dp_params,
     synthesis_epsilon,
+    synthesizer_domains,
 )
 from release_store.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace import Manifest, discard_incomplete, new_release_id, resolve_home
@@ -178,19 +179,13 @@ class ReleaseRun:
 
 def registry_synthesizer(params: ReleaseParams) -> Any:
     """The registry synthesizer of ``params``, with options from the declared schema."""
-    from sds_core.data.domain import DeclaredDomain
     from sds_core.synthesizers import create, option_names
 
     names = set(option_names(params.synthesizer))
     if "max_model_bytes" in names:  # mst: columns come from the data's domain
         return create(params.synthesizer, max_model_bytes=params.max_model_bytes)
     if "declared" in names and params.table_schema is not None:
-        declared = tuple(
-            DeclaredDomain(c.name, values=tuple(c.values))
-            for c in params.table_schema.columns
-            if c.values is not None and (not params.use_columns or c.name in params.use_columns)
-        )
-        return create(params.synthesizer, declared=declared)
+        return create(params.synthesizer, declared=synthesizer_domains(params))
     if "columns" not in names:
         return create(params.synthesizer)
     columns = list(params.use_columns) or (

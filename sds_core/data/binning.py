@@ -119,6 +119,50 @@ class Binning:
         return np.asarray(names, dtype=object)[inverse.reshape(-1)]
 
 
+def declared_bin_labels(
+    binning: Binning, lo: float | None, hi: float | None, *, limit: int = 100_000
+) -> tuple[str, ...]:
+    """Every label a value in the declared range ``[lo, hi]`` can get, in bin order.
+
+    The range is public (the schema's ``min``/``max``), so the labels are a declared domain:
+    with ``edges``, the open bins ``"<e_0"``/``">e_{n-1}"`` are included unless the range rules
+    them out; with ``width``, both ends of the range are needed (else the bins are unbounded).
+
+    >>> declared_bin_labels(Binning("age", edges=(0, 18, 65, 120)), 0, 120)
+    ('0-18', '18-65', '65-120')
+    >>> declared_bin_labels(Binning("age", edges=(0, 18, 65)), None, 70)
+    ('<0', '0-18', '18-65', '>65')
+    >>> declared_bin_labels(Binning("puma", width=1000), 100, 2500)
+    ('0-1000', '1000-2000', '2000-3000')
+    """
+    if binning.edges is not None:
+        edges = binning.edges
+        out = [] if lo is not None and lo >= edges[0] else [f"<{format_number(edges[0])}"]
+        for a, b in itertools.pairwise(edges):
+            last = b == edges[-1]
+            if (hi is None or a <= hi) and (lo is None or lo < b or (last and lo <= b)):
+                out.append(f"{format_number(a)}-{format_number(b)}")
+        if hi is None or hi > edges[-1]:
+            out.append(f">{format_number(edges[-1])}")
+        return tuple(out)
+    if lo is None or hi is None:
+        raise SdsInputError(
+            f"column {binning.column!r}: bins of width {format_number(binning.width or 0)} "
+            "have no declared end: give the column a min and a max"
+        )
+    width = float(binning.width)  # type: ignore[arg-type]
+    k_lo = math.floor((lo - binning.origin) / width)
+    k_hi = math.floor((hi - binning.origin) / width)
+    if k_hi - k_lo + 1 > limit:
+        raise SdsInputError(
+            f"column {binning.column!r}: bins of width {format_number(width)} over "
+            f"[{format_number(lo)}, {format_number(hi)}] make {k_hi - k_lo + 1} bins "
+            f"(more than {limit}): use wider bins"
+        )
+    lows = [binning.origin + k * width for k in range(k_lo, k_hi + 1)]
+    return tuple(f"{format_number(a)}-{format_number(a + width)}" for a in lows)
+
+
 def bin_strings(binning: Binning, texts: Sequence[str]) -> tuple[list[str], NDArray[np.bool_]]:
     """Bin label of each text (trimmed, non-empty) and a mask of texts that are not finite numbers.
 

@@ -7,8 +7,16 @@ import pickle
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
-from release_store.params import build_params, declared_domains, dp_params, load_config
+from release_store.params import (
+    build_params,
+    declared_domains,
+    dp_params,
+    load_config,
+    synthesizer_domains,
+)
+from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import run_cli
 
 DECLARED_COLUMNS = "sex,educ,married,inc_cat"
@@ -27,6 +35,41 @@ def test_declared_domains_follow_the_schema(tiny_config: Path, tiny_csv: Path) -
     assert "0" not in declared["educ"].values and len(declared["educ"].values) == 16
     assert dp_params(params).declared_domains == tuple(declared.values())
     assert declared_domains(_params(tiny_config, tiny_csv)) == ()  # age is binned
+
+
+def test_cathist_domains_include_declared_bins(tiny_config: Path, tiny_csv: Path) -> None:
+    """cathist releases every column: a binned column's domain is its bins over [min, max]."""
+    params = _params(tiny_config, tiny_csv, synthesizer="cathist")
+    domains = {d.column: d.values for d in synthesizer_domains(params)}
+    assert list(domains) == ["sex", "age", "educ", "married", "inc_cat"]
+    assert domains["age"] == ("0-30", "30-50", "50-70", "70-121")
+    assert domains["sex"] == ("0", "1") and "0" not in domains["educ"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "message"),
+    [
+        ("bins = { edges = [0, 30, 50, 70, 121] }", "bins = { dp_quantiles = 4 }",
+         "bins.dp_quantiles chooses them during the release"),
+        ("min = 0\nmax = 120\nbins = { edges = [0, 30, 50, 70, 121] }", "bins = { width = 10 }",
+         "give the column a min and a max"),
+        ('values = ["0", "1"]\nnullable = false', "nullable = false",
+         "column 'sex' declares none"),
+        ("max_rows = 100000", "max_rows = 100000\nallow_extra_columns = true",
+         "use_columns"),
+    ],
+)  # fmt: skip
+def test_cathist_refuses_columns_without_a_declared_domain(
+    tiny_config: Path, tiny_csv: Path, tmp_path: Path, old: str, new: str, message: str
+) -> None:
+    """A column whose domain the schema does not fix is refused at planning, naming it."""
+    text = tiny_config.read_text()
+    assert old in text
+    cfg = tmp_path / "c.toml"
+    cfg.write_text(text.replace(old, new, 1))
+    params = build_params(load_config(cfg), {"input": str(tiny_csv), "synthesizer": "cathist"})
+    with pytest.raises(SdsInputError, match=message):
+        synthesizer_domains(params)
 
 
 def test_declared_release_publishes_only_declared_labels(
