@@ -4,9 +4,9 @@ Three canaries ride in an otherwise ordinary input: a unique string in one rare 
 numeric value (in a binned column), and a unique subject id whose two rows are joined into one
 record (``subject_id``). Each run is the real ``sds release`` in a subprocess, as a user runs it:
 its own temporary Prefect server with the database, logs and result storage under
-``$SDS_HOME/prefect``, logging to the Prefect API on at INFO. After a complete release, a
-release that fails validation after ingest (its bad cell is a fourth canary) and a release
-SIGKILLed in ``aggregate-2`` then resumed, every byte under ``$SDS_HOME/releases`` and
+``$SDS_HOME/prefect``, logging to the Prefect API on at INFO. After a complete release, a release
+whose bad cell (a fourth canary) the CLI's pre-flight refuses before the flow starts, and a
+release SIGKILLed in ``aggregate-2`` then resumed, every byte under ``$SDS_HOME/releases`` and
 ``$SDS_HOME/prefect`` and every line printed is searched. The private workspace may hold raw
 values (validation details); its modes are checked instead.
 """
@@ -127,7 +127,8 @@ def _found(data: bytes) -> list[str]:
 @pytest.mark.slow
 def test_no_canary_leaks_and_private_modes(tmp_path: Path) -> None:
     """0 canaries found in releases/, the console, the Prefect DB, logs and result storage,
-    after a complete, a failed and a resumed release; private files 0600, directories 0700."""
+    after a complete, a refused (pre-flight) and a resumed release; private files 0600,
+    directories 0700."""
     home, inputs = tmp_path / "home", tmp_path / "inputs"
     inputs.mkdir()
     config = tmp_path / "leak.toml"
@@ -150,8 +151,10 @@ def test_no_canary_leaks_and_private_modes(tmp_path: Path) -> None:
     # the canaries really are in what the releases read (the search would find them)
     assert _found(good.read_bytes()) == [CANARY_TEXT, str(CANARY_NUMBER), CANARY_SUBJECT]
     assert CANARY_BAD in _found(bad.read_bytes())
-    details = home / "private" / "leak-bad" / "validation-input.json"  # private: may quote it
-    assert CANARY_BAD in _found(details.read_bytes())
+    # the bad input is refused by the CLI's pre-flight (release_store/preflight.py), before the
+    # flow or GX run: no validation details are written and no run reaches Prefect
+    assert not (home / "private" / "leak-bad").exists()
+    assert not (home / "releases" / "tiny" / "leak-bad").exists()
 
     searched = {"console": b"".join(r.stdout + r.stderr for r in runs)}
     for root in (home / "releases", home / "prefect"):
