@@ -121,6 +121,35 @@ def test_budget_is_checked_before_the_data_is_read(tmp_path: Path, tiny_config: 
     assert charges(home) == [] and Ledger.open(home).reservation("r1") is None
 
 
+def test_budget_check_reads_the_release_ledger_url(
+    ledger_url: str, tmp_path: Path, tiny_config: Path
+) -> None:
+    """The pre-flight reads the ledger the release names (SQLite or PostgreSQL), not the home's
+    file, and writes nothing: no reservation, no charge, no ledger file created in the home."""
+    from release_store.ledger import Ledger
+
+    home = tmp_path / "home"
+    home.mkdir()
+    ledger = Ledger.from_url(ledger_url)
+    ledger.set_budget("tiny", epsilon=1.0, delta=1e-3)
+    before = ledger.rows()
+    params = build_params(
+        load_config(tiny_config),
+        {
+            "input": str(tmp_path / "never-read.csv"),
+            "home": str(home),
+            "release_id": "r1",
+            "ledger": ledger_url,
+        },
+    )
+    with pytest.raises(SdsInputError, match=r"needs \(epsilon=2.0.*only \(epsilon=1.0"):
+        check_budget(params)
+    ledger.set_budget("tiny", epsilon=3.0, delta=1e-3)
+    check_budget(params)  # affordable now: passes
+    assert len(ledger.rows()) == len(before) + 1  # only the second set_budget
+    assert ledger.reservation("r1") is None and not (home / "ledger.sqlite").exists()
+
+
 def test_zero_warning_names_columns_shares_and_the_fix(tiny_csv: Path) -> None:
     """Without sensitive_zeros the 0/1 columns are named with their share and the option."""
     params = build_params(

@@ -52,7 +52,7 @@ from flows.release import release
 serve(release.to_deployment(name="ui-failing", enforce_parameter_schema=True))
 """
 PREFECT = [sys.executable, "-m", "prefect"]
-SDS = [sys.executable, "-c", "from flows.cli import app; app()"]
+SDS = [sys.executable, "-c", "from flows.cli import main; main()"]  # as `sds` runs (quick exit)
 SHARE = ["--budget-share", "0.2"]
 QUIET = ["--seed", "7", "--quiet"]
 _UNSET = (  # tests/conftest.py's hermetic settings, which would hide what the user gets
