@@ -32,6 +32,7 @@ SYNTHESIZERS = (
     "dirichlet-multinomial",
     "cathist",
     "mst",
+    "aim",
 )
 """Synthesizer names accepted before the registry (sds_core.synthesizers) is importable."""
 
@@ -228,7 +229,7 @@ class ReleaseParams(BaseModel):
     max_model_bytes: int = Field(
         2 * 1024**3,
         ge=1,
-        description="Largest working memory a fitted model (synthesis 'model', mst) may need; "
+        description="Largest working memory a fitted model (synthesis 'model', mst, aim) may need; "
         "checked before anything is charged.",
     )
     binning_epsilon_proportion: float = Field(
