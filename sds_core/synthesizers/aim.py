@@ -108,7 +108,7 @@ class Aim:
     degree: int = 3
     max_clique_cells: int = 100_000
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
-    iterations: int = 200
+    iterations: int = 500
     round_iterations: int = 50
     _model: MstModel | None = field(default=None, init=False, repr=False)
 
