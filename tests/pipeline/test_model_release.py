@@ -59,7 +59,6 @@ def test_mst_release(tiny_csv: Path, tiny_config: Path, home: Path, prefect_serv
     assert (aggregates["count"] > 0).all()
 
 
-
 @pytest.mark.slow
 def test_aim_release(tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str) -> None:
     """aim: two ledger stages (1-way, all rounds) adding up to ε; its measurements published."""
@@ -72,6 +71,7 @@ def test_aim_release(tiny_csv: Path, tiny_config: Path, home: Path, prefect_serv
     aggregates = pd.read_parquet(path / "aggregates.parquet")
     assert 1 in set(aggregates["length"])
     assert (aggregates["count"] > 0).all()
+
 
 def test_model_too_large_is_refused_before_any_charge(
     tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
