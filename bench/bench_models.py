@@ -1,7 +1,7 @@
-"""Benchmark: SDS records vs the consistent model (synthesis = "model") vs mst vs independent.
+"""Benchmark: SDS records vs the consistent model (synthesis = "model") vs mst/aim vs independent.
 
 Same data, same ε, same run: for each data set and ε, our DP aggregates (R = 3, defaults) are
-synthesized two ways (SDS records, the consistent model), mst runs at the same (ε, δ), and
+synthesized two ways (SDS records, the consistent model), mst and aim run at the same (ε, δ), and
 independent per-column sampling from the DP 1-counts is the floor. Prints mean TVD over all
 1-/2-/3-way marginals (empty counted as a value), the model's fit/sample seconds and its size.
 PUMS_ca_10k.csv from ../shared/data; larger sizes are seeded resamples of it.
@@ -9,6 +9,7 @@ PUMS_ca_10k.csv from ../shared/data; larger sizes are seeded resamples of it.
     .venv/bin/python bench/bench_models.py                              # 10k raw + binned, ε 1/4/10
     .venv/bin/python bench/bench_models.py --sizes 100000 --epsilons 4
     .venv/bin/python bench/bench_models.py --sizes 1000000 --epsilons 4 --binned-only --skip-records
+    .venv/bin/python bench/bench_models.py --methods mst aim                # only these rows
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ from sds_core.synthesis.generator import SynthesisParams, default_target, synthe
 from sds_core.synthesizers import create
 
 DELTA = 1e-6
+METHODS = ("records", "model", "mst", "aim", "independent")
 
 
 def _row(name: str, original, table, seconds: str, extra: str = "") -> str:
@@ -47,7 +49,7 @@ def _row(name: str, original, table, seconds: str, extra: str = "") -> str:
     return f"| {name} | {t[1]:.4f} | {t[2]:.4f} | {t[3]:.4f} | {seconds} | {extra} |"
 
 
-def run(size: int, binned: bool, epsilon: float, seed: int, skip_records: bool) -> None:
+def run(size: int, binned: bool, epsilon: float, seed: int, methods: set[str]) -> None:
     """One data set at one ε: all methods, same run."""
     rng = np.random.default_rng(seed)
     frame = pd.read_csv(DATA, dtype=str, keep_default_na=False)
@@ -73,7 +75,7 @@ def run(size: int, binned: bool, epsilon: float, seed: int, skip_records: bool) 
     print(f"\n(SDS aggregation {agg_s:.2f} s; load {open('/proc/loadavg').read().split()[0]})\n")
     print("| method | TVD1 | TVD2 | TVD3 | seconds (fit + sample) | notes |")
     print("|---|---|---|---|---|---|")
-    if not skip_records:
+    if "records" in methods:
         t0 = time.perf_counter()
         records = synthesize(
             aggregates,
@@ -81,24 +83,36 @@ def run(size: int, binned: bool, epsilon: float, seed: int, skip_records: bool) 
             rng=np.random.default_rng(seed),
         )
         print(_row("SDS records (default)", original, records, f"{time.perf_counter() - t0:.2f}"))
-    t0 = time.perf_counter()
-    model = fit_aggregates(aggregates, noise)
-    t1 = time.perf_counter()
-    table = records_of(model, aggregates, n, rng=np.random.default_rng(seed))
-    t2 = time.perf_counter()
-    print(
-        _row(
-            "SDS aggregates + consistent model",
-            original,
-            table,
-            f"{t1 - t0:.2f} + {t2 - t1:.2f}",
-            f"{len(model.tree.cliques)} cliques, {model.tree.cells:,} cells "
-            f"(~{model.tree.cells * 48 / 2**20:.1f} MiB), {model.iterations} iterations",
+    if "model" in methods:
+        t0 = time.perf_counter()
+        model = fit_aggregates(aggregates, noise)
+        t1 = time.perf_counter()
+        table = records_of(model, aggregates, n, rng=np.random.default_rng(seed))
+        t2 = time.perf_counter()
+        print(
+            _row(
+                "SDS aggregates + consistent model",
+                original,
+                table,
+                f"{t1 - t0:.2f} + {t2 - t1:.2f}",
+                f"{len(model.tree.cliques)} cliques, {model.tree.cells:,} cells "
+                f"(~{model.tree.cells * 48 / 2**20:.1f} MiB), {model.iterations} iterations",
+            )
         )
-    )
-    mst = create("mst")
+    for name in ("mst", "aim"):
+        if name in methods:
+            _registry_row(name, original, epsilon, seed)
+    if "independent" in methods:
+        print(_row("independent (DP 1-counts)", original, independent(aggregates, n, rng), "-"))
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    print(f"\npeak RSS of the process so far: {rss:.0f} MiB")
+
+
+def _registry_row(name: str, original, epsilon: float, seed: int) -> None:
+    """A registry synthesizer (mst, aim) at the same (ε, δ) and key."""
+    synth = create(name)
     t0 = time.perf_counter()
-    fit = mst.fit(
+    fit = synth.fit(
         original,
         epsilon=epsilon,
         delta=DELTA,
@@ -106,21 +120,14 @@ def run(size: int, binned: bool, epsilon: float, seed: int, skip_records: bool) 
         release_label="bench",
     )
     t1 = time.perf_counter()
-    table = mst.sample(None, rng=np.random.default_rng(seed))
+    table = synth.sample(None, rng=np.random.default_rng(seed))
     t2 = time.perf_counter()
     fitted = fit.model.fitted
-    print(
-        _row(
-            "mst (ours)",
-            original,
-            table,
-            f"{t1 - t0:.2f} + {t2 - t1:.2f}",
-            f"{fitted.tree.cells:,} cells, {fitted.iterations} iterations",
-        )
-    )
-    print(_row("independent (DP 1-counts)", original, independent(aggregates, n, rng), "-"))
-    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"\npeak RSS of the process so far: {rss:.0f} MiB")
+    extra = f"{fitted.tree.cells:,} cells, {fitted.iterations} iterations"
+    if name == "aim":
+        rounds = fit.privacy_report["rounds"]
+        extra += f", {len(rounds)} rounds, {len(fitted.tree.cliques)} cliques"
+    print(_row(f"{name} (ours)", original, table, f"{t1 - t0:.2f} + {t2 - t1:.2f}", extra))
 
 
 def main() -> None:
@@ -130,8 +137,10 @@ def main() -> None:
     parser.add_argument("--binned-only", action="store_true")
     parser.add_argument("--raw-only", action="store_true")
     parser.add_argument("--skip-records", action="store_true", help="no SDS record synthesis")
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
+    methods = set(args.methods) - ({"records"} if args.skip_records else set())
     kinds = [False, True]
     if args.binned_only:
         kinds = [True]
@@ -140,7 +149,7 @@ def main() -> None:
     for size in args.sizes:
         for binned in kinds:
             for eps in args.epsilons:
-                run(size, binned, eps, args.seed, args.skip_records)
+                run(size, binned, eps, args.seed, methods)
 
 
 if __name__ == "__main__":

@@ -33,6 +33,7 @@ SYNTHESIZERS = (
     "dirichlet-multinomial",
     "cathist",
     "mst",
+    "aim",
 )
 """Every synthesizer name a release accepts: ``aggregate-seeded`` (the SDS stages) and the
 registry's names (``sds_core.synthesizers.available()``, which a test keeps equal to this
@@ -232,7 +233,7 @@ class ReleaseParams(BaseModel):
     max_model_bytes: int = Field(
         2 * 1024**3,
         ge=1,
-        description="Largest working memory a fitted model (synthesis 'model', mst) may need; "
+        description="Largest working memory a fitted model (synthesis 'model', mst, aim) may need; "
         "checked before anything is charged.",
     )
     binning_epsilon_proportion: float = Field(

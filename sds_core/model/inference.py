@@ -8,6 +8,7 @@ marginal of the distribution p(x) ∝ exp(Σ_j θ_j(x_Cj)), scaled to a total co
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -76,3 +77,22 @@ def calibrate(tree: JunctionTree, theta: Sequence[Table], total: float) -> list[
         beliefs[j] = acc[j] + down.reshape(broadcast_shape(sep, tree.cliques[j], tree.sizes))
     log_z = float(logsumexp(beliefs[0], tuple(range(beliefs[0].ndim))))
     return [total * np.exp(b - log_z) for b in beliefs]
+
+
+def marginal_of(tree: JunctionTree, marginals: Sequence[Table], columns: Sequence[int]) -> Table:
+    """The model's marginal (counts) over any ascending ``columns``, in a clique or not.
+
+    Inside one clique it is a projection; otherwise the distribution's factorisation (root
+    marginal times each clique's conditional on its separator) is contracted with einsum.
+    """
+    j = tree.containing(columns)
+    if j >= 0:
+        return project(marginals[j], tree.cliques[j], columns)
+    operands: list[Any] = [marginals[0], list(tree.cliques[0])]
+    for k in range(1, len(tree.cliques)):
+        clique, sep = tree.cliques[k], tree.separator(k)
+        below = project(marginals[k], clique, sep).reshape(broadcast_shape(sep, clique, tree.sizes))
+        cond = np.divide(marginals[k], below, out=np.zeros_like(marginals[k]), where=below > 0)
+        operands += [cond, list(clique)]
+    out: Table = np.einsum(*operands, list(columns), optimize="greedy")
+    return out

@@ -148,3 +148,43 @@ def check_model_size(
         "with use_columns, lower the reporting length, or raise max_model_bytes if the memory "
         "is there. Nothing was charged."
     )
+
+
+def tree_of_cliques(sizes: Sequence[int], cliques: Sequence[Sequence[int]]) -> JunctionTree:
+    """A junction tree whose cliques cover every one of ``cliques`` (and every column).
+
+    Triangulates the graph joining the columns of each clique by greedy elimination (the column
+    whose neighbourhood table is smallest first), keeps the maximal elimination cliques and joins
+    them by a maximum-weight spanning tree on separator size (Prim), which has the running
+    intersection property. Used by ``aim``, whose measured cliques are any sets of columns.
+
+    >>> tree_of_cliques((2, 2, 2, 2), [(0, 1), (1, 2), (2, 3), (0, 3)]).cliques
+    ((0, 1, 3), (1, 2, 3))
+    """
+    d = len(sizes)
+    graph: dict[int, set[int]] = {i: set() for i in range(d)}
+    for clique in cliques:
+        for a in clique:
+            graph[a] |= set(clique) - {a}
+    found: list[Clique] = []
+    while graph:
+        v = min(graph, key=lambda u: (math.prod(sizes[w] for w in graph[u] | {u}), u))
+        near = graph.pop(v)
+        found.append(tuple(sorted(near | {v})))
+        for a in near:
+            graph[a] |= near - {a}
+            graph[a].discard(v)
+    maximal = sorted(
+        {c for c in found if not any(set(c) < set(o) for o in found)},
+        key=lambda c: (-math.prod(sizes[i] for i in c), c),
+    )
+    order, parents = [maximal[0]], [-1]
+    rest = maximal[1:]
+    while rest:
+        k, p = max(
+            ((k, p) for k in range(len(rest)) for p in range(len(order))),
+            key=lambda kp: (len(set(rest[kp[0]]) & set(order[kp[1]])), -kp[0], -kp[1]),
+        )
+        order.append(rest.pop(k))
+        parents.append(p)
+    return JunctionTree(tuple(sizes), tuple(order), tuple(parents))

@@ -1,12 +1,13 @@
 """Synthesizers selectable by name: the interface, the registry and the seeds' methods.
 
 ``aggregate-seeded`` (SDS), ``histogram-1way`` / ``histogram-nway`` (Programming DP),
-``dirichlet-multinomial`` (Hu), ``cathist`` (Rodriguez & Howe) and ``mst`` (McKenna et al.) are
-registered on import.
+``dirichlet-multinomial`` (Hu), ``cathist`` (Rodriguez & Howe), ``mst`` (McKenna et al. 2021)
+and ``aim`` (McKenna et al. 2022) are registered on import.
 Use :func:`create` to build one by name and :func:`option_names` to see its options.
 """
 
 from sds_core.synthesizers.aggregate_seeded import AggregateSeeded, AggregateSeededModel
+from sds_core.synthesizers.aim import Aim
 from sds_core.synthesizers.base import (
     FitResult,
     Synthesizer,
@@ -24,6 +25,7 @@ from sds_core.synthesizers.mst import Mst, MstModel
 __all__ = [
     "AggregateSeeded",
     "AggregateSeededModel",
+    "Aim",
     "CatHist",
     "CatHistModel",
     "DirichletModel",

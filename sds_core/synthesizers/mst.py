@@ -71,6 +71,53 @@ def _uniforms(rnd: ReleaseRandomness, label: str, n: int, stage: str) -> NDArray
     return ((words >> np.uint64(11)).astype(np.float64) + 0.5) / 2.0**53
 
 
+OneWay = list[tuple[NDArray[np.int64], Any]]
+"""Per column: the kept values' noisy counts and the empty category's (None when values were
+dropped: they merge into the empty category, whose count was then not measured on its own)."""
+
+
+def measure_one_way(
+    table: PreparedTable,
+    rnd: ReleaseRandomness,
+    label: str,
+    stage: str,
+    sigma: float,
+    threshold: int,
+) -> tuple[Domain, NDArray[np.int64], OneWay]:
+    """Every column's 1-way marginal with keyed discrete Gaussian noise; values thresholded.
+
+    Returns the released domain (values whose noisy count reached ``threshold``), the records'
+    category indices in it (the empty category last, dropped values merged into it) and the
+    noisy counts. Shared by ``mst`` and ``aim``: one 1-way stage of ρ = d/(2σ²).
+    """
+    dom, codes = table.domain, table.codes
+    d = dom.n_columns
+    keep_labels, maps, one_way = [], [], []
+    for j in range(d):
+        k = dom.cardinalities[j]
+        counts = np.bincount(np.where(codes[:, j] < 0, k, codes[:, j]), minlength=k + 1)
+        present = np.flatnonzero(counts[:k] > 0)
+        cells = np.append(present, k)
+        z = noise.discrete_gaussian(
+            rnd, f"{label}/{dom.columns[j]}", sigma=sigma, size=cells.size, stage=stage
+        )
+        noisy = counts[cells].astype(np.int64) + z
+        kept = present[noisy[:-1] >= threshold]
+        new = np.full(k, EMPTY_CODE, dtype=np.int32)
+        new[kept] = np.arange(kept.size, dtype=np.int32)
+        maps.append(new)
+        keep_labels.append(tuple(dom.labels[j][i] for i in kept.tolist()))
+        dropped = kept.size < present.size
+        one_way.append((noisy[:-1][noisy[:-1] >= threshold], None if dropped else noisy[-1]))
+    released = Domain(dom.columns, tuple(keep_labels))
+    recoded = np.empty_like(codes)
+    for j in range(d):
+        col = codes[:, j]
+        recoded[:, j] = np.where(col >= 0, maps[j][np.maximum(col, 0)], EMPTY_CODE)
+    cats = np.where(recoded < 0, np.asarray(released.cardinalities)[None, :], recoded)
+    return released, cats.astype(np.int64), one_way
+
+
 @dataclass(frozen=True, slots=True, eq=False)
 class MstModel:
     """The DP model: released domain, measured marginals (the DP aggregates) and the fit."""
@@ -197,40 +244,16 @@ class Mst:
         self.check_size(table.domain)
         rho, r1, rs, r2 = self._rhos(epsilon, delta)
         assert delta is not None
-        dom, codes = table.domain, table.codes
+        dom = table.domain
         d = dom.n_columns
         stage1, stage_s, stage2 = (s.stage for s in spends)
         # --- 1-way marginals: present values + empty, thresholded values ----------------------
         sigma1 = math.sqrt(d / (2 * r1))
         threshold = release_threshold(sigma1, delta / (2 * d))
-        keep_labels, maps, one_way = [], [], []
-        for j in range(d):
-            k = dom.cardinalities[j]
-            counts = np.bincount(np.where(codes[:, j] < 0, k, codes[:, j]), minlength=k + 1)
-            present = np.flatnonzero(counts[:k] > 0)
-            cells = np.append(present, k)
-            z = noise.discrete_gaussian(
-                rnd,
-                f"{release_label}/{stage1}/{dom.columns[j]}",
-                sigma=sigma1,
-                size=cells.size,
-                stage=stage1,
-            )
-            noisy = counts[cells].astype(np.int64) + z
-            kept = present[noisy[:-1] >= threshold]
-            new = np.full(k, EMPTY_CODE, dtype=np.int32)
-            new[kept] = np.arange(kept.size, dtype=np.int32)
-            maps.append(new)
-            keep_labels.append(tuple(dom.labels[j][i] for i in kept.tolist()))
-            dropped = kept.size < present.size
-            one_way.append((noisy[:-1][noisy[:-1] >= threshold], None if dropped else noisy[-1]))
-        released = Domain(dom.columns, tuple(keep_labels))
-        recoded = np.empty_like(codes)
-        for j in range(d):
-            col = codes[:, j]
-            recoded[:, j] = np.where(col >= 0, maps[j][np.maximum(col, 0)], EMPTY_CODE)
+        released, cats, one_way = measure_one_way(
+            table, rnd, f"{release_label}/{stage1}", stage1, sigma1, threshold
+        )
         sizes = tuple(k + 1 for k in released.cardinalities)
-        cats = np.where(recoded < 0, np.asarray(released.cardinalities)[None, :], recoded)
         # --- select the tree: exponential mechanism, Kruskal order ---------------------------
         n_hat = max(float(np.mean([v.sum() + (e or 0) for v, e in one_way])), 1.0)
         probs = []

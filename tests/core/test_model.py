@@ -10,10 +10,15 @@ import pytest
 
 from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.model.estimation import fit_model
-from sds_core.model.inference import calibrate
+from sds_core.model.inference import calibrate, marginal_of
 from sds_core.model.measurements import Measurement, log_ndtr
 from sds_core.model.sampling import round_groups, sample_records
-from sds_core.model.structure import JunctionTree, check_model_size, model_bytes
+from sds_core.model.structure import (
+    JunctionTree,
+    check_model_size,
+    model_bytes,
+    tree_of_cliques,
+)
 
 SIZES = (3, 4, 2, 3)
 TREE = JunctionTree(SIZES, ((0, 1), (1, 2), (1, 3)), (-1, 0, 0))
@@ -116,3 +121,28 @@ def test_model_size_refusal_names_the_columns() -> None:
     assert model_bytes((10, 10), [(0, 1)]) == 48 * 100
     with pytest.raises(SdsInputError, match=r"income \(2000 values\) x puma \(300 values\)"):
         check_model_size((2000, 300, 3), [(0, 1), (2,)], ("income", "puma", "sex"), 10**6)
+
+
+def test_marginal_of_any_columns_matches_brute_force() -> None:
+    """A marginal across cliques (columns 0, 2, 3: no clique holds them) equals the joint's."""
+    rng = np.random.default_rng(4)
+    theta = [rng.normal(size=TREE.clique_shape(j)) for j in range(3)]
+    mu = calibrate(TREE, theta, 50.0)
+    joint = _brute_joint(TREE, theta) * 50.0
+    np.testing.assert_allclose(marginal_of(TREE, mu, (0, 2, 3)), joint.sum(axis=1), rtol=1e-10)
+    np.testing.assert_allclose(marginal_of(TREE, mu, (1, 3)), joint.sum(axis=(0, 2)), rtol=1e-10)
+
+
+@pytest.mark.parametrize(
+    "cliques",
+    [
+        [(0, 1), (1, 2), (2, 3), (0, 3)],  # a cycle: must be triangulated
+        [(0, 1, 2), (2, 3), (1, 3)],
+        [(0,), (3,)],  # lone columns, some never measured
+    ],
+)
+def test_tree_of_cliques_covers_every_clique(cliques: list[tuple[int, ...]]) -> None:
+    """Every requested clique lies in one tree clique; the tree is valid (running intersection)."""
+    tree = tree_of_cliques(SIZES, cliques)  # JunctionTree checks the running intersection
+    assert all(tree.containing(c) >= 0 for c in cliques)
+    assert sorted({c for cl in tree.cliques for c in cl}) == [0, 1, 2, 3]

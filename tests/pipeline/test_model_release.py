@@ -1,4 +1,4 @@
-"""Releases with the consistent model (synthesis = "model") and with the mst synthesizer."""
+"""Releases with the consistent model (synthesis = "model") and the mst and aim synthesizers."""
 
 from __future__ import annotations
 
@@ -57,6 +57,20 @@ def test_mst_release(tiny_csv: Path, tiny_config: Path, home: Path, prefect_serv
     assert math.fsum(c.epsilon for c in rows) == pytest.approx(2.0)
     aggregates = pd.read_parquet(path / "aggregates.parquet")
     assert set(aggregates["length"]) == {1, 2}
+    assert (aggregates["count"] > 0).all()
+
+
+@pytest.mark.slow
+def test_aim_release(tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str) -> None:
+    """aim: two ledger stages (1-way, all rounds) adding up to ε; its measurements published."""
+    code, out, err = _release(tiny_csv, tiny_config, home, "--synthesizer", "aim")
+    assert code == 0, err
+    path = Path(out.strip().splitlines()[-1])
+    rows = charges(home)
+    assert [c.stage for c in rows] == ["aim/one-way", "aim/rounds"]
+    assert math.fsum(c.epsilon for c in rows) == pytest.approx(2.0)
+    aggregates = pd.read_parquet(path / "aggregates.parquet")
+    assert 1 in set(aggregates["length"])
     assert (aggregates["count"] > 0).all()
 
 
