@@ -24,9 +24,10 @@ from release_store.schema_checks import (
     input_schema,
     schema_failures,
 )
-from sds_core.data.text import match_key
+from sds_core.data.text import match_key, normalize_text
 from sds_core.data.zeros import ALL_COLUMNS, zero_shares
 from sds_core.errors import SdsInputError
+from sds_core.marginals.aggregates import TABLE_COLUMNS
 
 __all__ = ["Preflight", "check_budget", "check_column_names", "preflight", "zero_warning"]
 
@@ -138,8 +139,19 @@ def check_column_names(params: ReleaseParams, headers: list[str]) -> None:
     (a config may list zeros for more columns than one release uses).
 
     Raises:
-        SdsInputError: naming the parameter, the unknown column and the input's columns.
+        SdsInputError: naming the parameter, the unknown column and the input's columns; or
+            a released column named like one of aggregates.parquet's own columns.
     """
+    released = params.use_columns or [
+        h for h in headers if not params.subject_id or match_key(h) != match_key(params.subject_id)
+    ]
+    clash = [c for c in released if normalize_text(c) in TABLE_COLUMNS]
+    if clash:
+        raise SdsInputError(
+            f"input column(s) {clash} have the names of aggregates.parquet's own columns "
+            f"{list(TABLE_COLUMNS)}, next to which every released column gets a column of its "
+            "values: rename them in the input's header, or leave them out with use_columns"
+        )
     keys = {match_key(h) for h in headers}
     for option, names in (
         ("use_columns", params.use_columns),

@@ -239,6 +239,10 @@ def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.int64] | 
     return np.stack(keys[::-1]) if keys else np.zeros((0, len(block)), dtype=np.int64)
 
 
+TABLE_COLUMNS = ("length", "combination", "count")
+"""The aggregate table's own columns (before one column per input column)."""
+
+
 def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Table:
     """The rows of :meth:`AggregateSet.to_arrow` for ``blocks`` (one per length, in order).
 
@@ -246,6 +250,13 @@ def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Tab
     attributes' texts, taken in byte order of the texts; a column cell is the label of the
     combination's attribute in that column. Everything is a numpy gather or an Arrow kernel.
     """
+    clash = sorted(set(domain.columns) & set(TABLE_COLUMNS))
+    if clash:
+        raise SdsInputError(
+            f"input column(s) {clash} have the names of the aggregate table's own columns "
+            f"{list(TABLE_COLUMNS)}, next to which every input column gets a column of its "
+            "values: rename them in the input or leave them out (use_columns)"
+        )
     texts = domain.attribute_texts()
     text_array = pa.array(texts, type=pa.large_string())
     rank = _byte_ranks(texts)

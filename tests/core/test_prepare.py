@@ -652,3 +652,16 @@ def test_to_arrow_matches_to_frame() -> None:
         "",
         "x",
     ]
+
+
+def test_aggregate_table_refuses_a_column_named_like_its_own() -> None:
+    """A column named ``count`` would overwrite the table's count column: refused, named."""
+    from sds_core.marginals.exact_counts import exact_aggregates as aggregates
+
+    t = prepare(pd.DataFrame({"a": ["1", "2", "1"], "count": ["x", "y", "x"]}), PrepareParams())
+    with pytest.raises(SdsInputError, match=r"\['count'\]"):
+        aggregates(t, 2).to_arrow()
+    ok = prepare(pd.DataFrame({"a": ["1", "2", "1"], "n": ["x", "y", "x"]}), PrepareParams())
+    assert aggregates(ok, 2).to_arrow().column_names[:4] == [
+        "length", "combination", "count", "a"
+    ]  # fmt: skip

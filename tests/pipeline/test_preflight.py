@@ -226,3 +226,16 @@ def test_zero_warning_in_the_flow_log(
     assert "column" in text and "sex (" in text and "married (" in text
     shares = re.findall(r"\(([^()]*) of rows\)", text)
     assert shares and set(shares) <= {"under 1%", "1-10%", "10-50%", "over 50%"}
+
+
+def test_columns_named_like_the_aggregate_table_are_refused(tmp_path: Path) -> None:
+    """aggregates.parquet has its own length/combination/count columns next to one column per
+    released input column: an input column of the same name is refused before any work, and
+    passes when use_columns leaves it out."""
+    data = tmp_path / "t.csv"
+    data.write_text("a,count\n" + "".join(f"{i % 3},{i % 5}\n" for i in range(50)))
+    base = {"input": str(data), "dataset": "d", "home": str(tmp_path),
+            "default_budget": {"epsilon": 10.0}}  # fmt: skip
+    with pytest.raises(SdsInputError, match=r"input column\(s\) \['count'\].*rename"):
+        preflight(build_params({}, base))
+    preflight(build_params({}, {**base, "use_columns": ["a"]}))
