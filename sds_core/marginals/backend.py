@@ -1,0 +1,215 @@
+"""The counting backend: the data work of DP aggregation, behind one small protocol.
+
+:mod:`sds_core.marginals.engine` writes the DP logic once (percentile, σ, thresholds, noise) and
+asks a :class:`CountingBackend` for the counts it needs: which attributes occur, each length's
+bounded candidate counts, exact counts for evaluation. :class:`LocalBackend` runs today's kernels
+in process (the default and the test oracle); a cluster backend (``release_store.dask_backend``)
+maps the same per-partition functions (:func:`partition_counts`, :func:`partition_dropped`) over
+record partitions and sums their results; a Spark one would be one more module of that shape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
+from sds_core.errors import require
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+from sds_core.marginals.combinations import CliqueLookup, occurring_attributes
+from sds_core.marginals.contributions import candidate_counts, dropped_contributions
+from sds_core.marginals.declared_tuples import reencode
+from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS, exact_aggregates
+
+ChooseAllowed = Callable[[NDArray[np.int64]], int]
+"""The engine's DP choice of Δ_k from the histogram of |W_{j,k}| (value v: #records with v)."""
+
+
+@runtime_checkable
+class CountingBackend(Protocol):
+    """Where the sensitive records live and how they are counted.
+
+    Every method returns sums over records (associative integer sums): the same integers
+    whatever the partitioning. Exact values are sensitive: only the engine's DP steps read them.
+    """
+
+    @property
+    def domain(self) -> Domain:
+        """The domain the records are coded in."""
+        ...
+
+    @property
+    def n_records(self) -> int:
+        """The exact record count (sensitive)."""
+        ...
+
+    def occurring_attributes(self) -> NDArray[np.int32]:
+        """V_1: global ids of the attributes present in at least one record, as (m, 1)."""
+        ...
+
+    def reencoded(self, domain: Domain) -> CountingBackend:
+        """The same records re-coded into ``domain`` (:func:`reencode`), lazily or not."""
+        ...
+
+    def bounded_counts(
+        self,
+        lookups: list[CliqueLookup],
+        n_cands: int,
+        *,
+        choose_allowed: ChooseAllowed,
+        record_key: int,
+    ) -> tuple[NDArray[np.int64], int]:
+        """Each candidate's count after contribution bounding, and the Δ_k used.
+
+        Counts the candidates and every record's |W_{j,k}|, calls ``choose_allowed`` exactly
+        once with the global histogram of |W_{j,k}|, then drops the tuples of the records above
+        Δ_k not in their :func:`~sds_core.marginals.contributions.record_priorities` subset.
+        Δ_k = 0 returns all-zero counts (nothing can be released).
+        """
+        ...
+
+    def exact_aggregates(self, reporting_length: int) -> AggregateSet:
+        """Exact counts of every combination of length 1..R (sensitive, ``is_dp=False``)."""
+        ...
+
+
+# ---------------------------------------------------------------- per-partition work (map side)
+def partition_counts(
+    table: PreparedTable, lookups: list[CliqueLookup], n_cands: int, chunk: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32]]:
+    """One partition's candidate counts, histogram of |W_{j,k}| and |W_{j,k}| per record."""
+    counts, valid = candidate_counts(table.codes, lookups, n_cands, chunk)
+    return counts, np.bincount(valid).astype(np.int64), valid
+
+
+def partition_dropped(
+    table: PreparedTable,
+    valid: NDArray[np.int32],
+    lookups: list[CliqueLookup],
+    n_cands: int,
+    allowed: int,
+    *,
+    record_key: int,
+    first_row: int,
+    chunk: int,
+) -> NDArray[np.int64]:
+    """One partition's drop of each candidate count under Δ_k (rows keyed from ``first_row``)."""
+    return dropped_contributions(
+        table.codes,
+        valid,
+        lookups,
+        n_cands,
+        allowed,
+        record_key=record_key,
+        first_row=first_row,
+        chunk=chunk,
+    )
+
+
+def add_histograms(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Sum of two histograms of different lengths (reduce side).
+
+    >>> add_histograms(np.array([1, 2]), np.array([0, 0, 5])).tolist()
+    [1, 2, 5]
+    """
+    out = np.zeros(max(a.shape[0], b.shape[0]), dtype=np.int64)
+    out[: a.shape[0]] += a
+    out[: b.shape[0]] += b
+    return out
+
+
+def add_aggregates(a: AggregateSet, b: AggregateSet) -> AggregateSet:
+    """Exact aggregates of two disjoint record sets in one domain, summed (reduce side)."""
+    require(a.domain == b.domain, "add_aggregates: both sets must be in one domain")
+    by_len = {}
+    for k in range(1, a.reporting_length + 1):
+        ca, cb = a.counts_of(k), b.counts_of(k)
+        attrs = np.concatenate([ca.attrs, cb.attrs])
+        counts = np.concatenate([ca.counts, cb.counts])
+        if attrs.shape[0] == 0:
+            by_len[k] = CombinationCounts.empty(k)
+            continue
+        uniq, inverse = np.unique(attrs, axis=0, return_inverse=True)
+        summed = np.zeros(uniq.shape[0], dtype=np.int64)
+        np.add.at(summed, inverse.ravel(), counts)
+        by_len[k] = CombinationCounts.from_unsorted(uniq, summed)
+    return AggregateSet(a.domain, a.reporting_length, by_len, None, is_dp=False)
+
+
+# ---------------------------------------------------------------- the local implementation
+@dataclass(frozen=True, eq=False)
+class LocalBackend:
+    """The records in this process (:class:`PreparedTable`), counted by the compiled kernels.
+
+    Args:
+        table: the sensitive prepared table.
+        chunk_records: records per batch (memory bound; never changes a result).
+        first_row: global row number of ``table``'s first record (0 unless it is one
+            partition of a bigger table; keys the per-record randomness).
+    """
+
+    table: PreparedTable
+    chunk_records: int = DEFAULT_CHUNK_RECORDS
+    first_row: int = 0
+
+    @property
+    def domain(self) -> Domain:
+        """The table's domain."""
+        return self.table.domain
+
+    @property
+    def n_records(self) -> int:
+        """The exact record count (sensitive)."""
+        return self.table.n_records
+
+    def occurring_attributes(self) -> NDArray[np.int32]:
+        """V_1 (:func:`sds_core.marginals.combinations.occurring_attributes`)."""
+        return occurring_attributes(self.table.domain, self.table.codes)
+
+    def reencoded(self, domain: Domain) -> LocalBackend:
+        """The table re-coded into ``domain``."""
+        return LocalBackend(reencode(self.table, domain), self.chunk_records, self.first_row)
+
+    def bounded_counts(
+        self,
+        lookups: list[CliqueLookup],
+        n_cands: int,
+        *,
+        choose_allowed: ChooseAllowed,
+        record_key: int,
+    ) -> tuple[NDArray[np.int64], int]:
+        """See :meth:`CountingBackend.bounded_counts`."""
+        counts, hist, valid = partition_counts(self.table, lookups, n_cands, self.chunk_records)
+        allowed = int(choose_allowed(hist))
+        if allowed == 0:
+            return np.zeros(n_cands, dtype=np.int64), 0
+        if hist.shape[0] > allowed + 1:
+            counts -= partition_dropped(
+                self.table,
+                valid,
+                lookups,
+                n_cands,
+                allowed,
+                record_key=record_key,
+                first_row=self.first_row,
+                chunk=self.chunk_records,
+            )
+        return counts, allowed
+
+    def exact_aggregates(self, reporting_length: int) -> AggregateSet:
+        """:func:`sds_core.marginals.exact_counts.exact_aggregates` of the table."""
+        return exact_aggregates(self.table, reporting_length, chunk_records=self.chunk_records)
+
+
+def as_backend(
+    data: PreparedTable | CountingBackend, chunk_records: int = DEFAULT_CHUNK_RECORDS
+) -> CountingBackend:
+    """A :class:`LocalBackend` for a table; a backend as is."""
+    if isinstance(data, PreparedTable):
+        return LocalBackend(data, chunk_records)
+    return data
