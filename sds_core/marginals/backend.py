@@ -213,3 +213,68 @@ def as_backend(
     if isinstance(data, PreparedTable):
         return LocalBackend(data, chunk_records)
     return data
+
+
+# ---------------------------------------------------------------- helpers for cluster backends
+def partition_presence(table: PreparedTable) -> NDArray[np.bool_]:
+    """Which global attribute ids occur in one partition (reduce with ``|``)."""
+    present = np.zeros(table.domain.n_attributes, dtype=bool)
+    present[occurring_attributes(table.domain, table.codes).ravel()] = True
+    return present
+
+
+def either(a: NDArray[np.bool_], b: NDArray[np.bool_]) -> NDArray[np.bool_]:
+    """``a | b`` (a reduce step)."""
+    return a | b
+
+
+def add_counts(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
+    """``a + b`` (a reduce step)."""
+    return a + b
+
+
+def add_count_pairs(
+    a: tuple[NDArray[np.int64], NDArray[np.int64]], b: tuple[NDArray[np.int64], NDArray[np.int64]]
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(counts, histogram) of two partitions summed (a reduce step)."""
+    return a[0] + b[0], add_histograms(a[1], b[1])
+
+
+def counts_and_histogram(
+    counted: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32]],
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """The reducible part of :func:`partition_counts` (the per-record |W| stays where it is)."""
+    return counted[0], counted[1]
+
+
+def partition_dropped_after(
+    table: PreparedTable,
+    counted: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32]],
+    first_row: int,
+    lookups: list[CliqueLookup],
+    n_cands: int,
+    allowed: int,
+    record_key: int,
+    chunk: int,
+) -> NDArray[np.int64]:
+    """:func:`partition_dropped` given the partition's :func:`partition_counts` result."""
+    return partition_dropped(
+        table,
+        counted[2],
+        lookups,
+        n_cands,
+        allowed,
+        record_key=record_key,
+        first_row=first_row,
+        chunk=chunk,
+    )
+
+
+def partition_exact(table: PreparedTable, reporting_length: int, chunk: int) -> AggregateSet:
+    """One partition's exact aggregates (reduce with :func:`add_aggregates`)."""
+    return exact_aggregates(table, reporting_length, chunk_records=chunk)
+
+
+def partition_size(table: PreparedTable) -> int:
+    """The number of records of one partition (sensitive)."""
+    return table.n_records
