@@ -128,6 +128,10 @@ def release(
     ledger: LedgerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
     verbose: VerboseOpt = False,
+    executor: Annotated[str | None, typer.Option(help="Counting: local (default) or dask.")] = None,
+    dask_address: Annotated[
+        str | None, typer.Option(help="Dask scheduler (tcp://host:8786; env SDS_DASK_ADDRESS).")
+    ] = None,
 ) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
     from release_store.params import build_params, load_config
@@ -152,6 +156,8 @@ def release(
             "home": home,
             "ledger": ledger,
             "input": str(Path(input).expanduser().absolute()),
+            "executor": executor,
+            "dask_address": dask_address,
         }
         if "dataset" not in cfg and dataset is None:
             raise SdsInputError("no dataset id: pass --dataset ID or set dataset in the config")

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import itertools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -201,3 +202,52 @@ class DaskBackend:
         )
         result: AggregateSet = _tree_reduce(self.client, parts, core.add_aggregates)
         return result
+
+
+# ---------------------------------------------------------------- the release's cluster session
+@dataclass
+class _Session:
+    client: Any
+    partitions: int | None
+    backends: dict[int, tuple[PreparedTable, DaskBackend]]
+
+
+_SESSIONS: dict[str, _Session] = {}
+ROWS_PER_PARTITION = 1_000_000
+
+
+@contextmanager
+def cluster_session(params: Any) -> Iterator[None]:
+    """With ``params.executor == "dask"``: connect (a bad address raises here, before the
+    release charges anything) and serve :func:`counting_backend` for ``params.release_id``
+    until the block ends; then close the client (and an embedded cluster). Else nothing."""
+    if getattr(params, "executor", "local") != "dask":
+        yield
+        return
+    client = connect(params.dask_address)
+    key = str(params.release_id)
+    _SESSIONS[key] = _Session(client, params.dask_partitions, {})
+    try:
+        yield
+    finally:
+        _SESSIONS.pop(key, None)
+        embedded = getattr(client, "cluster", None)
+        client.close()
+        if embedded is not None:
+            embedded.close()
+
+
+def counting_backend(params: Any, table: PreparedTable) -> core.CountingBackend:
+    """The counting backend of this release: local, or the table's partitions on the session's
+    cluster (scattered once per table, reused by every stage)."""
+    session = _SESSIONS.get(str(params.release_id))
+    if getattr(params, "executor", "local") != "dask" or session is None:
+        return core.LocalBackend(table)
+    cached = session.backends.get(id(table))
+    if cached is not None and cached[0] is table:
+        return cached[1]
+    workers = max(1, len(session.client.scheduler_info().get("workers", {})))
+    n_parts = session.partitions or max(2 * workers, -(-table.n_records // ROWS_PER_PARTITION))
+    backend = DaskBackend.from_table(session.client, table, min(n_parts, max(1, table.n_records)))
+    session.backends[id(table)] = (table, backend)
+    return backend
