@@ -20,6 +20,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.data.domain import Domain
+from sds_core.data.partitions import (
+    PartDomain,
+    align,
+    merged_domain,
+    partition_layout,
+    prepare_partition,
+)
+from sds_core.data.preparation import PrepareParams, match_key
+from sds_core.data.readers import cell_text
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError
 from sds_core.marginals import backend as core
@@ -131,6 +140,52 @@ class DaskBackend:
         parts = client.scatter(pieces, hash=False)
         return cls.from_partitions(client, parts, table.domain, chunk_records=chunk_records)
 
+    @classmethod
+    def from_parquet(
+        cls,
+        client: Any,
+        path: str,
+        params: PrepareParams,
+        *,
+        chunk_records: int = DEFAULT_CHUNK_RECORDS,
+        blocksize: str | int | None = None,
+    ) -> DaskBackend:
+        """Read a Parquet dataset (a directory or a glob of files) as Dask partitions and prepare
+        it on the workers; the driver holds only labels and sums, never the table.
+
+        The result equals :func:`sds_core.data.preparation.prepare` of the whole dataset (rows
+        in file-name order), byte for byte: partitions are prepared alone, their labels merged
+        (:mod:`sds_core.data.partitions`) and re-coded. With ``subject_id`` the rows are first
+        shuffled by the subject key (sorted, so every subject meets in one partition and the
+        subjects keep the order a local run gives them). ``record_limit`` keeps the first rows.
+        """
+        import dask.dataframe as dd
+        from dask.delayed import delayed
+
+        ddf = dd.read_parquet(path, blocksize=blocksize) if blocksize else dd.read_parquet(path)
+        if params.record_limit:
+            ddf = _head(client, ddf, int(params.record_limit))
+        if params.subject_id is not None:
+            name = _matching_column(list(ddf.columns), params.subject_id)
+            ddf = ddf.assign(_sds_subject_key=ddf[name].map(_subject_key, meta=(name, "str")))
+            ddf = ddf.set_index("_sds_subject_key", drop=True, sort=True)
+        delayed_parts = ddf.to_delayed()
+        layout = delayed(partition_layout)(delayed_parts[0], params)
+        prepared = client.compute([delayed(prepare_partition)(d, params) for d in delayed_parts])
+        layout_value = client.compute(layout).result()
+        domains = client.gather(client.map(_part_domain, prepared))
+        kept = [i for i, d in enumerate(domains) if d is not None]
+        if not kept:
+            raise SdsInputError(f"the Parquet dataset {path!r} has no rows")
+        merged = merged_domain(
+            layout_value,
+            [domains[i] for i in kept],
+            allow_empty_columns=params.allow_empty_columns,
+        )
+        parts = client.map(align, [prepared[i] for i in kept], merged=merged)
+        del prepared
+        return cls.from_partitions(client, parts, merged[0], chunk_records=chunk_records)
+
     @property
     def domain(self) -> Domain:
         """The partitions' domain."""
@@ -202,6 +257,42 @@ class DaskBackend:
         )
         result: AggregateSet = _tree_reduce(self.client, parts, core.add_aggregates)
         return result
+
+
+def _part_domain(table: PreparedTable | None) -> PartDomain | None:
+    """A prepared partition's labels only (what the driver needs to merge the domain)."""
+    return None if table is None else (table.domain, table.multi_value_columns)
+
+
+def _subject_key(value: Any) -> str:
+    """The subject id as :func:`prepare` compares it (missing: empty, refused by prepare)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return match_key(cell_text(value))
+
+
+def _matching_column(columns: list[str], name: str) -> str:
+    hits = [c for c in columns if match_key(str(c)) == match_key(name)]
+    if not hits:
+        raise SdsInputError(
+            f"PrepareParams.subject_id: unknown column {name!r}; available columns: {columns}"
+        )
+    return str(hits[0])
+
+
+def _head(client: Any, ddf: Any, n: int) -> Any:
+    """The first ``n`` rows of a Dask frame, partitioned as before (lengths counted once)."""
+    import dask.dataframe as dd
+
+    lengths = client.compute(ddf.map_partitions(len)).result().tolist()
+    keep, left = [], n
+    for i, length in enumerate(lengths):
+        if left <= 0:
+            break
+        part = ddf.get_partition(i)
+        keep.append(part if length <= left else part.head(left, compute=False, npartitions=1))
+        left -= length
+    return dd.concat(keep) if len(keep) > 1 else keep[0]  # type: ignore[no-untyped-call]
 
 
 # ---------------------------------------------------------------- the release's cluster session
