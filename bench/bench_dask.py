@@ -123,9 +123,7 @@ def run(mode: str, folder: Path, reporting_length: int, workers: int) -> dict[st
         "digest": _digest(agg),
     }
     if client is not None:
-        peaks = client.run(
-            lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-        )
+        peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         out["worker peak MiB"] = sorted(round(v) for v in peaks.values())
         client.close()
     return out
