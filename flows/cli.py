@@ -132,6 +132,9 @@ def release(
     dask_address: Annotated[
         str | None, typer.Option(help="Dask scheduler (tcp://host:8786; env SDS_DASK_ADDRESS).")
     ] = None,
+    synthetic_records: Annotated[
+        int | None, typer.Option(help="Synthetic records to make (default: the DP count).")
+    ] = None,
 ) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
     from release_store.params import build_params, load_config
@@ -158,6 +161,7 @@ def release(
             "input": str(Path(input).expanduser().absolute()),
             "executor": executor,
             "dask_address": dask_address,
+            "synthetic_records": synthetic_records,
         }
         if "dataset" not in cfg and dataset is None:
             raise SdsInputError("no dataset id: pass --dataset ID or set dataset in the config")

@@ -273,6 +273,12 @@ class ReleaseParams(BaseModel):
     dask_partitions: int | None = Field(
         None, ge=1, description="executor 'dask': record partitions (default: from the size)."
     )
+    synthetic_records: int | None = Field(
+        None,
+        ge=1,
+        description="aggregate-seeded: how many synthetic records to make (default: the DP "
+        "record count). Post-processing of the DP aggregates: no privacy cost.",
+    )
 
     @model_validator(mode="before")
     @classmethod

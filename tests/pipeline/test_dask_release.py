@@ -14,7 +14,10 @@ import pytest
 
 pytest.importorskip("distributed")
 
+import pyarrow.parquet as pq
+
 from release_store.workspace import sha256_file
+from sds_core.synthesis.generator import AUTO_BATCH_RECORDS
 from tests.pipeline.conftest import PROJECT, charges, run_cli
 
 COMPARED = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "evaluation.json")
@@ -109,23 +112,26 @@ def cli_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 def test_release_on_a_dask_cli_cluster_has_the_local_hashes(
     tiny_csv: Path, tiny_config: Path, tmp_path: Path, prefect_server: str, cli_cluster: str
 ) -> None:
-    """Same seed and id, local vs ``--executor dask --dask-address``: identical artifacts."""
+    """Same seed and id, local vs ``--executor dask --dask-address``: identical artifacts, also
+    with ``--synthetic-records`` large enough for 2 synthesis batches (on the workers)."""
     hashes = []
     for name, extra in (
         ("local", ()),
         ("dask", ("--executor", "dask", "--dask-address", cli_cluster)),
     ):
         home = tmp_path / name
-        code, out, err = run_cli(*_args(tiny_csv, tiny_config, home, "dask-same", *extra))
+        more = ("--synthetic-records", str(AUTO_BATCH_RECORDS))
+        code, out, err = run_cli(*_args(tiny_csv, tiny_config, home, "dask-same", *extra, *more))
         assert code == 0, err
         rel = Path(out.strip().splitlines()[-1])
+        assert pq.read_metadata(rel / "synthetic.parquet").num_rows == AUTO_BATCH_RECORDS
         hashes.append({n: sha256_file(rel / n) for n in COMPARED})
     assert hashes[0] == hashes[1]
     from distributed import Client
 
     with Client(cli_cluster, timeout=30) as c:  # the counting did run on the cluster
         ran = c.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-    assert {"partition_counts", "partition_presence"} <= set(ran)
+    assert {"partition_counts", "partition_presence", "run_batch"} <= set(ran)
 
 
 def test_unreachable_dask_address_fails_before_any_charge(
