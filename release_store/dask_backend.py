@@ -97,6 +97,7 @@ class DaskBackend:
         table_domain: the domain every partition is coded in.
         n: the total record count (sensitive).
         chunk_records: records per batch inside a partition (memory bound only).
+        largest: the largest partition's record count (sizes the lookups sent to workers).
     """
 
     client: Any
@@ -105,6 +106,7 @@ class DaskBackend:
     table_domain: Domain
     n: int
     chunk_records: int = DEFAULT_CHUNK_RECORDS
+    largest: int = 0
 
     @classmethod
     def from_partitions(
@@ -119,7 +121,15 @@ class DaskBackend:
         parts = list(parts)
         sizes = client.gather(client.map(core.partition_size, parts))
         first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
-        return cls(client, tuple(parts), tuple(first), domain, int(sum(sizes)), chunk_records)
+        return cls(
+            client,
+            tuple(parts),
+            tuple(first),
+            domain,
+            int(sum(sizes)),
+            chunk_records,
+            int(max(sizes, default=0)),
+        )
 
     @classmethod
     def from_table(
@@ -197,6 +207,11 @@ class DaskBackend:
         """The exact record count (sensitive)."""
         return self.n
 
+    @property
+    def partition_records(self) -> int:
+        """The largest partition: the lookups shipped to the workers are sized for it."""
+        return self.largest or self.n
+
     def occurring_attributes(self) -> NDArray[np.int32]:
         """V_1: presence per partition, OR-reduced."""
         present = _tree_reduce(
@@ -210,7 +225,13 @@ class DaskBackend:
             return self
         parts = self.client.map(reencode, self.parts, domain=domain)
         return DaskBackend(
-            self.client, tuple(parts), self.first_rows, domain, self.n, self.chunk_records
+            self.client,
+            tuple(parts),
+            self.first_rows,
+            domain,
+            self.n,
+            self.chunk_records,
+            self.largest,
         )
 
     def bounded_counts(
@@ -229,7 +250,8 @@ class DaskBackend:
             core.partition_counts, self.parts, lookups=lk, n_cands=n_cands, chunk=chunk
         )
         reducible = client.map(core.counts_and_histogram, counted)
-        counts, hist = _tree_reduce(client, reducible, core.add_count_pairs)
+        summed, hist = _tree_reduce(client, reducible, core.add_count_pairs)
+        counts = core.dense(summed)
         allowed = int(choose_allowed(hist))
         if allowed == 0:
             return np.zeros(n_cands, dtype=np.int64), 0
@@ -245,7 +267,7 @@ class DaskBackend:
                 record_key=record_key,
                 chunk=chunk,
             )
-            counts = counts - _tree_reduce(client, dropped, core.add_counts)
+            counts = counts - core.dense(_tree_reduce(client, dropped, core.add_counts))
         return counts, allowed
 
     def exact_aggregates(self, reporting_length: int) -> AggregateSet:

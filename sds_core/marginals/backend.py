@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -46,6 +46,12 @@ class CountingBackend(Protocol):
     @property
     def n_records(self) -> int:
         """The exact record count (sensitive)."""
+        ...
+
+    @property
+    def partition_records(self) -> int:
+        """The most records one map task counts (sizes the candidate lookups; no result
+        depends on it)."""
         ...
 
     def occurring_attributes(self) -> NDArray[np.int32]:
@@ -167,6 +173,11 @@ class LocalBackend:
         """The exact record count (sensitive)."""
         return self.table.n_records
 
+    @property
+    def partition_records(self) -> int:
+        """One task counts the whole table."""
+        return self.table.n_records
+
     def occurring_attributes(self) -> NDArray[np.int32]:
         """V_1 (:func:`sds_core.marginals.combinations.occurring_attributes`)."""
         return occurring_attributes(self.table.domain, self.table.codes)
@@ -228,23 +239,81 @@ def either(a: NDArray[np.bool_], b: NDArray[np.bool_]) -> NDArray[np.bool_]:
     return a | b
 
 
-def add_counts(a: NDArray[np.int64], b: NDArray[np.int64]) -> NDArray[np.int64]:
-    """``a + b`` (a reduce step)."""
-    return a + b
+class SparseCounts(NamedTuple):
+    """A mostly-zero count vector as its nonzero ``at`` (ascending) and ``values``: what a
+    partition ships to the reduce (a length's candidates can be many more than a partition's
+    distinct combinations)."""
+
+    size: int
+    at: NDArray[np.int64]
+    values: NDArray[np.int64]
+
+    def dense(self) -> NDArray[np.int64]:
+        """The full vector."""
+        out = np.zeros(self.size, dtype=np.int64)
+        out[self.at] = self.values
+        return out
+
+
+Counts = NDArray[np.int64] | SparseCounts
+"""A count vector, dense or sparse (:func:`compact`); reduce with :func:`add_counts`."""
+
+
+def compact(counts: NDArray[np.int64]) -> Counts:
+    """The vector, sparse when at most a quarter of it is nonzero.
+
+    >>> c = compact(np.array([0, 0, 3, 0, 0, 0, 0, 1]))
+    >>> c.at.tolist(), c.values.tolist()
+    ([2, 7], [3, 1])
+    """
+    index = np.flatnonzero(counts)
+    if 4 * index.shape[0] > counts.shape[0]:
+        return counts
+    return SparseCounts(int(counts.shape[0]), index.astype(np.int64), counts[index])
+
+
+def dense(counts: Counts) -> NDArray[np.int64]:
+    """The full vector of dense or sparse counts."""
+    return counts.dense() if isinstance(counts, SparseCounts) else counts
+
+
+def add_counts(a: Counts, b: Counts) -> Counts:
+    """``a + b`` (a reduce step), staying sparse while the sum is sparse.
+
+    >>> add_counts(compact(np.array([0, 0, 0, 0, 2, 0, 0, 0])), np.arange(8)).tolist()
+    [0, 1, 2, 3, 6, 5, 6, 7]
+    """
+    if isinstance(a, SparseCounts) and isinstance(b, SparseCounts):
+        if 4 * (a.at.shape[0] + b.at.shape[0]) <= a.size:
+            index = np.concatenate([a.at, b.at])
+            values = np.concatenate([a.values, b.values])
+            order = np.argsort(index, kind="stable")
+            index, values = index[order], values[order]
+            starts = np.flatnonzero(np.concatenate(([True], index[1:] != index[:-1])))
+            return SparseCounts(a.size, index[starts], np.add.reduceat(values, starts))
+    if isinstance(a, SparseCounts):
+        a, b = b, a
+    out = a.copy() if not isinstance(a, SparseCounts) else a.dense()
+    if isinstance(b, SparseCounts):
+        out[b.at] += b.values
+    else:
+        out += b
+    return out
 
 
 def add_count_pairs(
-    a: tuple[NDArray[np.int64], NDArray[np.int64]], b: tuple[NDArray[np.int64], NDArray[np.int64]]
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    a: tuple[Counts, NDArray[np.int64]], b: tuple[Counts, NDArray[np.int64]]
+) -> tuple[Counts, NDArray[np.int64]]:
     """(counts, histogram) of two partitions summed (a reduce step)."""
-    return a[0] + b[0], add_histograms(a[1], b[1])
+    return add_counts(a[0], b[0]), add_histograms(a[1], b[1])
 
 
 def counts_and_histogram(
     counted: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32]],
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-    """The reducible part of :func:`partition_counts` (the per-record |W| stays where it is)."""
-    return counted[0], counted[1]
+) -> tuple[Counts, NDArray[np.int64]]:
+    """The reducible part of :func:`partition_counts`, compacted (the per-record |W| stays on
+    the partition's worker)."""
+    return compact(counted[0]), counted[1]
 
 
 def partition_dropped_after(
@@ -256,17 +325,20 @@ def partition_dropped_after(
     allowed: int,
     record_key: int,
     chunk: int,
-) -> NDArray[np.int64]:
-    """:func:`partition_dropped` given the partition's :func:`partition_counts` result."""
-    return partition_dropped(
-        table,
-        counted[2],
-        lookups,
-        n_cands,
-        allowed,
-        record_key=record_key,
-        first_row=first_row,
-        chunk=chunk,
+) -> Counts:
+    """:func:`partition_dropped` given the partition's :func:`partition_counts` result,
+    compacted."""
+    return compact(
+        partition_dropped(
+            table,
+            counted[2],
+            lookups,
+            n_cands,
+            allowed,
+            record_key=record_key,
+            first_row=first_row,
+            chunk=chunk,
+        )
     )
 
 

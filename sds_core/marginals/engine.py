@@ -208,7 +208,7 @@ def aggregate_length(
     stage = f"aggregate-{k}"
     prefix = f"{release_label}/{stage}"
     cands = _candidates(data, k, previous)
-    lookups = build_lookups(data.domain, cands, n_records=data.n_records)
+    lookups = build_lookups(data.domain, cands, n_records=data.partition_records)
 
     upper = comb(data.domain.n_columns, k)
     if params.sensitivity_cap is not None:
