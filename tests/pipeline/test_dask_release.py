@@ -110,14 +110,22 @@ def cli_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_release_on_a_dask_cli_cluster_has_the_local_hashes(
-    tiny_csv: Path, tiny_config: Path, tmp_path: Path, prefect_server: str, cli_cluster: str
+    tiny_csv: Path,
+    tiny_config: Path,
+    tmp_path: Path,
+    prefect_server: str,
+    cli_cluster: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """Same seed and id, local vs ``--executor dask --dask-address``: identical artifacts, also
-    with ``--synthetic-records`` large enough for 2 synthesis batches (on the workers)."""
+    """Same seed and id, local vs ``--executor dask --dask-address`` vs ``--executor dask``
+    alone (an embedded LocalCluster): identical artifacts, also with ``--synthetic-records``
+    large enough for 2 synthesis batches (on the workers)."""
+    monkeypatch.delenv("SDS_DASK_ADDRESS", raising=False)
     hashes = []
     for name, extra in (
         ("local", ()),
         ("dask", ("--executor", "dask", "--dask-address", cli_cluster)),
+        ("embedded", ("--executor", "dask")),
     ):
         home = tmp_path / name
         more = ("--synthetic-records", str(AUTO_BATCH_RECORDS))
@@ -126,7 +134,7 @@ def test_release_on_a_dask_cli_cluster_has_the_local_hashes(
         rel = Path(out.strip().splitlines()[-1])
         assert pq.read_metadata(rel / "synthetic.parquet").num_rows == AUTO_BATCH_RECORDS
         hashes.append({n: sha256_file(rel / n) for n in COMPARED})
-    assert hashes[0] == hashes[1]
+    assert hashes[0] == hashes[1] == hashes[2]
     from distributed import Client
 
     with Client(cli_cluster, timeout=30) as c:  # the counting did run on the cluster
