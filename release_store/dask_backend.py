@@ -73,17 +73,48 @@ def connect(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) -> Any:
         ) from e
 
 
+class DaskClusterError(RuntimeError):
+    """The cluster lost data it cannot recompute (a worker died holding partitions that were
+    sent from this process), or went away."""
+
+
+def _lost(e: BaseException) -> bool:
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+
+    return isinstance(e, FutureCancelledError | KilledWorker) or type(e).__name__ in (
+        "CancelledError",
+        "FuturesCancelledError",
+        "CommClosedError",
+    )
+
+
 def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
-    """Combine partition results pairwise on the workers; gather the one result."""
-    while len(futures) > 1:
-        merged = [
-            client.submit(combine, futures[i], futures[i + 1])
-            for i in range(0, len(futures) - 1, 2)
-        ]
-        if len(futures) % 2:
-            merged.append(futures[-1])
-        futures = merged
-    return futures[0].result()
+    """Combine partition results pairwise on the workers; gather the one result.
+
+    Raises:
+        DaskClusterError: a worker died with partitions no task can recompute.
+    """
+    try:
+        while len(futures) > 1:
+            merged = [
+                client.submit(combine, futures[i], futures[i + 1])
+                for i in range(0, len(futures) - 1, 2)
+            ]
+            if len(futures) % 2:
+                merged.append(futures[-1])
+            futures = merged
+        return futures[0].result()
+    except Exception as e:
+        if not _lost(e):
+            raise
+        raise DaskClusterError(
+            f"the Dask cluster lost data it cannot recompute ({type(e).__name__}: {e}): a "
+            "worker died holding record partitions sent from this process. Nothing more is "
+            "drawn or charged for this stage; run `sds resume RELEASE_ID` (the stage re-runs "
+            "from the checkpoints with the same key), or read the input from Parquet files "
+            "so that lost partitions are re-read"
+        ) from e
 
 
 @dataclass(frozen=True, eq=False)

@@ -90,3 +90,17 @@ def test_worker_killed_mid_length_gives_identical_aggregates(client: Any, tmp_pa
     for k in (1, 2, 3):
         a, b = got.aggregates.counts_of(k), local.aggregates.counts_of(k)
         assert np.array_equal(a.attrs, b.attrs) and np.array_equal(a.counts, b.counts)
+
+
+def test_worker_killed_with_scattered_partitions_is_a_clear_error(client: Any) -> None:
+    """Partitions scattered from memory cannot be recomputed: killing a worker mid-length
+    raises DaskClusterError saying what happened and to resume."""
+    from release_store.dask_backend import DaskClusterError
+
+    client.wait_for_workers(2)
+    frame = pd.read_csv(EXAMPLE).iloc[:3000]
+    table = prepare(pa.Table.from_pandas(frame, preserve_index=False), PrepareParams())
+    backend = KillOnce(DaskBackend.from_table(client, table, 4))
+    dp = DpParams(reporting_length=2, percentile_percentage=80)
+    with pytest.raises(DaskClusterError, match="sds resume"):
+        dp_aggregate(backend, dp, ReleaseRandomness.from_seed(3))  # type: ignore[arg-type]
