@@ -22,7 +22,11 @@ from sds_core.data.table import PreparedTable
 from sds_core.errors import require
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 from sds_core.marginals.combinations import CliqueLookup, occurring_attributes
-from sds_core.marginals.contributions import candidate_counts, dropped_contributions
+from sds_core.marginals.contributions import (
+    candidate_counts,
+    candidate_counts_many,
+    dropped_contributions,
+)
 from sds_core.marginals.declared_tuples import reencode
 from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS, exact_aggregates
 
@@ -340,6 +344,53 @@ def partition_dropped_after(
             chunk=chunk,
         )
     )
+
+
+GroupCounted = tuple[Counts, NDArray[np.int64], list[NDArray[np.int32]]]
+"""One group's (compacted counts, histogram of |W|, |W| of each of its partitions)."""
+
+
+def group_counts(
+    lookups: list[CliqueLookup], n_cands: int, chunk: int, *tables: PreparedTable
+) -> GroupCounted:
+    """:func:`partition_counts` of several partitions (those one worker holds) into one count
+    vector: the per-candidate work is paid once per group, not once per partition."""
+    counts, valids = candidate_counts_many([t.codes for t in tables], lookups, n_cands, chunk)
+    hist = np.zeros(0, dtype=np.int64)
+    for valid in valids:
+        hist = add_histograms(hist, np.bincount(valid).astype(np.int64))
+    return compact(counts), hist, valids
+
+
+def group_reducible(counted: GroupCounted) -> tuple[Counts, NDArray[np.int64]]:
+    """The reducible part of :func:`group_counts` (the |W| arrays stay on the worker)."""
+    return counted[0], counted[1]
+
+
+def group_dropped(
+    counted: GroupCounted,
+    first_rows: list[int],
+    lookups: list[CliqueLookup],
+    n_cands: int,
+    allowed: int,
+    record_key: int,
+    chunk: int,
+    *tables: PreparedTable,
+) -> Counts:
+    """The drops of a group's partitions (each keyed from its own first row), summed."""
+    out = np.zeros(n_cands, dtype=np.int64)
+    for table, valid, first in zip(tables, counted[2], first_rows, strict=True):
+        out += partition_dropped(
+            table,
+            valid,
+            lookups,
+            n_cands,
+            allowed,
+            record_key=record_key,
+            first_row=first,
+            chunk=chunk,
+        )
+    return compact(out)
 
 
 def partition_exact(table: PreparedTable, reporting_length: int, chunk: int) -> AggregateSet:

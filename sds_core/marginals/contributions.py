@@ -47,6 +47,29 @@ def candidate_counts(
     return counts, valid
 
 
+def candidate_counts_many(
+    codes_list: list[NDArray[np.int32]], lookups: list[CliqueLookup], n_cands: int, chunk: int
+) -> tuple[NDArray[np.int64], list[NDArray[np.int32]]]:
+    """:func:`candidate_counts` of several record sets (one worker's partitions) summed into one
+    count vector (the per-clique counters are added before the one scatter into candidate
+    order), and |W_{j,k}| of each set."""
+    count = _count_compiled if HAVE_NUMBA else _count_numpy
+    local: list[NDArray[np.int64]] | None = None
+    valids = []
+    for codes in codes_list:
+        part, valid = count(codes, lookups, chunk)
+        valids.append(valid)
+        if local is None:
+            local = part
+        else:
+            for acc, add in zip(local, part, strict=True):
+                acc += add
+    counts = np.zeros(n_cands, dtype=np.int64)
+    for acc, lk in zip(local or [], lookups, strict=True):
+        counts[lk.rows] = acc
+    return counts, valids
+
+
 def _count_numpy(
     codes: NDArray[np.int32], lookups: list[CliqueLookup], chunk: int
 ) -> tuple[list[NDArray[np.int64]], NDArray[np.int32]]:
