@@ -11,7 +11,7 @@ CODE    := sds_core release_store tasks flows tests bench
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -e '.[dev,bench,browser]'
+	$(PIP) install --quiet -e '.[dev,bench,browser,dask]'
 	touch $@
 
 setup: $(VENV)/.installed

@@ -180,6 +180,13 @@ def release(
     ledger: LedgerOpt = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")] = False,
     verbose: VerboseOpt = False,
+    executor: Annotated[str | None, typer.Option(help="Counting: local (default) or dask.")] = None,
+    dask_address: Annotated[
+        str | None, typer.Option(help="Dask scheduler (tcp://host:8786; env SDS_DASK_ADDRESS).")
+    ] = None,
+    synthetic_records: Annotated[
+        int | None, typer.Option(help="Synthetic records to make (default: the DP count).")
+    ] = None,
 ) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
     from release_store.params import build_params, load_config
@@ -204,6 +211,9 @@ def release(
             "home": home,
             "ledger": ledger,
             "input": str(Path(input).expanduser().absolute()),
+            "executor": executor,
+            "dask_address": dask_address,
+            "synthetic_records": synthetic_records,
         }
         if "dataset" not in cfg and dataset is None:
             raise SdsInputError("no dataset id: pass --dataset ID or set dataset in the config")

@@ -25,6 +25,7 @@ from prefect.utilities.annotations import quote
 
 from flows.progress_artifacts import ProgressArtifacts
 from release_store import progress, stages
+from release_store.dask_backend import cluster_session
 from release_store.params import ReleaseParams, dp_binned_columns
 from release_store.run import ReleaseRun, noise_scales
 from sds_core.data.table import PreparedTable
@@ -180,7 +181,10 @@ def release(params: ReleaseParams) -> str:
         on_done=lambda s: log.info("%s finished in %.3f s", s["name"], s["duration_s"])
     )
     # Prefect progress artifacts for the long stages, next to the CLI's display
-    with progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))):
+    with (
+        progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))),
+        cluster_session(params),  # executor "dask": connect first, before anything is charged
+    ):
         # --- budget: reserve (ε, δ) before the data is read -------------------------------------
         with timeline.run(stages.BUDGET):
             run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)

@@ -264,6 +264,26 @@ class ReleaseParams(BaseModel):
         None, description="Lifetime budget set for the dataset if the ledger has none yet."
     )
     resolution: int = _core("resolution")
+    executor: Literal["local", "dask"] = Field(
+        "local",
+        description="Where the DP aggregation counts records: 'local' (this process) or 'dask' "
+        "(a Dask cluster: dask_address, else $SDS_DASK_ADDRESS, else an embedded LocalCluster). "
+        "Same release key, same bytes; no privacy meaning (docs/dask.md).",
+    )
+    dask_address: str | None = Field(
+        None,
+        description="executor 'dask': the scheduler, e.g. tcp://host:8786; checked before "
+        "anything is charged.",
+    )
+    dask_partitions: int | None = Field(
+        None, ge=1, description="executor 'dask': record partitions (default: from the size)."
+    )
+    synthetic_records: int | None = Field(
+        None,
+        ge=1,
+        description="aggregate-seeded: how many synthetic records to make (default: the DP "
+        "record count). Post-processing of the DP aggregates: no privacy cost.",
+    )
 
     @model_validator(mode="before")
     @classmethod

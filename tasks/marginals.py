@@ -11,6 +11,7 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
+from release_store.dask_backend import counting_backend
 from release_store.params import dp_params
 from release_store.run import ProtectedCount, ReleaseRun, SensitiveTable
 from release_store.stage_log import by_length_text, finished, stage_done
@@ -36,7 +37,10 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
 
     def compute() -> int:
         step = engine.protect_record_count(
-            table.value, dp_params(run.params), run.randomness(), release_label=run.release_id
+            counting_backend(run.params, table.value),
+            dp_params(run.params),
+            run.randomness(),
+            release_label=run.release_id,
         )
         return int(step.protected_number_of_records)
 
@@ -72,7 +76,7 @@ def aggregate_length(
     def compute() -> dict[str, Any]:
         dp = dp_params(run.params)
         step = engine.aggregate_length(
-            table.value,
+            counting_backend(run.params, table.value),
             k,
             {j: shorter[j]["survivors"] for j in range(1, k)},
             engine.plan_release(dp, protected_n.value),

@@ -9,6 +9,7 @@ from __future__ import annotations
 from prefect import task
 
 from release_store import progress, stages
+from release_store.dask_backend import synthesis_batch_map
 from release_store.params import synthesis_epsilon
 from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
 from release_store.stage_log import finished, stage_done
@@ -46,17 +47,20 @@ def synthesize_records(
             return synthesize_from_model(
                 aggregates,
                 noise,
-                default_target(aggregates),
+                run.params.synthetic_records or default_target(aggregates),
                 rng=run.randomness().generator(f"{run.release_id}/synthesis"),
                 params=ModelParams(max_model_bytes=run.params.max_model_bytes),
                 multi_value_columns=table.value.multi_value_columns,
             )
         return synthesize(
             aggregates,
-            SynthesisParams(target_number_of_records=default_target(aggregates)),
+            SynthesisParams(
+                target_number_of_records=run.params.synthetic_records or default_target(aggregates)
+            ),
             rng=run.randomness().generator(f"{run.release_id}/synthesis"),
             multi_value_columns=table.value.multi_value_columns,
             progress=progress.advance,
+            batch_map=synthesis_batch_map(run.params),  # executor "dask": batches on the workers
         )
 
     synthetic = run.stage(stages.SYNTHESIZE, compute)

@@ -33,6 +33,7 @@ __all__ = [
     "match_key",
     "normalize_text",
     "prepare",
+    "source_layout",
     "to_frame",
     "to_sorted_rows",
 ]
@@ -333,6 +334,25 @@ def prepare(data: TableLike, params: PrepareParams = PrepareParams()) -> Prepare
                 CONFLICT_MESSAGE + ", ".join(conflicts) + " (PrepareParams.multi_value_columns)"
             )
     return _encode(columns, n_records, params.allow_empty_columns)
+
+
+def source_layout(headers: list[str], params: PrepareParams) -> tuple[tuple[str, str | None], ...]:
+    """(normalized name, multi-value delimiter or None) of each column :func:`prepare` encodes,
+    in its order: what partitions prepared one by one must be merged into
+    (:mod:`sds_core.data.partitions`).
+
+    >>> source_layout(["b", "a", "id"], PrepareParams(use_columns=("a", "b")))
+    (('b', None), ('a', None))
+    """
+    selected = sorted(set(_resolve(headers, "use_columns", params.use_columns))) or list(
+        range(len(headers))
+    )
+    delimiters = {
+        i: d
+        for c, d in params.multi_value_columns
+        for i in _resolve(headers, "multi_value_columns", (c,))
+    }
+    return tuple((normalize_text(headers[i]), delimiters.get(i)) for i in selected)
 
 
 def _encode(columns: list[_Column], n_records: int, allow_empty: bool) -> PreparedTable:

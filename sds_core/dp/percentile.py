@@ -10,6 +10,7 @@ data-independent base measure favouring small candidates, sampled exactly from t
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from decimal import Context, Decimal
 from typing import Any
@@ -175,20 +176,69 @@ def percentile_table(
     constant on the runs between data values, data values and octave boundaries 2^j − 1, so
     the table has at most 2·(distinct values) + log2(upper + 1) + 2 runs.
     """
+    x = np.sort(np.asarray(values, dtype=np.int64).ravel())
+    top = _check_upper(upper)
+
+    def ranks(starts: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        below = np.searchsorted(x, starts, side="left")
+        return below, len(x) - np.searchsorted(x, starts, side="right")
+
+    distinct = np.unique(x[(x >= 0) & (x <= top)])
+    return _em_table(distinct, ranks, percentile=percentile, epsilon=epsilon, upper=upper)
+
+
+def percentile_table_from_histogram(
+    histogram: NDArray[np.integer], *, percentile: int, epsilon: float, upper: int
+) -> PercentileTable:
+    """:func:`percentile_table` of the values whose counts are ``histogram`` (value v occurs
+    ``histogram[v]`` times, v >= 0): the same table, from a histogram that partitions sum.
+
+    >>> v = np.array([0, 1, 1, 3, 7, 9])
+    >>> a = percentile_table(v, percentile=50, epsilon=1.0, upper=8)
+    >>> b = percentile_table_from_histogram(np.bincount(v), percentile=50, epsilon=1.0, upper=8)
+    >>> bool((a.cdf_u64 == b.cdf_u64).all() and (a.starts == b.starts).all())
+    True
+    """
+    h = np.asarray(histogram, dtype=np.int64).ravel()
+    if (h < 0).any():
+        raise SdsInputError("histogram counts must be >= 0 (value v occurs histogram[v] times)")
+    top = _check_upper(upper)
+    cum = np.cumsum(h)
+    n = int(cum[-1]) if h.size else 0
+
+    def ranks(starts: NDArray[np.int64]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        if not h.size:
+            zero = np.zeros(starts.shape[0], dtype=np.int64)
+            return zero, zero
+        last = h.size - 1
+        below = np.where(starts > 0, cum[np.minimum(starts - 1, last)], 0)
+        return below, n - np.where(starts <= last, cum[np.minimum(starts, last)], n)
+
+    distinct = np.flatnonzero(h[: top + 1]).astype(np.int64)
+    return _em_table(distinct, ranks, percentile=percentile, epsilon=epsilon, upper=upper)
+
+
+def _em_table(
+    distinct: NDArray[np.int64],
+    ranks: Callable[[NDArray[np.int64]], tuple[NDArray[np.int64], NDArray[np.int64]]],
+    *,
+    percentile: int,
+    epsilon: float,
+    upper: int,
+) -> PercentileTable:
+    """The table given the distinct data values in 0..upper and ``ranks(starts)`` = the number
+    of values below and above each start."""
     q_pct = _check_percentile(percentile)
     top = _check_upper(upper)
     if not isinstance(epsilon, int | float) or not math.isfinite(epsilon) or epsilon <= 0:
         raise SdsInputError(f"percentile epsilon must be a finite number > 0, got {epsilon!r}")
-    x = np.sort(np.asarray(values, dtype=np.int64).ravel())
-    distinct = np.unique(x[(x >= 0) & (x <= top)])
     # runs: the gaps between data values and the data values themselves (score is constant)
     octaves = (1 << np.arange(1, max(top + 2, 2).bit_length(), dtype=np.int64)) - 1
     bounds = np.unique(np.concatenate([[0], distinct, distinct + 1, octaves, [top + 1]]))
     bounds = bounds[bounds <= top + 1]
     starts = bounds[:-1].astype(np.int64)
     lengths = np.diff(bounds).astype(np.int64)
-    below = np.searchsorted(x, starts, side="left")
-    above = len(x) - np.searchsorted(x, starts, side="right")
+    below, above = ranks(starts)
     u = -np.abs((100 - q_pct) * below - q_pct * above).astype(np.int64)
     sens = max(q_pct, 100 - q_pct)
     coef = _CTX.divide(Decimal(repr(float(epsilon))), 2 * sens)
@@ -279,6 +329,28 @@ def dp_percentile(
     """
     table = percentile_table(values, percentile=percentile, epsilon=epsilon, upper=upper)
     if np.asarray(values).size == 0:
+        return 0
+    words = rnd.words(label, 2, stage=stage)
+    return int(sample_percentile(table, words)[0])
+
+
+def dp_percentile_from_histogram(
+    histogram: NDArray[np.integer],
+    *,
+    percentile: int,
+    epsilon: float,
+    upper: int,
+    rnd: ReleaseRandomness,
+    label: str,
+    stage: str,
+) -> int:
+    """:func:`dp_percentile` of the values counted by ``histogram`` (value v occurs
+    ``histogram[v]`` times): the same mechanism and the same draw, from a histogram that can be
+    summed over record partitions before the single draw on the driver."""
+    table = percentile_table_from_histogram(
+        histogram, percentile=percentile, epsilon=epsilon, upper=upper
+    )
+    if int(np.asarray(histogram, dtype=np.int64).sum()) == 0:
         return 0
     words = rnd.words(label, 2, stage=stage)
     return int(sample_percentile(table, words)[0])

@@ -3,8 +3,9 @@
 Noise that protects data reads uniform 64-bit words from SHAKE-256(key, label) through
 :meth:`ReleaseRandomness.words`; randomness the privacy proof does not rely on (contribution
 subsets, synthesis sampling) uses :meth:`ReleaseRandomness.generator`, a numpy Generator
-seeded from the same key and a label. Same key + label => identical draws, which is what
-makes a resumed release identical. The key is as secret as the data.
+seeded from the same key and a label, or :meth:`ReleaseRandomness.record_key` where each record
+draws its own (contribution subsets: identical at any partitioning). Same key + label =>
+identical draws, which is what makes a resumed release identical. The key is as secret as the data.
 """
 
 from __future__ import annotations
@@ -86,6 +87,16 @@ class ReleaseRandomness:
             return np.zeros(0, dtype=np.uint64)
         xof = hashlib.shake_256(self._key + b"\0noise\0" + label.encode())
         return np.frombuffer(xof.digest(8 * n), dtype="<u8").astype(np.uint64, copy=False)
+
+    def record_key(self, label: str) -> int:
+        """A 64-bit key for per-record randomness the privacy proof does not rely on.
+
+        Keyed by the record (its global row number) with
+        :func:`sds_core.marginals.contributions.record_priorities`, so the draws do not depend
+        on how the records are split into partitions, batches or workers.
+        """
+        digest = hashlib.shake_256(self._key + b"\0records\0" + label.encode()).digest(8)
+        return int.from_bytes(digest, "little")
 
     def generator(self, label: str) -> np.random.Generator:
         """A numpy Generator for randomness the privacy proof does not rely on."""

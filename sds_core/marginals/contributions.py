@@ -2,7 +2,8 @@
 
 Used by :func:`sds_core.marginals.engine.aggregate_length` (spec §1.5 steps 2-4): a map-reduce
 over record partitions gives every candidate's count and every record's number of valid
-tuples |W_{j,k}|; records above the allowed sensitivity Δ_k then keep a uniform random subset.
+tuples |W_{j,k}|; records above the allowed sensitivity Δ_k then keep a uniform random subset,
+drawn per record from its global row number (identical at any partitioning).
 """
 
 from __future__ import annotations
@@ -44,6 +45,29 @@ def candidate_counts(
     for acc, lk in zip(local, lookups, strict=True):
         counts[lk.rows] = acc
     return counts, valid
+
+
+def candidate_counts_many(
+    codes_list: list[NDArray[np.int32]], lookups: list[CliqueLookup], n_cands: int, chunk: int
+) -> tuple[NDArray[np.int64], list[NDArray[np.int32]]]:
+    """:func:`candidate_counts` of several record sets (one worker's partitions) summed into one
+    count vector (the per-clique counters are added before the one scatter into candidate
+    order), and |W_{j,k}| of each set."""
+    count = _count_compiled if HAVE_NUMBA else _count_numpy
+    local: list[NDArray[np.int64]] | None = None
+    valids = []
+    for codes in codes_list:
+        part, valid = count(codes, lookups, chunk)
+        valids.append(valid)
+        if local is None:
+            local = part
+        else:
+            for acc, add in zip(local, part, strict=True):
+                acc += add
+    counts = np.zeros(n_cands, dtype=np.int64)
+    for acc, lk in zip(local or [], lookups, strict=True):
+        counts[lk.rows] = acc
+    return counts, valids
 
 
 def _count_numpy(
@@ -128,25 +152,74 @@ def _record_pairs(
     return rec[order], cand[order]
 
 
-def bound_contributions(
-    counts: NDArray[np.int64],
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX1 = np.uint64(0xBF58476D1CE4E5B9)
+_MIX2 = np.uint64(0x94D049BB133111EB)
+
+
+def _mix64(z: NDArray[np.uint64]) -> NDArray[np.uint64]:
+    """SplitMix64's finalizer: a bijection of uint64 whose outputs look independent."""
+    z = z ^ (z >> np.uint64(30))
+    z = z * _MIX1
+    z = z ^ (z >> np.uint64(27))
+    z = z * _MIX2
+    out: NDArray[np.uint64] = z ^ (z >> np.uint64(31))
+    return out
+
+
+def record_priorities(
+    key: int, rows: NDArray[np.integer], candidates: NDArray[np.integer]
+) -> NDArray[np.uint64]:
+    """Random priority of each (record, candidate) pair, keyed by the record's global row number.
+
+    A pure function of (``key``, row, candidate): the same record draws the same priorities in
+    any partition, batch or worker, which is what makes contribution bounding identical at any
+    partitioning. ``key`` comes from :meth:`ReleaseRandomness.record_key` (per release and length).
+
+    >>> p = record_priorities(7, np.array([0, 0, 5]), np.array([1, 2, 1]))
+    >>> bool(p[2] == record_priorities(7, np.array([5]), np.array([1]))[0])
+    True
+    """
+    with np.errstate(over="ignore"):
+        r = np.asarray(rows).astype(np.uint64) * _GOLDEN ^ np.uint64(key)
+        c = np.asarray(candidates).astype(np.uint64) * _GOLDEN
+        return _mix64(_mix64(r) + c)
+
+
+def dropped_contributions(
     codes: NDArray[np.int32],
+    valid: NDArray[np.int32],
     lookups: list[CliqueLookup],
+    n_cands: int,
     allowed: int,
-    rng: np.random.Generator,
+    *,
+    record_key: int,
+    first_row: int = 0,
     chunk: int,
 ) -> NDArray[np.int64]:
-    """Replace the contributions of the given (over-limit) records by a uniform random subset
-    of size ``allowed`` of each record's valid tuples (without replacement, §1.5 step 4).
+    """How much each candidate's count drops when every record with more than ``allowed`` valid
+    tuples keeps a uniform random subset of ``allowed`` of them (without replacement, §1.5
+    step 4); subtract it from the unbounded counts.
 
-    Priorities are drawn in canonical (record, candidate) order, so the result does not
-    depend on the partition size.
+    Args:
+        codes: the records' codes (a whole table or one partition of it).
+        valid: |W_{j,k}| of those records (:func:`candidate_counts`).
+        lookups, n_cands: as for :func:`candidate_counts`.
+        allowed: Δ_k.
+        record_key: :meth:`ReleaseRandomness.record_key` of this length.
+        first_row: the global row number of ``codes[0]`` (a partition's offset in the table).
+        chunk: records per batch (memory bound only).
+
+    A record keeps the ``allowed`` tuples of smallest :func:`record_priorities`, which depend on
+    its global row number, never on its position in a partition: any partitioning gives the
+    same result.
     """
-    out = counts.copy()
-    for start in range(0, codes.shape[0], chunk):
-        rec, cand = _record_pairs(codes[start : start + chunk], lookups)
-        n_rec: int = rec.shape[0]
-        prio = rng.random(n_rec)
+    out = np.zeros(n_cands, dtype=np.int64)
+    over = np.flatnonzero(valid > allowed)
+    for start in range(0, over.shape[0], chunk):
+        rows = over[start : start + chunk]
+        rec, cand = _record_pairs(codes[rows], lookups)
+        prio = record_priorities(record_key, rows[rec] + first_row, cand)
         order = np.lexsort((prio, rec))
         rec_s = rec[order]
         first = np.searchsorted(rec_s, rec_s, side="left")
@@ -154,5 +227,5 @@ def bound_contributions(
         dropped = np.ones(cand.shape[0], dtype=bool)
         dropped[keep] = False
         ids, times = np.unique(cand[dropped], return_counts=True)
-        out[ids] -= times
+        out[ids] += times
     return out

@@ -30,22 +30,17 @@ from sds_core.dp.accounting import (
 )
 from sds_core.dp.declared import declared_one_tuples
 from sds_core.dp.noise import discrete_gaussian, discrete_laplace
-from sds_core.dp.percentile import dp_percentile
+from sds_core.dp.percentile import dp_percentile_from_histogram
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInternalError, invariant, require
 from sds_core.marginals._kernels import HAVE_NUMBA, noisy_survivors
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
-from sds_core.marginals.combinations import (
-    build_lookups,
-    candidates_from_survivors,
-    occurring_attributes,
-)
-from sds_core.marginals.contributions import bound_contributions, candidate_counts
+from sds_core.marginals.backend import CountingBackend, as_backend
+from sds_core.marginals.combinations import build_lookups, candidates_from_survivors
 from sds_core.marginals.declared_tuples import (
     active_counts_by_column,
     check_declared,
     declared_threshold,
-    reencode,
 )
 from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS
 from sds_core.marginals.normalization import finalize_counts, round_half_away_from_zero
@@ -70,7 +65,11 @@ __all__ = [
 
 # ---------------------------------------------------------------- stage 1: record count
 def protect_record_count(
-    table: PreparedTable, params: DpParams, rnd: ReleaseRandomness, *, release_label: str
+    table: PreparedTable | CountingBackend,
+    params: DpParams,
+    rnd: ReleaseRandomness,
+    *,
+    release_label: str,
 ) -> RecordCountStep:
     """m = max(1, n + discrete Laplace(1/ε_N)) with ε_N = N_p·ε (spec §1.3; clamping is
     post-processing and replaces the reference's panic on m <= 0).
@@ -144,18 +143,18 @@ def _length_threshold(
 
 
 def _candidates(
-    table: PreparedTable, k: int, previous: Mapping[int, CombinationCounts]
+    data: CountingBackend, k: int, previous: Mapping[int, CombinationCounts]
 ) -> NDArray[np.int32]:
     if k == 1:
-        return occurring_attributes(table.domain, table.codes)
+        return data.occurring_attributes()
     require(k - 1 in previous, f"aggregate_length({k}) needs the survivors of length {k - 1}")
     prev = previous[k - 1]
     require(prev.length == k - 1, f"previous[{k - 1}] holds combinations of length {prev.length}")
-    return candidates_from_survivors(prev, table.domain)
+    return candidates_from_survivors(prev, data.domain)
 
 
 def aggregate_length(
-    table: PreparedTable,
+    table: PreparedTable | CountingBackend,
     k: int,
     previous: Mapping[int, CombinationCounts],
     plan: BudgetPlan,
@@ -173,8 +172,12 @@ def aggregate_length(
     domain in ``LengthStep.domain``; lengths k >= 2 need it as ``domain`` and run on the table
     re-encoded into it (:func:`sds_core.marginals.declared_tuples.reencode`, deterministic).
 
+    The data work (candidate counts, |W_{j,k}| histogram, contribution bounding) goes through
+    the :class:`~sds_core.marginals.backend.CountingBackend` (a table: the local one); the DP
+    choices are made here once, from the backend's global sums.
+
     Args:
-        table: the sensitive prepared table.
+        table: the sensitive prepared table, or a counting backend holding it.
         k: the length, 1..R.
         previous: survivors of the earlier lengths (at least k−1 for k >= 2).
         plan: the release's budget plan (:func:`plan_release`).
@@ -190,8 +193,9 @@ def aggregate_length(
     """
     r = params.reporting_length
     require(1 <= k <= r, f"length k must be in 1..reporting_length ({r}), got {k}")
-    require(table.n_records > 0, "the table is empty: DP aggregation needs at least one record")
-    declared = check_declared(table.domain, params.declared_domains)
+    data = as_backend(table, chunk_records)
+    require(data.n_records > 0, "the table is empty: DP aggregation needs at least one record")
+    declared = check_declared(data.domain, params.declared_domains)
     if declared and k >= 2:
         require(
             domain is not None,
@@ -200,19 +204,19 @@ def aggregate_length(
         )
         if domain is None:  # unreachable: require() above raised
             raise SdsInternalError("aggregate_length: domain is None after the check")
-        table = reencode(table, domain)
+        data = data.reencoded(domain)
     stage = f"aggregate-{k}"
     prefix = f"{release_label}/{stage}"
-    cands = _candidates(table, k, previous)
-    lookups = build_lookups(table.domain, cands, n_records=table.n_records)
-    counts, valid = candidate_counts(table.codes, lookups, cands.shape[0], chunk_records)
+    cands = _candidates(data, k, previous)
+    lookups = build_lookups(data.domain, cands, n_records=data.partition_records)
 
-    upper = comb(table.domain.n_columns, k)
+    upper = comb(data.domain.n_columns, k)
     if params.sensitivity_cap is not None:
         upper = min(upper, params.sensitivity_cap)
-    allowed = int(
-        dp_percentile(
-            valid,
+
+    def choose_allowed(histogram: NDArray[np.int64]) -> int:
+        return dp_percentile_from_histogram(
+            histogram,
             percentile=params.percentile_percentage,
             epsilon=plan.epsilon_percentile,
             upper=upper,
@@ -220,26 +224,35 @@ def aggregate_length(
             label=f"{prefix}/percentile",
             stage=stage,
         )
+
+    counts, allowed = data.bounded_counts(
+        lookups,
+        cands.shape[0],
+        choose_allowed=choose_allowed,
+        record_key=rnd.record_key(f"{prefix}/bounding"),
     )
     invariant(0 <= allowed <= upper, f"percentile returned {allowed} outside 0..{upper}")
     spend = next(s for s in plan.stage_spends() if s.stage == stage)
     if declared and k == 1 and allowed == 0:  # sensitivity 0: nothing can be released
-        nothing = Domain(table.domain.columns, tuple(() for _ in table.domain.columns))
+        nothing = Domain(data.domain.columns, tuple(() for _ in data.domain.columns))
         return LengthStep(1, CombinationCounts.empty(1), 0, math.inf, 0, spend, nothing)
     if allowed == 0 or (cands.shape[0] == 0 and not declared):
         return LengthStep(k, CombinationCounts.empty(k), allowed, math.inf, cands.shape[0], spend)
 
-    over = valid > allowed
-    if over.any():
-        rng = rnd.generator(f"{prefix}/bounding")
-        counts = bound_contributions(
-            counts, table.codes[over], lookups, allowed, rng, chunk_records
-        )
-    del lookups, valid, over  # the record-level structures are done with: free them before noise
+    del lookups  # the record-level structures are done with: free them before noise
     sigma = plan.sigma_by_len[k - 1]
     if declared and k == 1:
         return _declared_length_one(
-            table, cands, counts, allowed, sigma, spend, params, rnd, prefix=prefix, stage=stage
+            data.domain,
+            cands,
+            counts,
+            allowed,
+            sigma,
+            spend,
+            params,
+            rnd,
+            prefix=prefix,
+            stage=stage,
         )
     noise = discrete_gaussian(
         rnd,
@@ -268,7 +281,7 @@ def _survivors(
 
 
 def _declared_length_one(
-    table: PreparedTable,
+    table_domain: Domain,
     cands: NDArray[np.int32],
     counts: NDArray[np.int64],
     allowed: int,
@@ -286,8 +299,8 @@ def _declared_length_one(
     n_declared = sum(d.total_size for d in params.declared_domains)
     threshold = declared_threshold(scale, n_declared, params.declared_tolerance)
     out = declared_one_tuples(
-        table.domain,
-        active_counts_by_column(table.domain, cands, counts),
+        table_domain,
+        active_counts_by_column(table_domain, cands, counts),
         params.declared_domains,
         sigma=scale,
         threshold=threshold,
@@ -343,7 +356,7 @@ class DpResult:
 
 
 def dp_aggregate(
-    table: PreparedTable,
+    table: PreparedTable | CountingBackend,
     params: DpParams,
     rnd: ReleaseRandomness,
     *,
@@ -359,6 +372,7 @@ def dp_aggregate(
         if progress is not None:
             progress(msg)
 
+    table = as_backend(table)
     count = protect_record_count(table, params, rnd, release_label=release_label)
     say(f"protected record count: {count.protected_number_of_records}")
     plan = plan_release(params, count.protected_number_of_records)

@@ -11,7 +11,9 @@ from the caller's Generator (one sequential run, or parallel batches), and retur
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from math import comb
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -70,6 +72,7 @@ def synthesize(
     rng: np.random.Generator,
     progress: Callable[[int, int], None] | None = None,
     multi_value_columns: tuple[MultiValueColumn, ...] = (),
+    batch_map: BatchMap | None = None,
 ) -> PreparedTable:
     """Synthesize records from ``aggregates`` alone (aggregate-seeded synthesis, spec §2.1).
 
@@ -81,6 +84,8 @@ def synthesize(
             the target, or the total attribute budget (with ``done`` in attributes used) when
             no target is given.
         multi_value_columns: passed through to the result (for re-joining on output).
+        batch_map: with B > 1 batches, runs them (e.g. on a cluster's workers) instead of this
+            process's threads; the records are identical (same batch seeds, batch order).
 
     Returns:
         A PreparedTable over ``aggregates.domain`` (codes, -1 = empty), rows shuffled.
@@ -130,52 +135,87 @@ def synthesize(
         col_order=col_order,
         fill_rate=fill_rate,
     )
-    kernel = synthesize_records_ordered if params.complete_records else synthesize_records
+    job = BatchJob(lay, settings, bool(params.complete_records), n_cols, total_budget)
     done = np.zeros(batches, dtype=np.int64)  # records made (or budget used) per batch
 
-    def run(b: int, b_rng: np.random.Generator, b_target: int | None) -> list[NDArray[np.int64]]:
-        """One batch: its own budgets, synthetic counts and fill counters."""
-        work = new_work_state(lay.budget, lay.counts.size, lay.triples.count, n_cols)
-        chunks: list[NDArray[np.int64]] = []
-        made = 0
-        while True:
-            want = CHUNK_RECORDS if b_target is None else min(CHUNK_RECORDS, b_target - made)
-            if want <= 0:
-                break
-            out = np.empty((want, n_cols), dtype=np.int64)
-            uniforms = b_rng.random(want * n_cols)
-            n, _ = kernel(out, uniforms, lay, settings, work)
-            if work.counters[STATUS] == STALLED:
-                raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
-            chunks.append(out[:n])
-            made += n
-            done[b] = total_budget - int(work.counters[BUDGET_LEFT]) if b_target is None else made
-            if progress is not None and batches == 1:
-                progress(int(done[0]), total_budget if b_target is None else b_target)
-            if work.counters[STATUS] == DONE:
-                break
-        return chunks
-
     if batches == 1:
-        chunks = run(0, rng, target)
+
+        def report(made: int) -> None:
+            if progress is not None:
+                progress(made, total_budget if target is None else target)
+
+        chunks = run_batch(job, rng, target, report)
     else:
         targets = [
             None if target is None else target // batches + (b < target % batches)
             for b in range(batches)
         ]
-        chunks = _run_parallel(
-            run,
-            rng.spawn(batches),
-            targets,
-            done,
-            progress,
-            total_budget * batches if target is None else target,
-        )
+        if batch_map is not None:  # e.g. one task per batch on a cluster (same seeds, same order)
+            by_batch = batch_map(run_batch, [job] * batches, rng.spawn(batches), targets)
+            chunks = [chunk for batch in by_batch for chunk in batch]
+        else:
+            chunks = _run_parallel(
+                job,
+                rng.spawn(batches),
+                targets,
+                done,
+                progress,
+                total_budget * batches if target is None else target,
+            )
     ids = np.concatenate(chunks) if chunks else np.zeros((0, n_cols), dtype=np.int64)
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
     codes = np.where(ids >= 0, ids - offsets[None, :], EMPTY_CODE).astype(np.int32)
     codes = codes[rng.permutation(codes.shape[0])]
     return PreparedTable(domain, codes, multi_value_columns)
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BatchJob:
+    """What one synthesis batch reads (plain arrays and settings: picklable, no callables)."""
+
+    lay: Any
+    settings: RunSettings
+    complete_records: bool
+    n_cols: int
+    total_budget: int
+
+
+BatchMap = Callable[
+    [Callable[..., list[NDArray[np.int64]]], list[BatchJob], list[np.random.Generator], list[Any]],
+    list[list[NDArray[np.int64]]],
+]
+"""``batch_map(run_batch, jobs, rngs, targets)`` -> each batch's chunks, in batch order (a
+cluster's ``map``); batches are independent, so where they run never changes the records."""
+
+
+def run_batch(
+    job: BatchJob,
+    b_rng: np.random.Generator,
+    b_target: int | None,
+    report: Callable[[int], None] | None = None,
+) -> list[NDArray[np.int64]]:
+    """One batch: its own budgets, synthetic counts and fill counters; ``report(done)`` after
+    each chunk (records made, or attribute budget used without a target)."""
+    kernel = synthesize_records_ordered if job.complete_records else synthesize_records
+    work = new_work_state(job.lay.budget, job.lay.counts.size, job.lay.triples.count, job.n_cols)
+    chunks: list[NDArray[np.int64]] = []
+    made = 0
+    while True:
+        want = CHUNK_RECORDS if b_target is None else min(CHUNK_RECORDS, b_target - made)
+        if want <= 0:
+            break
+        out = np.empty((want, job.n_cols), dtype=np.int64)
+        uniforms = b_rng.random(want * job.n_cols)
+        n, _ = kernel(out, uniforms, job.lay, job.settings, work)
+        if work.counters[STATUS] == STALLED:
+            raise SdsInternalError("synthesis stalled with attribute budget left (bug)")
+        chunks.append(out[:n])
+        made += n
+        if report is not None:
+            report(job.total_budget - int(work.counters[BUDGET_LEFT]) if b_target is None else made)
+        if work.counters[STATUS] == DONE:
+            break
+    return chunks
 
 
 def _expected_records(aggregates: AggregateSet, target: int | None, f: float) -> float:
@@ -191,7 +231,7 @@ def _expected_records(aggregates: AggregateSet, target: int | None, f: float) ->
 
 
 def _run_parallel(
-    run: Callable[[int, np.random.Generator, int | None], list[NDArray[np.int64]]],
+    job: BatchJob,
     rngs: list[np.random.Generator],
     targets: list[int | None],
     done: NDArray[np.int64],
@@ -201,9 +241,12 @@ def _run_parallel(
     """Run the batches on threads (the kernels release the GIL); progress from this thread."""
     from concurrent.futures import FIRST_EXCEPTION, ThreadPoolExecutor, wait
 
+    def one(b: int, rng: np.random.Generator, target: int | None) -> list[NDArray[np.int64]]:
+        return run_batch(job, rng, target, lambda made: done.__setitem__(b, made))
+
     with ThreadPoolExecutor(max_workers=len(rngs)) as pool:
         futures = [
-            pool.submit(run, b, r, t) for b, (r, t) in enumerate(zip(rngs, targets, strict=True))
+            pool.submit(one, b, r, t) for b, (r, t) in enumerate(zip(rngs, targets, strict=True))
         ]
         pending = set(futures)
         while pending:

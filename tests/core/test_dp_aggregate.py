@@ -227,10 +227,11 @@ def test_progress_messages_and_bad_input() -> None:
         )
 
 
-def test_contribution_bounding_is_uniform_and_chunk_independent() -> None:
-    """Over-limit records keep exactly Δ random tuples, each with probability Δ/w, any chunking."""
+def test_contribution_bounding_is_uniform_and_partition_independent() -> None:
+    """Over-limit records keep exactly Δ random tuples, each with probability Δ/w, whatever the
+    chunking or the split into partitions (priorities keyed by the global row number)."""
     from sds_core.marginals.combinations import build_lookups, occurring_attributes
-    from sds_core.marginals.contributions import bound_contributions, candidate_counts
+    from sds_core.marginals.contributions import candidate_counts, dropped_contributions
 
     table = _uniform_table(200, 5, 2, 8)  # every record: 5 attributes, 10 pairs
     dom = table.domain
@@ -238,18 +239,37 @@ def test_contribution_bounding_is_uniform_and_chunk_independent() -> None:
     from sds_core.marginals.combinations import candidates_from_survivors
 
     cands = candidates_from_survivors(s1, dom)
+    n_c = cands.shape[0]
     lookups = build_lookups(dom, cands)
-    counts, valid = candidate_counts(table.codes, lookups, cands.shape[0], 64)
+    counts, valid = candidate_counts(table.codes, lookups, n_c, 64)
     assert (valid == 10).all() and counts.sum() == 2000
     allowed = 3
-    gen = np.random.default_rng(0)
-    a = bound_contributions(counts, table.codes, lookups, allowed, np.random.default_rng(1), 7)
-    b = bound_contributions(counts, table.codes, lookups, allowed, np.random.default_rng(1), 500)
+
+    def bounded(key: int, chunk: int) -> np.ndarray:
+        drop = dropped_contributions(
+            table.codes, valid, lookups, n_c, allowed, record_key=key, chunk=chunk
+        )
+        return counts - drop
+
+    a, b = bounded(1, 7), bounded(1, 500)
     assert np.array_equal(a, b)
+    parts = np.zeros_like(counts)
+    for lo, hi in ((0, 13), (13, 120), (120, 200)):  # three partitions with their row offsets
+        parts += dropped_contributions(
+            table.codes[lo:hi],
+            valid[lo:hi],
+            lookups,
+            n_c,
+            allowed,
+            record_key=1,
+            first_row=lo,
+            chunk=64,
+        )
+    assert np.array_equal(counts - parts, a)
     assert a.sum() == 200 * allowed and (a <= counts).all() and (a >= 0).all()
     total = np.zeros_like(counts)
-    for _ in range(200):
-        total += bound_contributions(counts, table.codes, lookups, allowed, gen, 64)
+    for key in range(200):
+        total += bounded(1000 + key, 64)
     # E[bounded count] = exact count · Δ/w for every candidate
     expected = counts * 200 * allowed / 10
     assert np.abs(total - expected).max() < 5 * np.sqrt(expected.max())

@@ -221,3 +221,24 @@ def test_bad_inputs_raise(kwargs: dict[str, object], match: str) -> None:
             stage="s",
             **{**base, **kwargs},  # type: ignore[arg-type]
         )
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_histogram_percentile_equals_the_values_percentile(seed: int) -> None:
+    """The DP percentile from a histogram of the values is the same table and the same draw."""
+    from sds_core.dp.percentile import dp_percentile_from_histogram, percentile_table_from_histogram
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 40, rng.integers(1, 300))
+    upper = int(rng.integers(0, 60))
+    a = percentile_table(values, percentile=95, epsilon=0.7, upper=upper)
+    b = percentile_table_from_histogram(
+        np.bincount(values), percentile=95, epsilon=0.7, upper=upper
+    )
+    assert np.array_equal(a.starts, b.starts) and np.array_equal(a.cdf_u64, b.cdf_u64)
+    kw = {"percentile": 95, "epsilon": 0.7, "upper": upper, "label": "q", "stage": "s"}
+    assert dp_percentile(
+        values, rnd=ReleaseRandomness.from_seed(seed), **kw
+    ) == dp_percentile_from_histogram(
+        np.bincount(values), rnd=ReleaseRandomness.from_seed(seed), **kw
+    )

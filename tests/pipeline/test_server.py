@@ -111,7 +111,8 @@ def _wait_served(proc: subprocess.Popen, names: list[str], timeout: float = 180)
 def test_prefect_yaml_deploys(
     server: tuple[str, dict[str, str]], tiny_csv: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
-    """`prefect deploy` registers both deployments with a schema-enforced form and a cron."""
+    """`prefect deploy` registers the deployments with a schema-enforced form and a cron, and
+    the Dask variant with its executor and scheduler address."""
     url, env = server
     env = {
         **env,
@@ -119,6 +120,7 @@ def test_prefect_yaml_deploys(
         "SDS_INPUT": str(tiny_csv),
         "SDS_CONFIG": str(tiny_config),
         "SDS_HOME": str(tmp_path / "home"),
+        "SDS_DASK_ADDRESS": "tcp://127.0.0.1:8786",
     }
     prefect = [sys.executable, "-m", "prefect", "--no-prompt"]
     subprocess.run(
@@ -152,6 +154,8 @@ def test_prefect_yaml_deploys(
     assert nightly["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
     assert nightly["parameters"]["params"]["input"] == str(tiny_csv)
     assert "epsilon" in json.dumps(deployments["on-demand-release"]["parameter_openapi_schema"])
+    dask = deployments["dask-release"]["parameters"]["params"]
+    assert dask["executor"] == "dask" and dask["dask_address"] == "tcp://127.0.0.1:8786"
 
 
 def test_served_deployment_runs_and_exhausted_budget_fails(

@@ -1,0 +1,193 @@
+"""Benchmark: the DP aggregation on the local backend vs the Dask backend, out-of-core input.
+
+Writes a resample (with replacement, seeded per part) of the PUMS example as ``--parts`` Parquet
+part files of raw string columns (written part by part: the generator never holds the table),
+then runs, each in its own subprocess so peak RSS is its own:
+
+* ``local``: ``pyarrow.parquet.read_table`` of the directory, ``prepare``, then the engine's
+  stages (count, aggregate-1..R, finalize) in process;
+* ``dask``: an embedded ``LocalCluster`` (``--workers`` processes, 1 thread each),
+  ``DaskBackend.from_parquet`` (read + prepare on the workers), the same engine stages; the
+  driver's peak RSS and each worker's are reported separately.
+
+Both print the time of each stage and a sha256 of the DP aggregates (equal for equal seeds).
+Before timing, both load the compiled kernels on a 300-row warm-up (the Dask one on every
+worker), as a long-running process or cluster has them; ``--cold`` leaves that out.
+
+    .venv/bin/python bench/bench_dask.py --rows 1000000 --parts 8 --modes local dask
+    .venv/bin/python bench/bench_dask.py --rows 10000000 --parts 40 --modes dask
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT / "examples" / "pums_ca_10k.csv"
+ZEROS = ("sex", "latino", "black", "asian", "married")
+
+
+def write_parts(folder: Path, rows: int, parts: int) -> None:
+    """``parts`` Parquet files of resampled rows (part i drawn with seed i)."""
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    base = pd.read_csv(DATA, dtype=str, keep_default_na=False)
+    bounds = np.linspace(0, rows, parts + 1).astype(int)
+    for i in range(parts):
+        n = int(bounds[i + 1] - bounds[i])
+        take = np.random.default_rng(i).integers(0, len(base), n)
+        frame = base.iloc[take].reset_index(drop=True)
+        pq.write_table(pa.Table.from_pandas(frame), folder / f"part-{i:04d}.parquet")
+
+
+def _peak_mib() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _digest(agg: Any) -> str:
+    h = hashlib.sha256(repr(agg.protected_number_of_records).encode())
+    for k in range(1, agg.reporting_length + 1):
+        cc = agg.counts_of(k)
+        h.update(cc.attrs.tobytes())
+        h.update(cc.counts.tobytes())
+    return h.hexdigest()[:16]
+
+
+def run(
+    mode: str, folder: Path, reporting_length: int, workers: int, *, warm: bool
+) -> dict[str, Any]:
+    """One mode in this process: stage times, peak RSS, aggregate digest."""
+    import pandas as pd
+
+    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.dp.randomness import ReleaseRandomness
+    from sds_core.marginals import engine
+    from sds_core.marginals.backend import LocalBackend
+    from sds_core.marginals.params import DpParams
+
+    params = PrepareParams(sensitive_zeros=ZEROS)
+    times: dict[str, float] = {}
+    t0 = time.perf_counter()
+    client = None
+    warm_table = prepare(pd.read_csv(DATA, dtype=str, keep_default_na=False).iloc[:300], params)
+    warm_dp = DpParams(reporting_length=reporting_length)
+    if mode == "local":
+        import pyarrow.parquet as pq
+
+        if warm:  # load the compiled kernels, as a long-running process has them
+            engine.dp_aggregate(warm_table, warm_dp, ReleaseRandomness.from_seed(1))
+            times["warm-up"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+        data: Any = LocalBackend(prepare(pq.read_table(folder), params))
+    else:
+        from distributed import Client, LocalCluster
+
+        from release_store.dask_backend import DaskBackend
+
+        cluster = LocalCluster(
+            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+        )
+        client = Client(cluster)
+        times["cluster start"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        if warm:  # every worker imports and loads the kernels, as a long-running cluster has
+            tiny = DaskBackend.from_table(client, warm_table, 2 * workers)
+            engine.dp_aggregate(tiny, warm_dp, ReleaseRandomness.from_seed(1))
+            times["warm-up"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+        data = DaskBackend.from_parquet(client, str(folder), params)
+    times["read + prepare"] = time.perf_counter() - t0
+    dp = DpParams(epsilon=4.0, delta=1e-9, reporting_length=reporting_length)
+    rnd = ReleaseRandomness.from_seed(0)
+    t0 = time.perf_counter()
+    count = engine.protect_record_count(data, dp, rnd, release_label="bench")
+    times["count"] = time.perf_counter() - t0
+    plan = engine.plan_release(dp, count.protected_number_of_records)
+    survivors: dict[int, Any] = {}
+    for k in range(1, reporting_length + 1):
+        t0 = time.perf_counter()
+        step = engine.aggregate_length(data, k, survivors, plan, dp, rnd, release_label="bench")
+        survivors[k] = step.survivors
+        times[f"aggregate-{k}"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    agg = engine.finalize(
+        survivors,
+        domain=data.domain,
+        reporting_length=reporting_length,
+        protected_number_of_records=count.protected_number_of_records,
+    )
+    times["finalize"] = time.perf_counter() - t0
+    out: dict[str, Any] = {
+        "mode": mode,
+        "records": data.n_records,
+        "times": {k: round(v, 2) for k, v in times.items()},
+        "core seconds (prepare..finalize)": round(
+            sum(v for k, v in times.items() if k not in ("cluster start", "warm-up")), 2
+        ),
+        "driver peak MiB": round(_peak_mib()),
+        "digest": _digest(agg),
+    }
+    if client is not None:
+        peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+        out["worker peak MiB"] = sorted(round(v) for v in peaks.values())
+        client.close()
+    return out
+
+
+def main() -> None:
+    """Write the parts once, run each mode in its own subprocess, print JSON lines."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rows", type=int, default=1_000_000)
+    ap.add_argument("--parts", type=int, default=8)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--reporting-length", type=int, default=3)
+    ap.add_argument("--modes", nargs="+", default=["local", "dask"], choices=["local", "dask"])
+    ap.add_argument("--data", type=Path, help="existing part-file directory (skip writing)")
+    ap.add_argument("--cold", action="store_true", help="no kernel warm-up before timing")
+    ap.add_argument("--run", choices=["local", "dask"], help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.run:
+        result = run(args.run, args.data, args.reporting_length, args.workers, warm=not args.cold)
+        print(json.dumps(result))
+        return
+    with tempfile.TemporaryDirectory(prefix="sds-bench-dask-") as tmp:
+        folder = args.data or Path(tmp)
+        if args.data is None:
+            t0 = time.perf_counter()
+            write_parts(folder, args.rows, args.parts)
+            print(
+                f"# wrote {args.rows} rows in {args.parts} parts: {time.perf_counter() - t0:.1f} s"
+            )
+        for mode in args.modes:
+            cmd = [sys.executable, __file__, "--run", mode, "--data", str(folder)]
+            cmd += [
+                "--reporting-length",
+                str(args.reporting_length),
+                "--workers",
+                str(args.workers),
+            ]
+            t0 = time.perf_counter()
+            done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+            if done.returncode != 0:
+                print(done.stderr[-4000:], file=sys.stderr)
+                raise SystemExit(done.returncode)
+            line = done.stdout.strip().splitlines()[-1]
+            result = json.loads(line)
+            result["process seconds"] = round(time.perf_counter() - t0, 1)
+            print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

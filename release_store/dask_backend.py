@@ -1,0 +1,457 @@
+"""The Dask counting backend: the DP engine's data work on a ``distributed`` cluster.
+
+Implements :class:`sds_core.marginals.backend.CountingBackend` over record partitions held by
+the workers: every method maps the same per-partition functions as the local backend
+(``sds_core.marginals.backend.partition_*``), tree-reduces the integer sums, and hands the global
+sums to the engine, which draws every DP choice and all noise once, on the driver. Workers import
+only ``sds_core`` (never Prefect). A Spark backend would be one more module of this shape.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core.data.domain import Domain
+from sds_core.data.partitions import (
+    PartDomain,
+    align,
+    merged_domain,
+    partition_layout,
+    prepare_partition,
+)
+from sds_core.data.preparation import PrepareParams, match_key
+from sds_core.data.readers import cell_text
+from sds_core.data.table import PreparedTable
+from sds_core.errors import SdsInputError
+from sds_core.marginals import backend as core
+from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.combinations import CliqueLookup
+from sds_core.marginals.declared_tuples import reencode
+from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS
+from sds_core.synthesis.generator import BatchJob, BatchMap
+
+ADDRESS_ENV = "SDS_DASK_ADDRESS"
+CONNECT_TIMEOUT_S = 10.0
+
+
+def connect(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) -> Any:
+    """A ``distributed.Client``: to the scheduler at ``address`` (else ``$SDS_DASK_ADDRESS``), or
+    to an embedded ``LocalCluster`` sized to the machine when neither is set.
+
+    Raises:
+        SdsInputError: the address is malformed or no scheduler answers there within
+            ``timeout`` seconds (raised before the release reads or charges anything).
+    """
+    from distributed import Client, LocalCluster
+
+    address = address or os.environ.get(ADDRESS_ENV) or None
+    if address is None:
+        cluster = LocalCluster(  # type: ignore[no-untyped-call]
+            processes=True, threads_per_worker=1, dashboard_address=None
+        )
+        return Client(cluster)  # type: ignore[no-untyped-call]
+    if "://" not in address and ":" not in address:
+        raise SdsInputError(
+            f"dask_address {address!r} is not a scheduler address; give it as tcp://host:8786 "
+            f"(--dask-address or ${ADDRESS_ENV})"
+        )
+    try:
+        return Client(address, timeout=timeout)  # type: ignore[no-untyped-call]
+    except (OSError, TimeoutError, ValueError) as e:
+        raise SdsInputError(
+            f"no Dask scheduler answers at dask_address {address!r} ({type(e).__name__}: {e}); "
+            "start one (`dask scheduler` and `dask worker <address>`), fix --dask-address / "
+            f"${ADDRESS_ENV}, or drop it for an embedded LocalCluster"
+        ) from e
+
+
+class DaskClusterError(RuntimeError):
+    """The cluster lost data it cannot recompute (a worker died holding partitions that were
+    sent from this process), or went away."""
+
+
+def _lost(e: BaseException) -> bool:
+    from distributed.client import FutureCancelledError
+    from distributed.scheduler import KilledWorker
+
+    return isinstance(e, FutureCancelledError | KilledWorker) or type(e).__name__ in (
+        "CancelledError",
+        "FuturesCancelledError",
+        "CommClosedError",
+    )
+
+
+def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
+    """Combine partition results pairwise on the workers; gather the one result.
+
+    Raises:
+        DaskClusterError: a worker died with partitions no task can recompute.
+    """
+    try:
+        while len(futures) > 1:
+            merged = [
+                client.submit(combine, futures[i], futures[i + 1])
+                for i in range(0, len(futures) - 1, 2)
+            ]
+            if len(futures) % 2:
+                merged.append(futures[-1])
+            futures = merged
+        return futures[0].result()
+    except Exception as e:
+        if not _lost(e):
+            raise
+        raise DaskClusterError(
+            f"the Dask cluster lost data it cannot recompute ({type(e).__name__}: {e}): a "
+            "worker died holding record partitions sent from this process. Nothing more is "
+            "drawn or charged for this stage; run `sds resume RELEASE_ID` (the stage re-runs "
+            "from the checkpoints with the same key), or read the input from Parquet files "
+            "so that lost partitions are re-read"
+        ) from e
+
+
+@dataclass(frozen=True, eq=False)
+class DaskBackend:
+    """Record partitions (``PreparedTable`` futures) on a Dask cluster.
+
+    Args:
+        client: a ``distributed.Client``.
+        parts: futures of the partitions, in table order.
+        first_rows: each partition's global row number of its first record.
+        table_domain: the domain every partition is coded in.
+        n: the total record count (sensitive).
+        chunk_records: records per batch inside a partition (memory bound only).
+        largest: the largest partition's record count (sizes the lookups sent to workers).
+    """
+
+    client: Any
+    parts: tuple[Any, ...]
+    first_rows: tuple[int, ...]
+    table_domain: Domain
+    n: int
+    chunk_records: int = DEFAULT_CHUNK_RECORDS
+    largest: int = 0
+
+    @classmethod
+    def from_partitions(
+        cls,
+        client: Any,
+        parts: Sequence[Any],
+        domain: Domain,
+        *,
+        chunk_records: int = DEFAULT_CHUNK_RECORDS,
+    ) -> DaskBackend:
+        """From futures of ``PreparedTable`` partitions in table order (sizes counted once)."""
+        parts = list(parts)
+        sizes = client.gather(client.map(core.partition_size, parts))
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+        return cls(
+            client,
+            tuple(parts),
+            tuple(first),
+            domain,
+            int(sum(sizes)),
+            chunk_records,
+            int(max(sizes, default=0)),
+        )
+
+    @classmethod
+    def from_table(
+        cls,
+        client: Any,
+        table: PreparedTable,
+        n_partitions: int,
+        *,
+        chunk_records: int = DEFAULT_CHUNK_RECORDS,
+    ) -> DaskBackend:
+        """Split an in-memory table into ``n_partitions`` contiguous partitions on the workers."""
+        if not isinstance(n_partitions, int) or n_partitions < 1:
+            raise SdsInputError(f"n_partitions must be an integer >= 1, got {n_partitions!r}")
+        bounds = np.linspace(0, table.n_records, n_partitions + 1).astype(int)
+        pieces = [
+            PreparedTable(table.domain, table.codes[lo:hi], table.multi_value_columns)
+            for lo, hi in itertools.pairwise(bounds)
+        ]
+        parts = client.scatter(pieces, hash=False)
+        return cls.from_partitions(client, parts, table.domain, chunk_records=chunk_records)
+
+    @classmethod
+    def from_parquet(
+        cls,
+        client: Any,
+        path: str,
+        params: PrepareParams,
+        *,
+        chunk_records: int = DEFAULT_CHUNK_RECORDS,
+        blocksize: str | int | None = None,
+    ) -> DaskBackend:
+        """Read a Parquet dataset (a directory or a glob of files) as Dask partitions and prepare
+        it on the workers; the driver holds only labels and sums, never the table.
+
+        The result equals :func:`sds_core.data.preparation.prepare` of the whole dataset (rows
+        in file-name order), byte for byte: partitions are prepared alone, their labels merged
+        (:mod:`sds_core.data.partitions`) and re-coded. With ``subject_id`` the rows are first
+        shuffled by the subject key (sorted, so every subject meets in one partition and the
+        subjects keep the order a local run gives them). ``record_limit`` keeps the first rows.
+        """
+        import dask.dataframe as dd
+        from dask.delayed import delayed
+
+        ddf = dd.read_parquet(path, blocksize=blocksize) if blocksize else dd.read_parquet(path)
+        if params.record_limit:
+            ddf = _head(client, ddf, int(params.record_limit))
+        if params.subject_id is not None:
+            name = _matching_column(list(ddf.columns), params.subject_id)
+            ddf = ddf.assign(_sds_subject_key=ddf[name].map(_subject_key, meta=(name, "str")))
+            ddf = ddf.set_index("_sds_subject_key", drop=True, sort=True)
+        delayed_parts = ddf.to_delayed()
+        layout = delayed(partition_layout)(delayed_parts[0], params)
+        prepared = client.compute([delayed(prepare_partition)(d, params) for d in delayed_parts])
+        layout_value = client.compute(layout).result()
+        domains = client.gather(client.map(_part_domain, prepared))
+        kept = [i for i, d in enumerate(domains) if d is not None]
+        if not kept:
+            raise SdsInputError(f"the Parquet dataset {path!r} has no rows")
+        merged = merged_domain(
+            layout_value,
+            [domains[i] for i in kept],
+            allow_empty_columns=params.allow_empty_columns,
+        )
+        parts = client.map(align, [prepared[i] for i in kept], merged=merged)
+        del prepared
+        return cls.from_partitions(client, parts, merged[0], chunk_records=chunk_records)
+
+    @property
+    def domain(self) -> Domain:
+        """The partitions' domain."""
+        return self.table_domain
+
+    @property
+    def n_records(self) -> int:
+        """The exact record count (sensitive)."""
+        return self.n
+
+    @property
+    def partition_records(self) -> int:
+        """The largest partition: the lookups shipped to the workers are sized for it."""
+        return self.largest or self.n
+
+    def occurring_attributes(self) -> NDArray[np.int32]:
+        """V_1: presence per partition, OR-reduced."""
+        present = _tree_reduce(
+            self.client, self.client.map(core.partition_presence, self.parts), core.either
+        )
+        return np.flatnonzero(present).astype(np.int32).reshape(-1, 1)
+
+    def reencoded(self, domain: Domain) -> DaskBackend:
+        """Every partition re-coded into ``domain`` on its worker."""
+        if domain == self.table_domain:
+            return self
+        parts = self.client.map(reencode, self.parts, domain=domain)
+        return DaskBackend(
+            self.client,
+            tuple(parts),
+            self.first_rows,
+            domain,
+            self.n,
+            self.chunk_records,
+            self.largest,
+        )
+
+    def bounded_counts(
+        self,
+        lookups: list[CliqueLookup],
+        n_cands: int,
+        *,
+        choose_allowed: core.ChooseAllowed,
+        record_key: int,
+    ) -> tuple[NDArray[np.int64], int]:
+        """Map: counts, |W| histogram (kept |W| per record on the workers); reduce; Δ_k chosen
+        here once; map: drops of the over-limit records (keyed by global row); reduce."""
+        client, chunk = self.client, self.chunk_records
+        [lk] = client.scatter([lookups], broadcast=True, hash=False)
+        groups = self._groups()
+        counted = [
+            client.submit(
+                core.group_counts,
+                lk,
+                n_cands,
+                chunk,
+                *[self.parts[i] for i in idx],
+                workers=[worker] if worker else None,
+                allow_other_workers=True,
+            )
+            for worker, idx in groups
+        ]
+        reducible = client.map(core.group_reducible, counted)
+        summed, hist = _tree_reduce(client, reducible, core.add_count_pairs)
+        counts = core.dense(summed)
+        allowed = int(choose_allowed(hist))
+        if allowed == 0:
+            return np.zeros(n_cands, dtype=np.int64), 0
+        if hist.shape[0] > allowed + 1:
+            dropped = [
+                client.submit(
+                    core.group_dropped,
+                    group_counted,
+                    [self.first_rows[i] for i in idx],
+                    lk,
+                    n_cands,
+                    allowed,
+                    record_key,
+                    chunk,
+                    *[self.parts[i] for i in idx],
+                    workers=[worker] if worker else None,
+                    allow_other_workers=True,
+                )
+                for group_counted, (worker, idx) in zip(counted, groups, strict=True)
+            ]
+            counts = counts - core.dense(_tree_reduce(client, dropped, core.add_counts))
+        return counts, allowed
+
+    def _groups(self) -> list[tuple[str, list[int]]]:
+        """The partitions grouped by the worker holding them (in partition order within a
+        group): one counting task per worker. Grouping never changes a result."""
+        from distributed import wait
+
+        try:
+            wait(list(self.parts))  # type: ignore[no-untyped-call]  # placed (read, prepared, re-coded) before asking where
+            held = self.client.who_has(list(self.parts))
+        except Exception as e:
+            if not _lost(e):
+                raise
+            held = {}
+        by_worker: dict[str, list[int]] = {}
+        for i, part in enumerate(self.parts):
+            workers = sorted(held.get(part.key, ()))
+            by_worker.setdefault(workers[0] if workers else "", []).append(i)
+        return sorted(by_worker.items(), key=lambda item: item[1][0])
+
+    def exact_aggregates(self, reporting_length: int) -> AggregateSet:
+        """Exact aggregates per partition, summed."""
+        parts = self.client.map(
+            core.partition_exact,
+            self.parts,
+            reporting_length=reporting_length,
+            chunk=self.chunk_records,
+        )
+        result: AggregateSet = _tree_reduce(self.client, parts, core.add_aggregates)
+        return result
+
+
+def _part_domain(table: PreparedTable | None) -> PartDomain | None:
+    """A prepared partition's labels only (what the driver needs to merge the domain)."""
+    return None if table is None else (table.domain, table.multi_value_columns)
+
+
+def _subject_key(value: Any) -> str:
+    """The subject id as :func:`prepare` compares it (missing: empty, refused by prepare)."""
+    if value is None or (isinstance(value, float) and value != value):
+        return ""
+    return match_key(cell_text(value))
+
+
+def _matching_column(columns: list[str], name: str) -> str:
+    hits = [c for c in columns if match_key(str(c)) == match_key(name)]
+    if not hits:
+        raise SdsInputError(
+            f"PrepareParams.subject_id: unknown column {name!r}; available columns: {columns}"
+        )
+    return str(hits[0])
+
+
+def _head(client: Any, ddf: Any, n: int) -> Any:
+    """The first ``n`` rows of a Dask frame, partitioned as before (lengths counted once)."""
+    import dask.dataframe as dd
+
+    lengths = client.compute(ddf.map_partitions(len)).result().tolist()
+    keep, left = [], n
+    for i, length in enumerate(lengths):
+        if left <= 0:
+            break
+        part = ddf.get_partition(i)
+        keep.append(part if length <= left else part.head(left, compute=False, npartitions=1))
+        left -= length
+    return dd.concat(keep) if len(keep) > 1 else keep[0]  # type: ignore[no-untyped-call]
+
+
+# ---------------------------------------------------------------- the release's cluster session
+@dataclass
+class _Session:
+    client: Any
+    partitions: int | None
+    backends: dict[int, tuple[PreparedTable, DaskBackend]]
+
+
+_SESSIONS: dict[str, _Session] = {}
+ROWS_PER_PARTITION = 1_000_000
+
+
+@contextmanager
+def cluster_session(params: Any) -> Iterator[None]:
+    """With ``params.executor == "dask"``: connect (a bad address raises here, before the
+    release charges anything) and serve :func:`counting_backend` for ``params.release_id``
+    until the block ends; then close the client (and an embedded cluster). Else nothing."""
+    if getattr(params, "executor", "local") != "dask":
+        yield
+        return
+    client = connect(params.dask_address)
+    key = str(params.release_id)
+    _SESSIONS[key] = _Session(client, params.dask_partitions, {})
+    try:
+        yield
+    finally:
+        _SESSIONS.pop(key, None)
+        embedded = getattr(client, "cluster", None)
+        client.close()
+        if embedded is not None:
+            embedded.close()
+
+
+def counting_backend(params: Any, table: PreparedTable) -> core.CountingBackend:
+    """The counting backend of this release: local, or the table's partitions on the session's
+    cluster (scattered once per table, reused by every stage)."""
+    session = _SESSIONS.get(str(params.release_id))
+    if getattr(params, "executor", "local") != "dask" or session is None:
+        return core.LocalBackend(table)
+    cached = session.backends.get(id(table))
+    if cached is not None and cached[0] is table:
+        return cached[1]
+    workers = max(1, len(session.client.scheduler_info().get("workers", {})))
+    n_parts = session.partitions or max(2 * workers, -(-table.n_records // ROWS_PER_PARTITION))
+    backend = DaskBackend.from_table(session.client, table, min(n_parts, max(1, table.n_records)))
+    session.backends[id(table)] = (table, backend)
+    return backend
+
+
+def cluster_batch_map(client: Any) -> BatchMap:
+    """A :data:`~sds_core.synthesis.generator.BatchMap` running each synthesis batch as one task
+    on the cluster (post-processing of the DP aggregates; the layout is sent once per worker)."""
+
+    def batch_map(
+        run: Callable[..., list[NDArray[np.int64]]],
+        jobs: list[BatchJob],
+        rngs: list[np.random.Generator],
+        targets: list[Any],
+    ) -> list[list[NDArray[np.int64]]]:
+        [job] = client.scatter([jobs[0]], broadcast=True, hash=False)
+        futures = client.map(run, [job] * len(rngs), rngs, targets, pure=False)
+        result: list[list[NDArray[np.int64]]] = client.gather(futures)
+        return result
+
+    return batch_map
+
+
+def synthesis_batch_map(params: Any) -> BatchMap | None:
+    """The batch map of this release's cluster session, or None (local threads)."""
+    session = _SESSIONS.get(str(getattr(params, "release_id", "")))
+    if getattr(params, "executor", "local") != "dask" or session is None:
+        return None
+    return cluster_batch_map(session.client)
