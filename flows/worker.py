@@ -33,6 +33,7 @@ __all__ = ["main", "serve"]
 _MAX_MESSAGE = 1 << 20
 _POLL_S = 1.0
 _STOP_GRACE_S = 10.0
+_FORWARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # what the client forwards
 
 
 def _log(message: str) -> None:
@@ -147,9 +148,13 @@ class Worker:
         self.fork(rel, request)
 
     def fork(self, rel: _Release, request: dict[str, Any]) -> None:
+        # the client forwards Ctrl-C as soon as it has the pid: the child takes it once it is
+        # the release process (a KeyboardInterrupt there, as in-process), not during its setup
+        signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)
         pid = os.fork()
         if pid == 0:
             self.child(rel, request)  # never returns
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
         with contextlib.suppress(OSError):
             os.setpgid(pid, pid)  # also done in the child: whichever runs first
         for fd in rel.fds:
@@ -193,7 +198,11 @@ class Worker:
             sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)
             from flows import cli
 
-            code = cli.run_handed_off(request["call"])
+            try:
+                signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
+                code = cli.run_handed_off(request["call"])
+            except KeyboardInterrupt:  # before the release started: as typer ends it
+                code = 130
             cli.quick_exit(code)
         except BaseException:  # the child must never return into the loop
             with contextlib.suppress(BaseException):
