@@ -258,7 +258,7 @@ def _run(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> None
     params = _ledger_password(params)
     server = _api_server(root)  # started in the background while Prefect and the flow load
     prefect_environment(root, verbose=verbose)
-    if server is not None:  # the home's server: its warm worker, when it answers and fits
+    if server is not None and server.healthy:  # the home's answering server: its warm worker
         from flows import handoff
 
         call = {
