@@ -24,6 +24,7 @@ __all__ = [
     "SOCKET_NAME",
     "WORKER_ENV",
     "hand_off",
+    "ignored_signals",
     "import_time_env",
     "ping",
     "socket_path",
@@ -100,6 +101,12 @@ def ping(home: Path, timeout: float = 2.0) -> dict[str, Any] | None:
     return answer if isinstance(answer, dict) and answer.get("pid") else None
 
 
+def ignored_signals() -> list[int]:
+    """The forwarded signals this process ignores (e.g. SIGINT of a background job): the child
+    ignores them too, as this process would have while running the release."""
+    return [int(s) for s in _FORWARDED if signal.getsignal(s) is signal.SIG_IGN]
+
+
 @contextlib.contextmanager
 def _forwarding(pgid: int) -> Iterator[None]:
     """Forward the signals this process gets (Ctrl-C, SIGTERM, hang-up) to the child's group."""
@@ -108,7 +115,8 @@ def _forwarding(pgid: int) -> Iterator[None]:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(pgid, signum)
 
-    previous = {s: signal.signal(s, forward) for s in _FORWARDED}
+    ignored = ignored_signals()
+    previous = {s: signal.signal(s, forward) for s in _FORWARDED if s not in ignored}
     try:
         yield
     finally:
@@ -133,6 +141,7 @@ def hand_off(home: Path, call: dict[str, Any]) -> int | None:
             "op": "release",
             "project": project_root(),
             "cwd": os.getcwd(),
+            "ignored_signals": ignored_signals(),
             "env": dict(os.environ),
             "call": call,
         }

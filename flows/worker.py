@@ -174,6 +174,8 @@ class Worker:
             for s in (signal.SIGTERM, signal.SIGHUP, signal.SIGCHLD):
                 signal.signal(s, signal.SIG_DFL)
             signal.signal(signal.SIGINT, signal.default_int_handler)
+            for s in request.get("ignored_signals") or []:  # as the client had them
+                signal.signal(s, signal.SIG_IGN)
             keep = set(rel.fds)
             for other in self.releases.values():
                 if other.pidfd >= 0:
