@@ -268,9 +268,45 @@ def _run(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> None
     params = _ledger_password(params)
     server = _api_server(root)  # started in the background while Prefect and the flow load
     prefect_environment(root, verbose=verbose)
+    if server is not None and server.healthy:  # the home's answering server: its warm worker
+        from flows import handoff
+
+        call = {
+            "params": params.model_dump(mode="json"),
+            "root": str(root),
+            "quiet": quiet,
+            "verbose": verbose,
+        }
+        code = handoff.hand_off(root, call)
+        if code is not None:
+            from flows import server as local_server
+
+            local_server.touch(root)
+            raise typer.Exit(code)
+    _run_here(params, root, server, quiet=quiet, verbose=verbose)
+
+
+def run_handed_off(call: dict[str, Any]) -> int:
+    """In a child of the release worker (flows/worker.py): the release a client handed over,
+    run as :func:`_run` runs it in-process; returns the exit status ``sds`` would end with."""
+    import click
+
+    from release_store.params import ReleaseParams
+
+    params = ReleaseParams.model_validate(call["params"])
+    try:
+        _run_here(params, Path(call["root"]), None, quiet=call["quiet"], verbose=call["verbose"])
+    except (typer.Exit, click.exceptions.Exit) as e:
+        return int(e.exit_code)
+    except KeyboardInterrupt:  # as typer's main ends a Ctrl-C: status 130, no message
+        return 130
+    return 0
+
+
+def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
     from release_store import gx_suite
 
-    if params.table_schema is not None:
+    if params.table_schema is not None and "great_expectations" not in sys.modules:
         gx_suite.start_worker()  # GX imports on the other core while Prefect loads
     try:
         _run_flow(params, root, server, quiet=quiet, verbose=verbose)
@@ -555,6 +591,18 @@ def server_start(
         raise fail(str(e), 1) from None
     typer.echo(info.describe())
     typer.echo(f"PREFECT_API_URL={info.api_url}")
+    typer.echo(_worker_line(local_server.wait_worker(info)))
+
+
+def _worker_line(answer: dict[str, Any] | None) -> str:
+    """How releases of the home run: through the warm worker or in-process."""
+    from flows.handoff import WORKER_ENV, worker_enabled
+
+    if answer is not None:
+        return f"release worker: ready (pid {answer['pid']}); releases start warm"
+    if not worker_enabled():
+        return f"release worker: off ({WORKER_ENV}=off); releases run in-process"
+    return "release worker: not running; releases run in-process"
 
 
 @server_app.command("stop")
@@ -580,6 +628,9 @@ def server_status(home: HomeOpt = None) -> None:
     state = "answering" if info.healthy else "starting"
     typer.echo(f"{state}: {info.describe()}")
     typer.echo(f"PREFECT_API_URL={info.api_url}")
+    from flows.handoff import ping
+
+    typer.echo(_worker_line(ping(root)))
 
 
 @app.command("report")

@@ -6,7 +6,8 @@ reuse it and start in seconds instead of waiting for a temporary server. The Pre
 shows every run and artifact. A small supervisor process (``python -m flows.server``) owns the
 server: it stops it on ``sds server stop``, when the home's record of it (``server.json``)
 disappears, and, for a server a release started on its own, after an idle time without
-releases. Only the standard library is imported here (the server runs in its own process).
+releases. It also runs the home's warm release worker (``flows/worker.py``) and stops it with the
+server. Only the standard library is imported here (server and worker run in their own processes).
 """
 
 from __future__ import annotations
@@ -28,6 +29,8 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
+from flows.handoff import ping, worker_enabled
+
 __all__ = [
     "DEFAULT_IDLE_MINUTES",
     "ServerInfo",
@@ -37,6 +40,7 @@ __all__ = [
     "stop",
     "touch",
     "wait_healthy",
+    "wait_worker",
 ]
 
 STATE_FILE = "server.json"
@@ -240,6 +244,20 @@ def wait_healthy(info: ServerInfo, timeout: float = 300.0) -> ServerInfo:
     )
 
 
+def wait_worker(info: ServerInfo, timeout: float = 120.0) -> dict[str, object] | None:
+    """Block until the home's release worker answers (it imports Prefect and the flow first);
+    its ping answer, or None when it is disabled or did not come up (releases run in-process)."""
+    if not worker_enabled():
+        return None
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and _alive(info.pid):
+        answer = ping(Path(info.home))
+        if answer is not None:
+            return answer
+        time.sleep(0.2)
+    return None
+
+
 def stop(home: Path, timeout: float = 60.0) -> ServerInfo | None:
     """Stop the home's server (its supervisor stops the server first); the info, or None."""
     home = Path(home).absolute()
@@ -298,11 +316,44 @@ def _server_env(home: Path, port: int) -> dict[str, str]:
     return env
 
 
+def _start_worker(home: Path, port: int) -> subprocess.Popen[bytes] | None:
+    """The home's warm release worker (flows/worker.py), unless ``SDS_WORKER=off``."""
+    if not worker_enabled():
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "flows.worker",
+            "--home",
+            str(home),
+            "--api-url",
+            f"http://127.0.0.1:{port}/api",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _stop_child(child: subprocess.Popen[bytes] | None) -> None:
+    if child is None or child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
 def supervise(home: Path, port: int, idle_timeout_s: float | None) -> int:
-    """Run the server and watch it; returns the exit status (the supervisor's ``main``)."""
+    """Run the server and the release worker and watch them; returns the exit status (the
+    supervisor's ``main``). A worker that ends is not restarted: releases then run in-process."""
     child = subprocess.Popen(
         _server_command(port), env=_server_env(home, port), stdin=subprocess.DEVNULL
     )
+    worker = _start_worker(home, port)
     stopping = False
 
     def _stop(signum: int, frame: object) -> None:
@@ -321,6 +372,13 @@ def supervise(home: Path, port: int, idle_timeout_s: float | None) -> int:
         if child.poll() is not None:
             reason = f"server exited with status {child.returncode}"
             break
+        if worker is not None and worker.poll() is not None:
+            print(
+                f"{datetime.now(UTC).isoformat()} sds server supervisor: release worker "
+                f"exited with status {worker.returncode}; releases run in-process",
+                flush=True,
+            )
+            worker = None
         info = _read(home)
         if info is None or info.pid != os.getpid():
             reason = "its record is gone (home removed or another server took over)"
@@ -334,13 +392,8 @@ def supervise(home: Path, port: int, idle_timeout_s: float | None) -> int:
                 reason = f"idle for {idle / 60:.0f} minutes"
                 break
         time.sleep(_POLL_S)
-    if child.poll() is None:
-        child.terminate()
-        try:
-            child.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+    _stop_child(worker)
+    _stop_child(child)
     info = _read(home)
     if info is not None and info.pid == os.getpid():
         with contextlib.suppress(OSError):

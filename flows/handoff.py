@@ -1,0 +1,169 @@
+"""Handing a release to the home's warm release worker (``flows/worker.py``): the client side.
+
+After the pre-flight, ``sds release``/``sds resume`` (a process that has not imported Prefect)
+connects to ``$SDS_HOME/prefect/worker.sock``, sends the release's call, its environment and
+working directory with its stdin/stdout/stderr descriptors, and waits for the exit status of the
+child the worker forks for it. Signals the client gets are forwarded to the child's process group.
+No worker, a refusal or ``SDS_WORKER=off``: the caller runs the release in-process as before.
+Only the standard library is imported here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "IMPORT_TIME_PREFIXES",
+    "SOCKET_NAME",
+    "WORKER_ENV",
+    "hand_off",
+    "ignored_signals",
+    "import_time_env",
+    "ping",
+    "socket_path",
+    "worker_enabled",
+]
+
+SOCKET_NAME = "worker.sock"
+WORKER_ENV = "SDS_WORKER"
+"""``off`` disables the worker: the supervisor does not start one and releases run in-process."""
+IMPORT_TIME_PREFIXES = (
+    "PREFECT_",
+    "GX_",
+    "NUMBA_",
+    "OMP_",
+    "OPENBLAS_",
+    "MKL_",
+    "ARROW_",
+    "DO_NOT_TRACK",
+    "PYTHONHASHSEED",
+)
+"""Variables read when Prefect, GX, numba, numpy or pyarrow are imported (or settings are first
+built): the worker imported them with its own values, so a client whose values differ in any of
+them runs in-process instead."""
+_MAX_MESSAGE = 1 << 20
+_FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+
+def socket_path(home: Path) -> Path:
+    """``$SDS_HOME/prefect/worker.sock`` (mode 0600)."""
+    return Path(home) / "prefect" / SOCKET_NAME
+
+
+def worker_enabled(env: dict[str, str] | os._Environ[str] | None = None) -> bool:
+    """False when ``SDS_WORKER=off``."""
+    value = (os.environ if env is None else env).get(WORKER_ENV, "auto").strip().lower()
+    return value not in ("off", "0", "false", "no")
+
+
+def import_time_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
+    """The variables of ``env`` that must be equal in the worker and the client."""
+    return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES)}
+
+
+def project_root() -> str:
+    """The source tree this code runs from: a worker serves only clients of the same tree."""
+    return str(Path(__file__).resolve().parents[1])
+
+
+def _connect(home: Path, timeout: float) -> socket.socket | None:
+    path = socket_path(home)
+    if not path.exists():
+        return None
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        sock.settimeout(timeout)
+        sock.connect(str(path))
+    except OSError:
+        sock.close()
+        return None
+    return sock
+
+
+def ping(home: Path, timeout: float = 2.0) -> dict[str, Any] | None:
+    """The worker's answer to a ping (``pid``, ``api_url``, ``project``), or None."""
+    sock = _connect(home, timeout)
+    if sock is None:
+        return None
+    with sock:
+        try:
+            sock.send(json.dumps({"op": "ping"}).encode())
+            answer = json.loads(sock.recv(_MAX_MESSAGE) or b"null")
+        except (OSError, ValueError):
+            return None
+    return answer if isinstance(answer, dict) and answer.get("pid") else None
+
+
+def ignored_signals() -> list[int]:
+    """The forwarded signals this process ignores (e.g. SIGINT of a background job): the child
+    ignores them too, as this process would have while running the release."""
+    return [int(s) for s in _FORWARDED if signal.getsignal(s) is signal.SIG_IGN]
+
+
+@contextlib.contextmanager
+def _forwarding(pgid: int) -> Iterator[None]:
+    """Forward the signals this process gets (Ctrl-C, SIGTERM, hang-up) to the child's group."""
+
+    def forward(signum: int, frame: object) -> None:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, signum)
+
+    ignored = ignored_signals()
+    previous = {s: signal.signal(s, forward) for s in _FORWARDED if s not in ignored}
+    try:
+        yield
+    finally:
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+
+
+def hand_off(home: Path, call: dict[str, Any]) -> int | None:
+    """Run the release ``call`` in a child of the home's worker; its exit status, or None.
+
+    None (nothing started, run in-process) when the worker is disabled, absent, not answering
+    or refuses (another source tree, other import-time variables). Once the worker has forked
+    the child, this process only waits: if it dies, the worker kills the child.
+    """
+    if not worker_enabled():
+        return None
+    sock = _connect(home, timeout=5.0)
+    if sock is None:
+        return None
+    with sock:
+        request = {
+            "op": "release",
+            "project": project_root(),
+            "cwd": os.getcwd(),
+            "ignored_signals": ignored_signals(),
+            "env": dict(os.environ),
+            "call": call,
+        }
+        try:
+            socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
+            answer = json.loads(sock.recv(_MAX_MESSAGE) or b"{}")
+        except (OSError, ValueError):
+            return None
+        if "pid" not in answer:
+            return None  # refused (answer["refused"] says why) or the worker went away
+        sock.settimeout(None)
+        with _forwarding(int(answer["pid"])):
+            try:
+                done = json.loads(sock.recv(_MAX_MESSAGE) or b"{}")
+            except (OSError, ValueError):
+                done = {}
+    if "exit" not in done:
+        release_id = call.get("params", {}).get("release_id", "RELEASE_ID")
+        message = (
+            f"sds: error: release {release_id} failed: the release worker stopped during the "
+            f"release; continue it with `sds resume {release_id}`\n"
+        )
+        os.write(2, message.encode())
+        return 1
+    return int(done["exit"])
