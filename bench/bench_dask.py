@@ -11,11 +11,17 @@ then runs, each in its own subprocess so peak RSS is its own:
   driver's peak RSS and each worker's are reported separately.
 
 Both print the time of each stage and a sha256 of the DP aggregates (equal for equal seeds).
+``--synthesize N`` then builds N synthetic records from the DP aggregates (post-processing; with
+Dask its batches run on the workers, as ``--executor dask`` does) and times it too.
+``--write DIR`` only writes the part files into DIR and keeps them (for a later ``--data DIR``).
 Before timing, both load the compiled kernels on a 300-row warm-up (the Dask one on every
 worker), as a long-running process or cluster has them; ``--cold`` leaves that out.
 
     .venv/bin/python bench/bench_dask.py --rows 1000000 --parts 8 --modes local dask
     .venv/bin/python bench/bench_dask.py --rows 10000000 --parts 40 --modes dask
+    .venv/bin/python bench/bench_dask.py --rows 100000000 --parts 200 --write /data/sds100m
+    .venv/bin/python bench/bench_dask.py --data /data/sds100m --modes dask --synthesize 1000000 \
+        --worker-memory 8GiB
 """
 
 from __future__ import annotations
@@ -43,13 +49,15 @@ def write_parts(folder: Path, rows: int, parts: int) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    base = pd.read_csv(DATA, dtype=str, keep_default_na=False)
+    folder.mkdir(parents=True, exist_ok=True)
+    base = pa.Table.from_pandas(
+        pd.read_csv(DATA, dtype=str, keep_default_na=False), preserve_index=False
+    )
     bounds = np.linspace(0, rows, parts + 1).astype(int)
     for i in range(parts):
         n = int(bounds[i + 1] - bounds[i])
-        take = np.random.default_rng(i).integers(0, len(base), n)
-        frame = base.iloc[take].reset_index(drop=True)
-        pq.write_table(pa.Table.from_pandas(frame), folder / f"part-{i:04d}.parquet")
+        take = np.random.default_rng(i).integers(0, base.num_rows, n)
+        pq.write_table(base.take(take), folder / f"part-{i:04d}.parquet")
 
 
 def _peak_mib() -> float:
@@ -66,7 +74,14 @@ def _digest(agg: Any) -> str:
 
 
 def run(
-    mode: str, folder: Path, reporting_length: int, workers: int, *, warm: bool
+    mode: str,
+    folder: Path,
+    reporting_length: int,
+    workers: int,
+    *,
+    warm: bool,
+    synthesize: int = 0,
+    worker_memory: str = "auto",
 ) -> dict[str, Any]:
     """One mode in this process: stage times, peak RSS, aggregate digest."""
     import pandas as pd
@@ -97,7 +112,11 @@ def run(
         from release_store.dask_backend import DaskBackend
 
         cluster = LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None
+            n_workers=workers,
+            threads_per_worker=1,
+            processes=True,
+            dashboard_address=None,
+            memory_limit=worker_memory,
         )
         client = Client(cluster)
         times["cluster start"] = time.perf_counter() - t0
@@ -129,16 +148,40 @@ def run(
         protected_number_of_records=count.protected_number_of_records,
     )
     times["finalize"] = time.perf_counter() - t0
+    n_synthetic = None
+    if synthesize:  # post-processing of the DP aggregates, as the release's synthesize stage
+        import numpy as np
+
+        from sds_core.synthesis.generator import synthesize as synthesize_records
+        from sds_core.synthesis.params import SynthesisParams
+
+        batch_map = None
+        if client is not None:
+            from release_store.dask_backend import cluster_batch_map
+
+            batch_map = cluster_batch_map(client)
+        t0 = time.perf_counter()
+        synthetic = synthesize_records(
+            agg,
+            SynthesisParams(target_number_of_records=synthesize),
+            rng=np.random.default_rng(0),
+            batch_map=batch_map,
+        )
+        times["synthesize"] = time.perf_counter() - t0
+        n_synthetic = synthetic.n_records
     out: dict[str, Any] = {
         "mode": mode,
         "records": data.n_records,
         "times": {k: round(v, 2) for k, v in times.items()},
         "core seconds (prepare..finalize)": round(
-            sum(v for k, v in times.items() if k not in ("cluster start", "warm-up")), 2
+            sum(v for k, v in times.items() if k not in ("cluster start", "warm-up", "synthesize")),
+            2,
         ),
         "driver peak MiB": round(_peak_mib()),
         "digest": _digest(agg),
     }
+    if n_synthetic is not None:
+        out["synthetic records"] = n_synthetic
     if client is not None:
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         out["worker peak MiB"] = sorted(round(v) for v in peaks.values())
@@ -156,11 +199,47 @@ def main() -> None:
     ap.add_argument("--modes", nargs="+", default=["local", "dask"], choices=["local", "dask"])
     ap.add_argument("--data", type=Path, help="existing part-file directory (skip writing)")
     ap.add_argument("--cold", action="store_true", help="no kernel warm-up before timing")
+    ap.add_argument(
+        "--synthesize",
+        type=int,
+        default=0,
+        metavar="N",
+        help="after the aggregates, synthesize N records from them (timed; Dask: on the workers)",
+    )
+    ap.add_argument(
+        "--worker-memory",
+        default="auto",
+        help="Dask memory_limit per worker, e.g. 8GiB (spill/pause/terminate before the machine "
+        "runs out); default auto = the machine's memory / workers",
+    )
+    ap.add_argument(
+        "--write",
+        type=Path,
+        metavar="DIR",
+        help="only write the --rows/--parts part files into DIR, keep them, and exit",
+    )
     ap.add_argument("--run", choices=["local", "dask"], help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.run:
-        result = run(args.run, args.data, args.reporting_length, args.workers, warm=not args.cold)
+        result = run(
+            args.run,
+            args.data,
+            args.reporting_length,
+            args.workers,
+            warm=not args.cold,
+            synthesize=args.synthesize,
+            worker_memory=args.worker_memory,
+        )
         print(json.dumps(result))
+        return
+    if args.write:
+        t0 = time.perf_counter()
+        write_parts(args.write, args.rows, args.parts)
+        size = sum(f.stat().st_size for f in args.write.glob("*.parquet"))
+        print(
+            f"# wrote {args.rows} rows in {args.parts} parts to {args.write}: "
+            f"{time.perf_counter() - t0:.1f} s, {size / 2**20:.0f} MiB"
+        )
         return
     with tempfile.TemporaryDirectory(prefix="sds-bench-dask-") as tmp:
         folder = args.data or Path(tmp)
@@ -177,6 +256,10 @@ def main() -> None:
                 str(args.reporting_length),
                 "--workers",
                 str(args.workers),
+                "--synthesize",
+                str(args.synthesize),
+                "--worker-memory",
+                args.worker_memory,
             ]
             t0 = time.perf_counter()
             done = subprocess.run(cmd, capture_output=True, text=True, check=False)
