@@ -17,7 +17,7 @@ from typing import ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core.data.domain import EMPTY_CODE, Domain
+from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.dp import noise
 from sds_core.dp.accounting import epsilon_to_zcdp, exact_split
@@ -27,7 +27,6 @@ from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 from sds_core.model.estimation import fit_model
 from sds_core.model.inference import Table, broadcast_shape, marginal_of
 from sds_core.model.measurements import Measurement
-from sds_core.model.sampling import sample_records
 from sds_core.model.structure import (
     DEFAULT_MAX_MODEL_BYTES,
     Clique,
@@ -40,7 +39,6 @@ from sds_core.synthesizers.base import (
     FitResult,
     SynthesizerSpend,
     check_epsilon,
-    check_n,
     check_proportion,
     register,
 )
@@ -50,6 +48,7 @@ from sds_core.synthesizers.mst import (
     _uniforms,
     measure_one_way,
     release_threshold,
+    sample_fitted,
 )
 
 STAGES = ("one-way", "rounds")
@@ -301,12 +300,7 @@ class Aim:
         """Records from the fitted model (n=None: the model's DP total), controlled rounding."""
         if self._model is None:
             raise SdsInputError("aim: call fit() before sample()")
-        model = self._model
-        n = check_n(n, model.total)
-        cats = sample_records(model.fitted, n, rng=rng)
-        cards = np.asarray(model.domain.cardinalities, dtype=np.int64)
-        codes = np.where(cats == cards[None, :], EMPTY_CODE, cats).astype(np.int32)
-        return PreparedTable(model.domain, codes)
+        return sample_fitted(self._model, n, rng=rng)
 
 
 def _answer(tree: JunctionTree, marginals: tuple[Table, ...], r: Clique) -> Table:

@@ -350,12 +350,17 @@ class Mst:
         """Records from the fitted model (n=None: the model's DP total), controlled rounding."""
         if self._model is None:
             raise SdsInputError("mst: call fit() before sample()")
-        model = self._model
-        n = check_n(n, model.total)
-        cats = sample_records(model.fitted, n, rng=rng)
-        cards = np.asarray(model.domain.cardinalities, dtype=np.int64)
-        codes = np.where(cats == cards[None, :], EMPTY_CODE, cats).astype(np.int32)
-        return PreparedTable(model.domain, codes)
+        return sample_fitted(self._model, n, rng=rng)
+
+
+def sample_fitted(model: MstModel, n: int | None, *, rng: np.random.Generator) -> PreparedTable:
+    """``n`` records (None: the model's DP total) from a fitted model; the model's extra
+    "empty" category becomes an empty cell. Shared by ``mst`` and ``aim``."""
+    n = check_n(n, model.total)
+    cats = sample_records(model.fitted, n, rng=rng)
+    cards = np.asarray(model.domain.cardinalities, dtype=np.int64)
+    codes = np.where(cats == cards[None, :], EMPTY_CODE, cats).astype(np.int32)
+    return PreparedTable(model.domain, codes)
 
 
 def _tree(sizes: tuple[int, ...], edges: list[tuple[int, int]]) -> JunctionTree:
