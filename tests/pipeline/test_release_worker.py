@@ -235,6 +235,9 @@ def test_sigint_reaches_the_child(warm: tuple[Path, int]) -> None:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
+        # a runner started in the background (`cmd &`, nohup) ignores SIGINT and its children
+        # inherit that: the client would rightly ignore Ctrl-C too; a terminal's client doesn't
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
         _wait(lambda: set(_children(worker)) - before, "the worker's child for the release")
