@@ -252,6 +252,36 @@ def _get(d: Any, key: str) -> float | None:
     return float(d[key]) if isinstance(d, dict) and d.get(key) is not None else None
 
 
+def _keys(
+    ev: dict[str, Any], sections: tuple[tuple[str, str], ...], key: str, order: Any
+) -> list[str]:
+    """The keys of ``ev[section][key]`` over every section, sorted numerically by ``order``."""
+    return sorted({k for s, _ in sections for k in ((ev.get(s) or {}).get(key) or {})}, key=order)
+
+
+def _preservation_figure(
+    ev: dict[str, Any],
+    sections: tuple[tuple[str, str], ...],
+    key: str,
+    keys: list[str],
+    ticks: list[str],
+    fig_id: str,
+    title: str,
+    label: str,
+    axis_label: str = "",
+) -> Figure:
+    """Bars of SDS's preservation ratio (``ev[section][key][k]``) per k, one series a section."""
+    chart = vbars(
+        ticks,
+        [_ratio_series(ev, s, key, keys, n) for s, n in sections],
+        label=label,
+        axis_label=axis_label,
+        value_format=lambda v: f"{v:.2f}",
+        top_value=1.0,
+    )
+    return Figure(fig_id, title, chart, _EVAL_SOURCE)
+
+
 def utility_figures(inputs: ReportInputs) -> list[Figure]:
     """SDS's preservation by count bucket and by length, mean error, suppressed/fabricated."""
     ev, out = inputs.evaluation, []
@@ -259,51 +289,25 @@ def utility_figures(inputs: ReportInputs) -> list[Figure]:
         ("sensitive_vs_dp_aggregates", "DP aggregates"),
         ("sensitive_vs_synthetic", "synthetic"),
     )
-    buckets = sorted(
-        {k for s, _ in sections for k in ((ev.get(s) or {}).get("preservation_by_count") or {})},
-        key=float,
-    )
+    buckets = _keys(ev, sections, "preservation_by_count", float)
     if buckets:
         out.append(
-            Figure(
+            _preservation_figure(
+                ev, sections, "preservation_by_count", buckets, [f"≤{b}" for b in buckets],
                 "fig-preservation-count",
                 "Count preservation by count bucket (1 = counts preserved)",
-                vbars(
-                    [f"≤{b}" for b in buckets],
-                    [
-                        _ratio_series(ev, s, "preservation_by_count", buckets, n)
-                        for s, n in sections
-                    ],
-                    label="preservation by count bucket",
-                    axis_label="combinations grouped by their count",
-                    value_format=lambda v: f"{v:.2f}",
-                    top_value=1.0,
-                ),
-                _EVAL_SOURCE,
+                "preservation by count bucket", axis_label="combinations grouped by their count",
             )
-        )
-    lengths = sorted(
-        {k for s, _ in sections for k in ((ev.get(s) or {}).get("preservation_by_length") or {})},
-        key=int,
-    )
+        )  # fmt: skip
+    lengths = _keys(ev, sections, "preservation_by_length", int)
     if lengths:
         out.append(
-            Figure(
-                "fig-preservation-length",
-                "Count preservation by combination length",
-                vbars(
-                    [f"length {k}" for k in lengths],
-                    [
-                        _ratio_series(ev, s, "preservation_by_length", lengths, n)
-                        for s, n in sections
-                    ],
-                    label="preservation by length",
-                    value_format=lambda v: f"{v:.2f}",
-                    top_value=1.0,
-                ),
-                _EVAL_SOURCE,
+            _preservation_figure(
+                ev, sections, "preservation_by_length", lengths, [f"length {k}" for k in lengths],
+                "fig-preservation-length", "Count preservation by combination length",
+                "preservation by length",
             )
-        )
+        )  # fmt: skip
         shares = (
             ("suppressed", "Suppressed: sensitive combinations missing from the release"),
             ("fabricated", "Fabricated: released combinations absent from the sensitive data"),
