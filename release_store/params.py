@@ -20,7 +20,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from sds_core.data.preparation import PrepareParams
-from sds_core.errors import SdsInputError
+from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.evaluation.params import EvaluationParams
 from sds_core.marginals.params import DpParams, release_delta
 from sds_core.param_fields import field_specs, interval_text
@@ -464,7 +464,6 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     """
     from sds_core.data.domain import DeclaredDomain
     from sds_core.data.text import normalize_text
-    from sds_core.data.zeros import zero_columns
 
     schema = params.table_schema
     if schema is None or (not params.use_columns and schema.allow_extra_columns):
@@ -473,13 +472,32 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     cols = [c for c in found if c is not None and c.values is not None and c.bins is None]
     if not cols or len(cols) < len(found):
         return ()
-    keep_zeros = set(zero_columns([c.name for c in cols], params.sensitive_zeros))
-    out = []
-    for c in cols:
-        empty = {""} if c.name in keep_zeros else {"", "0"}  # prepare's empties
-        values = sorted({normalize_text(v) for v in c.values or ()} - empty)
-        out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
-    return tuple(out)
+    return tuple(
+        DeclaredDomain(normalize_text(c.name), values=_declared_values(c, params)) for c in cols
+    )
+
+
+def _declared_values(column: ColumnSchema, params: ReleaseParams) -> tuple[str, ...]:
+    """A column's declared ``values`` as preparation sees them: normalized, less its empties
+    (``""``, and ``"0"`` unless the column keeps its zeros: ``sensitive_zeros``)."""
+    from sds_core.data.text import normalize_text
+    from sds_core.data.zeros import zero_columns
+
+    kept = zero_columns([column.name], params.sensitive_zeros)  # a name, or "all"
+    empty = {""} if kept else {"", "0"}
+    return tuple(sorted({normalize_text(v) for v in column.values or ()} - empty))
+
+
+def _declared_binning(column: ColumnSchema) -> Any:
+    """The core Binning of a column's declared ``edges`` or ``width`` bins."""
+    from sds_core.data.binning import Binning
+
+    spec = column.bins
+    if spec is None or spec.dp_quantiles is not None:
+        raise SdsInternalError(f"column {column.name!r} has no declared bins")
+    if spec.edges is not None:
+        return Binning(column.name, edges=tuple(spec.edges))
+    return Binning(column.name, width=spec.width, origin=spec.origin)
 
 
 def synthesizer_domains(params: ReleaseParams) -> tuple[Any, ...]:
@@ -490,10 +508,9 @@ def synthesizer_domains(params: ReleaseParams) -> tuple[Any, ...]:
     or ``width`` bins over its declared ``[min, max]``. Everything comes from the schema, so a
     column without a declared domain is refused here, before the data is read or any ε charged.
     """
-    from sds_core.data.binning import Binning, declared_bin_labels
+    from sds_core.data.binning import declared_bin_labels
     from sds_core.data.domain import DeclaredDomain
     from sds_core.data.text import normalize_text
-    from sds_core.data.zeros import zero_columns
 
     schema = params.table_schema
     if schema is None:
@@ -520,24 +537,16 @@ def synthesizer_domains(params: ReleaseParams) -> tuple[Any, ...]:
                 "declare bins = { edges = [...] } or { width = w } instead"
             )
         if c.bins is not None:
-            spec = c.bins
-            binning = (
-                Binning(c.name, edges=tuple(spec.edges))
-                if spec.edges is not None
-                else Binning(c.name, width=spec.width, origin=spec.origin)
-            )
-            values = list(declared_bin_labels(binning, c.min, c.max))
+            values = declared_bin_labels(_declared_binning(c), c.min, c.max)
         elif c.values is not None:
-            kept = zero_columns([c.name], params.sensitive_zeros)  # a name, or "all"
-            empty = {""} if kept else {"", "0"}  # prepare's empties
-            values = sorted({normalize_text(v) for v in c.values} - empty)
+            values = _declared_values(c, params)
         else:
             raise SdsInputError(
                 f"synthesizer {params.synthesizer!r} releases each column's histogram over its "
                 f"declared domain, and column {c.name!r} declares none: give it values = [...] "
                 "(or, numeric, bins with a min and max), or leave it out with use_columns"
             )
-        out.append(DeclaredDomain(normalize_text(c.name), values=tuple(values)))
+        out.append(DeclaredDomain(normalize_text(c.name), values=values))
     return tuple(out)
 
 
@@ -564,10 +573,8 @@ def prepare_params(
                         "gave no edges for it (internal order of stages)"
                     )
                 bins.append(Binning(col.name, edges=tuple(dp_edges[col.name])))
-            elif col.bins.edges is not None:
-                bins.append(Binning(col.name, edges=tuple(col.bins.edges)))
             else:
-                bins.append(Binning(col.name, width=col.bins.width, origin=col.bins.origin))
+                bins.append(_declared_binning(col))
     return PrepareParams(
         use_columns=tuple(params.use_columns),
         sensitive_zeros=tuple(
