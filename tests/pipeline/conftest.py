@@ -11,6 +11,7 @@ import csv
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import prefect  # noqa: F401  (configure Prefect logging on the real stderr, not a CliRunner buffer)
 import pytest
@@ -92,6 +93,16 @@ def tiny_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("config") / "tiny.toml"
     path.write_text(TINY_CONFIG)
     return path
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    """An in-process Dask cluster of 2 single-thread workers (the Dask backend tests)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(
+        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
+    ) as c:
+        yield c
 
 
 @pytest.fixture

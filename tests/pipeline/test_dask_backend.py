@@ -4,7 +4,6 @@ partitioning (release_store/dask_backend.py over sds_core/marginals/backend.py).
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -53,15 +52,6 @@ def _digest(agg: AggregateSet) -> str:
         h.update(np.ascontiguousarray(cc.attrs).tobytes())
         h.update(np.ascontiguousarray(cc.counts).tobytes())
     return h.hexdigest()
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """An in-process cluster of 2 single-thread workers."""
-    with distributed.Client(
-        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
-    ) as c:
-        yield c
 
 
 @pytest.mark.parametrize("declared", [False, True], ids=["raw", "declared"])

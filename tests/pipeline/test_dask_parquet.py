@@ -5,7 +5,6 @@ without subject-id grouping; the DP aggregates are then identical too."""
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,15 +24,6 @@ from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402
 from sds_core.marginals.params import DpParams  # noqa: E402
 from tests.pipeline.conftest import EXAMPLE  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """An in-process cluster of 2 single-thread workers."""
-    with distributed.Client(
-        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
-    ) as c:
-        yield c
 
 
 def _write_parts(frame: pd.DataFrame, folder: Path, n_files: int) -> Path:
