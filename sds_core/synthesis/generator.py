@@ -34,6 +34,7 @@ from sds_core.synthesis._state import (
 )
 from sds_core.synthesis.layout import build_layout
 from sds_core.synthesis.params import SynthesisParams
+from sds_core.synthesis.reconcile import reconcile_one_way
 
 CHUNK_RECORDS = 4096
 """Records built per kernel call (progress is reported between calls)."""
@@ -166,7 +167,10 @@ def synthesize(
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
     codes = np.where(ids >= 0, ids - offsets[None, :], EMPTY_CODE).astype(np.int32)
     codes = codes[rng.permutation(codes.shape[0])]
-    return PreparedTable(domain, codes, multi_value_columns)
+    table = PreparedTable(domain, codes, multi_value_columns)
+    if params.reconcile_one_way:  # draws only when on: the default's records are unchanged
+        table = reconcile_one_way(table, aggregates, rng=rng)
+    return table
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -90,6 +90,18 @@ class SynthesisParams:
         "replay.",
         privacy=_POST_PROCESSING,
     )
+    reconcile_one_way: bool = param(
+        False,
+        kind=bool,
+        doc="After synthesis, fill empty cells of columns the records leave emptier than their DP "
+        "1-counts say, with values drawn by their remaining 1-way deficit among those whose pairs "
+        "with every other attribute of the record are reported "
+        "(sds_core.synthesis.reconcile). Lowers 1-, 2- and 3-way marginal error where the "
+        "aggregates cannot support complete records (a high-cardinality column at small n·ε), "
+        "but relaxes the guarantee to: no unreported combination of length <= 2 (longer ones "
+        "may be fabricated; docs/synthesis.md measures both).",
+        privacy=_POST_PROCESSING,
+    )
 
     def __post_init__(self) -> None:
         check_fields(self)
