@@ -1,4 +1,4 @@
-"""One-way reconciliation: fill empty cells of synthetic records towards the DP 1-way counts.
+"""One-way reconciliation: move synthetic records' columns towards the DP 1-way counts.
 
 An optional last step of aggregate-seeded synthesis (:mod:`sds_core.synthesis.generator`,
 ``SynthesisParams.reconcile_one_way``). It reads only the synthetic records and the (DP)
@@ -16,21 +16,25 @@ from sds_core.marginals.aggregates import AggregateSet
 
 __all__ = ["reconcile_one_way"]
 
+BLOCK_ROWS = 65_536
+"""Rows whose allowed values are computed at once (a rows x column-values boolean table)."""
+
 
 def reconcile_one_way(
     table: PreparedTable, aggregates: AggregateSet, *, rng: np.random.Generator
 ) -> PreparedTable:
-    """Fill empty cells of under-filled columns with values the records lack (post-processing).
+    """Re-draw surplus cells (empty or over-produced) with values the records lack (post-processing).
 
     Column by column (domain order): each reported value's target is its DP 1-count scaled to the
     table's record count (``n / max(protected count, Σ 1-counts of the column)``), the column's
-    target of empty cells is the rest. When the records leave more cells empty than that, the
-    empty cells of records in a seeded random order are filled, one at a time, with a value drawn
-    in proportion to its remaining deficit (target − count in the records, rounded) among the
-    values whose pairs with every other attribute of the record are reported, until the surplus
-    of empty cells or the deficits are used up. Records whose every value is excluded stay empty.
-    Filled values never create an unreported 1- or 2-combination; 3-combinations and longer are
-    not checked (the records' own guarantee covers length <= R).
+    target of empty cells is the rest; a value's deficit is its target minus its count in the
+    records, its surplus the opposite (both rounded, at least 0). Cells with a surplus — the
+    empty cells first, then those of over-produced values, each in a seeded random order — get,
+    one at a time, a value drawn in proportion to its remaining deficit among the values whose
+    pairs with every other attribute of the record are reported, until the surpluses or the
+    deficits are used up; a cell whose every value is excluded keeps its value. A new value never
+    creates an unreported 1- or 2-combination; 3-combinations and longer are not checked (the
+    records' own guarantee covers length <= R), so they may be fabricated.
 
     Args:
         table: synthetic records over ``aggregates.domain`` (codes, -1 = empty).
@@ -60,25 +64,33 @@ def reconcile_one_way(
         made = np.bincount(col[col >= 0], minlength=k).astype(np.float64)
         deficit = np.maximum(np.rint(target - made), 0.0)
         surplus = int(round(float((col < 0).sum()) - (n - float(target.sum()))))
-        if surplus <= 0 or deficit.sum() <= 0:
+        surplus_of = np.maximum(np.rint(made - target), 0.0)  # over-produced values
+        surplus_of = np.append(surplus_of, float(max(surplus, 0)))  # last: empty cells
+        if surplus_of.sum() <= 0 or deficit.sum() <= 0:
             continue
+        # empty cells first, then cells of over-produced values, each set in a seeded order
         empty = np.flatnonzero(col < 0)
-        empty = empty[rng.permutation(empty.size)]
-        allowed = _allowed_values(codes, empty, c, lo, k, offsets, pairs, attr_col)
-        allowed &= dp[None, :] > 0
-        uniforms = rng.random(empty.size)
-        filled = 0
-        for i, row in enumerate(empty.tolist()):
-            if filled >= surplus or deficit.sum() <= 0:
+        over = np.flatnonzero((col >= 0) & (surplus_of[np.maximum(col, 0)] > 0))
+        rows = np.concatenate([empty[rng.permutation(empty.size)], over[rng.permutation(over.size)]])
+        uniforms = rng.random(rows.size)
+        for start in range(0, rows.size, BLOCK_ROWS):  # bounded memory: rows x values per block
+            block = rows[start : start + BLOCK_ROWS]
+            allowed = _allowed_values(codes, block, c, lo, k, offsets, pairs, attr_col)
+            allowed &= dp[None, :] > 0
+            for i, row in enumerate(block.tolist()):
+                u = int(codes[row, c])
+                if surplus_of[u] <= 0:  # u = -1: the empty cells' surplus (last slot)
+                    continue
+                cum = np.cumsum(np.where(allowed[i], deficit, 0.0))
+                if cum[-1] <= 0:
+                    continue
+                x = uniforms[start + i] * cum[-1]
+                v = min(int(np.searchsorted(cum, x, side="right")), k - 1)
+                codes[row, c] = v
+                deficit[v] -= 1.0
+                surplus_of[u] -= 1.0
+            if deficit.sum() <= 0 or surplus_of.sum() <= 0:
                 break
-            w = np.where(allowed[i], deficit, 0.0)
-            cum = np.cumsum(w)
-            if cum[-1] <= 0:
-                continue
-            v = min(int(np.searchsorted(cum, uniforms[i] * cum[-1], side="right")), k - 1)
-            codes[row, c] = v
-            deficit[v] -= 1.0
-            filled += 1
     return PreparedTable(dom, codes, table.multi_value_columns)
 
 
