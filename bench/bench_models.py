@@ -30,8 +30,8 @@ from bench_synthesis import DATA, bin_columns, independent
 from sds_core.data.preparation import prepare
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.evaluation.metrics import aggregate_metrics, marginal_fidelity
-from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.marginals.engine import dp_aggregate
+from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.marginals.params import DpParams
 from sds_core.synthesis.consistent import (
     AggregateNoise,

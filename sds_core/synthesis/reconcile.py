@@ -23,7 +23,7 @@ BLOCK_ROWS = 65_536
 def reconcile_one_way(
     table: PreparedTable, aggregates: AggregateSet, *, rng: np.random.Generator
 ) -> PreparedTable:
-    """Re-draw surplus cells (empty or over-produced) with values the records lack (post-processing).
+    """Re-draw surplus cells (empty or over-produced) with missing values (post-processing).
 
     Column by column (domain order): each reported value's target is its DP 1-count scaled to the
     table's record count (``n / max(protected count, Σ 1-counts of the column)``), the column's
@@ -63,15 +63,17 @@ def reconcile_one_way(
         target = dp * (n / max(float(protected), float(dp.sum()), 1.0))
         made = np.bincount(col[col >= 0], minlength=k).astype(np.float64)
         deficit = np.maximum(np.rint(target - made), 0.0)
-        surplus = int(round(float((col < 0).sum()) - (n - float(target.sum()))))
+        empty_surplus = float((col < 0).sum()) - (n - float(target.sum()))
         surplus_of = np.maximum(np.rint(made - target), 0.0)  # over-produced values
-        surplus_of = np.append(surplus_of, float(max(surplus, 0)))  # last: empty cells
+        surplus_of = np.append(surplus_of, max(float(np.rint(empty_surplus)), 0.0))  # last: empty
         if surplus_of.sum() <= 0 or deficit.sum() <= 0:
             continue
         # empty cells first, then cells of over-produced values, each set in a seeded order
         empty = np.flatnonzero(col < 0)
         over = np.flatnonzero((col >= 0) & (surplus_of[np.maximum(col, 0)] > 0))
-        rows = np.concatenate([empty[rng.permutation(empty.size)], over[rng.permutation(over.size)]])
+        rows = np.concatenate(
+            [empty[rng.permutation(empty.size)], over[rng.permutation(over.size)]]
+        )
         uniforms = rng.random(rows.size)
         for start in range(0, rows.size, BLOCK_ROWS):  # bounded memory: rows x values per block
             block = rows[start : start + BLOCK_ROWS]

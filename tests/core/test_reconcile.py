@@ -31,7 +31,9 @@ def _random_table(rng: np.random.Generator, n: int, cards: tuple[int, ...]) -> P
         tuple(tuple(f"v{i:02d}" for i in range(c)) for c in cards),
     )
     cols = [rng.integers(-1, c, size=n) for c in cards]
-    cols[1] = np.where(rng.random(n) < 0.6, np.minimum(np.maximum(cols[0], 0), cards[1] - 1), cols[1])
+    cols[1] = np.where(
+        rng.random(n) < 0.6, np.minimum(np.maximum(cols[0], 0), cards[1] - 1), cols[1]
+    )
     return PreparedTable(dom, np.stack(cols, axis=1).astype(np.int32))
 
 
