@@ -15,7 +15,8 @@ evaluator):
   compiled kernels (``_kernels``, ``_count_kernels``);
 - ``synthesis``: aggregate-seeded synthesis (``generator``), the aggregates' flat ``layout`` and
   the compiled kernels (``_completion_kernel``: default; ``_reference_kernel``: pac-synth's mode),
-  and the consistent model of the published aggregates (``consistent``, ``synthesis = "model"``);
+  the optional 1-way reconciliation of the records (``reconcile``), and the consistent model
+  of the published aggregates (``consistent``, ``synthesis = "model"``);
 - ``model``: one distribution fitted to noisy and censored marginals (junction tree, belief
   propagation, Private-PGM's mirror descent, controlled-rounding sampler, size check);
 - ``evaluation``: utility and risk metrics, and their publishable subset;

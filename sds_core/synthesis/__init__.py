@@ -6,5 +6,7 @@ compiled kernels are
 ``_completion_kernel`` (the default, column-by-column completion), ``_reference_kernel``
 (pac-synth's mode), with their settings and work state (``_state``), shared record operations
 (``_records``), aggregate lookups (``_lookups``) and bitsets (``_bitsets``).
-``consistent`` is the other mode: one model fitted to the aggregates (``sds_core.model``), sampled.
+``reconcile`` is the optional last step (``SynthesisParams.reconcile_one_way``: surplus cells
+re-drawn towards the DP 1-counts, pair-checked). ``consistent`` is the other mode: one model
+fitted to the aggregates (``sds_core.model``), sampled.
 """
