@@ -25,8 +25,13 @@ __all__ = [
     "csv_bytes",
     "neutralize_formulas",
     "parquet_bytes",
+    "part_rows",
     "synthetic_files",
+    "synthetic_part_name",
 ]
+
+SYNTHETIC_PARQUET = "synthetic.parquet"
+"""The synthetic records' Parquet artifact: one file, or a directory of part files."""
 
 _CSV_SPECIAL = re.compile(r'[,"\r\n]')
 
@@ -193,11 +198,37 @@ def neutralize_formulas(frame: pd.DataFrame) -> tuple[pd.DataFrame, int]:
     return out, changed + len(renamed)
 
 
-def synthetic_files(synthetic: Any) -> tuple[bytes, bytes]:
-    """``synthetic.parquet`` and ``synthetic.csv`` bytes of the synthetic records.
+def part_rows(n_records: int, part_records: int | None) -> list[int]:
+    """The records of each ``synthetic.parquet`` part: one file (``[n]``) up to ``part_records``,
+    else consecutive parts of ``part_records`` each, the last one shorter.
+
+    >>> part_rows(10, None), part_rows(10, 10), part_rows(10, 4)
+    ([10], [10], [4, 4, 2])
+    """
+    if part_records is None or n_records <= part_records:
+        return [n_records]
+    full, rest = divmod(n_records, part_records)
+    return [part_records] * full + ([rest] if rest else [])
+
+
+def synthetic_part_name(index: int) -> str:
+    """The release-relative name of part ``index`` of a split ``synthetic.parquet``.
+
+    >>> synthetic_part_name(3)
+    'synthetic.parquet/part-00003.parquet'
+    """
+    return f"{SYNTHETIC_PARQUET}/part-{index:05d}.parquet"
+
+
+def synthetic_files(
+    synthetic: Any, *, part_records: int | None = None
+) -> tuple[list[bytes], bytes]:
+    """``synthetic.parquet`` (one or more parts) and ``synthetic.csv`` bytes of the records.
 
     Original column names (multi-value columns re-joined), empty cells as ``""``. The CSV has
     formula cells neutralized (:func:`neutralize_formulas`); the Parquet keeps every value.
+    With more than ``part_records`` records the Parquet comes as consecutive parts of the rows
+    (:func:`part_rows`), whose concatenation in order is the single file's table.
     """
     from sds_core.data.decoding import to_arrow, to_frame
 
@@ -206,4 +237,9 @@ def synthetic_files(synthetic: Any) -> tuple[bytes, bytes]:
     fast = None
     if not changed:
         fast = arrow_csv_bytes(to_arrow(synthetic, empty_value="", join_multi_value_columns=True))
-    return parquet_bytes(frame), fast if fast is not None else csv_bytes(safe)
+    parquet, start = [], 0
+    for rows in part_rows(len(frame), part_records):
+        part = frame if rows == len(frame) else frame.iloc[start : start + rows]
+        parquet.append(parquet_bytes(part))
+        start += rows
+    return parquet, fast if fast is not None else csv_bytes(safe)

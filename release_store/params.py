@@ -284,6 +284,14 @@ class ReleaseParams(BaseModel):
         description="aggregate-seeded: how many synthetic records to make (default: the DP "
         "record count). Post-processing of the DP aggregates: no privacy cost.",
     )
+    synthetic_part_records: int = Field(
+        5_000_000,
+        ge=1_000,
+        description="Most synthetic records in one Parquet file: a release with more writes "
+        "synthetic.parquet as a directory of part files (part-00000.parquet, ...; each listed "
+        "with its sha256 and rows in the manifest, checked by sds audit --verify). No privacy "
+        "meaning: only how the records are laid out.",
+    )
 
     @model_validator(mode="before")
     @classmethod

@@ -9,14 +9,18 @@ summary, and ``manifest.json`` with the sha256 of every artifact. The manifest t
 
 from __future__ import annotations
 
+import shutil
 import time
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 from release_store.artifact_encoding import (
+    SYNTHETIC_PARQUET,
     aggregates_parquet,
     aggregates_tsv,
+    part_rows,
     synthetic_files,
+    synthetic_part_name,
 )
 from release_store.report_inputs import recorded_noise
 from release_store.run import ReleaseRun
@@ -69,8 +73,10 @@ def write_artifacts(
     atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table))
     atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates, table))
     del table
-    syn_parquet, syn_csv = synthetic_files(synthetic)
-    atomic_write_bytes(out / "synthetic.parquet", syn_parquet)
+    syn_parquet, syn_csv = synthetic_files(
+        synthetic, part_records=run.params.synthetic_part_records
+    )
+    parts = _write_synthetic_parquet(out, syn_parquet)
     atomic_write_bytes(out / "synthetic.csv", syn_csv)
     del syn_parquet, syn_csv
     atomic_write_json(
@@ -85,7 +91,45 @@ def write_artifacts(
         },
     )
     atomic_write_json(out / "validation.json", validation)
-    return {name: sha256_file(out / name) for name in ARTIFACTS if (out / name).is_file()}
+    names = [n for n in ARTIFACTS if (out / n).is_file()] + parts
+    return {name: sha256_file(out / name) for name in names}
+
+
+def _write_synthetic_parquet(out: Path, parquet: list[bytes]) -> list[str]:
+    """``synthetic.parquet``: one file, or a directory of parts; returns the part names.
+
+    A directory left by an interrupted publish of the same release is replaced (the records
+    are the checkpoint's, so the parts are the same; a stale extra part would fail the audit).
+    """
+    target = out / SYNTHETIC_PARQUET
+    if target.is_dir():
+        shutil.rmtree(target)
+    if len(parquet) == 1:
+        atomic_write_bytes(target, parquet[0])
+        return []
+    target.unlink(missing_ok=True)
+    target.mkdir()
+    names = [synthetic_part_name(i) for i in range(len(parquet))]
+    for name, data in zip(names, parquet, strict=True):
+        atomic_write_bytes(out / name, data)
+    return names
+
+
+def synthetic_layout(n_records: int, part_records: int) -> dict[str, Any]:
+    """The manifest's ``synthetic_parts`` entry of a split ``synthetic.parquet`` ({}: one file)."""
+    rows = part_rows(n_records, part_records)
+    if len(rows) == 1:
+        return {}
+    return {
+        "synthetic_parts": {
+            "directory": SYNTHETIC_PARQUET,
+            "rows": n_records,
+            "parts": [{"file": synthetic_part_name(i), "rows": r} for i, r in enumerate(rows)],
+            "how_to_read": "a Parquet dataset: pyarrow.dataset.dataset('synthetic.parquet') or "
+            "pandas.read_parquet('synthetic.parquet') reads the parts in name order; each part's "
+            "sha256 is in 'artifacts'",
+        }
+    }
 
 
 def write_report_and_explorer(
@@ -166,6 +210,7 @@ def write_release(
         },
         "stages": stages,
         "artifacts": hashes,
+        **synthetic_layout(synthetic.n_records, run.params.synthetic_part_records),
         "versions": collect_versions(),
     }
     write_report_and_explorer(run, manifest, aggregates, synthetic, evaluation)

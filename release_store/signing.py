@@ -29,6 +29,7 @@ from release_store.workspace import (
     artifact_problems,
     atomic_write_bytes,
     atomic_write_json,
+    synthetic_part_problems,
     utc_now,
 )
 from sds_core.errors import SdsInputError
@@ -370,6 +371,7 @@ def verify_signed_release(
             problems.append("manifest 'artifacts' is not a name -> sha256 table")
             listed = {}
         problems += artifact_problems(release_dir, listed)
+        problems += synthetic_part_problems(release_dir, manifest)
     return SignatureCheck(
         release_dir=str(release_dir),
         key_id=key_id(public_key) if public_key is not None else None,

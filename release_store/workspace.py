@@ -41,6 +41,9 @@ PUBLISHED = (
     "report.html",
     "explorer.html",
 )
+SYNTHETIC_PART = re.compile(r"synthetic\.parquet/part-\d{5}\.parquet")
+"""The only artifact names with a directory: the parts of a split ``synthetic.parquet``
+(``release_store.artifact_encoding.synthetic_part_name``)."""
 STATUSES = ("running", "complete", "failed")
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
@@ -430,7 +433,47 @@ def verify_release(release_dir: str | Path) -> list[str]:
             f"manifest dataset {manifest.data['dataset']!r} does not match the "
             f"directory {release_dir.parent.name!r}"
         )
-    return problems + artifact_problems(release_dir, manifest.data.get("artifacts") or {})
+    problems += artifact_problems(release_dir, manifest.data.get("artifacts") or {})
+    return problems + synthetic_part_problems(release_dir, manifest.data)
+
+
+def synthetic_part_problems(release_dir: str | Path, manifest: Mapping[str, Any]) -> list[str]:
+    """A split ``synthetic.parquet`` against the manifest's ``synthetic_parts``: every part
+    listed in ``artifacts`` (whose sha256 :func:`artifact_problems` checks), with the rows the
+    manifest gives (Parquet footer), summing to the records; none when it is one file."""
+    layout = manifest.get("synthetic_parts")
+    if not layout:
+        return []
+    import pyarrow.parquet as pq
+
+    release_dir = Path(release_dir)
+    listed = manifest.get("artifacts") or {}
+    problems, total = [], 0
+    parts = layout.get("parts") or []
+    names = {str(p.get("file")) for p in parts}
+    for name in sorted(n for n in listed if SYNTHETIC_PART.fullmatch(n) and n not in names):
+        problems.append(f"{name}: an artifact but not in synthetic_parts")
+    for part in parts:
+        name, rows = str(part.get("file")), int(part.get("rows", -1))
+        total += max(rows, 0)
+        if name not in listed:
+            problems.append(f"{name}: in synthetic_parts but not listed in artifacts")
+            continue
+        path = release_dir / name
+        if not SYNTHETIC_PART.fullmatch(name) or not path.is_file():
+            continue  # artifact_problems names it
+        try:
+            found = pq.read_metadata(path).num_rows
+        except Exception as e:  # a damaged footer: the sha256 check fails too
+            problems.append(f"{name}: not a readable Parquet file ({type(e).__name__})")
+            continue
+        if found != rows:
+            problems.append(f"{name}: {found} rows, the manifest says {rows}")
+    if total != layout.get("rows"):
+        problems.append(
+            f"synthetic_parts: the parts hold {total} rows, the manifest says {layout.get('rows')}"
+        )
+    return problems
 
 
 def artifact_problems(release_dir: str | Path, listed: Mapping[str, str]) -> list[str]:
@@ -443,7 +486,7 @@ def artifact_problems(release_dir: str | Path, listed: Mapping[str, str]) -> lis
     problems = []
     for name, digest in sorted(listed.items()):
         path = release_dir / name
-        if Path(name).name != name:
+        if Path(name).name != name and not SYNTHETIC_PART.fullmatch(name):
             problems.append(f"artifact name {name!r} is not a plain file name")
         elif not path.is_file():
             problems.append(f"{name}: listed in the manifest but missing")

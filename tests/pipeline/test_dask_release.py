@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -155,3 +157,46 @@ def test_unreachable_dask_address_fails_before_any_charge(
     assert code != 0
     assert "no Dask scheduler answers" in err and "--dask-address" in err
     assert charges(home) == []
+
+
+@pytest.mark.slow
+def test_dask_release_killed_then_resumed_on_the_cluster_is_identical(
+    tiny_csv: Path,
+    tiny_config: Path,
+    tmp_path: Path,
+    prefect_server: str,
+    cli_cluster: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--executor dask`` killed (SIGKILL) inside aggregate-2, then ``sds resume``d: the same
+    artifacts as an uninterrupted local release of the same id and seed, each stage charged once
+    (the resumed run loads the finished stages' checkpoints and counts the rest on the cluster)."""
+    monkeypatch.delenv("SDS_DASK_ADDRESS", raising=False)
+    rid = "dask-resume"
+    code, out, err = run_cli(*_args(tiny_csv, tiny_config, tmp_path / "local", rid))
+    assert code == 0, err
+    local = Path(out.strip().splitlines()[-1])
+    reference = {n: sha256_file(local / n) for n in COMPARED}
+
+    home = tmp_path / "dask"
+    dask_args = ("--executor", "dask", "--dask-address", cli_cluster)
+    env = {**os.environ, "SDS_TEST_KILL_AT": "aggregate-2", "PREFECT_API_URL": prefect_server}
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *_args(tiny_csv, tiny_config, home, rid, *dask_args)],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]
+    assert not list(home.glob(f"releases/*/{rid}/synthetic.parquet"))
+
+    code, out, err = run_cli("resume", rid, "--home", str(home), "--quiet")
+    assert code == 0, err
+    resumed = Path(out.strip().splitlines()[-1])
+    assert {n: sha256_file(resumed / n) for n in COMPARED} == reference
+    assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]
+    manifest = json.loads((resumed / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["parameters"]["executor"] == "dask"
