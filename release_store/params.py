@@ -51,6 +51,7 @@ CORE_KEYS: dict[str, type] = {
     "sensitive_zeros": PrepareParams,
     "record_limit": PrepareParams,
     "resolution": EvaluationParams,
+    "reconcile_one_way": SynthesisParams,
 }
 """Release keys that set a core parameter of the same name: the core field's FieldSpec is their
 one declaration (default, bounds, description)."""
@@ -230,6 +231,7 @@ class ReleaseParams(BaseModel):
         "(SDS); 'model' fits one consistent distribution to them and samples it (post-processing, "
         "no extra budget; docs/consistent-model.md).",
     )
+    reconcile_one_way: bool = _core("reconcile_one_way")
     max_model_bytes: int = Field(
         2 * 1024**3,
         ge=1,
@@ -334,6 +336,14 @@ class ReleaseParams(BaseModel):
             raise ValueError(
                 f"synthesis = 'model' is a mode of the aggregate-seeded synthesizer, not of "
                 f"{self.synthesizer!r}; remove it or use synthesizer = 'aggregate-seeded'"
+            )
+        if self.reconcile_one_way and (
+            self.synthesizer != "aggregate-seeded" or self.synthesis != "records"
+        ):
+            raise ValueError(
+                "reconcile_one_way adjusts the records of synthesizer = 'aggregate-seeded' with "
+                f"synthesis = 'records', not of {self.synthesizer!r} / {self.synthesis!r}; "
+                "remove it or use those settings"
             )
         return self
 
