@@ -276,8 +276,19 @@ class DaskBackend:
         """Map: counts, |W| histogram (kept |W| per record on the workers); reduce; Δ_k chosen
         here once; map: drops of the over-limit records (keyed by global row); reduce."""
         client, chunk = self.client, self.chunk_records
-        [lk] = client.scatter([lookups], broadcast=True, hash=False)
+        [packed] = client.scatter([core.pack_lookups(lookups)], broadcast=True, hash=False)
         groups = self._groups()
+        # each worker rebuilds the dense tables once per length, next to its partitions
+        lks = [
+            client.submit(
+                core.unpack_lookups,
+                packed,
+                workers=[worker] if worker else None,
+                allow_other_workers=True,
+                pure=False,
+            )
+            for worker, _ in groups
+        ]
         counted = [
             client.submit(
                 core.group_counts,
@@ -288,7 +299,7 @@ class DaskBackend:
                 workers=[worker] if worker else None,
                 allow_other_workers=True,
             )
-            for worker, idx in groups
+            for lk, (worker, idx) in zip(lks, groups, strict=True)
         ]
         reducible = client.map(core.group_reducible, counted)
         summed, hist = _tree_reduce(client, reducible, core.add_count_pairs)
@@ -311,7 +322,7 @@ class DaskBackend:
                     workers=[worker] if worker else None,
                     allow_other_workers=True,
                 )
-                for group_counted, (worker, idx) in zip(counted, groups, strict=True)
+                for group_counted, lk, (worker, idx) in zip(counted, lks, groups, strict=True)
             ]
             counts = counts - core.dense(_tree_reduce(client, dropped, core.add_counts))
         return counts, allowed

@@ -346,6 +346,58 @@ def partition_dropped_after(
     )
 
 
+class PackedLookup(NamedTuple):
+    """A :class:`CliqueLookup` as shipped to a worker: its dense table left out (``table_size``
+    entries, 0 = none) and its candidate rows as their first row when they are consecutive
+    (``rows`` None), as they are for sorted candidates. A fraction of the bytes; rebuilt by
+    :func:`unpack_lookups`, equal to the original."""
+
+    cols: tuple[int, ...]
+    mult: NDArray[np.int64]
+    first_row: int
+    rows: NDArray[np.int64] | None
+    keys: NDArray[np.int64]
+    table_size: int
+
+
+def pack_lookups(lookups: list[CliqueLookup]) -> list[PackedLookup]:
+    """The lookups without what a worker can rebuild cheaply (:class:`PackedLookup`)."""
+    out = []
+    for lk in lookups:
+        n = lk.rows.shape[0]
+        first = int(lk.rows[0]) if n else 0
+        consecutive = n == 0 or (
+            int(lk.rows[-1]) - first == n - 1 and bool((np.diff(lk.rows) == 1).all())
+        )
+        size = 0 if lk.table is None else int(lk.table.shape[0])
+        out.append(
+            PackedLookup(lk.cols, lk.mult, first, None if consecutive else lk.rows, lk.keys, size)
+        )
+    return out
+
+
+def unpack_lookups(packed: list[PackedLookup]) -> list[CliqueLookup]:
+    """The :class:`CliqueLookup` list that :func:`pack_lookups` packed (run on each worker).
+
+    >>> from sds_core.marginals.combinations import CliqueLookup
+    >>> lk = CliqueLookup((0, 1), np.array([1, 3]), np.arange(5, 8), np.array([0, 2, 4]),
+    ...                   np.array([0, -1, 1, -1, 2, -1], dtype=np.int32))
+    >>> [back] = unpack_lookups(pack_lookups([lk]))
+    >>> back.rows.tolist(), back.table.tolist()
+    ([5, 6, 7], [0, -1, 1, -1, 2, -1])
+    """
+    out = []
+    for p in packed:
+        n = p.keys.shape[0]
+        rows = p.rows if p.rows is not None else np.arange(p.first_row, p.first_row + n)
+        table = None
+        if p.table_size:
+            table = np.full(p.table_size, -1, dtype=np.int32)
+            table[p.keys] = np.arange(n, dtype=np.int32)
+        out.append(CliqueLookup(p.cols, p.mult, rows.astype(np.int64), p.keys, table))
+    return out
+
+
 GroupCounted = tuple[Counts, NDArray[np.int64], list[NDArray[np.int32]]]
 """One group's (compacted counts, histogram of |W|, |W| of each of its partitions)."""
 
