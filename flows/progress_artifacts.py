@@ -2,9 +2,9 @@
 
 A :class:`release_store.progress.Reporter` that the flow installs next to the CLI's display:
 the first countable progress of a stage creates one progress artifact for it, later progress
-updates it (at most every whole percent, and at most once every ``min_interval_s`` seconds but
-for the stage's last update: each update is a round trip to the server, ~40 ms on a loaded
-machine, which a 1M-row synthesis made ~75 times). Only public or DP numbers reach it (lengths done of
+updates it (at most every whole percent, and at most once every ``min_interval_s`` seconds
+but for 100 %: each update is a round trip to the server, ~40 ms on a loaded machine, which a
+1M-row synthesis made ~75 times). Only public or DP numbers reach it (lengths done of
 R, synthetic records made of the DP target), as for every progress reporter.
 """
 

@@ -143,9 +143,10 @@ def test_template_is_what_a_server_start_makes(
         }
     finally:
         _sds("server", "stop", "--home", str(home))
-    assert _schema(home / "prefect" / "prefect.db")["schema"] == _schema(
-        template / "prefect.db"
-    )["schema"]
+    assert (
+        _schema(home / "prefect" / "prefect.db")["schema"]
+        == _schema(template / "prefect.db")["schema"]
+    )
 
 
 def test_template_off_and_user_database_are_respected(
