@@ -383,8 +383,12 @@ def build_template() -> Path | None:
     if template is None or (template / DB_NAME).is_file():
         return template
     work = template.parent / f".build-{os.getpid()}"
-    shutil.rmtree(work, ignore_errors=True)
-    work.mkdir(parents=True)
+    template.parent.mkdir(parents=True, exist_ok=True)
+    for stale in template.parent.glob(".build-*"):  # left by a builder that was stopped
+        pid = stale.name.removeprefix(".build-")
+        if not pid.isdigit() or not _alive(int(pid)) or int(pid) == os.getpid():
+            shutil.rmtree(stale, ignore_errors=True)
+    work.mkdir()
     try:
         os.chdir(work)
         os.environ.clear()
