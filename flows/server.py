@@ -73,6 +73,7 @@ DB_URL = f"sqlite+aiosqlite:///{DB_NAME}"
 the template builder, name their database alike, so the block-registration memo Prefect keys by
 that URL (``memo_store.toml``) travels with the template and the copy does not register again."""
 MEMO_NAME = "memo_store.toml"
+_TEMPLATE_KEY_PACKAGES = ("prefect", "sqlalchemy", "alembic", "aiosqlite")
 _USER_DB_VARS = ("PREFECT_API_DATABASE_CONNECTION_URL", "PREFECT_SERVER_DATABASE_CONNECTION_URL")
 
 SERVER_SETTINGS = {
@@ -326,8 +327,9 @@ def template_dir() -> Path | None:
     """This Prefect installation's template directory (``prefect.db`` + ``memo_store.toml``),
     or None when templates are off or the user chose the database.
 
-    Keyed by Python's version and every installed ``prefect*`` distribution's version (they
-    decide the migrations and the registered blocks).
+    Keyed by Python's version and the versions of every installed ``prefect*`` distribution
+    (they decide the migrations and the registered blocks) and of SQLAlchemy, Alembic and
+    aiosqlite (they run the migrations).
     """
     value = os.environ.get(TEMPLATE_ENV, "").strip()
     if value.lower() in ("off", "0", "false", "no") or _user_database():
@@ -340,7 +342,7 @@ def template_dir() -> Path | None:
     versions = sorted(
         f"{d.metadata['Name'].lower()}=={d.version}"
         for d in importlib.metadata.distributions()
-        if (d.metadata["Name"] or "").lower().startswith("prefect")
+        if (d.metadata["Name"] or "").lower().startswith(_TEMPLATE_KEY_PACKAGES)
     )
     key = hashlib.sha256("\n".join([sys.version.split()[0], *versions]).encode()).hexdigest()[:16]
     return base / key
