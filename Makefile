@@ -14,7 +14,9 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install --quiet -e '.[dev,bench,browser,dask]'
 	touch $@
 
+## The Prefect database template new homes copy (once per Prefect version, ~/.cache/sds).
 setup: $(VENV)/.installed
+	@$(PY) -m flows.server --build-template >/dev/null
 
 ## The PostgreSQL server binaries the ledger tests start (apt-get install postgresql when missing).
 postgres: setup

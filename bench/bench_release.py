@@ -177,11 +177,13 @@ def main() -> int:
     ap.add_argument("--api-url", default=os.environ.get("PREFECT_API_URL") or None)
     ap.add_argument(
         "--server",
-        choices=("start", "auto", "temporary"),
+        choices=("start", "auto", "stopped", "temporary"),
         default="start",
         help="without --api-url: 'start' one with `sds server start` first (default); 'auto': "
-        "no server, each release starts the home's (a fresh home per release); 'temporary': "
-        "Prefect's temporary server per release (SDS_SERVER=temporary)",
+        "no server, each release starts the home's (a fresh home per release); 'stopped': as "
+        "'auto', but each fresh home's server was started and stopped once before (its "
+        "database exists, migrated); 'temporary': Prefect's temporary server per release "
+        "(SDS_SERVER=temporary)",
     )
     ap.add_argument("--project", type=Path, default=ROOT, help="checkout whose sds to run")
     ap.add_argument("--repeat", type=int, default=1)
@@ -210,14 +212,20 @@ def main() -> int:
             print(f"server start: {usage['wall_s']:.1f} s wall (load {load})", file=sys.stderr)
         else:
             env.pop("PREFECT_API_URL", None)
-            env["SDS_SERVER"] = opts.server
+            env["SDS_SERVER"] = "auto" if opts.server == "stopped" else opts.server
+        per_release = opts.server in ("auto", "stopped") and not opts.api_url
         try:
             for i in range(opts.repeat):
                 for name in names:
-                    if opts.server == "auto" and not opts.api_url:
+                    if per_release:
                         home = Path(tmp) / f"home-{name}-{i}"  # no server yet: it starts one
+                    if per_release and opts.server == "stopped":
+                        for step in ("start", "stop"):
+                            done, _ = sds(["server", step, "--home", str(home)], env)
+                            if done.returncode:
+                                raise RuntimeError(done.stderr)
                     result = run_case(name, home, opts.data_dir, env)
-                    if opts.server == "auto" and not opts.api_url:
+                    if per_release:
                         sds(["server", "stop", "--home", str(home)], env)
                     print(
                         json.dumps({k: v for k, v in result.items() if k != "artifact_bytes"}),

@@ -119,7 +119,9 @@ def _api_server(home: Path) -> Any:
 
     info = local_server.status(home)
     if info is None:
-        info = local_server.start(home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60)
+        info = local_server.start(  # its worker waits for this release to end
+            home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, worker_after=os.getpid()
+        )
         warn(f"started a {info.describe()}. Later releases reuse it.")
     os.environ["PREFECT_API_URL"] = info.api_url
     os.environ.setdefault("PREFECT_HOME", str(local_server.server_dir(home)))

