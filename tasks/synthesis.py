@@ -55,8 +55,7 @@ def synthesize_records(
         return synthesize(
             aggregates,
             SynthesisParams(
-                target_number_of_records=run.params.synthetic_records
-                or default_target(aggregates),
+                target_number_of_records=run.params.synthetic_records or default_target(aggregates),
                 reconcile_one_way=run.params.reconcile_one_way,
             ),
             rng=run.randomness().generator(f"{run.release_id}/synthesis"),
