@@ -131,6 +131,41 @@ def read_release_input(
     return table, digest
 
 
+def input_headers(path: str | Path, *, delimiter: str) -> list[str]:
+    """The input's column names without reading its rows: a Parquet file's (or a dataset's
+    first part's) schema, or a CSV's header line (checked as :func:`read_table` checks it)."""
+    files = dataset_files(path) or [check_input_path(path)]
+    p = files[0]
+    if p.suffix.lower() in PARQUET_SUFFIXES:
+        import pyarrow.parquet as pq
+
+        try:
+            names = list(pq.read_schema(p).names)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise SdsInputError(
+                f"input file '{p}' is not a readable Parquet file ({type(e).__name__})"
+            ) from None
+        _check_header(p, names, delimiter=None)
+        return [n for n in names if n != "__index_level_0__"]
+    _check_line_lengths(p)
+    with open(p, "rb") as f:
+        first = f.readline()
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SdsInputError(
+            f"input file '{p}' is not valid UTF-8: undecodable byte at line 1 (byte offset "
+            f"{e.start}); re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    header = next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), [])
+    if not header:
+        raise SdsInputError(
+            f"input file '{p}' is empty; it needs a header row and at least one data row"
+        )
+    _check_header(p, header, delimiter=delimiter)
+    return [h.strip() for h in header]
+
+
 def read_table(path: str | Path, *, delimiter: str = ",") -> pa.Table:
     """Read the input as an Arrow table of string columns (CSV) or as stored (Parquet).
 
