@@ -147,7 +147,9 @@ def _csv_blocks(
     with open(p, "rb") as f:
         header = f.readline()
     size = p.stat().st_size
-    blocksize = max(1, -(-size // partitions)) if partitions else CSV_BLOCKSIZE
+    blocksize = (
+        max(1, size // partitions) if partitions else CSV_BLOCKSIZE
+    )  # dask: size // bs blocks
     _, [blocks] = read_bytes(  # type: ignore[no-untyped-call]
         str(p), delimiter=b"\n", blocksize=blocksize, sample=False
     )
@@ -262,7 +264,7 @@ def _limits(data: DaskInput, record_limit: int | None) -> list[int]:
     return keep
 
 
-def _numbers(table: pa.Table, column: str, keep: int) -> NDArray[np.float64]:
+def _numbers(table: pa.Table, keep: int, column: str) -> NDArray[np.float64]:
     """On a worker: the numbers of one column of a part's first ``keep`` rows, as the local
     ``binning`` stage parses them (pandas ``to_numeric``, non-numbers dropped)."""
     import pandas as pd
@@ -277,7 +279,7 @@ def column_numbers(data: DaskInput, column: str, record_limit: int | None) -> ND
     """The numbers the DP quantile mechanism reads for ``column``, in row order: the same
     array as locally (one float64 column reaches the driver, not the table)."""
     keep = _limits(data, record_limit)
-    futures = data.client.map(_numbers, data.parts, column=column, keep=keep)
+    futures = data.client.map(_numbers, data.parts, keep, column=column)
     return np.concatenate(data.client.gather(futures))
 
 
