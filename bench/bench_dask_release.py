@@ -1,8 +1,9 @@
 """Benchmark: the whole ``sds release`` command on an input, local vs ``--executor dask``.
 
 Runs the CLI as a subprocess and samples, every 0.2 s, the peak RSS (``VmHWM``) of the driver
-(the ``sds release`` process, run in-process: ``SDS_WORKER=off``) and of each of its descendant processes (the embedded Dask
-workers, the GX worker); prints them with the wall time and the manifest's seconds per stage.
+(the ``sds release`` process; ``SDS_WORKER=off`` so the release runs in it) and of each of its
+descendant processes (the embedded Dask workers, the GX worker); prints them with the wall
+time and the manifest's seconds per stage.
 The data is a Parquet dataset from ``bench/bench_dask.py --write DIR`` (or any CSV / Parquet
 input); the config names its columns (``examples/release.toml`` with ``max_rows`` raised).
 
@@ -85,9 +86,7 @@ def main() -> None:
     load = Path("/proc/loadavg").read_text().split()[:3]
     start = time.perf_counter()
     env = {**os.environ, "SDS_WORKER": "off"}  # the release runs in this child: the driver
-    proc = subprocess.Popen(
-        cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
-    )
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     driver, others = 0, {}
     while proc.poll() is None:
         driver = max(driver, _hwm_kib(proc.pid))

@@ -24,6 +24,7 @@ from sds_core.data.domain import Domain
 from sds_core.data.partitions import (
     PartDomain,
     align,
+    concatenate,
     merged_domain,
     partition_layout,
     prepare_partition,
@@ -398,9 +399,23 @@ class DaskBackend:
     def map_reduce(
         self, fn: Callable[..., Any], combine: Callable[[Any, Any], Any], /, **kwargs: Any
     ) -> Any:
-        """``fn(partition, **kwargs)`` on every partition, combined pairwise on the workers
-        (:class:`sds_core.evaluation.partitioned.MapReduce`)."""
-        return _tree_reduce(self.client, self.client.map(fn, self.parts, **kwargs), combine)
+        """``fn(records, **kwargs)`` over all partitions, combined pairwise on the workers
+        (:class:`sds_core.evaluation.partitioned.MapReduce`): one task per worker over the
+        partitions it holds, concatenated up to :data:`GROUP_RECORDS` records per call (``fn``
+        must add up over any split of the records, as every evaluation sum does)."""
+        futures = [
+            self.client.submit(
+                _apply_group,
+                fn,
+                combine,
+                kwargs,
+                *[self.parts[i] for i in idx],
+                workers=[worker] if worker else None,
+                allow_other_workers=True,
+            )
+            for worker, idx in self._groups()
+        ]
+        return _tree_reduce(self.client, futures, combine)
 
     def exact_aggregates(self, reporting_length: int) -> AggregateSet:
         """Exact aggregates per partition, summed."""
@@ -412,6 +427,28 @@ class DaskBackend:
         )
         result: AggregateSet = _tree_reduce(self.client, parts, core.add_aggregates)
         return result
+
+
+GROUP_RECORDS = 2_000_000
+"""The most records one :meth:`DaskBackend.map_reduce` call concatenates (memory bound only)."""
+
+
+def _apply_group(
+    fn: Callable[..., Any],
+    combine: Callable[[Any, Any], Any],
+    kwargs: dict[str, Any],
+    *parts: PreparedTable,
+) -> Any:
+    """On a worker: ``fn`` over its partitions in runs of up to GROUP_RECORDS records."""
+    result, run, size = None, [], 0
+    for i, part in enumerate(parts):
+        run.append(part)
+        size += part.n_records
+        if size >= GROUP_RECORDS or i == len(parts) - 1:
+            value = fn(concatenate(run) if len(run) > 1 else run[0], **kwargs)
+            result = value if result is None else combine(result, value)
+            run, size = [], 0
+    return result
 
 
 def _first_rows(table: Any, n: int) -> Any:

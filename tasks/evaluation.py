@@ -19,6 +19,7 @@ from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.partitioned import evaluate_partitioned
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.backend import add_aggregates, partition_exact
 from tasks.options import SENSITIVE, task_logger
 
 
@@ -39,7 +40,12 @@ def evaluate(
 
     def compute() -> dict[str, Any]:
         if isinstance(original, DaskBackend):  # sums from the workers, no table here
-            sensitive = original.exact_aggregates(params.reporting_length)
+            sensitive = original.map_reduce(
+                partition_exact,
+                add_aggregates,
+                reporting_length=params.reporting_length,
+                chunk=original.chunk_records,
+            )
             return evaluate_partitioned(
                 sensitive, original.n_records, original.map_reduce, synthetic, aggregates, params
             )

@@ -16,6 +16,7 @@ from typing import Any, Protocol, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
+from sds_core._jit import _jit
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import require
@@ -29,7 +30,7 @@ from sds_core.evaluation.metrics import (
     risk_summary,
 )
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.tables import column_codes
+from sds_core.evaluation.tables import column_codes, mixed_radix
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
 
@@ -67,26 +68,80 @@ def _cells(keys: NDArray[np.int64], cells: int) -> tuple[NDArray[np.int64], NDAr
     return uniq.astype(np.int64), counts.astype(np.int64)
 
 
+@_jit
+def _dense_counts(
+    codes: NDArray[np.int64],
+    cols: NDArray[np.int64],
+    mults: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:  # pragma: no cover - compiled
+    """One pass over the records (``codes`` records x columns): every dense marginal's cell
+    count (``cols`` padded with -1)."""
+    n, m, width = codes.shape[0], cols.shape[0], cols.shape[1]
+    for r in range(n):
+        for i in range(m):
+            key = offsets[i]
+            for t in range(width):
+                c = cols[i, t]
+                if c < 0:
+                    break
+                key += codes[r, c] * mults[i, t]
+            out[key] += 1
+
+
 def marginal_cells(codes: NDArray[np.integer], cards: list[int], max_order: int) -> Cells:
     """Cell counts of every 1..max_order-way marginal of ``codes`` (columns x records, codes in
-    0..cards-1), keyed by mixed radix (last column fastest)."""
+    0..cards-1), keyed by mixed radix (last column fastest). Marginals of up to
+    :data:`DENSE_CELLS` cells are counted in one compiled pass over the records."""
+    return _record_cells(
+        np.ascontiguousarray(np.asarray(codes, dtype=np.int64).T), cards, max_order
+    )
+
+
+def _record_cells(records: NDArray[np.int64], cards: list[int], max_order: int) -> Cells:
+    """:func:`marginal_cells` of ``records`` (records x columns, C order)."""
+    every = [
+        cols
+        for order in range(1, min(max_order, len(cards)) + 1)
+        for cols in itertools.combinations(range(len(cards)), order)
+    ]
+    size = {cols: int(np.prod([cards[c] for c in cols], dtype=object)) for cols in every}
+    dense = [cols for cols in every if size[cols] <= DENSE_CELLS]
     out: Cells = {}
-    for order in range(1, min(max_order, len(cards)) + 1):
-        for cols in itertools.combinations(range(len(cards)), order):
-            key = np.zeros(codes.shape[1], dtype=np.int64)
-            for c in cols:
-                key = key * cards[c] + codes[c]
-            out[cols] = _cells(key, int(np.prod([cards[c] for c in cols], dtype=object)))
-    return out
+    if dense:
+        width = max(len(c) for c in dense)
+        col_arr = np.full((len(dense), width), -1, dtype=np.int64)
+        mults = np.zeros((len(dense), width), dtype=np.int64)
+        offsets = np.zeros(len(dense) + 1, dtype=np.int64)
+        for i, cols in enumerate(dense):
+            col_arr[i, : len(cols)] = cols
+            mults[i, : len(cols)] = mixed_radix(cards, cols)
+            offsets[i + 1] = offsets[i] + size[cols]
+        counts = np.zeros(int(offsets[-1]), dtype=np.int64)
+        _dense_counts(records, col_arr, mults, offsets[:-1].copy(), counts)
+        for i, cols in enumerate(dense):
+            block = counts[offsets[i] : offsets[i + 1]]
+            nz = np.flatnonzero(block)
+            out[cols] = nz.astype(np.int64), block[nz]
+    for cols in every:
+        if cols not in out:
+            key = records[:, cols[0]].copy()
+            for c in cols[1:]:
+                np.multiply(key, cards[c], out=key)
+                np.add(key, records[:, c], out=key)
+            out[cols] = _cells(key, size[cols])
+    return {cols: out[cols] for cols in every}
 
 
 def partition_marginals(table: PreparedTable, cards: list[int], max_order: int) -> Cells:
     """:func:`marginal_cells` of a sensitive partition, an empty cell coded as its column's
     label count (the ``""`` label of :func:`~sds_core.evaluation.tables.column_codes`)."""
-    codes = table.codes.T.astype(np.int64)
+    records = table.codes.astype(np.int64)
     for j, labels in enumerate(table.domain.labels):
-        codes[j][codes[j] < 0] = len(labels)
-    return marginal_cells(codes, cards, max_order)
+        column = records[:, j]
+        column[column < 0] = len(labels)
+    return _record_cells(records, cards, max_order)
 
 
 def add_cells(a: Cells, b: Cells) -> Cells:
