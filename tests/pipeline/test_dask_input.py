@@ -185,3 +185,20 @@ def test_dataset_digest_and_reading(tmp_path: Path, client: Any) -> None:
     parts = client.gather(list(data.parts))
     assert pa.concat_tables(parts).equals(local)
     assert np.array_equal(data.rows, [p.num_rows for p in parts])
+
+
+def test_worker_side_modules_import_neither_prefect_nor_gx() -> None:
+    """The functions the workers run (reading, the gate's checks, preparation, evaluation sums)
+    come from modules that import neither Prefect nor Great Expectations."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, release_store.dask_input, release_store.dask_backend, "
+        "sds_core.evaluation.partitioned; "
+        "print(sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
