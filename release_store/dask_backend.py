@@ -9,6 +9,7 @@ only ``sds_core`` (never Prefect). A Spark backend would be one more module of t
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
@@ -23,13 +24,14 @@ from sds_core.data.domain import Domain
 from sds_core.data.partitions import (
     PartDomain,
     align,
+    concatenate,
     merged_domain,
     partition_layout,
     prepare_partition,
 )
 from sds_core.data.preparation import PrepareParams, match_key
 from sds_core.data.readers import cell_text
-from sds_core.data.table import PreparedTable
+from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError
 from sds_core.marginals import backend as core
 from sds_core.marginals.aggregates import AggregateSet
@@ -129,6 +131,7 @@ class DaskBackend:
         n: the total record count (sensitive).
         chunk_records: records per batch inside a partition (memory bound only).
         largest: the largest partition's record count (sizes the lookups sent to workers).
+        multi_value_columns: the partitions' multi-value column declarations (from a reader).
     """
 
     client: Any
@@ -138,6 +141,7 @@ class DaskBackend:
     n: int
     chunk_records: int = DEFAULT_CHUNK_RECORDS
     largest: int = 0
+    multi_value_columns: tuple[MultiValueColumn, ...] = ()
 
     @classmethod
     def from_partitions(
@@ -180,20 +184,21 @@ class DaskBackend:
             for lo, hi in itertools.pairwise(bounds)
         ]
         parts = client.scatter(pieces, hash=False)
-        return cls.from_partitions(client, parts, table.domain, chunk_records=chunk_records)
+        backend = cls.from_partitions(client, parts, table.domain, chunk_records=chunk_records)
+        return dataclasses.replace(backend, multi_value_columns=table.multi_value_columns)
 
     @classmethod
     def from_parquet(
         cls,
         client: Any,
-        path: str,
+        path: str | Sequence[str],
         params: PrepareParams,
         *,
         chunk_records: int = DEFAULT_CHUNK_RECORDS,
         blocksize: str | int | None = None,
     ) -> DaskBackend:
-        """Read a Parquet dataset (a directory or a glob of files) as Dask partitions and prepare
-        it on the workers; the driver holds only labels and sums, never the table.
+        """Read a Parquet dataset (a directory, a glob or a list of files) as Dask partitions
+        and prepare it on the workers; the driver holds only labels and sums, never the table.
 
         The result equals :func:`sds_core.data.preparation.prepare` of the whole dataset (rows
         in file-name order), byte for byte: partitions are prepared alone, their labels merged
@@ -202,9 +207,24 @@ class DaskBackend:
         subjects keep the order a local run gives them). ``record_limit`` keeps the first rows.
         """
         import dask.dataframe as dd
+
+        spec = path if isinstance(path, str) else list(path)
+        ddf = dd.read_parquet(spec, blocksize=blocksize) if blocksize else dd.read_parquet(spec)
+        return cls.from_frame(client, ddf, params, what=f"the Parquet dataset {path!r}")
+
+    @classmethod
+    def from_frame(
+        cls,
+        client: Any,
+        ddf: Any,
+        params: PrepareParams,
+        *,
+        what: str = "the input",
+        chunk_records: int = DEFAULT_CHUNK_RECORDS,
+    ) -> DaskBackend:
+        """A Dask DataFrame prepared on the workers (see :meth:`from_parquet`)."""
         from dask.delayed import delayed
 
-        ddf = dd.read_parquet(path, blocksize=blocksize) if blocksize else dd.read_parquet(path)
         if params.record_limit:
             ddf = _head(client, ddf, int(params.record_limit))
         if params.subject_id is not None:
@@ -212,21 +232,63 @@ class DaskBackend:
             ddf = ddf.assign(_sds_subject_key=ddf[name].map(_subject_key, meta=(name, "str")))
             ddf = ddf.set_index("_sds_subject_key", drop=True, sort=True)
         delayed_parts = ddf.to_delayed()
-        layout = delayed(partition_layout)(delayed_parts[0], params)
+        layout = client.compute(delayed(partition_layout)(delayed_parts[0], params)).result()
         prepared = client.compute([delayed(prepare_partition)(d, params) for d in delayed_parts])
-        layout_value = client.compute(layout).result()
+        return cls._merged(client, prepared, layout, params, what, chunk_records)
+
+    @classmethod
+    def from_arrow_parts(
+        cls,
+        client: Any,
+        parts: Sequence[Any],
+        rows: Sequence[int],
+        params: PrepareParams,
+        *,
+        what: str = "the input",
+        chunk_records: int = DEFAULT_CHUNK_RECORDS,
+    ) -> DaskBackend:
+        """Futures of Arrow tables (the input's parts in row order, ``rows`` each) prepared on
+        the workers, as :meth:`from_parquet` prepares its partitions (no ``subject_id``: use
+        :meth:`from_frame`, which shuffles). ``record_limit`` keeps the first rows."""
+        if params.subject_id is not None:
+            raise SdsInputError("from_arrow_parts cannot group by subject_id; use from_frame")
+        parts, left = list(parts), params.record_limit
+        if left:
+            kept = []
+            for part, n in zip(parts, rows, strict=True):
+                if left <= 0:
+                    break
+                kept.append(part if n <= left else client.submit(_first_rows, part, left))
+                left -= n
+            parts = kept
+        layout = client.submit(partition_layout, parts[0], params).result()
+        prepared = client.map(prepare_partition, parts, params=params)
+        return cls._merged(client, prepared, layout, params, what, chunk_records)
+
+    @classmethod
+    def _merged(
+        cls,
+        client: Any,
+        prepared: list[Any],
+        layout: Any,
+        params: PrepareParams,
+        what: str,
+        chunk_records: int,
+    ) -> DaskBackend:
+        """Partitions prepared alone -> the global domain (labels only, here) -> re-coded."""
         domains = client.gather(client.map(_part_domain, prepared))
         kept = [i for i, d in enumerate(domains) if d is not None]
         if not kept:
-            raise SdsInputError(f"the Parquet dataset {path!r} has no rows")
+            raise SdsInputError(f"{what} has no rows")
         merged = merged_domain(
-            layout_value,
+            layout,
             [domains[i] for i in kept],
             allow_empty_columns=params.allow_empty_columns,
         )
         parts = client.map(align, [prepared[i] for i in kept], merged=merged)
         del prepared
-        return cls.from_partitions(client, parts, merged[0], chunk_records=chunk_records)
+        backend = cls.from_partitions(client, parts, merged[0], chunk_records=chunk_records)
+        return dataclasses.replace(backend, multi_value_columns=merged[1])
 
     @property
     def domain(self) -> Domain:
@@ -345,6 +407,27 @@ class DaskBackend:
             by_worker.setdefault(workers[0] if workers else "", []).append(i)
         return sorted(by_worker.items(), key=lambda item: item[1][0])
 
+    def map_reduce(
+        self, fn: Callable[..., Any], combine: Callable[[Any, Any], Any], /, **kwargs: Any
+    ) -> Any:
+        """``fn(records, **kwargs)`` over all partitions, combined pairwise on the workers
+        (:class:`sds_core.evaluation.partitioned.MapReduce`): one task per worker over the
+        partitions it holds, concatenated up to :data:`GROUP_RECORDS` records per call (``fn``
+        must add up over any split of the records, as every evaluation sum does)."""
+        futures = [
+            self.client.submit(
+                _apply_group,
+                fn,
+                combine,
+                kwargs,
+                *[self.parts[i] for i in idx],
+                workers=[worker] if worker else None,
+                allow_other_workers=True,
+            )
+            for worker, idx in self._groups()
+        ]
+        return _tree_reduce(self.client, futures, combine)
+
     def exact_aggregates(self, reporting_length: int) -> AggregateSet:
         """Exact aggregates per partition, summed."""
         parts = self.client.map(
@@ -355,6 +438,33 @@ class DaskBackend:
         )
         result: AggregateSet = _tree_reduce(self.client, parts, core.add_aggregates)
         return result
+
+
+GROUP_RECORDS = 2_000_000
+"""The most records one :meth:`DaskBackend.map_reduce` call concatenates (memory bound only)."""
+
+
+def _apply_group(
+    fn: Callable[..., Any],
+    combine: Callable[[Any, Any], Any],
+    kwargs: dict[str, Any],
+    *parts: PreparedTable,
+) -> Any:
+    """On a worker: ``fn`` over its partitions in runs of up to GROUP_RECORDS records."""
+    result, run, size = None, [], 0
+    for i, part in enumerate(parts):
+        run.append(part)
+        size += part.n_records
+        if size >= GROUP_RECORDS or i == len(parts) - 1:
+            value = fn(concatenate(run) if len(run) > 1 else run[0], **kwargs)
+            result = value if result is None else combine(result, value)
+            run, size = [], 0
+    return result
+
+
+def _first_rows(table: Any, n: int) -> Any:
+    """The first ``n`` rows of an Arrow table (a part cut by ``record_limit``)."""
+    return table.slice(0, n)
 
 
 def _part_domain(table: PreparedTable | None) -> PartDomain | None:
@@ -426,9 +536,21 @@ def cluster_session(params: Any) -> Iterator[None]:
             embedded.close()
 
 
-def counting_backend(params: Any, table: PreparedTable) -> core.CountingBackend:
-    """The counting backend of this release: local, or the table's partitions on the session's
+def session_client(params: Any) -> Any:
+    """The ``distributed.Client`` of this release's cluster session, or None (executor local,
+    or outside :func:`cluster_session`)."""
+    session = _SESSIONS.get(str(getattr(params, "release_id", "")))
+    if getattr(params, "executor", "local") != "dask" or session is None:
+        return None
+    return session.client
+
+
+def counting_backend(params: Any, table: PreparedTable | DaskBackend) -> core.CountingBackend:
+    """The counting backend of this release: local, the table read and prepared on the
+    cluster (a :class:`DaskBackend` already), or the table's partitions on the session's
     cluster (scattered once per table, reused by every stage)."""
+    if isinstance(table, DaskBackend):
+        return table
     session = _SESSIONS.get(str(params.release_id))
     if getattr(params, "executor", "local") != "dask" or session is None:
         return core.LocalBackend(table)

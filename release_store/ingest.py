@@ -9,6 +9,7 @@ persisted: the table stays in memory of the process running the flow.
 from __future__ import annotations
 
 import csv
+import glob
 import hashlib
 import io
 import os
@@ -25,8 +26,79 @@ MAX_LINE_BYTES = 64 * 2**20
 _CHUNK = 8 * 2**20
 
 
+PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+def dataset_files(path: str | Path) -> list[Path] | None:
+    """The part files of a Parquet dataset input, in the order their rows are read; None when
+    ``path`` names one file.
+
+    A dataset is a directory (its ``*.parquet`` / ``*.pq`` files, not its subdirectories) or a
+    glob (``data/part-*.parquet``). Files are sorted by their path relative to the dataset's
+    root (:func:`dataset_root`), so the row order never depends on the file system.
+
+    Raises:
+        SdsInputError: the glob matches nothing, or not only Parquet files; the directory
+            holds no Parquet file.
+    """
+    text = str(path)
+    if any(ch in text for ch in "*?["):
+        files = [Path(f) for f in glob.glob(text) if Path(f).is_file()]
+        if not files:
+            raise SdsInputError(
+                f"input glob '{text}' matches no file; check the pattern (INPUT argument)"
+            )
+        other = sorted(f.name for f in files if f.suffix.lower() not in PARQUET_SUFFIXES)
+        if other:
+            raise SdsInputError(
+                f"input glob '{text}' matches files that are not Parquet ({other[:3]}); a glob "
+                "or a directory is read as a Parquet dataset: narrow the pattern to *.parquet"
+            )
+    elif Path(text).is_dir():
+        files = [
+            f for f in Path(text).iterdir() if f.is_file() and f.suffix.lower() in PARQUET_SUFFIXES
+        ]
+        if not files:
+            raise SdsInputError(
+                f"input directory '{text}' holds no *.parquet file; give the path of a CSV or "
+                "Parquet file, or of a directory of Parquet part files"
+            )
+    else:
+        return None
+    root = dataset_root(files)
+    return sorted(files, key=lambda f: f.relative_to(root).as_posix())
+
+
+def dataset_root(files: Sequence[Path]) -> Path:
+    """The deepest directory holding every part file (their names are taken relative to it)."""
+    return Path(os.path.commonpath([str(f.resolve().parent) for f in files]))
+
+
+def dataset_digest(files: Sequence[Path], part_digests: Sequence[str]) -> str:
+    """The ``input_sha256`` of a Parquet dataset: the sha256 of one line per part file, in
+    :func:`dataset_files` order, ``"<path relative to the root>\t<sha256 of its bytes>\n"``.
+
+    The same files give the same digest wherever the dataset lies and whichever executor reads
+    them; renaming, reordering, adding or changing a part changes it.
+
+    >>> dataset_digest([Path("/d/a.parquet")], ["00"])[:12]  # sha256 of "a.parquet\\t00\\n"
+    '661639e3793b'
+    """
+    root = dataset_root(files)
+    h = hashlib.sha256()
+    for f, digest in zip(files, part_digests, strict=True):
+        h.update(f"{Path(f).resolve().relative_to(root).as_posix()}\t{digest}\n".encode())
+    return h.hexdigest()
+
+
 def check_input_path(path: str | Path) -> Path:
-    """The input path, or SdsInputError when it is missing, a directory or unreadable."""
+    """The input path, or SdsInputError when it is missing, a directory or unreadable.
+
+    A Parquet dataset (a directory or a glob of part files) passes: its path is returned as
+    given, and :func:`dataset_files` checks its parts.
+    """
+    if dataset_files(path) is not None:
+        return Path(path)
     p = Path(path)
     if not p.exists():
         raise SdsInputError(f"input file '{p}' does not exist; check the path (INPUT argument)")
@@ -59,6 +131,41 @@ def read_release_input(
     return table, digest
 
 
+def input_headers(path: str | Path, *, delimiter: str) -> list[str]:
+    """The input's column names without reading its rows: a Parquet file's (or a dataset's
+    first part's) schema, or a CSV's header line (checked as :func:`read_table` checks it)."""
+    files = dataset_files(path) or [check_input_path(path)]
+    p = files[0]
+    if p.suffix.lower() in PARQUET_SUFFIXES:
+        import pyarrow.parquet as pq
+
+        try:
+            names = list(pq.read_schema(p).names)
+        except (pa.ArrowInvalid, OSError) as e:
+            raise SdsInputError(
+                f"input file '{p}' is not a readable Parquet file ({type(e).__name__})"
+            ) from None
+        _check_header(p, names, delimiter=None)
+        return [n for n in names if n != "__index_level_0__"]
+    _check_line_lengths(p)
+    with open(p, "rb") as f:
+        first = f.readline()
+    try:
+        text = first.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise SdsInputError(
+            f"input file '{p}' is not valid UTF-8: undecodable byte at line 1 (byte offset "
+            f"{e.start}); re-save the file as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    header = next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), [])
+    if not header:
+        raise SdsInputError(
+            f"input file '{p}' is empty; it needs a header row and at least one data row"
+        )
+    _check_header(p, header, delimiter=delimiter)
+    return [h.strip() for h in header]
+
+
 def read_table(path: str | Path, *, delimiter: str = ",") -> pa.Table:
     """Read the input as an Arrow table of string columns (CSV) or as stored (Parquet).
 
@@ -79,9 +186,12 @@ def read_table_with_digest(path: str | Path, *, delimiter: str = ",") -> tuple[p
         SdsInputError: a structural problem (file, line and fix named), a line that is too
             long, or a file that changed while it was read.
     """
+    files = dataset_files(path)
+    if files is not None:
+        return read_dataset(files)
     p = check_input_path(path)
     before = os.stat(p)
-    parquet = p.suffix.lower() in (".parquet", ".pq")
+    parquet = p.suffix.lower() in PARQUET_SUFFIXES
     if not parquet:
         _check_line_lengths(p)
     data = p.read_bytes()
@@ -95,6 +205,90 @@ def read_table_with_digest(path: str | Path, *, delimiter: str = ",") -> tuple[p
         )
     table = _read_parquet(p, data) if parquet else _read_csv(p, data, delimiter)
     return table, hashlib.sha256(data).hexdigest()
+
+
+def read_dataset(files: Sequence[Path]) -> tuple[pa.Table, str]:
+    """A Parquet dataset read whole (the local executor): its parts concatenated in order, and
+    its :func:`dataset_digest`.
+
+    Raises:
+        SdsInputError: a part is unreadable, changed while read, has no columns, or its columns
+            differ from the first part's.
+    """
+    tables: list[pa.Table] = []
+    digests: list[str] = []
+    for f in files:
+        table, digest = read_part_file(f)
+        if tables and table.column_names != tables[0].column_names:
+            raise SdsInputError(
+                f"input part '{f}' has columns {table.column_names} but '{files[0]}' has "
+                f"{tables[0].column_names}; every part file of a dataset needs the same columns"
+            )
+        tables.append(table)
+        digests.append(digest)
+    if not any(t.num_rows for t in tables):
+        raise SdsInputError(f"input dataset '{files[0].parent}' has columns but no rows")
+    try:
+        whole = pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
+        raise SdsInputError(
+            f"the part files of dataset '{files[0].parent}' have incompatible column types "
+            f"({e}); write every part with the same schema"
+        ) from None
+    return whole.combine_chunks(), dataset_digest(files, digests)
+
+
+def read_part_file(f: str | Path) -> tuple[pa.Table, str]:
+    """One Parquet part file (empty allowed) and the sha256 of the bytes it was parsed from."""
+    p = Path(f)
+    before = os.stat(p)
+    data = p.read_bytes()
+    after = os.stat(p)
+    if (before.st_size, before.st_mtime_ns) != (after.st_size, after.st_mtime_ns):
+        raise SdsInputError(
+            f"input part '{p}' changed while it was read: it is still being written; wait "
+            "until the dataset is complete, or copy it somewhere stable, and run again"
+        )
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(pa.BufferReader(data))
+    except (pa.ArrowInvalid, OSError) as e:
+        raise SdsInputError(
+            f"input part '{p}' is not a readable Parquet file ({type(e).__name__})"
+        ) from None
+    _check_header(p, table.column_names, delimiter=None)
+    return table, hashlib.sha256(data).hexdigest()
+
+
+def csv_digest(path: str | Path) -> str:
+    """The sha256 of a CSV file, streamed (the digest of a CSV read in blocks), after the
+    :data:`MAX_LINE_BYTES` check; its first line must parse as a header."""
+    p = check_input_path(path)
+    _check_line_lengths(p)
+    h = hashlib.sha256()
+    with open(p, "rb") as f:
+        while chunk := f.read(_CHUNK):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def read_csv_block(
+    path: str | Path, header: bytes, block: bytes, *, first: bool, delimiter: str
+) -> pa.Table:
+    """The rows of one block of a CSV file (whole lines; the first block starts with the
+    header, the others get ``header`` prepended), parsed exactly as :func:`read_table` parses
+    the whole file: string columns, the same decoding and empty-cell rules.
+
+    Row numbers in error messages count from the block's first row.
+    """
+    p = Path(path)
+    data = block if first else header + block
+    if not data[len(header) :].strip():  # a block of blank lines: no rows
+        text = header.decode("utf-8-sig", errors="replace")
+        names = next(csv.reader(io.StringIO(text, newline=""), delimiter=delimiter), [])
+        return pa.table({n.strip(): pa.array([], type=pa.string()) for n in names})
+    return _read_csv(p, data, delimiter)
 
 
 def _check_line_lengths(p: Path) -> None:

@@ -4,9 +4,11 @@ In order: whether the lifetime budget can pay the release (read-only; nothing is
 data before that), the input file (exists, readable, not empty, UTF-8, header, plausible
 delimiter, regular rows: :mod:`release_store.ingest`), the declared schema (the GX gate's checks
 evaluated with Arrow: :mod:`release_store.schema_checks`) and the column names the parameters
-mention. Each problem is the ``SdsInputError`` the flow would raise later, with the same text,
-in a fraction of a second, with nothing reserved or charged. It also finds the "0" cells that
-SDS would turn into empty cells (:func:`zero_warning`). No pandas, Prefect or GX import here.
+mention (with ``executor = "dask"`` only the column names: the rows are read and checked on
+the workers by the flow's gate, still before any charge). Each problem is the
+``SdsInputError`` the flow would raise later, with the same text, in a fraction of a second,
+with nothing reserved or charged. It also finds the "0" cells that SDS would turn into empty
+cells (:func:`zero_warning`). No pandas, Prefect or GX import here.
 """
 
 from __future__ import annotations
@@ -15,14 +17,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from release_store.ingest import check_input_path, read_release_input
+from release_store.ingest import check_input_path, input_headers, read_release_input
 from release_store.ledger_types import BudgetExceededError
 from release_store.params import ReleaseParams, gate_columns
 from release_store.schema_checks import (
     SchemaValidationError,
     failure_message,
+    failure_text,
     input_schema,
+    schema_checks,
     schema_failures,
+    table_check_fails,
+    view_columns,
 )
 from sds_core.data.text import match_key, normalize_text
 from sds_core.data.zeros import ALL_COLUMNS, zero_shares
@@ -59,6 +65,9 @@ def preflight(params: ReleaseParams) -> Preflight:
     path = check_input_path(params.input)
     check_budget(params)
     gate = gate_columns(params)
+    if params.executor == "dask":
+        _check_headers(params, input_headers(path, delimiter=params.delimiter), gate)
+        return Preflight()
     table, _ = read_release_input(path, delimiter=params.delimiter, gate_columns=gate)
     schema = input_schema(params.table_schema, gate)
     if schema is not None:
@@ -73,6 +82,25 @@ def preflight(params: ReleaseParams) -> Preflight:
         record_limit=params.record_limit,
     )
     return Preflight(zero_shares=shares)
+
+
+def _check_headers(params: ReleaseParams, headers: list[str], gate: list[str]) -> None:
+    """The executor "dask" pre-flight: the input is read on the workers, so here only its
+    column names are checked (the declared column set, the parameters' column names); the
+    flow's gate checks every row on the workers, still before anything is charged."""
+    if gate:
+        headers = [h for h in headers if h in set(gate)]
+    schema = input_schema(params.table_schema, gate)
+    if schema is not None:
+        failures = [
+            failure_text(check, headers, schema, None)
+            for check in schema_checks(schema, headers)
+            if check.kind == "expect_table_columns_to_match_set"
+            and table_check_fails(check, view_columns(headers, schema), 0)
+        ]
+        if failures:
+            raise SchemaValidationError(failure_message("input", failures, None))
+    check_column_names(params, headers)
 
 
 def check_budget(params: ReleaseParams) -> None:

@@ -29,10 +29,13 @@ __all__ = [
     "checked_view",
     "describe_failure",
     "failure_message",
+    "failure_text",
     "input_schema",
     "numeric_view",
     "schema_checks",
     "schema_failures",
+    "table_check_fails",
+    "view_columns",
 ]
 
 # Cells are stripped before the checks (checked_view). ASCII classes only and no \s: the regex
@@ -199,6 +202,12 @@ def describe_failure(
     check: Check, view: dict[str, pa.ChunkedArray], present: list[str], schema: TableSchema
 ) -> str:
     """One failing check in words: the columns, or the column and its first failing row."""
+    row = None if check.column is None else first_failing_row(check, view)
+    return failure_text(check, present, schema, row)
+
+
+def failure_text(check: Check, present: list[str], schema: TableSchema, row: int | None) -> str:
+    """:func:`describe_failure` given the first failing data row (1-based; column checks)."""
     if check.kind == "expect_table_columns_to_match_set":
         declared = [c.name for c in schema.columns]
         extra = [c for c in present if c not in declared]
@@ -214,21 +223,37 @@ def describe_failure(
         return "columns: " + "; ".join(parts or ["do not match the declared set"])
     if check.kind == "expect_table_row_count_to_be_between":
         return f"table: {check.rule}"
-    row = first_failing_row(check, view)
     where = f" (first failing data row {row})" if row is not None else ""
     return f"column '{check.column}': values {check.rule}{where}"
 
 
-def _fails(check: Check, view: dict[str, pa.ChunkedArray], present: list[str], n: int) -> bool:
+def view_columns(present: list[str], schema: TableSchema) -> list[str]:
+    """The columns of :func:`checked_view` of a table with columns ``present``."""
+    return [
+        *present,
+        *(
+            c.name + NUMERIC_SUFFIX
+            for c in schema.columns
+            if c.type != "categorical" and c.name in present
+        ),
+    ]
+
+
+def table_check_fails(check: Check, columns: list[str], n: int) -> bool:
+    """Whether a table check (column set, row count) fails, for a table of ``n`` rows whose
+    checked view has ``columns`` (:func:`view_columns`)."""
     if check.kind == "expect_table_columns_to_match_set":
         declared = set(check.kwargs["column_set"])
-        columns = set(view)  # the numeric views are columns of the validated frame too
-        missing = declared - columns
-        extra = columns - declared
+        missing = declared - set(columns)
+        extra = set(columns) - declared
         return bool(missing) or (bool(extra) and check.kwargs["exact_match"])
-    if check.kind == "expect_table_row_count_to_be_between":
-        lo, hi = check.kwargs["min_value"], check.kwargs["max_value"]
-        return (lo is not None and n < lo) or (hi is not None and n > hi)
+    lo, hi = check.kwargs["min_value"], check.kwargs["max_value"]
+    return (lo is not None and n < lo) or (hi is not None and n > hi)
+
+
+def _fails(check: Check, view: dict[str, pa.ChunkedArray], present: list[str], n: int) -> bool:
+    if check.column is None:  # the numeric views are columns of the validated frame too
+        return table_check_fails(check, list(view), n)
     return first_failing_row(check, view) is not None
 
 

@@ -11,19 +11,22 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
+from release_store.dask_backend import DaskBackend
 from release_store.run import ReleaseRun, SensitiveTable
 from release_store.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
+from sds_core.evaluation.partitioned import evaluate_partitioned
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.backend import add_aggregates, partition_exact
 from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.EVALUATE, **SENSITIVE)
 def evaluate(
     run: ReleaseRun,
-    table: SensitiveTable[PreparedTable],
+    table: SensitiveTable[PreparedTable | DaskBackend],
     aggregates: AggregateSet,
     synthetic: PreparedTable,
 ) -> dict[str, Any]:
@@ -33,9 +36,22 @@ def evaluate(
         reporting_length=run.params.reporting_length, resolution=run.params.resolution
     )
     resumed = finished(run, stages.EVALUATE)
-    result = run.stage(
-        stages.EVALUATE, lambda: evaluate_release(table.value, synthetic, aggregates, params)
-    )
+    original = table.value
+
+    def compute() -> dict[str, Any]:
+        if isinstance(original, DaskBackend):  # sums from the workers, no table here
+            sensitive = original.map_reduce(
+                partition_exact,
+                add_aggregates,
+                reporting_length=params.reporting_length,
+                chunk=original.chunk_records,
+            )
+            return evaluate_partitioned(
+                sensitive, original.n_records, original.map_reduce, synthetic, aggregates, params
+            )
+        return evaluate_release(original, synthetic, aggregates, params)
+
+    result = run.stage(stages.EVALUATE, compute)
     stage_done(
         task_logger(),
         run,

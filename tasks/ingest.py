@@ -7,6 +7,8 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
+from release_store.dask_backend import session_client
+from release_store.dask_input import open_input
 from release_store.ingest import read_release_input
 from release_store.params import gate_columns
 from release_store.run import ReleaseRun, SensitiveTable
@@ -16,16 +18,33 @@ from tasks.options import SENSITIVE, task_logger
 
 @task(name=stages.INGEST, **SENSITIVE)
 def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
-    """Read the input (only the used columns); returns the table handle and the file's sha256."""
+    """Read the input (only the used columns); returns the table handle and its sha256.
+
+    With the Dask executor the handle is a :class:`~release_store.dask_input.DaskInput`
+    (Arrow parts on the workers), else an Arrow table in this process.
+    """
     progress.stage("reading the input")
     params = run.params
-    table, digest = read_release_input(
-        params.input, delimiter=params.delimiter, gate_columns=gate_columns(params)
-    )
+    client = session_client(params)
+    table: Any
+    if client is not None:  # executor "dask": the parts stay on the workers
+        table, digest = open_input(
+            client,
+            params.input,
+            delimiter=params.delimiter,
+            gate_columns=gate_columns(params),
+            partitions=params.dask_partitions,
+        )
+        where = f" in {len(table.parts)} parts on the Dask workers"
+    else:
+        table, digest = read_release_input(
+            params.input, delimiter=params.delimiter, gate_columns=gate_columns(params)
+        )
+        where = ""
     stage_done(
         task_logger(),
         run,
         stages.INGEST,
-        f"read {table.num_columns} columns of the input (file sha256 {digest[:16]}…)",
+        f"read {len(table.column_names)} columns of the input{where} (sha256 {digest[:16]}…)",
     )
     return SensitiveTable(table), digest

@@ -8,6 +8,14 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
+from release_store.dask_backend import DaskBackend
+from release_store.dask_input import (
+    DaskInput,
+    column_numbers,
+    fingerprint_parts,
+    prepare_parts,
+    zero_counts_shares,
+)
 from release_store.params import dp_binned_columns, prepare_params
 from release_store.preflight import zero_warning
 from release_store.run import ReleaseRun, SensitiveTable, binning_spend
@@ -43,10 +51,14 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
             q = col.bins.dp_quantiles if col.bins is not None else None
             if spend is None or q is None or col.min is None or col.max is None:
                 raise SdsInternalError(f"column {col.name!r} is not a DP-binned column")
-            raw = table.value.column(col.name).to_pylist()[: run.params.record_limit]
-            values = pd.to_numeric(pd.Series(raw, dtype="string"), errors="coerce").dropna()
+            if isinstance(table.value, DaskInput):  # one numeric column gathered, in row order
+                numbers = column_numbers(table.value, col.name, run.params.record_limit)
+            else:
+                raw = table.value.column(col.name).to_pylist()[: run.params.record_limit]
+                values = pd.to_numeric(pd.Series(raw, dtype="string"), errors="coerce")
+                numbers = values.dropna().to_numpy(dtype=np.float64)
             edges = dp_quantile_edges(
-                values.to_numpy(dtype=np.float64),
+                numbers,
                 lower=float(col.min),
                 upper=float(col.max),
                 bins=q,
@@ -68,11 +80,16 @@ def prepare_table(
     table: SensitiveTable[Any],
     input_sha256: str,
     dp_edges: dict[str, list[float]] | None = None,
-) -> SensitiveTable[PreparedTable]:
-    """Prepare the table; a resumed release must find the same prepared data (fingerprint)."""
+) -> SensitiveTable[PreparedTable | DaskBackend]:
+    """Prepare the table; a resumed release must find the same prepared data (fingerprint).
+
+    With the Dask executor the prepared table is a :class:`DaskBackend` (partitions on the
+    workers) with the local table's fingerprint.
+    """
     progress.stage("preparing the data")
     params = run.params
-    zeros = zero_shares(
+    shares = zero_counts_shares if isinstance(table.value, DaskInput) else zero_shares
+    zeros = shares(
         table.value,
         use_columns=params.use_columns,
         sensitive_zeros=params.sensitive_zeros,
@@ -80,8 +97,14 @@ def prepare_table(
     )
     if zeros:
         task_logger().warning(zero_warning(zeros, coarse=True))
-    prepared = prepare(table.value, prepare_params(params, dp_edges, table.value.column_names))
-    fp = fingerprint(prepared)
+    core = prepare_params(params, dp_edges, table.value.column_names)
+    prepared: PreparedTable | DaskBackend
+    if isinstance(table.value, DaskInput):  # on the workers; the driver merges labels only
+        prepared = prepare_parts(table.value, core)
+        fp = fingerprint_parts(prepared)
+    else:
+        prepared = prepare(table.value, core)
+        fp = fingerprint(prepared)
     dirs = run.dirs
     if dirs.state().get("fingerprint") not in (None, fp):
         raise SdsInputError(

@@ -10,6 +10,7 @@ from prefect import task
 
 from release_store import progress, stages
 from release_store.dask_backend import synthesis_batch_map
+from release_store.dask_input import whole_table
 from release_store.params import synthesis_epsilon
 from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
 from release_store.stage_log import finished, stage_done
@@ -99,7 +100,7 @@ def fit_synthesizer(
     def compute() -> tuple[PreparedTable, AggregateSet]:
         rnd = run.randomness()
         fitted = synth.fit(
-            table.value,
+            whole_table(table.value),  # a registry synthesizer fits the table in this process
             epsilon=epsilon,
             delta=run.delta,
             rnd=rnd,

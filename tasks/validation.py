@@ -11,6 +11,7 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
+from release_store.dask_input import DaskInput, validate_parts
 from release_store.params import gate_columns
 from release_store.run import ReleaseRun, SensitiveTable
 from release_store.schema_checks import input_schema
@@ -28,7 +29,10 @@ def validate_input(run: ReleaseRun, table: SensitiveTable[Any]) -> list[dict[str
     params = run.params
     schema = input_schema(params.table_schema, gate_columns(params))
     summary: list[dict[str, Any]] = []
-    if schema is not None:
+    if schema is not None and isinstance(table.value, DaskInput):
+        # every partition on the workers, the same checks (Arrow, no GX there), global rows
+        summary = validate_parts(table.value, schema, private_dir=run.dirs.private_dir)
+    elif schema is not None:
         summary = validate_table(
             table.value, schema, name="input", private_dir=run.dirs.private_dir
         )

@@ -8,6 +8,7 @@ the sensitive data, so nothing it returns is differentially private: every resul
 from __future__ import annotations
 
 import itertools
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -221,14 +222,35 @@ def risk_metrics(
     Combinations of a record absent from ``aggregates`` are ignored.
     """
     require(
-        isinstance(resolution, int) and resolution >= 1,
-        f"resolution must be >= 1, got {resolution!r}",
-    )
-    require(
         table.domain == aggregates.domain,
         "risk_metrics needs the table and the aggregates over the same domain",
     )
-    n, domain = table.n_records, table.domain
+    lookups = risk_lookups(aggregates, resolution=resolution)
+    unique, rare = record_risk_counts(table, lookups)
+    return risk_summary(lookups, table.n_records, unique, rare)
+
+
+@dataclass(frozen=True)
+class RiskLookups:
+    """What :func:`risk_metrics` reads from the aggregates: the shares per length and the rare
+    and unique combinations the records are looked up against (exact counts: sensitive)."""
+
+    resolution: int
+    by_length: dict[int, dict[str, float]]
+    n_all: int
+    n_unique: int
+    n_rare: int
+    rare_by_len: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]]
+    unique_by_len: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]]
+
+
+def risk_lookups(aggregates: AggregateSet, *, resolution: int) -> RiskLookups:
+    """The combination shares of :func:`risk_metrics` and the lookups of its record pass."""
+    require(
+        isinstance(resolution, int) and resolution >= 1,
+        f"resolution must be >= 1, got {resolution!r}",
+    )
+    domain = aggregates.domain
     by_length: dict[int, dict[str, float]] = {}
     n_all = n_unique = n_rare = 0
     rare_by_len, unique_by_len = {}, {}
@@ -251,25 +273,40 @@ def risk_metrics(
                 rare_by_len[k] = (cc.attrs[keep], c[keep].astype(np.int64))
             if (c == 1).any():
                 unique_by_len[k] = (cc.attrs[c == 1], c[c == 1].astype(np.int64))
+    return RiskLookups(resolution, by_length, n_all, n_unique, n_rare, rare_by_len, unique_by_len)
+
+
+def record_risk_counts(table: PreparedTable, lookups: RiskLookups) -> tuple[int, int]:
+    """Records of ``table`` holding a unique combination, and holding a rare one (a
+    partition's counts add up to the whole table's)."""
+    n, domain = table.n_records, table.domain
     big = np.iinfo(np.int64).max
     min_count = (
-        record_min_counts(domain, table.codes, rare_by_len)
-        if rare_by_len
+        record_min_counts(domain, table.codes, lookups.rare_by_len)
+        if lookups.rare_by_len
         else (np.full(n, big, dtype=np.int64))
     )
     has_unique = min_count == 1
-    if unique_by_len and any(bool((v[1] < 1).any()) for v in rare_by_len.values()):
+    if lookups.unique_by_len and any(bool((v[1] < 1).any()) for v in lookups.rare_by_len.values()):
         # a negative count can hide a count of 1 from the minimum: look the 1s up on their own
-        has_unique = record_min_counts(domain, table.codes, unique_by_len) == 1
+        has_unique = record_min_counts(domain, table.codes, lookups.unique_by_len) == 1
+    return int(has_unique.sum()), int((min_count < lookups.resolution).sum())
+
+
+def risk_summary(
+    lookups: RiskLookups, n_records: int, unique_records: int, rare_records: int
+) -> dict[str, Any]:
+    """:func:`risk_metrics` from the lookups and the record counts."""
+    n, n_all = n_records, lookups.n_all
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
-        "resolution": resolution,
-        "unique_combinations_pct": 100.0 * n_unique / n_all if n_all else 0.0,
-        "rare_combinations_pct": 100.0 * n_rare / n_all if n_all else 0.0,
-        "records_with_unique_pct": 100.0 * float(has_unique.mean()) if n else 0.0,
-        "records_with_rare_pct": 100.0 * float((min_count < resolution).mean()) if n else 0.0,
-        "by_length": by_length,
+        "resolution": lookups.resolution,
+        "unique_combinations_pct": 100.0 * lookups.n_unique / n_all if n_all else 0.0,
+        "rare_combinations_pct": 100.0 * lookups.n_rare / n_all if n_all else 0.0,
+        "records_with_unique_pct": 100.0 * (unique_records / n) if n else 0.0,
+        "records_with_rare_pct": 100.0 * (rare_records / n) if n else 0.0,
+        "by_length": lookups.by_length,
     }
 
 

@@ -1,0 +1,285 @@
+"""The release evaluation of a sensitive table held in partitions (a cluster backend): the same
+result as :func:`~sds_core.evaluation.metrics.evaluate_release` of the whole table.
+
+The sensitive side is reduced to sums: its exact aggregates, the counts of records holding a
+unique or rare combination (:func:`partition_risk`) and the cell counts of its 1..3-way marginals
+(:func:`partition_marginals`); every ratio is then computed from those integers as locally. The
+synthetic table and the DP aggregates are small and stay on the caller's side.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from typing import Any, Protocol, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+from sds_core._jit import _jit
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
+from sds_core.errors import require
+from sds_core.evaluation.metrics import (
+    NOT_DP_NOTE,
+    RiskLookups,
+    aggregate_metrics,
+    record_risk_counts,
+    risk_lookups,
+    risk_metrics,
+    risk_summary,
+)
+from sds_core.evaluation.params import EvaluationParams
+from sds_core.evaluation.tables import column_codes, mixed_radix
+from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.exact_counts import exact_aggregates
+
+T = TypeVar("T")
+Cells = dict[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]
+"""Per marginal (column indices): its occurring cells' keys and their counts, keys ascending."""
+DENSE_CELLS = 1 << 16
+
+
+class MapReduce(Protocol):
+    """``map_reduce(fn, combine, **kwargs)``: ``fn(partition, **kwargs)`` on every partition (a
+    ``PreparedTable``), the results combined pairwise in any order."""
+
+    def __call__(
+        self, fn: Callable[..., T], combine: Callable[[T, T], T], /, **kwargs: Any
+    ) -> T: ...
+
+
+def partition_risk(table: PreparedTable, lookups: RiskLookups) -> tuple[int, int]:
+    """A partition's records holding a unique and a rare combination."""
+    return record_risk_counts(table, lookups)
+
+
+def add_pairs(a: tuple[int, int], b: tuple[int, int]) -> tuple[int, int]:
+    """Element-wise sum of two count pairs."""
+    return a[0] + b[0], a[1] + b[1]
+
+
+def _cells(keys: NDArray[np.int64], cells: int) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    if cells <= DENSE_CELLS:
+        counts = np.bincount(keys, minlength=cells).astype(np.int64)
+        nz = np.flatnonzero(counts)
+        return nz.astype(np.int64), counts[nz]
+    uniq, counts = np.unique(keys, return_counts=True)
+    return uniq.astype(np.int64), counts.astype(np.int64)
+
+
+@_jit
+def _dense_counts(
+    codes: NDArray[np.int64],
+    cols: NDArray[np.int64],
+    mults: NDArray[np.int64],
+    offsets: NDArray[np.int64],
+    out: NDArray[np.int64],
+) -> None:  # pragma: no cover - compiled
+    """One pass over the records (``codes`` records x columns): every dense marginal's cell
+    count (``cols`` padded with -1)."""
+    n, m, width = codes.shape[0], cols.shape[0], cols.shape[1]
+    for r in range(n):
+        for i in range(m):
+            key = offsets[i]
+            for t in range(width):
+                c = cols[i, t]
+                if c < 0:
+                    break
+                key += codes[r, c] * mults[i, t]
+            out[key] += 1
+
+
+def marginal_cells(codes: NDArray[np.integer], cards: list[int], max_order: int) -> Cells:
+    """Cell counts of every 1..max_order-way marginal of ``codes`` (columns x records, codes in
+    0..cards-1), keyed by mixed radix (last column fastest). Marginals of up to
+    :data:`DENSE_CELLS` cells are counted in one compiled pass over the records."""
+    return _record_cells(
+        np.ascontiguousarray(np.asarray(codes, dtype=np.int64).T), cards, max_order
+    )
+
+
+def _record_cells(records: NDArray[np.int64], cards: list[int], max_order: int) -> Cells:
+    """:func:`marginal_cells` of ``records`` (records x columns, C order)."""
+    every = [
+        cols
+        for order in range(1, min(max_order, len(cards)) + 1)
+        for cols in itertools.combinations(range(len(cards)), order)
+    ]
+    size = {cols: int(np.prod([cards[c] for c in cols], dtype=object)) for cols in every}
+    dense = [cols for cols in every if size[cols] <= DENSE_CELLS]
+    out: Cells = {}
+    if dense:
+        width = max(len(c) for c in dense)
+        col_arr = np.full((len(dense), width), -1, dtype=np.int64)
+        mults = np.zeros((len(dense), width), dtype=np.int64)
+        offsets = np.zeros(len(dense) + 1, dtype=np.int64)
+        for i, cols in enumerate(dense):
+            col_arr[i, : len(cols)] = cols
+            mults[i, : len(cols)] = mixed_radix(cards, cols)
+            offsets[i + 1] = offsets[i] + size[cols]
+        counts = np.zeros(int(offsets[-1]), dtype=np.int64)
+        _dense_counts(records, col_arr, mults, offsets[:-1].copy(), counts)
+        for i, cols in enumerate(dense):
+            block = counts[offsets[i] : offsets[i + 1]]
+            nz = np.flatnonzero(block)
+            out[cols] = nz.astype(np.int64), block[nz]
+    for cols in every:
+        if cols not in out:
+            key = records[:, cols[0]].copy()
+            for c in cols[1:]:
+                np.multiply(key, cards[c], out=key)
+                np.add(key, records[:, c], out=key)
+            out[cols] = _cells(key, size[cols])
+    return {cols: out[cols] for cols in every}
+
+
+def partition_marginals(table: PreparedTable, cards: list[int], max_order: int) -> Cells:
+    """:func:`marginal_cells` of a sensitive partition, an empty cell coded as its column's
+    label count (the ``""`` label of :func:`~sds_core.evaluation.tables.column_codes`)."""
+    records = table.codes.astype(np.int64)
+    for j, labels in enumerate(table.domain.labels):
+        column = records[:, j]
+        column[column < 0] = len(labels)
+    return _record_cells(records, cards, max_order)
+
+
+def add_cells(a: Cells, b: Cells) -> Cells:
+    """The sum of two marginals' cell counts."""
+    out: Cells = {}
+    for cols, (ka, ca) in a.items():
+        kb, cb = b[cols]
+        keys, inverse = np.unique(np.concatenate([ka, kb]), return_inverse=True)
+        out[cols] = keys, np.bincount(inverse, weights=np.concatenate([ca, cb])).astype(np.int64)
+    return out
+
+
+def _abs_total(
+    a: tuple[NDArray[np.int64], NDArray[np.int64]],
+    b: tuple[NDArray[np.int64], NDArray[np.int64]],
+    wa: int,
+    wb: int,
+) -> int:
+    """sum over the union of cells of |wa * a - wb * b| (exact, int64)."""
+    (ka, ca), (kb, cb) = a, b
+    keys, inverse = np.unique(np.concatenate([ka, kb]), return_inverse=True)
+    diff = np.zeros(len(keys), dtype=np.int64)
+    np.add.at(diff, inverse[: len(ka)], wa * ca)
+    np.subtract.at(diff, inverse[len(ka) :], wb * cb)
+    return int(np.abs(diff).sum())
+
+
+def fidelity_coding(
+    domain: Domain, synthetic: PreparedTable
+) -> tuple[list[int], NDArray[np.int64]]:
+    """The joint coding of :func:`~sds_core.evaluation.metrics.marginal_fidelity`: per column the
+    sensitive labels, ``""``, then the synthetic's other labels; returns the cardinalities and
+    the synthetic codes (columns x records) in it."""
+    s = column_codes(synthetic)
+    require(
+        list(domain.columns) == list(s),
+        f"original and synthetic columns differ: {list(domain.columns)} vs {list(s)}",
+    )
+    cards, rows = [], []
+    for labels, col in zip(domain.labels, domain.columns, strict=True):
+        union = {lab: i for i, lab in enumerate([*labels, ""])}
+        mapping = np.asarray([union.setdefault(lab, len(union)) for lab in s[col][0]], np.int64)
+        cards.append(max(len(union), 1))
+        rows.append(mapping[s[col][1]] if mapping.size else np.asarray(s[col][1], np.int64))
+    return cards, np.asarray(rows, dtype=np.int64).reshape(len(cards), synthetic.n_records)
+
+
+def fidelity_from_cells(
+    domain: Domain,
+    n_o: int,
+    original: Cells,
+    synthetic: PreparedTable,
+    cards: list[int],
+    codes_s: NDArray[np.int64],
+    max_order: int,
+) -> dict[str, Any]:
+    """:func:`~sds_core.evaluation.metrics.marginal_fidelity` from the sensitive side's marginal
+    cells (the 1-way cells give the empty shares)."""
+    n_s = synthetic.n_records
+    require(n_o > 0 and n_s > 0, "marginal_fidelity needs two non-empty tables")
+    require(n_o * n_s < 1 << 61, f"tables too large to compare: {n_o} x {n_s} records")
+    synth = marginal_cells(codes_s, cards, max_order)
+    empty_o: dict[str, float] = {}
+    empty_s: dict[str, float] = {}
+    for j, (col, labels) in enumerate(zip(domain.columns, domain.labels, strict=True)):
+        e = len(labels)
+        for cells, n, out in ((original, n_o, empty_o), (synth, n_s, empty_s)):
+            keys, hits = cells[(j,)]
+            out[col] = float(int(hits[keys == e].sum()) / n)
+    top = min(max_order, len(cards))
+    tvds: dict[int, list[float]] = {order: [] for order in range(1, top + 1)}
+    for order in range(1, top + 1):
+        for cols in itertools.combinations(range(len(cards)), order):
+            total = _abs_total(original[cols], synth[cols], n_s, n_o)
+            tvds[order].append(0.5 * float(total) / float(n_o * n_s))
+    means = {o: float(np.mean(v)) for o, v in tvds.items()}
+    maxes = {o: float(np.max(v)) for o, v in tvds.items()}
+    counts = {o: len(v) for o, v in tvds.items()}
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "tvd_mean_by_order": means,
+        "tvd_max_by_order": maxes,
+        "n_marginals_by_order": counts,
+        "empty_cell_share": {
+            "original": float(np.mean(list(empty_o.values()))),
+            "synthetic": float(np.mean(list(empty_s.values()))),
+        },
+        "empty_share_by_column": {
+            c: {"original": empty_o[c], "synthetic": empty_s[c]} for c in domain.columns
+        },
+    }
+
+
+def evaluate_partitioned(
+    sensitive: AggregateSet,
+    n_records: int,
+    map_reduce: MapReduce,
+    synthetic: PreparedTable,
+    dp_aggregates: AggregateSet,
+    params: EvaluationParams = EvaluationParams(),
+) -> dict[str, Any]:
+    """:func:`~sds_core.evaluation.metrics.evaluate_release` of a sensitive table held in
+    partitions, given its exact aggregates (``sensitive``, up to the reporting length; their
+    domain is the table's), its record count and ``map_reduce`` over its partitions: the same
+    dict. NOT differentially private (reads the sensitive data through its sums).
+    """
+    R, k = params.reporting_length, params.resolution
+    order = params.max_marginal_order
+    domain = sensitive.domain
+    synth = exact_aggregates(synthetic, R)
+    lookups = risk_lookups(sensitive, resolution=k)
+    unique, rare = map_reduce(partition_risk, add_pairs, lookups=lookups)
+    cards, codes_s = fidelity_coding(domain, synthetic)
+    cells = map_reduce(
+        partition_marginals, add_cells, cards=cards, max_order=min(order, len(cards))
+    )
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "params": {"reporting_length": R, "resolution": k, "max_marginal_order": order},
+        "sensitive_vs_dp_aggregates": aggregate_metrics(
+            sensitive,
+            dp_aggregates,
+            resolution=k,
+            n_sensitive=n_records,
+            n_target=dp_aggregates.protected_number_of_records,
+        ),
+        "sensitive_vs_synthetic": aggregate_metrics(
+            sensitive,
+            synth,
+            resolution=k,
+            n_sensitive=n_records,
+            n_target=synthetic.n_records,
+        ),
+        "sensitive_risk": risk_summary(lookups, n_records, unique, rare),
+        "synthetic_risk": risk_metrics(synth, synthetic, resolution=k),
+        "marginal_fidelity": fidelity_from_cells(
+            domain, n_records, cells, synthetic, cards, codes_s, order
+        ),
+    }

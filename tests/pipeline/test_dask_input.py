@@ -1,0 +1,204 @@
+"""Out-of-core input through the whole ``sds release --executor dask``: a Parquet dataset (a
+directory or a glob of part files) and a CSV read in blocks are read, gated, prepared and
+evaluated on the workers, with the local release's bytes; a gate failure names the first
+failing rows across partitions, as locally, and charges nothing."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+pytest.importorskip("distributed")
+
+from release_store.dask_input import open_input
+from release_store.ingest import dataset_files, read_release_input
+from release_store.workspace import sha256_file
+from sds_core.errors import SdsInputError
+from tests.pipeline.conftest import COLUMNS, EXAMPLE, TINY_CONFIG, charges, run_cli
+
+COMPARED = ("aggregates.parquet", "synthetic.parquet", "evaluation.json")
+DP_BINS_CONFIG = TINY_CONFIG.replace(
+    "bins = { edges = [0, 30, 50, 70, 121] }", "bins = { dp_quantiles = 4 }"
+)
+
+
+def _frame(n: int = 400) -> pd.DataFrame:
+    frame = pd.read_csv(EXAMPLE, dtype=str, keep_default_na=False)[COLUMNS].iloc[:n]
+    return frame.reset_index(drop=True)
+
+
+def _write_parts(frame: pd.DataFrame, folder: Path, bounds: list[int]) -> Path:
+    folder.mkdir(parents=True)
+    for i, (lo, hi) in enumerate(itertools.pairwise(bounds)):
+        table = pa.Table.from_pandas(frame.iloc[lo:hi], preserve_index=False)
+        pq.write_table(table, folder / f"part-{i:02d}.parquet")
+    return folder
+
+
+@pytest.fixture
+def on_client(client: Any, monkeypatch: pytest.MonkeyPatch) -> Iterator[Any]:
+    """``--executor dask`` releases connect to the in-process test cluster."""
+    monkeypatch.setenv("SDS_DASK_ADDRESS", client.scheduler.address)
+    yield client
+
+
+def _release(data: Path | str, config: Path, home: Path, *extra: str) -> Path:
+    code, out, err = run_cli(
+        "release",
+        str(data),
+        "--config",
+        str(config),
+        "--home",
+        str(home),
+        "--release-id",
+        "ooc",
+        "--seed",
+        "7",
+        "--quiet",
+        *extra,
+    )
+    assert code == 0, err
+    return Path(out.strip().splitlines()[-1])
+
+
+def _digests(rel: Path) -> tuple[dict[str, str], str]:
+    manifest = json.loads((rel / "manifest.json").read_text())
+    return {n: sha256_file(rel / n) for n in COMPARED}, manifest["input"]["sha256"]
+
+
+def test_dataset_and_csv_blocks_release_like_local(
+    tmp_path: Path, prefect_server: str, on_client: Any
+) -> None:
+    """A 3-part dataset (one part of a single row) and a CSV in 3 blocks, with DP quantile bins:
+    local and Dask give the same aggregates, synthetic records, evaluation and input digest."""
+    frame = _frame()
+    folder = _write_parts(frame, tmp_path / "ds", [0, 150, 151, 400])
+    csv = tmp_path / "tiny.csv"
+    frame.to_csv(csv, index=False)
+    config = tmp_path / "dp.toml"
+    config.write_text("dask_partitions = 3\n" + DP_BINS_CONFIG)
+    results = {}
+    for name, data, extra in (
+        ("ds-local", folder, ()),
+        ("ds-dask", f"{folder}/*.parquet", ("--executor", "dask")),
+        ("csv-local", csv, ()),
+        ("csv-dask", csv, ("--executor", "dask")),
+    ):
+        results[name] = _digests(_release(data, config, tmp_path / name, *extra))
+    assert results["ds-local"] == results["ds-dask"]
+    assert results["csv-local"] == results["csv-dask"]
+    assert results["ds-local"][0] == results["csv-local"][0]  # same rows, same release
+    ran = on_client.run_on_scheduler(lambda dask_scheduler: set(dask_scheduler.task_prefixes))
+    assert {
+        "read_part",  # dask names tasks without the leading underscore
+        "csv_block",
+        "first_failures",
+        "numbers",
+        "prepare_partition",
+        "partition_marginals",
+    } <= ran
+
+
+def _failures(text: str) -> list[str]:
+    found = re.search(r"expectation\(s\)\): (.*?)\. (Full details|Fix the data)", text, re.S)
+    assert found, text
+    return found.group(1).split("; ")
+
+
+def test_gate_failure_names_first_rows_across_partitions(
+    tmp_path: Path, tiny_config: Path, prefect_server: str, on_client: Any
+) -> None:
+    """Bad cells in the second and third parts: the Dask gate reports the global data rows the
+    local gate reports, and nothing is charged."""
+    frame = _frame()
+    frame.loc[[159, 230], "age"] = ["old", "200"]  # data rows 160 (part 2) and 231 (part 3)
+    frame.loc[[300, 310], "sex"] = ["", "x"]
+    folder = _write_parts(frame, tmp_path / "bad", [0, 120, 200, 400])
+    home = tmp_path / "dask"
+    code, _, err = run_cli(
+        "release",
+        str(folder),
+        "--config",
+        str(tiny_config),
+        "--home",
+        str(home),
+        "--release-id",
+        "bad",
+        "--quiet",
+        "--executor",
+        "dask",
+    )
+    assert code != 0
+    assert charges(home) == []
+    got = _failures(err)
+    assert "column 'age': values must be an integer (first failing data row 160)" in got
+    assert "column 'age': values must be between 0.0 and 120.0 (first failing data row 231)" in got
+    assert "column 'sex': values must not be empty (first failing data row 301)" in got
+    code, _, local_err = run_cli(
+        "release", str(folder), "--config", str(tiny_config), "--home", str(tmp_path / "local")
+    )
+    assert code != 0
+    assert got == _failures(local_err)
+
+
+def test_dataset_digest_and_reading(tmp_path: Path, client: Any) -> None:
+    """Part files in name order; the same digest for the directory, a glob, a copy elsewhere
+    and the Dask reader; a quoted CSV in blocks parses as the local reader parses it."""
+    frame = _frame(300)
+    folder = _write_parts(frame, tmp_path / "ds", [0, 100, 250, 300])
+    (folder / "notes.txt").write_text("not a part")
+    files = dataset_files(folder)
+    assert files is not None and [f.name for f in files] == [
+        "part-00.parquet",
+        "part-01.parquet",
+        "part-02.parquet",
+    ]
+    whole, digest = read_release_input(folder, delimiter=",")
+    assert whole.to_pandas().equals(frame)
+    copy = shutil.copytree(folder, tmp_path / "elsewhere" / "copy")
+    assert read_release_input(f"{copy}/part-*.parquet", delimiter=",")[1] == digest
+    data, dask_digest = open_input(client, str(folder), delimiter=",")
+    assert dask_digest == digest and data.rows == (100, 150, 50)
+    (copy / "part-01.parquet").write_bytes((folder / "part-02.parquet").read_bytes())
+    assert read_release_input(copy, delimiter=",")[1] != digest
+    with pytest.raises(SdsInputError, match="matches files that are not Parquet"):
+        dataset_files(f"{folder}/*")
+
+    quoted = frame.copy()
+    quoted.loc[::7, "inc_cat"] = '10k, "or" 20k'
+    csv = tmp_path / "quoted.csv"
+    quoted.to_csv(csv, index=False)
+    local, local_digest = read_release_input(csv, delimiter=",")
+    data, csv_digest = open_input(client, str(csv), delimiter=",", partitions=4)
+    assert csv_digest == local_digest and len(data.parts) == 4
+    parts = client.gather(list(data.parts))
+    assert pa.concat_tables(parts).equals(local)
+    assert np.array_equal(data.rows, [p.num_rows for p in parts])
+
+
+def test_worker_side_modules_import_neither_prefect_nor_gx() -> None:
+    """The functions the workers run (reading, the gate's checks, preparation, evaluation sums)
+    come from modules that import neither Prefect nor Great Expectations."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, release_store.dask_input, release_store.dask_backend, "
+        "sds_core.evaluation.partitioned; "
+        "print(sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules))"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, check=True
+    ).stdout
+    assert out.strip() == "[]"
