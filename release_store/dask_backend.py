@@ -395,7 +395,12 @@ class DaskBackend:
         from distributed import wait
 
         try:
-            wait(list(self.parts))  # type: ignore[no-untyped-call]  # placed (read, prepared, re-coded) before asking where
+            # placed (read, prepared, re-coded) before asking where. `wait` waits on the
+            # *current* client's loop, another client's when the caller holds one (`with
+            # Client()` in a notebook or a test): waiting there binds this client's futures to
+            # the wrong loop, and a lost partition's re-gather fails with a RuntimeError
+            with self.client.as_current():
+                wait(list(self.parts))  # type: ignore[no-untyped-call]
             held = self.client.who_has(list(self.parts))
         except Exception as e:
             if not _lost(e):

@@ -1,6 +1,7 @@
 """A Dask worker killed between a length's map phases (after Δ_k is drawn on the driver): the
 lost partitions are recomputed from the Parquet files, the DP percentile is drawn once, and the
-aggregates equal the local ones byte for byte."""
+aggregates equal the local ones byte for byte. The same through the whole ``sds release`` flow,
+whose input is read and prepared by tasks; scattered partitions fail with a clear error."""
 
 from __future__ import annotations
 
@@ -104,3 +105,83 @@ def test_worker_killed_with_scattered_partitions_is_a_clear_error(client: Any) -
     dp = DpParams(reporting_length=2, percentile_percentage=80)
     with pytest.raises(DaskClusterError, match="sds resume"):
         dp_aggregate(backend, dp, ReleaseRandomness.from_seed(3))  # type: ignore[arg-type]
+
+
+class KillDuringMap:
+    """Wraps ``dask_backend._tree_reduce``: in each target stage (the progress text's first
+    word), once its first map's results are on the workers, SIGKILLs the worker holding the
+    first result, so its results and partitions are lost before the reduce gathers them."""
+
+    def __init__(self, targets: tuple[str, ...]) -> None:
+        from release_store import dask_backend
+
+        self.targets = targets
+        self.reduce = dask_backend._tree_reduce
+        self.stage = ""
+        self.killed: list[str] = []
+
+    def on_stage(self, text: str) -> None:
+        """Follows the release's progress hook: the stage now running."""
+        self.stage = text.split(" ", 1)[0]
+
+    def __call__(self, client: Any, futures: list[Any], combine: Any) -> Any:
+        """Kill once per target stage, then reduce as the backend does."""
+        if self.stage in self.targets and self.stage not in self.killed:
+            client.wait_for_workers(2, timeout=60)  # a killed worker's nanny restarted it
+            with client.as_current():  # distributed.wait uses the current client
+                distributed.wait(futures)
+            holder = min(client.who_has([futures[0]])[futures[0].key])
+            pid = client.run(os.getpid, workers=[holder])[holder]
+            os.kill(pid, signal.SIGKILL)
+            self.killed.append(self.stage)
+        return self.reduce(client, futures, combine)
+
+
+def test_release_flow_survives_a_worker_killed_mid_stage(
+    client: Any, tmp_path: Path, prefect_server: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``sds release --executor dask`` of a 4-part Parquet dataset, one of 2 workers SIGKILLed
+    in aggregate-2's counting and again in the evaluation's map, after their map results were
+    on the workers: the partitions the flow read and prepared with tasks are recomputed from
+    the part files, the release completes with the local executor's bytes, and every stage is
+    charged exactly once."""
+    from release_store import dask_backend, progress
+    from release_store.workspace import sha256_file
+    from tests.pipeline.conftest import COLUMNS, TINY_CONFIG, charges, run_cli
+
+    frame = pd.read_csv(EXAMPLE, dtype=str, keep_default_na=False)[COLUMNS].iloc[:2000]
+    folder = tmp_path / "parts"
+    folder.mkdir()
+    for i, lo in enumerate(range(0, 2000, 500)):
+        table = pa.Table.from_pandas(frame.iloc[lo : lo + 500], preserve_index=False)
+        pq.write_table(table, folder / f"part-{i}.parquet")
+    config = tmp_path / "tiny.toml"
+    config.write_text(TINY_CONFIG)
+    client.wait_for_workers(2, timeout=60)
+    monkeypatch.setenv("SDS_DASK_ADDRESS", client.scheduler.address)
+
+    def release(home: Path, *extra: str) -> Path:
+        code, out, err = run_cli(
+            "release", str(folder), "--config", str(config), "--home", str(home),
+            "--release-id", "killed", "--seed", "5", "--quiet", *extra,
+        )  # fmt: skip
+        assert code == 0, err
+        return Path(out.strip().splitlines()[-1])
+
+    compared = ("aggregates.parquet", "synthetic.parquet", "evaluation.json")
+    local = release(tmp_path / "local")
+    kill = KillDuringMap(("aggregate-2", "evaluate"))
+    stage = progress.stage
+    monkeypatch.setattr(progress, "stage", lambda text: (kill.on_stage(text), stage(text)))
+    monkeypatch.setattr(dask_backend, "_tree_reduce", kill)
+    with distributed.get_task_stream(client=client) as tasks:
+        dask = release(tmp_path / "dask", "--executor", "dask")
+    assert kill.killed == ["aggregate-2", "evaluate"]
+    reads = [t for t in tasks.data if str(t["key"]).startswith("_read_part")]
+    assert len(reads) > 4  # lost partitions were read again from their part files
+    assert {n: sha256_file(dask / n) for n in compared} == {
+        n: sha256_file(local / n) for n in compared
+    }
+    stages = [c.stage for c in charges(tmp_path / "dask")]
+    assert stages == [c.stage for c in charges(tmp_path / "local")]
+    assert len(stages) == len(set(stages)) and "aggregate-2" in stages
