@@ -137,7 +137,9 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 def warn(message: str) -> None:
     """Print one warning paragraph to stderr (shown with --quiet too)."""
-    typer.echo(f"sds: warning: {' '.join(str(message).split())}", err=True)
+    from release_store.progress import warning_line
+
+    typer.echo(warning_line(message), err=True)
 
 
 def _csv_list(value: str | None) -> list[str] | None:

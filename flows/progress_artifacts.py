@@ -52,6 +52,10 @@ class ProgressArtifacts:
         """Remember which stage group the next progress belongs to."""
         self._group = stage_group(text)
 
+    def warning(self, text: str) -> None:
+        """Dropped: a warning may hold figures of the sensitive data (the custodian's terminal
+        only), and artifacts are stored on the Prefect server."""
+
     def advance(self, done: int, total: int) -> None:
         """Create or update the stage's progress artifact (whole percents only)."""
         group = self._group

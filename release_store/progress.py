@@ -2,12 +2,16 @@
 
 Stages call :func:`stage` when they start and :func:`advance` for countable work (aggregation
 lengths k of R, synthetic records made of the target); both do nothing unless a reporter is
-installed with :func:`reporting`. Only public or DP numbers may pass through here, never a
-count of the sensitive data. No Prefect import (the CLI's ``--help`` stays fast).
+installed with :func:`reporting`. Only public or DP numbers may pass through those, never a
+count of the sensitive data. :func:`warning` is the one exception, for the custodian's terminal
+only: a warning the CLI's pre-flight would have printed before the run (the "0" cells and their
+shares, found on the workers with the Dask executor); reporters that leave the terminal (the
+flow's Prefect artifacts) drop it. No Prefect import (the CLI's ``--help`` stays fast).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, Protocol
@@ -21,6 +25,10 @@ class Reporter(Protocol):
 
     def advance(self, done: int, total: int) -> None:
         """``done`` of ``total`` units of the current stage are finished (DP/public numbers)."""
+
+    def warning(self, text: str) -> None:
+        """A warning for the custodian's terminal (may hold figures of the sensitive data):
+        shown there, or dropped by a reporter whose output leaves the terminal."""
 
 
 _REPORTER: Reporter | None = None
@@ -51,6 +59,10 @@ class _Both:
         self.first.advance(done, total)
         self.second.advance(done, total)
 
+    def warning(self, text: str) -> None:
+        self.first.warning(text)
+        self.second.warning(text)
+
 
 @contextmanager
 def also_reporting(reporter: Reporter) -> Iterator[None]:
@@ -69,6 +81,22 @@ def advance(done: int, total: int) -> None:
     """Report countable progress of the current stage (e.g. synthetic records of the target)."""
     if _REPORTER is not None:
         _REPORTER.advance(int(done), int(total))
+
+
+def warning(text: str) -> None:
+    """Show a warning on the custodian's terminal (the CLI's stderr), once: the reporter decides
+    (the terminal display prints it; reporters that leave the terminal drop it)."""
+    if _REPORTER is not None:
+        _REPORTER.warning(text)
+
+
+def warning_line(text: str) -> str:
+    """A warning as the CLI prints it on stderr: one paragraph after ``sds: warning:``.
+
+    >>> warning_line("column x   holds  zeros")
+    'sds: warning: column x holds zeros'
+    """
+    return f"sds: warning: {' '.join(str(text).split())}"
 
 
 class RichProgress:
@@ -116,3 +144,8 @@ class RichProgress:
         self._progress.update(
             self._task, total=max(total, 1), completed=min(done, total), count=f"{done:,}/{total:,}"
         )
+
+    def warning(self, text: str) -> None:
+        """Print the warning on stderr as the CLI's own warnings, also with ``--quiet`` (while
+        the bar is drawn, rich's stderr redirection prints it above the bar)."""
+        print(warning_line(text), file=sys.stderr, flush=True)

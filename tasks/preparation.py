@@ -84,11 +84,13 @@ def prepare_table(
     """Prepare the table; a resumed release must find the same prepared data (fingerprint).
 
     With the Dask executor the prepared table is a :class:`DaskBackend` (partitions on the
-    workers) with the local table's fingerprint.
+    workers) with the local table's fingerprint, and the "0" cells warning (counted on the
+    workers) goes to the custodian's terminal as well as, in bands, to the flow log.
     """
     progress.stage("preparing the data")
     params = run.params
-    shares = zero_counts_shares if isinstance(table.value, DaskInput) else zero_shares
+    on_workers = isinstance(table.value, DaskInput)
+    shares = zero_counts_shares if on_workers else zero_shares
     zeros = shares(
         table.value,
         use_columns=params.use_columns,
@@ -96,7 +98,11 @@ def prepare_table(
         record_limit=params.record_limit,
     )
     if zeros:
-        task_logger().warning(zero_warning(zeros, coarse=True))
+        task_logger().warning(zero_warning(zeros, coarse=True))  # the log: bands only
+        if on_workers and run.dirs.state().get("fingerprint") is None:
+            # the CLI's pre-flight read only the column names: the terminal gets the warning
+            # it prints for a local release (same text), once (not again on resume)
+            progress.warning(zero_warning(zeros))
     core = prepare_params(params, dp_edges, table.value.column_names)
     prepared: PreparedTable | DaskBackend
     if isinstance(table.value, DaskInput):  # on the workers; the driver merges labels only

@@ -202,3 +202,29 @@ def test_worker_side_modules_import_neither_prefect_nor_gx() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_zero_cells_warning_reaches_the_terminal_with_dask(
+    tmp_path: Path, prefect_server: str, on_client: Any
+) -> None:
+    """ "0" cells in columns not in sensitive_zeros: a Dask release of a dataset prints the
+    local release's pre-flight warning on stderr, once, with the same text (its shares counted
+    on the workers)."""
+    folder = _write_parts(_frame(), tmp_path / "ds", [0, 150, 151, 400])
+    config = tmp_path / "zeros.toml"
+    config.write_text(
+        'dataset = "tiny"\nepsilon = 2.0\nreporting_length = 2\n\n'
+        "[budget]\nepsilon = 100.0\ndelta = 0.001\n"
+    )
+    warnings = {}
+    for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
+        code, _, err = run_cli(
+            "release", str(folder), "--config", str(config), "--home", str(tmp_path / name),
+            "--release-id", "zeros", "--quiet", *extra,
+        )  # fmt: skip
+        assert code == 0, err
+        warnings[name] = [line for line in err.splitlines() if line.startswith("sds: warning:")]
+    assert len(warnings["local"]) == 1 and warnings["dask"] == warnings["local"]
+    [text] = warnings["dask"]
+    assert "sex (" in text and "married (" in text and "--sensitive-zeros sex,married" in text
+    assert re.search(r"\(\d+% of rows\)", text)  # the terminal's figure, not the log's band

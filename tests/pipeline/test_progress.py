@@ -138,3 +138,24 @@ def test_progress_artifacts_updates_at_most_every_interval(monkeypatch: pytest.M
         ("update", 4.0),
         ("update", 100.0),
     ]
+
+
+def test_warning_reaches_the_terminal_only(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stage's warning is printed once on stderr by the CLI's display, also with --quiet, in
+    the CLI's own warning format; the Prefect artifacts reporter next to it drops it."""
+    from flows import progress_artifacts as pa
+
+    calls: list[str] = []
+    monkeypatch.setattr(pa, "create_progress_artifact", lambda **kw: calls.append("create"))
+    progress.warning("nobody listens")
+    buf = io.StringIO()
+    shown = progress.RichProgress(
+        "release r1", disable=True, console=Console(file=buf, force_terminal=True)
+    )
+    with shown, progress.reporting(shown), progress.also_reporting(pa.ProgressArtifacts("t")):
+        progress.warning('column sex (48% of rows)\n holds "0"')
+    captured = capsys.readouterr()
+    assert captured.err == 'sds: warning: column sex (48% of rows) holds "0"\n'
+    assert captured.out == buf.getvalue() == "" and calls == []
