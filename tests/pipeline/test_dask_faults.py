@@ -137,32 +137,44 @@ class KillDuringMap:
         return self.reduce(client, futures, combine)
 
 
+@pytest.mark.parametrize("kind", ["parquet", "csv"])
 def test_release_flow_survives_a_worker_killed_mid_stage(
-    client: Any, tmp_path: Path, prefect_server: str, monkeypatch: pytest.MonkeyPatch
+    kind: str,
+    client: Any,
+    tmp_path: Path,
+    prefect_server: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """``sds release --executor dask`` of a 4-part Parquet dataset, one of 2 workers SIGKILLed
-    in aggregate-2's counting and again in the evaluation's map, after their map results were
-    on the workers: the partitions the flow read and prepared with tasks are recomputed from
-    the part files, the release completes with the local executor's bytes, and every stage is
-    charged exactly once."""
+    """``sds release --executor dask`` of a 4-part Parquet dataset (or a CSV read in 4 blocks),
+    one of 2 workers SIGKILLed in aggregate-2's counting and again in the evaluation's map,
+    after their map results were on the workers: the partitions the flow read and prepared with
+    tasks are recomputed from the part files (the CSV's byte ranges), the release completes
+    with the local executor's bytes, and every stage is charged exactly once."""
     from release_store import dask_backend, progress
     from release_store.workspace import sha256_file
     from tests.pipeline.conftest import COLUMNS, TINY_CONFIG, charges, run_cli
 
     frame = pd.read_csv(EXAMPLE, dtype=str, keep_default_na=False)[COLUMNS].iloc[:2000]
-    folder = tmp_path / "parts"
-    folder.mkdir()
-    for i, lo in enumerate(range(0, 2000, 500)):
-        table = pa.Table.from_pandas(frame.iloc[lo : lo + 500], preserve_index=False)
-        pq.write_table(table, folder / f"part-{i}.parquet")
     config = tmp_path / "tiny.toml"
-    config.write_text(TINY_CONFIG)
+    if kind == "parquet":
+        data = tmp_path / "parts"
+        data.mkdir()
+        for i, lo in enumerate(range(0, 2000, 500)):
+            table = pa.Table.from_pandas(frame.iloc[lo : lo + 500], preserve_index=False)
+            pq.write_table(table, data / f"part-{i}.parquet")
+        config.write_text(TINY_CONFIG)
+        reader = "_read_part"
+    else:
+        data = tmp_path / "input.csv"
+        frame.to_csv(data, index=False)
+        config.write_text("dask_partitions = 4\n" + TINY_CONFIG)
+        reader = "_csv_block"
     client.wait_for_workers(2, timeout=60)
     monkeypatch.setenv("SDS_DASK_ADDRESS", client.scheduler.address)
 
     def release(home: Path, *extra: str) -> Path:
         code, out, err = run_cli(
-            "release", str(folder), "--config", str(config), "--home", str(home),
+            "release", str(data), "--config", str(config), "--home", str(home),
             "--release-id", "killed", "--seed", "5", "--quiet", *extra,
         )  # fmt: skip
         assert code == 0, err
@@ -177,8 +189,8 @@ def test_release_flow_survives_a_worker_killed_mid_stage(
     with distributed.get_task_stream(client=client) as tasks:
         dask = release(tmp_path / "dask", "--executor", "dask")
     assert kill.killed == ["aggregate-2", "evaluate"]
-    reads = [t for t in tasks.data if str(t["key"]).startswith("_read_part")]
-    assert len(reads) > 4  # lost partitions were read again from their part files
+    reads = [t for t in tasks.data if str(t["key"]).startswith(reader)]
+    assert len(reads) > 4  # lost partitions were read again from their files
     assert {n: sha256_file(dask / n) for n in compared} == {
         n: sha256_file(local / n) for n in compared
     }
