@@ -206,6 +206,18 @@ class DaskBackend:
         shuffled by the subject key (sorted, so every subject meets in one partition and the
         subjects keep the order a local run gives them). ``record_limit`` keeps the first rows.
         """
+        files = None if blocksize or params.subject_id is not None else _part_files(path)
+        if files is not None:  # one read task per file, prepared where it was read
+            raw = client.map(_read_parquet_file, [str(f) for f in files], pure=False)
+            rows = _parquet_rows(files) if params.record_limit else [0] * len(files)
+            return cls.from_arrow_parts(
+                client,
+                raw,
+                rows,
+                params,
+                what=f"the Parquet dataset {path!r}",
+                chunk_records=chunk_records,
+            )
         import dask.dataframe as dd
 
         spec = path if isinstance(path, str) else list(path)
@@ -232,7 +244,7 @@ class DaskBackend:
             ddf = ddf.assign(_sds_subject_key=ddf[name].map(_subject_key, meta=(name, "str")))
             ddf = ddf.set_index("_sds_subject_key", drop=True, sort=True)
         delayed_parts = ddf.to_delayed()
-        layout = client.compute(delayed(partition_layout)(delayed_parts[0], params)).result()
+        layout = client.compute(delayed(partition_layout)(delayed_parts[0], params))
         prepared = client.compute([delayed(prepare_partition)(d, params) for d in delayed_parts])
         return cls._merged(client, prepared, layout, params, what, chunk_records)
 
@@ -261,7 +273,7 @@ class DaskBackend:
                 kept.append(part if n <= left else client.submit(_first_rows, part, left))
                 left -= n
             parts = kept
-        layout = client.submit(partition_layout, parts[0], params).result()
+        layout = client.submit(partition_layout, parts[0], params)
         prepared = client.map(prepare_partition, parts, params=params)
         return cls._merged(client, prepared, layout, params, what, chunk_records)
 
@@ -275,20 +287,35 @@ class DaskBackend:
         what: str,
         chunk_records: int,
     ) -> DaskBackend:
-        """Partitions prepared alone -> the global domain (labels only, here) -> re-coded."""
-        domains = client.gather(client.map(_part_domain, prepared))
-        kept = [i for i, d in enumerate(domains) if d is not None]
+        """Partitions prepared alone -> the global domain (labels only, here) -> re-coded.
+
+        One round trip: the layout (a future) and every partition's labels and size are
+        gathered together; a partition already in the merged domain is kept as it is."""
+        layout, summaries = client.gather([layout, client.map(_part_summary, prepared)])
+        kept = [i for i, (d, _) in enumerate(summaries) if d is not None]
         if not kept:
             raise SdsInputError(f"{what} has no rows")
         merged = merged_domain(
             layout,
-            [domains[i] for i in kept],
+            [summaries[i][0] for i in kept],
             allow_empty_columns=params.allow_empty_columns,
         )
-        parts = client.map(align, [prepared[i] for i in kept], merged=merged)
-        del prepared
-        backend = cls.from_partitions(client, parts, merged[0], chunk_records=chunk_records)
-        return dataclasses.replace(backend, multi_value_columns=merged[1])
+        parts = [
+            prepared[i] if summaries[i][0] == merged else client.submit(align, prepared[i], merged)
+            for i in kept
+        ]
+        sizes = [summaries[i][1] for i in kept]
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+        return cls(
+            client,
+            tuple(parts),
+            tuple(first),
+            merged[0],
+            int(sum(sizes)),
+            chunk_records,
+            int(max(sizes)),
+            merged[1],
+        )
 
     @property
     def domain(self) -> Domain:
@@ -467,9 +494,47 @@ def _first_rows(table: Any, n: int) -> Any:
     return table.slice(0, n)
 
 
-def _part_domain(table: PreparedTable | None) -> PartDomain | None:
-    """A prepared partition's labels only (what the driver needs to merge the domain)."""
-    return None if table is None else (table.domain, table.multi_value_columns)
+def _part_summary(table: PreparedTable | None) -> tuple[PartDomain | None, int]:
+    """A prepared partition's labels and record count (what the driver needs to merge the
+    domain and number the rows)."""
+    if table is None:
+        return None, 0
+    return (table.domain, table.multi_value_columns), table.n_records
+
+
+def _part_files(path: str | Sequence[str]) -> list[str] | None:
+    """The part files of a local Parquet dataset in read order (a directory or glob:
+    :func:`release_store.ingest.dataset_files`, as ``sds release`` reads it; one file; a list
+    of files as given); None for anything else (remote, partitioned directories: Dask reads
+    those)."""
+    from release_store.ingest import dataset_files
+
+    if not isinstance(path, str):
+        files = [str(f) for f in path]
+        return files if files and all(os.path.isfile(f) for f in files) else None
+    if "://" in path:
+        return None
+    if os.path.isfile(path):
+        return [path]
+    try:
+        found = dataset_files(path)
+    except SdsInputError:
+        return None
+    return None if found is None else [str(f) for f in found]
+
+
+def _read_parquet_file(path: str) -> Any:
+    """On a worker: one Parquet part file as an Arrow table."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path)
+
+
+def _parquet_rows(files: Sequence[str]) -> list[int]:
+    """Each part file's row count, from its footer."""
+    import pyarrow.parquet as pq
+
+    return [int(pq.read_metadata(f).num_rows) for f in files]
 
 
 def _subject_key(value: Any) -> str:
