@@ -35,7 +35,7 @@ from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError
 from sds_core.marginals import backend as core
 from sds_core.marginals.aggregates import AggregateSet
-from sds_core.marginals.combinations import CliqueLookup
+from sds_core.marginals.candidates import CandidateSet
 from sds_core.marginals.declared_tuples import reencode
 from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS
 from sds_core.synthesis.generator import BatchJob, BatchMap
@@ -91,22 +91,27 @@ def _lost(e: BaseException) -> bool:
     )
 
 
-def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
-    """Combine partition results pairwise on the workers; gather the one result.
+def _tree(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
+    """Partition results combined pairwise on the workers: the future of the one result."""
+    while len(futures) > 1:
+        merged = [
+            client.submit(combine, futures[i], futures[i + 1])
+            for i in range(0, len(futures) - 1, 2)
+        ]
+        if len(futures) % 2:
+            merged.append(futures[-1])
+        futures = merged
+    return futures[0]
+
+
+def _result(future: Any) -> Any:
+    """A future's value.
 
     Raises:
         DaskClusterError: a worker died with partitions no task can recompute.
     """
     try:
-        while len(futures) > 1:
-            merged = [
-                client.submit(combine, futures[i], futures[i + 1])
-                for i in range(0, len(futures) - 1, 2)
-            ]
-            if len(futures) % 2:
-                merged.append(futures[-1])
-            futures = merged
-        return futures[0].result()
+        return future.result()
     except Exception as e:
         if not _lost(e):
             raise
@@ -117,6 +122,15 @@ def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], 
             "from the checkpoints with the same key), or read the input from Parquet files "
             "so that lost partitions are re-read"
         ) from e
+
+
+def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
+    """Combine partition results pairwise on the workers; gather the one result.
+
+    Raises:
+        DaskClusterError: a worker died with partitions no task can recompute.
+    """
+    return _result(_tree(client, futures, combine))
 
 
 @dataclass(frozen=True, eq=False)
@@ -327,11 +341,6 @@ class DaskBackend:
         """The exact record count (sensitive)."""
         return self.n
 
-    @property
-    def partition_records(self) -> int:
-        """The largest partition: the lookups shipped to the workers are sized for it."""
-        return self.largest or self.n
-
     def occurring_attributes(self) -> NDArray[np.int32]:
         """V_1: presence per partition, OR-reduced."""
         present = _tree_reduce(
@@ -356,42 +365,35 @@ class DaskBackend:
 
     def bounded_counts(
         self,
-        lookups: list[CliqueLookup],
-        n_cands: int,
+        candidates: CandidateSet,
         *,
         choose_allowed: core.ChooseAllowed,
         record_key: int,
     ) -> tuple[NDArray[np.int64], int]:
-        """Map: counts, |W| histogram (kept |W| per record on the workers); reduce; Δ_k chosen
-        here once; map: drops of the over-limit records (keyed by global row); reduce."""
+        """Map: each worker builds the length's lookups from the recipe (S_{k−1}, small) and
+        counts its partitions: counts, |W| histogram (kept |W| per record on the workers);
+        reduce; Δ_k chosen here once; map: drops of the over-limit records (keyed by global
+        row); reduce. The driver builds V_k while the workers count."""
         client, chunk = self.client, self.chunk_records
-        [packed] = client.scatter([core.pack_lookups(lookups)], broadcast=True, hash=False)
         groups = self._groups()
-        # each worker rebuilds the dense tables once per length, next to its partitions
-        lks = [
-            client.submit(
-                core.unpack_lookups,
-                packed,
-                workers=[worker] if worker else None,
-                allow_other_workers=True,
-                pure=False,
-            )
-            for worker, _ in groups
-        ]
         counted = [
             client.submit(
                 core.group_counts,
-                lk,
-                n_cands,
+                candidates,
+                self.largest or self.n,
                 chunk,
                 *[self.parts[i] for i in idx],
                 workers=[worker] if worker else None,
                 allow_other_workers=True,
+                pure=False,
             )
-            for lk, (worker, idx) in zip(lks, groups, strict=True)
+            for worker, idx in groups
         ]
-        reducible = client.map(core.group_reducible, counted)
-        summed, hist = _tree_reduce(client, reducible, core.add_count_pairs)
+        summed_future = _tree(
+            client, client.map(core.group_reducible, counted), core.add_count_pairs
+        )
+        n_cands = candidates.size  # V_k for the engine, built while the workers count
+        summed, hist = _result(summed_future)
         counts = core.dense(summed)
         allowed = int(choose_allowed(hist))
         if allowed == 0:
@@ -402,8 +404,6 @@ class DaskBackend:
                     core.group_dropped,
                     group_counted,
                     [self.first_rows[i] for i in idx],
-                    lk,
-                    n_cands,
                     allowed,
                     record_key,
                     chunk,
@@ -411,7 +411,7 @@ class DaskBackend:
                     workers=[worker] if worker else None,
                     allow_other_workers=True,
                 )
-                for group_counted, lk, (worker, idx) in zip(counted, lks, groups, strict=True)
+                for group_counted, (worker, idx) in zip(counted, groups, strict=True)
             ]
             counts = counts - core.dense(_tree_reduce(client, dropped, core.add_counts))
         return counts, allowed
