@@ -144,7 +144,6 @@ class DaskBackend:
         table_domain: the domain every partition is coded in.
         n: the total record count (sensitive).
         chunk_records: records per batch inside a partition (memory bound only).
-        largest: the largest partition's record count (sizes the lookups sent to workers).
         multi_value_columns: the partitions' multi-value column declarations (from a reader).
     """
 
@@ -154,7 +153,6 @@ class DaskBackend:
     table_domain: Domain
     n: int
     chunk_records: int = DEFAULT_CHUNK_RECORDS
-    largest: int = 0
     multi_value_columns: tuple[MultiValueColumn, ...] = ()
 
     @classmethod
@@ -177,7 +175,6 @@ class DaskBackend:
             domain,
             int(sum(sizes)),
             chunk_records,
-            int(max(sizes, default=0)),
         )
 
     @classmethod
@@ -327,7 +324,6 @@ class DaskBackend:
             merged[0],
             int(sum(sizes)),
             chunk_records,
-            int(max(sizes)),
             merged[1],
         )
 
@@ -360,7 +356,6 @@ class DaskBackend:
             domain,
             self.n,
             self.chunk_records,
-            self.largest,
         )
 
     def bounded_counts(
@@ -376,11 +371,12 @@ class DaskBackend:
         row); reduce. The driver builds V_k while the workers count."""
         client, chunk = self.client, self.chunk_records
         groups = self._groups()
+        sizes = np.diff([*self.first_rows, self.n])
         counted = [
             client.submit(
                 core.group_counts,
                 candidates,
-                self.largest or self.n,
+                int(sizes[idx].sum()),  # one set of lookups counts the whole group
                 chunk,
                 *[self.parts[i] for i in idx],
                 workers=[worker] if worker else None,

@@ -319,7 +319,7 @@ def group_counts(
     candidates: CandidateSet, n_records: int, chunk: int, *tables: PreparedTable
 ) -> GroupCounted:
     """:func:`partition_counts` of several partitions (those one worker holds) into one count
-    vector, the lookups built here from the recipe (sized for ``n_records`` per partition):
+    vector, the lookups built here from the recipe (sized for the group's ``n_records``):
     the per-candidate work is paid once per group, not once per partition."""
     lookups = candidates.lookups(n_records)
     n_cands = sum(int(lk.rows.shape[0]) for lk in lookups)
