@@ -91,9 +91,10 @@ def _lost(e: BaseException) -> bool:
     )
 
 
-def _tree(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
-    """Partition results combined pairwise on the workers: the future of the one result."""
-    while len(futures) > 1:
+def _tree(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> list[Any]:
+    """Partition results combined pairwise on the workers down to two (or one): the last
+    combine runs on the driver, which receives both at once instead of one more hop."""
+    while len(futures) > 2:
         merged = [
             client.submit(combine, futures[i], futures[i + 1])
             for i in range(0, len(futures) - 1, 2)
@@ -101,17 +102,17 @@ def _tree(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -
         if len(futures) % 2:
             merged.append(futures[-1])
         futures = merged
-    return futures[0]
+    return futures
 
 
-def _result(future: Any) -> Any:
-    """A future's value.
+def _result(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
+    """The combined value of :func:`_tree`'s futures.
 
     Raises:
         DaskClusterError: a worker died with partitions no task can recompute.
     """
     try:
-        return future.result()
+        values = client.gather(futures)
     except Exception as e:
         if not _lost(e):
             raise
@@ -122,15 +123,16 @@ def _result(future: Any) -> Any:
             "from the checkpoints with the same key), or read the input from Parquet files "
             "so that lost partitions are re-read"
         ) from e
+    return values[0] if len(values) == 1 else combine(values[0], values[1])
 
 
 def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
-    """Combine partition results pairwise on the workers; gather the one result.
+    """Combine partition results pairwise (:func:`_tree`); gather the result.
 
     Raises:
         DaskClusterError: a worker died with partitions no task can recompute.
     """
-    return _result(_tree(client, futures, combine))
+    return _result(client, _tree(client, futures, combine), combine)
 
 
 @dataclass(frozen=True, eq=False)
@@ -385,11 +387,11 @@ class DaskBackend:
             )
             for worker, idx in groups
         ]
-        summed_future = _tree(
+        summed_futures = _tree(
             client, client.map(core.group_reducible, counted), core.add_count_pairs
         )
         n_cands = candidates.size  # V_k for the engine, built while the workers count
-        summed, hist = _result(summed_future)
+        summed, hist = _result(client, summed_futures, core.add_count_pairs)
         counts = core.dense(summed)
         allowed = int(choose_allowed(hist))
         if allowed == 0:
