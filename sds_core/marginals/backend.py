@@ -230,6 +230,14 @@ def partition_presence(table: PreparedTable) -> NDArray[np.bool_]:
     return present
 
 
+def group_presence(*tables: PreparedTable) -> NDArray[np.bool_]:
+    """:func:`partition_presence` of several partitions (those one worker holds), OR-ed."""
+    present = partition_presence(tables[0])
+    for table in tables[1:]:
+        present |= partition_presence(table)
+    return present
+
+
 def either(a: NDArray[np.bool_], b: NDArray[np.bool_]) -> NDArray[np.bool_]:
     """``a | b`` (a reduce step)."""
     return a | b
