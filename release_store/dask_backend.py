@@ -135,6 +135,13 @@ def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], 
     return _result(client, _tree(client, futures, combine), combine)
 
 
+LOOKUP_RECORDS = 1_000_000
+"""The most records a worker's candidate lookups are sized for (dense tables up to 16 entries
+a record, :func:`~sds_core.marginals.combinations.use_dense`): counting a group's distinct
+rows does not repay bigger tables (10M rows, 5M a worker, length 3: 0.9 s to build and count
+sized for 1M, 1.1-1.3 s for 5M with twice the memory). Never changes a count."""
+
+
 @dataclass(frozen=True, eq=False)
 class DaskBackend:
     """Record partitions (``PreparedTable`` futures) on a Dask cluster.
@@ -147,6 +154,8 @@ class DaskBackend:
         n: the total record count (sensitive).
         chunk_records: records per batch inside a partition (memory bound only).
         multi_value_columns: the partitions' multi-value column declarations (from a reader).
+        group_records: the fewest records worth a counting group of their own (one task per
+            worker holding partitions, fewer when each would count less: ``_fewer_groups``).
     """
 
     client: Any
@@ -156,6 +165,7 @@ class DaskBackend:
     n: int
     chunk_records: int = DEFAULT_CHUNK_RECORDS
     multi_value_columns: tuple[MultiValueColumn, ...] = ()
+    group_records: int = LOOKUP_RECORDS
 
     @classmethod
     def from_partitions(
@@ -358,13 +368,8 @@ class DaskBackend:
         if domain == self.table_domain:
             return self
         parts = self.client.map(reencode, self.parts, domain=domain)
-        return DaskBackend(
-            self.client,
-            tuple(parts),
-            self.first_rows,
-            domain,
-            self.n,
-            self.chunk_records,
+        return dataclasses.replace(
+            self, parts=tuple(parts), table_domain=domain, multi_value_columns=()
         )
 
     def bounded_counts(
@@ -379,8 +384,8 @@ class DaskBackend:
         reduce; Δ_k chosen here once; map: drops of the over-limit records (keyed by global
         row); reduce. The driver builds V_k while the workers count."""
         client, chunk = self.client, self.chunk_records
-        groups = self._groups()
         sizes = np.diff([*self.first_rows, self.n])
+        groups = _fewer_groups(self._groups(), sizes, max(1, self.n // self.group_records))
         counted = [
             client.submit(
                 core.group_counts,
@@ -472,12 +477,6 @@ class DaskBackend:
         return result
 
 
-LOOKUP_RECORDS = 1_000_000
-"""The most records a worker's candidate lookups are sized for (dense tables up to 16 entries
-a record, :func:`~sds_core.marginals.combinations.use_dense`): counting a group's distinct
-rows does not repay bigger tables (10M rows, 5M a worker, length 3: 0.9 s to build and count
-sized for 1M, 1.1-1.3 s for 5M with twice the memory). Never changes a count."""
-
 GROUP_RECORDS = 2_000_000
 """The most records one :meth:`DaskBackend.map_reduce` call concatenates (memory bound only)."""
 
@@ -498,6 +497,26 @@ def _apply_group(
             result = value if result is None else combine(result, value)
             run, size = [], 0
     return result
+
+
+def _fewer_groups(
+    groups: list[tuple[str, list[int]]], sizes: NDArray[np.int64], most: int
+) -> list[tuple[str, list[int]]]:
+    """At most ``most`` counting groups: the smallest groups' partitions join the smallest of
+    the largest ``most`` (fetched by that worker). Each group builds the length's lookups
+    once, which costs about what counting 1M rows does (:data:`LOOKUP_RECORDS`): below that
+    per group, a second worker adds more building than it saves counting. Never changes a
+    result (every sum is over all partitions, each keyed by its own first row)."""
+    if len(groups) <= most:
+        return groups
+    load = [(int(sizes[idx].sum()), worker, list(idx)) for worker, idx in groups]
+    load.sort(key=lambda g: -g[0])
+    kept, rest = load[:most], load[most:]
+    for records, _, idx in rest:
+        smallest = min(range(len(kept)), key=lambda i: kept[i][0])
+        total, worker, own = kept[smallest]
+        kept[smallest] = (total + records, worker, sorted(own + idx))
+    return sorted(((w, idx) for _, w, idx in kept), key=lambda g: g[1][0])
 
 
 def _first_rows(table: Any, n: int) -> Any:
