@@ -14,7 +14,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -156,6 +156,7 @@ class DaskBackend:
         multi_value_columns: the partitions' multi-value column declarations (from a reader).
         group_records: the fewest records worth a counting group of their own (one task per
             worker holding partitions, fewer when each would count less: ``_fewer_groups``).
+        placement: cache of :meth:`_groups` by partition keys (asked once, not per length).
     """
 
     client: Any
@@ -166,6 +167,9 @@ class DaskBackend:
     chunk_records: int = DEFAULT_CHUNK_RECORDS
     multi_value_columns: tuple[MultiValueColumn, ...] = ()
     group_records: int = LOOKUP_RECORDS
+    placement: dict[tuple[str, ...], list[tuple[str, list[int]]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def from_partitions(
@@ -428,7 +432,16 @@ class DaskBackend:
 
     def _groups(self) -> list[tuple[str, list[int]]]:
         """The partitions grouped by the worker holding them (in partition order within a
-        group): one counting task per worker. Grouping never changes a result."""
+        group): one counting task per worker. Asked once per set of partitions (two round
+        trips); a worker lost since then only moves its tasks (``allow_other_workers``).
+        Grouping never changes a result."""
+        keys = tuple(str(part.key) for part in self.parts)
+        cached = self.placement.get(keys)
+        if cached is None:
+            cached = self.placement[keys] = self._placed_groups()
+        return cached
+
+    def _placed_groups(self) -> list[tuple[str, list[int]]]:
         from distributed import wait
 
         try:
