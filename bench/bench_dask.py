@@ -29,6 +29,7 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -62,6 +63,32 @@ def write_parts(folder: Path, rows: int, parts: int) -> None:
 
 def _peak_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _cpu_seconds() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+class CpuClock:
+    """CPU seconds (user + system) of this process (the driver, and an embedded cluster's
+    scheduler) and of every Dask worker process, per stage: under load, where wall seconds
+    depend on what else runs, the CPU a stage costs still compares runs."""
+
+    def __init__(self, client: Any) -> None:
+        self.client = client
+        self.by_stage: dict[str, list[float]] = {}
+        self.last = self._now()
+
+    def _now(self) -> tuple[float, float]:
+        workers = 0.0 if self.client is None else sum(self.client.run(_cpu_seconds).values())
+        return _cpu_seconds(), workers
+
+    def lap(self, stage: str) -> None:
+        """Charge the CPU since the last lap to ``stage`` (read outside the timed windows)."""
+        now = self._now()
+        self.by_stage[stage] = [round(now[0] - self.last[0], 2), round(now[1] - self.last[1], 2)]
+        self.last = now
 
 
 def _digest(agg: Any) -> str:
@@ -104,7 +131,8 @@ def run(
         if warm:  # load the compiled kernels, as a long-running process has them
             engine.dp_aggregate(warm_table, warm_dp, ReleaseRandomness.from_seed(1))
             times["warm-up"] = time.perf_counter() - t0
-            t0 = time.perf_counter()
+        cpu = CpuClock(None)
+        t0 = time.perf_counter()
         data: Any = LocalBackend(prepare(pq.read_table(folder), params))
     else:
         from distributed import Client, LocalCluster
@@ -126,13 +154,17 @@ def run(
             engine.dp_aggregate(tiny, warm_dp, ReleaseRandomness.from_seed(1))
             times["warm-up"] = time.perf_counter() - t0
             t0 = time.perf_counter()
+        cpu = CpuClock(client)
+        t0 = time.perf_counter()
         data = DaskBackend.from_parquet(client, str(folder), params)
     times["read + prepare"] = time.perf_counter() - t0
+    cpu.lap("read + prepare")
     dp = DpParams(epsilon=4.0, delta=1e-9, reporting_length=reporting_length)
     rnd = ReleaseRandomness.from_seed(0)
     t0 = time.perf_counter()
     count = engine.protect_record_count(data, dp, rnd, release_label="bench")
     times["count"] = time.perf_counter() - t0
+    cpu.lap("count")
     plan = engine.plan_release(dp, count.protected_number_of_records)
     survivors: dict[int, Any] = {}
     for k in range(1, reporting_length + 1):
@@ -140,6 +172,7 @@ def run(
         step = engine.aggregate_length(data, k, survivors, plan, dp, rnd, release_label="bench")
         survivors[k] = step.survivors
         times[f"aggregate-{k}"] = time.perf_counter() - t0
+        cpu.lap(f"aggregate-{k}")
     t0 = time.perf_counter()
     agg = engine.finalize(
         survivors,
@@ -148,6 +181,7 @@ def run(
         protected_number_of_records=count.protected_number_of_records,
     )
     times["finalize"] = time.perf_counter() - t0
+    cpu.lap("finalize")
     n_synthetic = None
     if synthesize:  # post-processing of the DP aggregates, as the release's synthesize stage
         import numpy as np
@@ -177,6 +211,9 @@ def run(
             sum(v for k, v in times.items() if k not in ("cluster start", "warm-up", "synthesize")),
             2,
         ),
+        "cpu [driver, workers]": cpu.by_stage,
+        "core cpu seconds": round(sum(sum(v) for v in cpu.by_stage.values()), 2),
+        "load": round(os.getloadavg()[0], 2),
         "driver peak MiB": round(_peak_mib()),
         "digest": _digest(agg),
     }

@@ -14,7 +14,7 @@ import itertools
 import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -35,7 +35,7 @@ from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError
 from sds_core.marginals import backend as core
 from sds_core.marginals.aggregates import AggregateSet
-from sds_core.marginals.combinations import CliqueLookup
+from sds_core.marginals.candidates import CandidateSet
 from sds_core.marginals.declared_tuples import reencode
 from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS
 from sds_core.synthesis.generator import BatchJob, BatchMap
@@ -91,22 +91,28 @@ def _lost(e: BaseException) -> bool:
     )
 
 
-def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
-    """Combine partition results pairwise on the workers; gather the one result.
+def _tree(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> list[Any]:
+    """Partition results combined pairwise on the workers down to two (or one): the last
+    combine runs on the driver, which receives both at once instead of one more hop."""
+    while len(futures) > 2:
+        merged = [
+            client.submit(combine, futures[i], futures[i + 1])
+            for i in range(0, len(futures) - 1, 2)
+        ]
+        if len(futures) % 2:
+            merged.append(futures[-1])
+        futures = merged
+    return futures
+
+
+def _result(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
+    """The combined value of :func:`_tree`'s futures.
 
     Raises:
         DaskClusterError: a worker died with partitions no task can recompute.
     """
     try:
-        while len(futures) > 1:
-            merged = [
-                client.submit(combine, futures[i], futures[i + 1])
-                for i in range(0, len(futures) - 1, 2)
-            ]
-            if len(futures) % 2:
-                merged.append(futures[-1])
-            futures = merged
-        return futures[0].result()
+        values = client.gather(futures)
     except Exception as e:
         if not _lost(e):
             raise
@@ -117,6 +123,23 @@ def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], 
             "from the checkpoints with the same key), or read the input from Parquet files "
             "so that lost partitions are re-read"
         ) from e
+    return values[0] if len(values) == 1 else combine(values[0], values[1])
+
+
+def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
+    """Combine partition results pairwise (:func:`_tree`); gather the result.
+
+    Raises:
+        DaskClusterError: a worker died with partitions no task can recompute.
+    """
+    return _result(client, _tree(client, futures, combine), combine)
+
+
+LOOKUP_RECORDS = 1_000_000
+"""The most records a worker's candidate lookups are sized for (dense tables up to 16 entries
+a record, :func:`~sds_core.marginals.combinations.use_dense`): counting a group's distinct
+rows does not repay bigger tables (10M rows, 5M a worker, length 3: 0.9 s to build and count
+sized for 1M, 1.1-1.3 s for 5M with twice the memory). Never changes a count."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -130,8 +153,10 @@ class DaskBackend:
         table_domain: the domain every partition is coded in.
         n: the total record count (sensitive).
         chunk_records: records per batch inside a partition (memory bound only).
-        largest: the largest partition's record count (sizes the lookups sent to workers).
         multi_value_columns: the partitions' multi-value column declarations (from a reader).
+        group_records: the fewest records worth a counting group of their own (one task per
+            worker holding partitions, fewer when each would count less: ``_fewer_groups``).
+        placement: cache of :meth:`_groups` by partition keys (asked once, not per length).
     """
 
     client: Any
@@ -140,8 +165,11 @@ class DaskBackend:
     table_domain: Domain
     n: int
     chunk_records: int = DEFAULT_CHUNK_RECORDS
-    largest: int = 0
     multi_value_columns: tuple[MultiValueColumn, ...] = ()
+    group_records: int = LOOKUP_RECORDS
+    placement: dict[tuple[str, ...], list[tuple[str, list[int]]]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
 
     @classmethod
     def from_partitions(
@@ -163,7 +191,6 @@ class DaskBackend:
             domain,
             int(sum(sizes)),
             chunk_records,
-            int(max(sizes, default=0)),
         )
 
     @classmethod
@@ -206,6 +233,18 @@ class DaskBackend:
         shuffled by the subject key (sorted, so every subject meets in one partition and the
         subjects keep the order a local run gives them). ``record_limit`` keeps the first rows.
         """
+        files = None if blocksize or params.subject_id is not None else _part_files(path)
+        if files is not None:  # one read task per file, prepared where it was read
+            raw = client.map(_read_parquet_file, [str(f) for f in files], pure=False)
+            rows = _parquet_rows(files) if params.record_limit else [0] * len(files)
+            return cls.from_arrow_parts(
+                client,
+                raw,
+                rows,
+                params,
+                what=f"the Parquet dataset {path!r}",
+                chunk_records=chunk_records,
+            )
         import dask.dataframe as dd
 
         spec = path if isinstance(path, str) else list(path)
@@ -232,7 +271,7 @@ class DaskBackend:
             ddf = ddf.assign(_sds_subject_key=ddf[name].map(_subject_key, meta=(name, "str")))
             ddf = ddf.set_index("_sds_subject_key", drop=True, sort=True)
         delayed_parts = ddf.to_delayed()
-        layout = client.compute(delayed(partition_layout)(delayed_parts[0], params)).result()
+        layout = client.compute(delayed(partition_layout)(delayed_parts[0], params))
         prepared = client.compute([delayed(prepare_partition)(d, params) for d in delayed_parts])
         return cls._merged(client, prepared, layout, params, what, chunk_records)
 
@@ -261,7 +300,7 @@ class DaskBackend:
                 kept.append(part if n <= left else client.submit(_first_rows, part, left))
                 left -= n
             parts = kept
-        layout = client.submit(partition_layout, parts[0], params).result()
+        layout = client.submit(partition_layout, parts[0], params)
         prepared = client.map(prepare_partition, parts, params=params)
         return cls._merged(client, prepared, layout, params, what, chunk_records)
 
@@ -275,20 +314,34 @@ class DaskBackend:
         what: str,
         chunk_records: int,
     ) -> DaskBackend:
-        """Partitions prepared alone -> the global domain (labels only, here) -> re-coded."""
-        domains = client.gather(client.map(_part_domain, prepared))
-        kept = [i for i, d in enumerate(domains) if d is not None]
+        """Partitions prepared alone -> the global domain (labels only, here) -> re-coded.
+
+        One round trip: the layout (a future) and every partition's labels and size are
+        gathered together; a partition already in the merged domain is kept as it is."""
+        layout, summaries = client.gather([layout, client.map(_part_summary, prepared)])
+        kept = [i for i, (d, _) in enumerate(summaries) if d is not None]
         if not kept:
             raise SdsInputError(f"{what} has no rows")
         merged = merged_domain(
             layout,
-            [domains[i] for i in kept],
+            [summaries[i][0] for i in kept],
             allow_empty_columns=params.allow_empty_columns,
         )
-        parts = client.map(align, [prepared[i] for i in kept], merged=merged)
-        del prepared
-        backend = cls.from_partitions(client, parts, merged[0], chunk_records=chunk_records)
-        return dataclasses.replace(backend, multi_value_columns=merged[1])
+        parts = [
+            prepared[i] if summaries[i][0] == merged else client.submit(align, prepared[i], merged)
+            for i in kept
+        ]
+        sizes = [summaries[i][1] for i in kept]
+        first = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int).tolist()
+        return cls(
+            client,
+            tuple(parts),
+            tuple(first),
+            merged[0],
+            int(sum(sizes)),
+            chunk_records,
+            merged[1],
+        )
 
     @property
     def domain(self) -> Domain:
@@ -300,16 +353,18 @@ class DaskBackend:
         """The exact record count (sensitive)."""
         return self.n
 
-    @property
-    def partition_records(self) -> int:
-        """The largest partition: the lookups shipped to the workers are sized for it."""
-        return self.largest or self.n
-
     def occurring_attributes(self) -> NDArray[np.int32]:
-        """V_1: presence per partition, OR-reduced."""
-        present = _tree_reduce(
-            self.client, self.client.map(core.partition_presence, self.parts), core.either
-        )
+        """V_1: presence per worker (over the partitions it holds), OR-reduced."""
+        futures = [
+            self.client.submit(
+                core.group_presence,
+                *[self.parts[i] for i in idx],
+                workers=[worker] if worker else None,
+                allow_other_workers=True,
+            )
+            for worker, idx in self._groups()
+        ]
+        present = _tree_reduce(self.client, futures, core.either)
         return np.flatnonzero(present).astype(np.int32).reshape(-1, 1)
 
     def reencoded(self, domain: Domain) -> DaskBackend:
@@ -317,54 +372,42 @@ class DaskBackend:
         if domain == self.table_domain:
             return self
         parts = self.client.map(reencode, self.parts, domain=domain)
-        return DaskBackend(
-            self.client,
-            tuple(parts),
-            self.first_rows,
-            domain,
-            self.n,
-            self.chunk_records,
-            self.largest,
+        return dataclasses.replace(
+            self, parts=tuple(parts), table_domain=domain, multi_value_columns=()
         )
 
     def bounded_counts(
         self,
-        lookups: list[CliqueLookup],
-        n_cands: int,
+        candidates: CandidateSet,
         *,
         choose_allowed: core.ChooseAllowed,
         record_key: int,
     ) -> tuple[NDArray[np.int64], int]:
-        """Map: counts, |W| histogram (kept |W| per record on the workers); reduce; Δ_k chosen
-        here once; map: drops of the over-limit records (keyed by global row); reduce."""
+        """Map: each worker builds the length's lookups from the recipe (S_{k−1}, small) and
+        counts its partitions: counts, |W| histogram (kept |W| per record on the workers);
+        reduce; Δ_k chosen here once; map: drops of the over-limit records (keyed by global
+        row); reduce. The driver builds V_k while the workers count."""
         client, chunk = self.client, self.chunk_records
-        [packed] = client.scatter([core.pack_lookups(lookups)], broadcast=True, hash=False)
-        groups = self._groups()
-        # each worker rebuilds the dense tables once per length, next to its partitions
-        lks = [
-            client.submit(
-                core.unpack_lookups,
-                packed,
-                workers=[worker] if worker else None,
-                allow_other_workers=True,
-                pure=False,
-            )
-            for worker, _ in groups
-        ]
+        sizes = np.diff([*self.first_rows, self.n])
+        groups = _fewer_groups(self._groups(), sizes, max(1, self.n // self.group_records))
         counted = [
             client.submit(
                 core.group_counts,
-                lk,
-                n_cands,
+                candidates,
+                min(int(sizes[idx].sum()), LOOKUP_RECORDS),  # one set counts the whole group
                 chunk,
                 *[self.parts[i] for i in idx],
                 workers=[worker] if worker else None,
                 allow_other_workers=True,
+                pure=False,
             )
-            for lk, (worker, idx) in zip(lks, groups, strict=True)
+            for worker, idx in groups
         ]
-        reducible = client.map(core.group_reducible, counted)
-        summed, hist = _tree_reduce(client, reducible, core.add_count_pairs)
+        summed_futures = _tree(
+            client, client.map(core.group_reducible, counted), core.add_count_pairs
+        )
+        n_cands = candidates.size  # V_k for the engine, built while the workers count
+        summed, hist = _result(client, summed_futures, core.add_count_pairs)
         counts = core.dense(summed)
         allowed = int(choose_allowed(hist))
         if allowed == 0:
@@ -375,8 +418,6 @@ class DaskBackend:
                     core.group_dropped,
                     group_counted,
                     [self.first_rows[i] for i in idx],
-                    lk,
-                    n_cands,
                     allowed,
                     record_key,
                     chunk,
@@ -384,14 +425,23 @@ class DaskBackend:
                     workers=[worker] if worker else None,
                     allow_other_workers=True,
                 )
-                for group_counted, lk, (worker, idx) in zip(counted, lks, groups, strict=True)
+                for group_counted, (worker, idx) in zip(counted, groups, strict=True)
             ]
             counts = counts - core.dense(_tree_reduce(client, dropped, core.add_counts))
         return counts, allowed
 
     def _groups(self) -> list[tuple[str, list[int]]]:
         """The partitions grouped by the worker holding them (in partition order within a
-        group): one counting task per worker. Grouping never changes a result."""
+        group): one counting task per worker. Asked once per set of partitions (two round
+        trips); a worker lost since then only moves its tasks (``allow_other_workers``).
+        Grouping never changes a result."""
+        keys = tuple(str(part.key) for part in self.parts)
+        cached = self.placement.get(keys)
+        if cached is None:
+            cached = self.placement[keys] = self._placed_groups()
+        return cached
+
+    def _placed_groups(self) -> list[tuple[str, list[int]]]:
         from distributed import wait
 
         try:
@@ -467,14 +517,72 @@ def _apply_group(
     return result
 
 
+def _fewer_groups(
+    groups: list[tuple[str, list[int]]], sizes: NDArray[np.int64], most: int
+) -> list[tuple[str, list[int]]]:
+    """At most ``most`` counting groups: the smallest groups' partitions join the smallest of
+    the largest ``most`` (fetched by that worker). Each group builds the length's lookups
+    once, which costs about what counting 1M rows does (:data:`LOOKUP_RECORDS`): below that
+    per group, a second worker adds more building than it saves counting. Never changes a
+    result (every sum is over all partitions, each keyed by its own first row)."""
+    if len(groups) <= most:
+        return groups
+    load = [(int(sizes[idx].sum()), worker, list(idx)) for worker, idx in groups]
+    load.sort(key=lambda g: -g[0])
+    kept, rest = load[:most], load[most:]
+    for records, _, idx in rest:
+        smallest = min(range(len(kept)), key=lambda i: kept[i][0])
+        total, worker, own = kept[smallest]
+        kept[smallest] = (total + records, worker, sorted(own + idx))
+    return sorted(((w, idx) for _, w, idx in kept), key=lambda g: g[1][0])
+
+
 def _first_rows(table: Any, n: int) -> Any:
     """The first ``n`` rows of an Arrow table (a part cut by ``record_limit``)."""
     return table.slice(0, n)
 
 
-def _part_domain(table: PreparedTable | None) -> PartDomain | None:
-    """A prepared partition's labels only (what the driver needs to merge the domain)."""
-    return None if table is None else (table.domain, table.multi_value_columns)
+def _part_summary(table: PreparedTable | None) -> tuple[PartDomain | None, int]:
+    """A prepared partition's labels and record count (what the driver needs to merge the
+    domain and number the rows)."""
+    if table is None:
+        return None, 0
+    return (table.domain, table.multi_value_columns), table.n_records
+
+
+def _part_files(path: str | Sequence[str]) -> list[str] | None:
+    """The part files of a local Parquet dataset in read order (a directory or glob:
+    :func:`release_store.ingest.dataset_files`, as ``sds release`` reads it; one file; a list
+    of files as given); None for anything else (remote, partitioned directories: Dask reads
+    those)."""
+    from release_store.ingest import dataset_files
+
+    if not isinstance(path, str):
+        files = [str(f) for f in path]
+        return files if files and all(os.path.isfile(f) for f in files) else None
+    if "://" in path:
+        return None
+    if os.path.isfile(path):
+        return [path]
+    try:
+        found = dataset_files(path)
+    except SdsInputError:
+        return None
+    return None if found is None else [str(f) for f in found]
+
+
+def _read_parquet_file(path: str) -> Any:
+    """On a worker: one Parquet part file as an Arrow table."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path)
+
+
+def _parquet_rows(files: Sequence[str]) -> list[int]:
+    """Each part file's row count, from its footer."""
+    import pyarrow.parquet as pq
+
+    return [int(pq.read_metadata(f).num_rows) for f in files]
 
 
 def _subject_key(value: Any) -> str:

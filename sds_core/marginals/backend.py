@@ -21,6 +21,7 @@ from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import require
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+from sds_core.marginals.candidates import CandidateSet
 from sds_core.marginals.combinations import CliqueLookup, occurring_attributes
 from sds_core.marginals.contributions import (
     candidate_counts,
@@ -52,12 +53,6 @@ class CountingBackend(Protocol):
         """The exact record count (sensitive)."""
         ...
 
-    @property
-    def partition_records(self) -> int:
-        """The most records one map task counts (sizes the candidate lookups; no result
-        depends on it)."""
-        ...
-
     def occurring_attributes(self) -> NDArray[np.int32]:
         """V_1: global ids of the attributes present in at least one record, as (m, 1)."""
         ...
@@ -68,15 +63,16 @@ class CountingBackend(Protocol):
 
     def bounded_counts(
         self,
-        lookups: list[CliqueLookup],
-        n_cands: int,
+        candidates: CandidateSet,
         *,
         choose_allowed: ChooseAllowed,
         record_key: int,
     ) -> tuple[NDArray[np.int64], int]:
-        """Each candidate's count after contribution bounding, and the Δ_k used.
+        """Each candidate's count after contribution bounding (in ``candidates.attrs`` order),
+        and the Δ_k used.
 
-        Counts the candidates and every record's |W_{j,k}|, calls ``choose_allowed`` exactly
+        Builds the candidates' lookups where the records are (from the recipe), counts the
+        candidates and every record's |W_{j,k}|, calls ``choose_allowed`` exactly
         once with the global histogram of |W_{j,k}|, then drops the tuples of the records above
         Δ_k not in their :func:`~sds_core.marginals.contributions.record_priorities` subset.
         Δ_k = 0 returns all-zero counts (nothing can be released).
@@ -177,11 +173,6 @@ class LocalBackend:
         """The exact record count (sensitive)."""
         return self.table.n_records
 
-    @property
-    def partition_records(self) -> int:
-        """One task counts the whole table."""
-        return self.table.n_records
-
     def occurring_attributes(self) -> NDArray[np.int32]:
         """V_1 (:func:`sds_core.marginals.combinations.occurring_attributes`)."""
         return occurring_attributes(self.table.domain, self.table.codes)
@@ -192,13 +183,14 @@ class LocalBackend:
 
     def bounded_counts(
         self,
-        lookups: list[CliqueLookup],
-        n_cands: int,
+        candidates: CandidateSet,
         *,
         choose_allowed: ChooseAllowed,
         record_key: int,
     ) -> tuple[NDArray[np.int64], int]:
         """See :meth:`CountingBackend.bounded_counts`."""
+        n_cands = candidates.size  # V_k built once, here, and kept for the engine
+        lookups = candidates.lookups(self.table.n_records)
         counts, hist, valid = partition_counts(self.table, lookups, n_cands, self.chunk_records)
         allowed = int(choose_allowed(hist))
         if allowed == 0:
@@ -235,6 +227,14 @@ def partition_presence(table: PreparedTable) -> NDArray[np.bool_]:
     """Which global attribute ids occur in one partition (reduce with ``|``)."""
     present = np.zeros(table.domain.n_attributes, dtype=bool)
     present[occurring_attributes(table.domain, table.codes).ravel()] = True
+    return present
+
+
+def group_presence(*tables: PreparedTable) -> NDArray[np.bool_]:
+    """:func:`partition_presence` of several partitions (those one worker holds), OR-ed."""
+    present = partition_presence(tables[0])
+    for table in tables[1:]:
+        present |= partition_presence(table)
     return present
 
 
@@ -312,131 +312,53 @@ def add_count_pairs(
     return add_counts(a[0], b[0]), add_histograms(a[1], b[1])
 
 
-def counts_and_histogram(
-    counted: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32]],
-) -> tuple[Counts, NDArray[np.int64]]:
-    """The reducible part of :func:`partition_counts`, compacted (the per-record |W| stays on
-    the partition's worker)."""
-    return compact(counted[0]), counted[1]
+class GroupCounted(NamedTuple):
+    """One group's (one worker's partitions) counting of a length, kept on its worker: the
+    lookups it built, |V_k|, compacted counts, histogram of |W|, |W| of each partition."""
 
-
-def partition_dropped_after(
-    table: PreparedTable,
-    counted: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int32]],
-    first_row: int,
-    lookups: list[CliqueLookup],
-    n_cands: int,
-    allowed: int,
-    record_key: int,
-    chunk: int,
-) -> Counts:
-    """:func:`partition_dropped` given the partition's :func:`partition_counts` result,
-    compacted."""
-    return compact(
-        partition_dropped(
-            table,
-            counted[2],
-            lookups,
-            n_cands,
-            allowed,
-            record_key=record_key,
-            first_row=first_row,
-            chunk=chunk,
-        )
-    )
-
-
-class PackedLookup(NamedTuple):
-    """A :class:`CliqueLookup` as shipped to a worker: its dense table left out (``table_size``
-    entries, 0 = none) and its candidate rows as their first row when they are consecutive
-    (``rows`` None), as they are for sorted candidates. A fraction of the bytes; rebuilt by
-    :func:`unpack_lookups`, equal to the original."""
-
-    cols: tuple[int, ...]
-    mult: NDArray[np.int64]
-    first_row: int
-    rows: NDArray[np.int64] | None
-    keys: NDArray[np.int64]
-    table_size: int
-
-
-def pack_lookups(lookups: list[CliqueLookup]) -> list[PackedLookup]:
-    """The lookups without what a worker can rebuild cheaply (:class:`PackedLookup`)."""
-    out = []
-    for lk in lookups:
-        n = lk.rows.shape[0]
-        first = int(lk.rows[0]) if n else 0
-        consecutive = n == 0 or (
-            int(lk.rows[-1]) - first == n - 1 and bool((np.diff(lk.rows) == 1).all())
-        )
-        size = 0 if lk.table is None else int(lk.table.shape[0])
-        out.append(
-            PackedLookup(lk.cols, lk.mult, first, None if consecutive else lk.rows, lk.keys, size)
-        )
-    return out
-
-
-def unpack_lookups(packed: list[PackedLookup]) -> list[CliqueLookup]:
-    """The :class:`CliqueLookup` list that :func:`pack_lookups` packed (run on each worker).
-
-    >>> from sds_core.marginals.combinations import CliqueLookup
-    >>> lk = CliqueLookup((0, 1), np.array([1, 3]), np.arange(5, 8), np.array([0, 2, 4]),
-    ...                   np.array([0, -1, 1, -1, 2, -1], dtype=np.int32))
-    >>> [back] = unpack_lookups(pack_lookups([lk]))
-    >>> back.rows.tolist(), back.table.tolist()
-    ([5, 6, 7], [0, -1, 1, -1, 2, -1])
-    """
-    out = []
-    for p in packed:
-        n = p.keys.shape[0]
-        rows = p.rows if p.rows is not None else np.arange(p.first_row, p.first_row + n)
-        table = None
-        if p.table_size:
-            table = np.full(p.table_size, -1, dtype=np.int32)
-            table[p.keys] = np.arange(n, dtype=np.int32)
-        out.append(CliqueLookup(p.cols, p.mult, rows.astype(np.int64), p.keys, table))
-    return out
-
-
-GroupCounted = tuple[Counts, NDArray[np.int64], list[NDArray[np.int32]]]
-"""One group's (compacted counts, histogram of |W|, |W| of each of its partitions)."""
+    lookups: list[CliqueLookup]
+    n_cands: int
+    counts: Counts
+    histogram: NDArray[np.int64]
+    valid: list[NDArray[np.int32]]
 
 
 def group_counts(
-    lookups: list[CliqueLookup], n_cands: int, chunk: int, *tables: PreparedTable
+    candidates: CandidateSet, n_records: int, chunk: int, *tables: PreparedTable
 ) -> GroupCounted:
     """:func:`partition_counts` of several partitions (those one worker holds) into one count
-    vector: the per-candidate work is paid once per group, not once per partition."""
+    vector, the lookups built here from the recipe (sized for the group's ``n_records``):
+    the per-candidate work is paid once per group, not once per partition."""
+    lookups = candidates.lookups(n_records)
+    n_cands = sum(int(lk.rows.shape[0]) for lk in lookups)
     counts, valids = candidate_counts_many([t.codes for t in tables], lookups, n_cands, chunk)
     hist = np.zeros(0, dtype=np.int64)
     for valid in valids:
         hist = add_histograms(hist, np.bincount(valid).astype(np.int64))
-    return compact(counts), hist, valids
+    return GroupCounted(lookups, n_cands, compact(counts), hist, valids)
 
 
 def group_reducible(counted: GroupCounted) -> tuple[Counts, NDArray[np.int64]]:
-    """The reducible part of :func:`group_counts` (the |W| arrays stay on the worker)."""
-    return counted[0], counted[1]
+    """The reducible part of :func:`group_counts` (the rest stays on the worker)."""
+    return counted.counts, counted.histogram
 
 
 def group_dropped(
     counted: GroupCounted,
     first_rows: list[int],
-    lookups: list[CliqueLookup],
-    n_cands: int,
     allowed: int,
     record_key: int,
     chunk: int,
     *tables: PreparedTable,
 ) -> Counts:
     """The drops of a group's partitions (each keyed from its own first row), summed."""
-    out = np.zeros(n_cands, dtype=np.int64)
-    for table, valid, first in zip(tables, counted[2], first_rows, strict=True):
+    out = np.zeros(counted.n_cands, dtype=np.int64)
+    for table, valid, first in zip(tables, counted.valid, first_rows, strict=True):
         out += partition_dropped(
             table,
             valid,
-            lookups,
-            n_cands,
+            counted.lookups,
+            counted.n_cands,
             allowed,
             record_key=record_key,
             first_row=first,

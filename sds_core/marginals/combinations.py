@@ -176,8 +176,12 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
     (k−1)-subset survived too. Because every S_l is downward closed this equals the spec's
     "c + {a}, every sub-combination of lengths 2..k−1 present" (§1.5 step 1).
     """
-    prev = survivors.attrs
-    km1 = survivors.length
+    return join_candidates(survivors.attrs, domain)
+
+
+def join_candidates(prev: NDArray[np.int32], domain: Domain) -> NDArray[np.int32]:
+    """:func:`candidates_from_survivors` of the survivors' attributes only (sorted rows)."""
+    km1 = prev.shape[1]
     k = km1 + 1
     if prev.shape[0] < 2:
         return np.zeros((0, k), dtype=np.int32)

@@ -37,13 +37,7 @@ def candidate_counts(
     Returns:
         (count of every candidate, number of valid tuples of every record).
     """
-    if HAVE_NUMBA:
-        local, valid = _count_compiled(codes, lookups, chunk)
-    else:
-        local, valid = _count_numpy(codes, lookups, chunk)
-    counts = np.zeros(n_cands, dtype=np.int64)
-    for acc, lk in zip(local, lookups, strict=True):
-        counts[lk.rows] = acc
+    counts, [valid] = candidate_counts_many([codes], lookups, n_cands, chunk)
     return counts, valid
 
 
@@ -51,73 +45,70 @@ def candidate_counts_many(
     codes_list: list[NDArray[np.int32]], lookups: list[CliqueLookup], n_cands: int, chunk: int
 ) -> tuple[NDArray[np.int64], list[NDArray[np.int32]]]:
     """:func:`candidate_counts` of several record sets (one worker's partitions) summed into one
-    count vector (the per-clique counters are added before the one scatter into candidate
-    order), and |W_{j,k}| of each set."""
+    count vector, and |W_{j,k}| of each set. One set of per-clique counters (and sorted-key
+    indexes) serves every set: the per-candidate work is paid once, not once per set."""
     count = _count_compiled if HAVE_NUMBA else _count_numpy
-    local: list[NDArray[np.int64]] | None = None
-    valids = []
-    for codes in codes_list:
-        part, valid = count(codes, lookups, chunk)
-        valids.append(valid)
-        if local is None:
-            local = part
-        else:
-            for acc, add in zip(local, part, strict=True):
-                acc += add
+    local, valids = count(codes_list, lookups, chunk)
     counts = np.zeros(n_cands, dtype=np.int64)
-    for acc, lk in zip(local or [], lookups, strict=True):
+    for acc, lk in zip(local, lookups, strict=True):
         counts[lk.rows] = acc
     return counts, valids
 
 
 def _count_numpy(
-    codes: NDArray[np.int32], lookups: list[CliqueLookup], chunk: int
-) -> tuple[list[NDArray[np.int64]], NDArray[np.int32]]:
+    codes_list: list[NDArray[np.int32]], lookups: list[CliqueLookup], chunk: int
+) -> tuple[list[NDArray[np.int64]], list[NDArray[np.int32]]]:
     """Per-clique local counts and |W_{j,k}| with numpy (fallback without numba)."""
-    n = codes.shape[0]
     local = [np.zeros(lk.rows.shape[0], dtype=np.int64) for lk in lookups]
-    valid = np.zeros(n, dtype=np.int32)
-    for start in range(0, n, chunk):
-        part = shifted_columns(codes[start : start + chunk])
-        w = valid[start : start + chunk]
-        for acc, lk in zip(local, lookups, strict=True):
-            idx = lk.lookup(part)
-            hit = idx >= 0
-            w += hit
-            acc += np.bincount(idx[hit], minlength=acc.shape[0])
-    return local, valid
+    valids = []
+    for codes in codes_list:
+        n = codes.shape[0]
+        valid = np.zeros(n, dtype=np.int32)
+        for start in range(0, n, chunk):
+            part = shifted_columns(codes[start : start + chunk])
+            w = valid[start : start + chunk]
+            for acc, lk in zip(local, lookups, strict=True):
+                idx = lk.lookup(part)
+                hit = idx >= 0
+                w += hit
+                acc += np.bincount(idx[hit], minlength=acc.shape[0])
+        valids.append(valid)
+    return local, valids
 
 
 def _count_compiled(
-    codes: NDArray[np.int32], lookups: list[CliqueLookup], chunk: int
-) -> tuple[list[NDArray[np.int64]], NDArray[np.int32]]:
-    """As :func:`_count_numpy` with the compiled kernels, clique by clique per partition.
+    codes_list: list[NDArray[np.int32]], lookups: list[CliqueLookup], chunk: int
+) -> tuple[list[NDArray[np.int64]], list[NDArray[np.int32]]]:
+    """As :func:`_count_numpy` with the compiled kernels, clique by clique per chunk.
 
-    Each partition is first reduced to its distinct records with multiplicities (categorical
+    Each chunk is first reduced to its distinct records with multiplicities (categorical
     data repeats rows a lot); the counts are the same integers, the work is per distinct row.
     """
-    n = codes.shape[0]
     acc1 = [np.zeros(lk.rows.shape[0] + 1, dtype=np.int64) for lk in lookups]  # [0]: misses
     keys = [CliqueKey(np.asarray(lk.cols, dtype=np.int64), lk.mult) for lk in lookups]
     index = [None if lk.table is not None else key_buckets(lk.keys) for lk in lookups]
-    row_mult = _row_multipliers(codes)
-    valid = np.zeros(n, dtype=np.int32)
-    for start in range(0, n, chunk):
-        part = codes[start : start + chunk]
-        if row_mult is None:
-            first, weight, inverse = None, np.ones(part.shape[0], dtype=np.int64), None
-        else:
-            first, weight, inverse = distinct_rows(part, row_mult)
-            part = part[first]
-        rows = DistinctRows(np.ascontiguousarray(part.T, dtype=np.int32), weight)
-        w = np.zeros(part.shape[0], dtype=np.int32)
-        for acc, key, ix, lk in zip(acc1, keys, index, lookups, strict=True):
-            if ix is None:
-                count_clique_dense(rows, key, lk.table, acc, w)
+    valids = []
+    for codes in codes_list:
+        n = codes.shape[0]
+        row_mult = _row_multipliers(codes)
+        valid = np.zeros(n, dtype=np.int32)
+        for start in range(0, n, chunk):
+            part = codes[start : start + chunk]
+            if row_mult is None:
+                first, weight, inverse = None, np.ones(part.shape[0], dtype=np.int64), None
             else:
-                count_clique_sorted(rows, key, ix, acc, w)
-        valid[start : start + chunk] = w if inverse is None else w[inverse]
-    return [a[1:] for a in acc1], valid
+                first, weight, inverse = distinct_rows(part, row_mult)
+                part = part[first]
+            rows = DistinctRows(np.ascontiguousarray(part.T, dtype=np.int32), weight)
+            w = np.zeros(part.shape[0], dtype=np.int32)
+            for acc, key, ix, lk in zip(acc1, keys, index, lookups, strict=True):
+                if ix is None:
+                    count_clique_dense(rows, key, lk.table, acc, w)
+                else:
+                    count_clique_sorted(rows, key, ix, acc, w)
+            valid[start : start + chunk] = w if inverse is None else w[inverse]
+        valids.append(valid)
+    return [a[1:] for a in acc1], valids
 
 
 def _row_multipliers(codes: NDArray[np.int32]) -> NDArray[np.int64] | None:

@@ -36,7 +36,7 @@ from sds_core.errors import SdsInternalError, invariant, require
 from sds_core.marginals._kernels import HAVE_NUMBA, noisy_survivors
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 from sds_core.marginals.backend import CountingBackend, as_backend
-from sds_core.marginals.combinations import build_lookups, candidates_from_survivors
+from sds_core.marginals.candidates import CandidateSet
 from sds_core.marginals.declared_tuples import (
     active_counts_by_column,
     check_declared,
@@ -144,13 +144,13 @@ def _length_threshold(
 
 def _candidates(
     data: CountingBackend, k: int, previous: Mapping[int, CombinationCounts]
-) -> NDArray[np.int32]:
+) -> CandidateSet:
     if k == 1:
-        return data.occurring_attributes()
+        return CandidateSet(data.domain, 1, data.occurring_attributes())
     require(k - 1 in previous, f"aggregate_length({k}) needs the survivors of length {k - 1}")
     prev = previous[k - 1]
     require(prev.length == k - 1, f"previous[{k - 1}] holds combinations of length {prev.length}")
-    return candidates_from_survivors(prev, data.domain)
+    return CandidateSet(data.domain, k, prev.attrs)
 
 
 def aggregate_length(
@@ -207,8 +207,7 @@ def aggregate_length(
         data = data.reencoded(domain)
     stage = f"aggregate-{k}"
     prefix = f"{release_label}/{stage}"
-    cands = _candidates(data, k, previous)
-    lookups = build_lookups(data.domain, cands, n_records=data.partition_records)
+    candidates = _candidates(data, k, previous)  # a recipe: built where the records are
 
     upper = comb(data.domain.n_columns, k)
     if params.sensitivity_cap is not None:
@@ -226,11 +225,11 @@ def aggregate_length(
         )
 
     counts, allowed = data.bounded_counts(
-        lookups,
-        cands.shape[0],
+        candidates,
         choose_allowed=choose_allowed,
         record_key=rnd.record_key(f"{prefix}/bounding"),
     )
+    cands = candidates.attrs
     invariant(0 <= allowed <= upper, f"percentile returned {allowed} outside 0..{upper}")
     spend = next(s for s in plan.stage_spends() if s.stage == stage)
     if declared and k == 1 and allowed == 0:  # sensitivity 0: nothing can be released
@@ -239,7 +238,6 @@ def aggregate_length(
     if allowed == 0 or (cands.shape[0] == 0 and not declared):
         return LengthStep(k, CombinationCounts.empty(k), allowed, math.inf, cands.shape[0], spend)
 
-    del lookups  # the record-level structures are done with: free them before noise
     sigma = plan.sigma_by_len[k - 1]
     if declared and k == 1:
         return _declared_length_one(

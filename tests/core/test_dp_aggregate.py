@@ -341,7 +341,8 @@ def test_compiled_counting_equals_numpy_counting(monkeypatch) -> None:
     cands3 = candidates_from_survivors(CombinationCounts(cands, np.ones(len(cands), np.int64)), dom)
     for cand, budget in ((cands, 1 << 26), (cands3, 300)):  # dense and binary-search lookups
         lookups = build_lookups(dom, cand, n_records=table.n_records, dense_budget=budget)
-        ref = contributions._count_numpy(table.codes, lookups, 700)
+        local, [ref_valid] = contributions._count_numpy([table.codes], lookups, 700)
+        ref = (local, ref_valid)
         for chunk in (700, 5000):
             monkeypatch.setattr(contributions, "HAVE_NUMBA", True)
             got = contributions.candidate_counts(table.codes, lookups, cand.shape[0], chunk)
@@ -355,6 +356,14 @@ def test_compiled_counting_equals_numpy_counting(monkeypatch) -> None:
                 assert np.array_equal(valid, ref[1]) and valid.dtype == np.int32
                 assert np.array_equal(counts, plain[0]) and counts.dtype == np.int64
         assert plain[0].sum() == ref[1].sum() > 0
+        # several record sets (one worker's partitions) share one accumulator: same sums
+        many, valids = contributions.candidate_counts_many(
+            [table.codes[:1100], table.codes[1100:1500], table.codes[1500:]],
+            lookups,
+            len(cand),
+            700,
+        )
+        assert np.array_equal(many, plain[0]) and np.array_equal(np.concatenate(valids), ref[1])
 
 
 def test_compiled_survivor_selection_equals_numpy(monkeypatch) -> None:

@@ -3,6 +3,7 @@ partitioning (release_store/dask_backend.py over sds_core/marginals/backend.py).
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 from typing import Any
 
@@ -70,8 +71,9 @@ def test_local_and_dask_give_identical_aggregates_at_any_partitioning(
     assert any(
         a < b for a, b in zip(local.report.allowed_sensitivity_by_len, (7, 21, 35), strict=True)
     )
-    for n_parts in (1, 3, 7):
+    for n_parts, group_records in ((1, 1), (3, 1), (7, 1), (7, 10**6)):
         backend = DaskBackend.from_table(client, table, n_parts, chunk_records=300)
+        backend = dataclasses.replace(backend, group_records=group_records)  # 1: per worker
         got = dp_aggregate(backend, params, ReleaseRandomness.from_seed(9))
         assert _digest(got.aggregates) == _digest(local.aggregates), n_parts
         assert got.report.to_dict() == local.report.to_dict()

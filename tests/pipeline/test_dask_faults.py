@@ -50,7 +50,7 @@ class KillOnce:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def bounded_counts(self, lookups: Any, n_cands: int, *, choose_allowed: Any, record_key: int):  # type: ignore[no-untyped-def]
+    def bounded_counts(self, candidates: Any, *, choose_allowed: Any, record_key: int):  # type: ignore[no-untyped-def]
         """Kill a worker right after the driver's DP choice, before the bounding map."""
 
         def choose(hist: Any) -> int:
@@ -62,9 +62,7 @@ class KillOnce:
                 self.killed = True
             return allowed
 
-        return self.inner.bounded_counts(
-            lookups, n_cands, choose_allowed=choose, record_key=record_key
-        )
+        return self.inner.bounded_counts(candidates, choose_allowed=choose, record_key=record_key)
 
     def reencoded(self, domain: Any) -> Any:
         """Not used without declared domains."""
