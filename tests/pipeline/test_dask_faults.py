@@ -106,15 +106,16 @@ def test_worker_killed_with_scattered_partitions_is_a_clear_error(client: Any) -
 
 
 class KillDuringMap:
-    """Wraps ``dask_backend._tree_reduce``: in each target stage (the progress text's first
-    word), once its first map's results are on the workers, SIGKILLs the worker holding the
-    first result, so its results and partitions are lost before the reduce gathers them."""
+    """Wraps ``dask_backend._result`` (every reduction's gather): in each target stage (the
+    progress text's first word), once its first map's results are on the workers, SIGKILLs the
+    worker holding the first result, so its results and partitions are lost before the reduce
+    gathers them."""
 
     def __init__(self, targets: tuple[str, ...]) -> None:
         from release_store import dask_backend
 
         self.targets = targets
-        self.reduce = dask_backend._tree_reduce
+        self.reduce = dask_backend._result
         self.stage = ""
         self.killed: list[str] = []
 
@@ -183,7 +184,7 @@ def test_release_flow_survives_a_worker_killed_mid_stage(
     kill = KillDuringMap(("aggregate-2", "evaluate"))
     stage = progress.stage
     monkeypatch.setattr(progress, "stage", lambda text: (kill.on_stage(text), stage(text)))
-    monkeypatch.setattr(dask_backend, "_tree_reduce", kill)
+    monkeypatch.setattr(dask_backend, "_result", kill)
     with distributed.get_task_stream(client=client) as tasks:
         dask = release(tmp_path / "dask", "--executor", "dask")
     assert kill.killed == ["aggregate-2", "evaluate"]
