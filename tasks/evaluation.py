@@ -20,6 +20,7 @@ from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.partitioned import evaluate_partitioned
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.backend import add_aggregates, partition_exact
+from sds_core.marginals.exact_counts import exact_aggregates
 from tasks.options import SENSITIVE, task_logger
 
 
@@ -28,9 +29,10 @@ def evaluate(
     run: ReleaseRun,
     table: SensitiveTable[PreparedTable | DaskBackend],
     aggregates: AggregateSet,
-    synthetic: PreparedTable,
+    synthetic: PreparedTable | DaskBackend,
 ) -> dict[str, Any]:
-    """Metrics of the synthetic records and DP aggregates against the sensitive table."""
+    """Metrics of the synthetic records and DP aggregates against the sensitive table (either
+    side held on the Dask workers is reduced to sums there)."""
     progress.stage("evaluate")
     params = EvaluationParams(
         reporting_length=run.params.reporting_length, resolution=run.params.resolution
@@ -48,6 +50,15 @@ def evaluate(
             )
             return evaluate_partitioned(
                 sensitive, original.n_records, original.map_reduce, synthetic, aggregates, params
+            )
+        if isinstance(synthetic, DaskBackend):  # the sensitive table here, the records there
+            return evaluate_partitioned(
+                exact_aggregates(original, params.reporting_length),
+                original.n_records,
+                lambda fn, combine, **kwargs: fn(original, **kwargs),
+                synthetic,
+                aggregates,
+                params,
             )
         return evaluate_release(original, synthetic, aggregates, params)
 

@@ -110,6 +110,37 @@ def test_dataset_and_csv_blocks_release_like_local(
     } <= ran
 
 
+def test_synthetic_chunks_on_the_workers_release_like_local(
+    tmp_path: Path, prefect_server: str, on_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3,500 synthetic records in parts of 1,000 and chunks of 300 on the workers: the output
+    gate, the evaluation and publish read the chunks there, and every artifact derived from the
+    records has the local release's bytes (Parquet parts, CSV, evaluation, validation, explorer)."""
+    import release_store.dask_synthesis as dask_synthesis
+
+    monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", 300)
+    folder = _write_parts(_frame(), tmp_path / "ds", [0, 150, 151, 400])
+    config = tmp_path / "parts.toml"
+    config.write_text("synthetic_part_records = 1000\n" + DP_BINS_CONFIG)
+    hashes, names = {}, {}
+    for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
+        rel = _release(folder, config, tmp_path / name, "--synthetic-records", "3500", *extra)
+        manifest = json.loads((rel / "manifest.json").read_text())
+        artifacts = manifest["artifacts"]
+        names[name] = sorted(n for n in artifacts if n.startswith("synthetic.parquet/"))
+        hashes[name] = {n: h for n, h in artifacts.items() if n != "report.html"}
+        assert [p["rows"] for p in manifest["synthetic_parts"]["parts"]] == [1000] * 3 + [500]
+    assert len(names["dask"]) == 4 and names["local"] == names["dask"]
+    assert {"synthetic.csv", "evaluation.json", "validation.json", "explorer.html"} <= set(
+        hashes["dask"]
+    )
+    assert hashes["local"] == hashes["dask"]
+    chunk_files = sorted((tmp_path / "dask").rglob("checkpoints/synthesize/chunk-*.npy"))
+    assert len(chunk_files) == 14  # parts of 4, 4, 4 and 2 chunks of at most 300 records
+    ran = on_client.run_on_scheduler(lambda dask_scheduler: set(dask_scheduler.task_prefixes))
+    assert {"batch_and_state", "take", "assemble", "as_text", "first_failures"} <= ran
+
+
 def _failures(text: str) -> list[str]:
     found = re.search(r"expectation\(s\)\): (.*?)\. (Full details|Fix the data)", text, re.S)
     assert found, text

@@ -141,7 +141,8 @@ def test_release_on_a_dask_cli_cluster_has_the_local_hashes(
 
     with Client(cli_cluster, timeout=30) as c:  # the counting did run on the cluster
         ran = c.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-    assert {"group_counts", "partition_presence", "run_batch"} <= set(ran)
+    # the synthesis batches, then the shuffled chunks, built on the workers
+    assert {"group_counts", "partition_presence", "batch_codes", "assemble"} <= set(ran)
 
 
 def test_unreachable_dask_address_fails_before_any_charge(
