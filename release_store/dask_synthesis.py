@@ -113,7 +113,7 @@ def _batch_and_state(
     job: Any, rng: np.random.Generator, target: int | None, domain: Domain
 ) -> tuple[NDArray[np.int32], dict[str, Any]]:
     codes = batch_codes(job, rng, target, domain)
-    return codes, rng.bit_generator.state
+    return codes, dict(rng.bit_generator.state)
 
 
 def _first(pair: tuple[Any, Any]) -> Any:

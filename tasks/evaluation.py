@@ -6,7 +6,8 @@ ratios) reaches the release files.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from prefect import task
 
@@ -17,11 +18,22 @@ from release_store.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.partitioned import evaluate_partitioned
+from sds_core.evaluation.partitioned import MapReduce, evaluate_partitioned
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.backend import add_aggregates, partition_exact
 from sds_core.marginals.exact_counts import exact_aggregates
 from tasks.options import SENSITIVE, task_logger
+
+T = TypeVar("T")
+
+
+def _whole(table: PreparedTable) -> MapReduce:
+    """``map_reduce`` over one table held here: one partition, nothing to combine."""
+
+    def map_reduce(fn: Callable[..., T], combine: Callable[[T, T], T], /, **kwargs: Any) -> T:
+        return fn(table, **kwargs)
+
+    return map_reduce
 
 
 @task(name=stages.EVALUATE, **SENSITIVE)
@@ -55,7 +67,7 @@ def evaluate(
             return evaluate_partitioned(
                 exact_aggregates(original, params.reporting_length),
                 original.n_records,
-                lambda fn, combine, **kwargs: fn(original, **kwargs),
+                _whole(original),
                 synthetic,
                 aggregates,
                 params,

@@ -51,16 +51,16 @@ def synthesize_records(
         and run.params.synthesis == "records"
         and not run.params.reconcile_one_way
     ):
-        synthetic = _synthesize_on_cluster(run, client, aggregates, table)
+        chunked = _synthesize_on_cluster(run, client, aggregates, table)
         stage_done(
             task_logger(),
             run,
             stages.SYNTHESIZE,
-            f"{synthetic.n_records} synthetic records from the DP aggregates alone "
-            f"({len(synthetic.parts)} chunks on the Dask workers)",
+            f"{chunked.n_records} synthetic records from the DP aggregates alone "
+            f"({len(chunked.parts)} chunks on the Dask workers)",
             resumed=resumed,
         )
-        return synthetic
+        return chunked
 
     def compute() -> PreparedTable:
         if run.params.synthesis == "model":
@@ -96,7 +96,10 @@ def synthesize_records(
 
 
 def _synthesize_on_cluster(
-    run: ReleaseRun, client: object, aggregates: AggregateSet, table: SensitiveTable[object]
+    run: ReleaseRun,
+    client: object,
+    aggregates: AggregateSet,
+    table: SensitiveTable[PreparedTable],
 ) -> DaskBackend:
     """The records made on the workers and checkpointed chunk by chunk; a resumed release
     sends the checkpoint's chunks back to the workers (nothing drawn twice)."""
@@ -111,7 +114,7 @@ def _synthesize_on_cluster(
                 reconcile_one_way=False,
             ),
             rng=run.randomness().generator(f"{run.release_id}/synthesis"),
-            multi_value_columns=table.value.multi_value_columns,  # type: ignore[attr-defined]
+            multi_value_columns=table.value.multi_value_columns,
             part_records=run.params.synthetic_part_records,
         )
         made.append(synthetic)

@@ -55,7 +55,7 @@ def validate_output(
             run.params.table_schema, {c: labels.get(c, ()) for c in output_columns(synthetic)}
         )
         summary = validate_chunks(synthetic, schema, private_dir=run.dirs.private_dir)
-    elif run.params.table_schema is not None:
+    elif run.params.table_schema is not None and isinstance(synthetic, PreparedTable):
         frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
         labels = dict(zip(synthetic.domain.columns, synthetic.domain.labels, strict=True))
         schema = output_schema(
