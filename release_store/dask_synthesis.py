@@ -80,7 +80,9 @@ def synthesize_on_cluster(
         rng.bit_generator.state = client.submit(_second, first, pure=False).result()
     else:
         rngs = rng.spawn(plan.batches)
-        batches = client.map(batch_codes, [job] * plan.batches, rngs, plan.targets, domain=domain)
+        batches = client.map(
+            batch_codes, [job] * plan.batches, rngs, plan.targets, domain=domain, pure=False
+        )
     sizes = [int(s) for s in client.gather(client.map(len, batches))]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n = int(starts[-1])
