@@ -163,7 +163,8 @@ def chunks(synthetic: DaskBackend) -> Iterator[PreparedTable]:
 @dataclass(frozen=True)
 class StoredSynthetic:
     """The synthesize checkpoint of a Dask release: one ``.npy`` file of codes per chunk (in
-    ``directory``, sha256 each), the chunks' first rows, the domain and the record count."""
+    ``directory``, relative to the release's checkpoint folder; sha256 each), the chunks' first
+    rows, the domain and the record count."""
 
     directory: str
     files: tuple[str, ...]
@@ -174,19 +175,21 @@ class StoredSynthetic:
     multi_value_columns: tuple[MultiValueColumn, ...]
 
     @classmethod
-    def save(cls, synthetic: DaskBackend, directory: Path) -> StoredSynthetic:
-        """Write every chunk (gathered one at a time) as a private file."""
+    def save(cls, synthetic: DaskBackend, checkpoints: Path, directory: str) -> StoredSynthetic:
+        """Write every chunk (gathered one at a time) as a private file in
+        ``checkpoints/directory``."""
         names, hashes = [], []
+        folder = checkpoints / directory
         for i, table in enumerate(chunks(synthetic)):
             buf = io.BytesIO()
             np.save(buf, table.codes, allow_pickle=False)
             name = f"chunk-{i:05d}.npy"
-            atomic_write_bytes(directory / name, buf.getvalue(), private=True)
+            atomic_write_bytes(folder / name, buf.getvalue(), private=True)
             names.append(name)
-            hashes.append(sha256_file(directory / name))
+            hashes.append(sha256_file(folder / name))
             del table, buf
         return cls(
-            str(directory),
+            directory,
             tuple(names),
             tuple(hashes),
             synthetic.first_rows,
@@ -195,15 +198,14 @@ class StoredSynthetic:
             synthetic.multi_value_columns,
         )
 
-    def load(self, client: Any) -> DaskBackend:
-        """The chunks sent back to the workers one at a time (each sha256-checked).
+    def codes(self, checkpoints: Path) -> Iterator[NDArray[np.int32]]:
+        """Each chunk's codes in row order, read one at a time and sha256-checked.
 
         Raises:
             SdsInputError: a chunk file is missing or does not match its recorded sha256.
         """
-        parts = []
         for name, digest in zip(self.files, self.sha256, strict=True):
-            path = Path(self.directory) / name
+            path = checkpoints / self.directory / name
             data = path.read_bytes() if path.is_file() else b""
             if hashlib.sha256(data).hexdigest() != digest:
                 raise SdsInputError(
@@ -211,11 +213,17 @@ class StoredSynthetic:
                     "release cannot be resumed safely: cancel it (`sds cancel RELEASE_ID`) and "
                     "start a new release"
                 )
-            codes = np.load(io.BytesIO(data), allow_pickle=False)
+            codes: NDArray[np.int32] = np.load(io.BytesIO(data), allow_pickle=False)
+            yield codes
+
+    def load(self, client: Any, checkpoints: Path) -> DaskBackend:
+        """The chunks sent back to the workers one at a time (see :meth:`codes`)."""
+        parts = []
+        for codes in self.codes(checkpoints):
             table = PreparedTable(self.domain, codes, self.multi_value_columns)
             [future] = client.scatter([table], hash=False)
             parts.append(future)
-            del data, codes, table
+            del codes, table
         sizes = [hi - lo for lo, hi in itertools.pairwise((*self.first_rows, self.n_records))]
         return DaskBackend(
             client,
@@ -226,6 +234,13 @@ class StoredSynthetic:
             largest=max(sizes, default=0),
             multi_value_columns=self.multi_value_columns,
         )
+
+    def table(self, checkpoints: Path) -> PreparedTable:
+        """The whole synthetic table in this process (what a local release checkpoints: the
+        replay audit compares the two)."""
+        codes = list(self.codes(checkpoints))
+        whole = np.concatenate(codes) if codes else np.zeros((0, self.domain.n_columns), np.int32)
+        return PreparedTable(self.domain, whole, self.multi_value_columns)
 
 
 # ---------------------------------------------------------------- output gate

@@ -118,10 +118,10 @@ def _synthesize_on_cluster(
             part_records=run.params.synthetic_part_records,
         )
         made.append(synthetic)
-        return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir / stages.SYNTHESIZE)
+        return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir, stages.SYNTHESIZE)
 
     stored = run.stage(stages.SYNTHESIZE, compute)
-    return made[0] if made else stored.load(client)
+    return made[0] if made else stored.load(client, run.dirs.checkpoint_dir)
 
 
 @task(name=stages.FIT, **SENSITIVE)

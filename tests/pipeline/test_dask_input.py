@@ -115,16 +115,18 @@ def test_synthetic_chunks_on_the_workers_release_like_local(
 ) -> None:
     """3,500 synthetic records in parts of 1,000 and chunks of 300 on the workers: the output
     gate, the evaluation and publish read the chunks there, and every artifact derived from the
-    records has the local release's bytes (Parquet parts, CSV, evaluation, validation, explorer)."""
+    records has the local release's bytes (Parquet parts, CSV, evaluation, validation, explorer);
+    the replay audit finds the chunk checkpoint equal to its local recomputation."""
     import release_store.dask_synthesis as dask_synthesis
 
     monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", 300)
-    folder = _write_parts(_frame(), tmp_path / "ds", [0, 150, 151, 400])
+    csv = tmp_path / "tiny.csv"  # a CSV in 3 blocks (the replay audit reads one file)
+    _frame().to_csv(csv, index=False)
     config = tmp_path / "parts.toml"
-    config.write_text("synthetic_part_records = 1000\n" + DP_BINS_CONFIG)
+    config.write_text("dask_partitions = 3\nsynthetic_part_records = 1000\n" + DP_BINS_CONFIG)
     hashes, names = {}, {}
     for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
-        rel = _release(folder, config, tmp_path / name, "--synthetic-records", "3500", *extra)
+        rel = _release(csv, config, tmp_path / name, "--synthetic-records", "3500", *extra)
         manifest = json.loads((rel / "manifest.json").read_text())
         artifacts = manifest["artifacts"]
         names[name] = sorted(n for n in artifacts if n.startswith("synthetic.parquet/"))
@@ -139,6 +141,21 @@ def test_synthetic_chunks_on_the_workers_release_like_local(
     assert len(chunk_files) == 14  # parts of 4, 4, 4 and 2 chunks of at most 300 records
     ran = on_client.run_on_scheduler(lambda dask_scheduler: set(dask_scheduler.task_prefixes))
     assert {"batch_and_state", "take", "assemble", "as_text", "first_failures"} <= ran
+    # the replay audit (local) recomputes the release: the chunk files equal its whole table
+    code, out, _ = run_cli(
+        "audit",
+        "ooc",
+        "--replay",
+        "--input",
+        str(csv),
+        "--home",
+        str(tmp_path / "dask"),
+        "--json",
+    )
+    report = json.loads(out)
+    assert code == 0 and report["identical"], [
+        c for c in report["checks"] if c["status"] != "match"
+    ]
 
 
 def _failures(text: str) -> list[str]:
