@@ -250,3 +250,45 @@ def test_worker_side_modules_import_neither_prefect_nor_gx() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, check=True
     ).stdout
     assert out.strip() == "[]"
+
+
+def test_output_gate_on_chunks_fails_like_the_gx_gate(tmp_path: Path, client: Any) -> None:
+    """Synthetic records in 6 chunks on the workers against an output schema that refuses some
+    of their labels: the same refusal text (checks, first failing rows over the whole table) as
+    the GX gate on the table's frame."""
+    from release_store.dask_backend import DaskBackend
+    from release_store.dask_synthesis import output_columns, validate_chunks
+    from release_store.params import ColumnSchema, TableSchema
+    from release_store.schema_checks import SchemaValidationError
+    from release_store.validation import output_schema, validate_table
+    from sds_core.data.decoding import to_frame
+    from sds_core.data.preparation import PrepareParams, prepare
+
+    table = prepare(_frame(300), PrepareParams())
+    chunked = DaskBackend.from_table(client, table, 6)  # chunks of 50 records
+    assert output_columns(chunked) == list(table.domain.columns)
+    sex, educ = table.domain.columns.index("sex"), table.domain.columns.index("educ")
+    educ_labels = list(table.domain.labels[educ])
+    first_seen = {lab: list(table.codes[:, educ]).index(i) + 1 for i, lab in enumerate(educ_labels)}
+    late = max(first_seen, key=first_seen.__getitem__)  # first seen in a later chunk
+    assert first_seen[late] > 50
+    first_sex_1 = list(table.codes[:, sex]).index(table.domain.labels[sex].index("1")) + 1
+    declared = TableSchema(
+        columns=[
+            ColumnSchema(name="sex", values=["0"]),  # every "1" fails
+            ColumnSchema(name="educ", values=[v for v in educ_labels if v != late]),
+        ]
+    )
+    labels = dict(zip(table.domain.columns, table.domain.labels, strict=True))
+    schema = output_schema(declared, labels)
+    with pytest.raises(SchemaValidationError) as dask_error:
+        validate_chunks(chunked, schema, private_dir=tmp_path / "dask")
+    with pytest.raises(SchemaValidationError) as gx_error:
+        frame = to_frame(table, empty_value="", join_multi_value_columns=True)
+        validate_table(frame, schema, name="output", private_dir=tmp_path / "gx", what="output")
+    got, want = _failures(str(dask_error.value)), _failures(str(gx_error.value))
+    assert got == want and len(got) == 2
+    [sex_failure] = [f for f in got if f.startswith("column 'sex'")]
+    assert sex_failure.endswith(f"(first failing data row {first_sex_1})")
+    [educ_failure] = [f for f in got if f.startswith("column 'educ'")]
+    assert educ_failure.endswith(f"(first failing data row {first_seen[late]})")
