@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import io
 import itertools
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -61,6 +61,7 @@ def synthesize_on_cluster(
     rng: np.random.Generator,
     multi_value_columns: tuple[MultiValueColumn, ...],
     part_records: int | None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> DaskBackend:
     """:func:`~sds_core.synthesis.generator.synthesize` with its records left on the workers.
 
@@ -68,6 +69,7 @@ def synthesize_on_cluster(
     after the batch seeds, as locally): chunk ``[lo, hi)`` of the result holds the local table's
     rows ``lo..hi-1``. Only the permutation (8 bytes a record) is held on the driver. Not for
     ``reconcile_one_way`` (it reads the whole table; the caller synthesizes locally then).
+    ``progress(done, target)`` is called as batches finish (records of the finished batches).
     """
     if params.reconcile_one_way:
         raise SdsInternalError("synthesize_on_cluster: reconcile_one_way needs the whole table")
@@ -83,6 +85,14 @@ def synthesize_on_cluster(
         batches = client.map(
             batch_codes, [job] * plan.batches, rngs, plan.targets, domain=domain, pure=False
         )
+    if progress is not None and plan.target is not None:
+        from distributed import as_completed
+
+        wanted = dict(zip((b.key for b in batches), plan.targets, strict=True))
+        made = 0
+        for finished in as_completed(batches):  # type: ignore[no-untyped-call]
+            made += wanted.get(finished.key) or 0
+            progress(made, plan.target)
     sizes = [int(s) for s in client.gather(client.map(len, batches))]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n = int(starts[-1])

@@ -116,6 +116,7 @@ def _synthesize_on_cluster(
             rng=run.randomness().generator(f"{run.release_id}/synthesis"),
             multi_value_columns=table.value.multi_value_columns,
             part_records=run.params.synthetic_part_records,
+            progress=progress.advance,
         )
         made.append(synthetic)
         return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir, stages.SYNTHESIZE)
