@@ -97,8 +97,9 @@ def synthesize_on_cluster(
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n = int(starts[-1])
     perm = rng.permutation(n)
+    bounds = chunk_bounds(n, part_records)
     chunks = []
-    for lo, hi in chunk_bounds(n, part_records):
+    for lo, hi in bounds:
         [src] = client.scatter([perm[lo:hi]], hash=False)
         pieces = [
             client.submit(_take, batch, src, int(starts[b]), int(starts[b + 1]))
@@ -108,15 +109,13 @@ def synthesize_on_cluster(
             client.submit(_assemble, hi - lo, domain, multi_value_columns, *pieces, pure=False)
         )
     del perm, batches
-    first_rows = tuple(lo for lo, _ in chunk_bounds(n, part_records))
-    largest = max(hi - lo for lo, hi in chunk_bounds(n, part_records))
     return DaskBackend(
         client,
         tuple(chunks),
-        first_rows,
+        tuple(lo for lo, _ in bounds),
         domain,
         n,
-        largest=largest,
+        largest=max(hi - lo for lo, hi in bounds),
         multi_value_columns=multi_value_columns,
     )
 
