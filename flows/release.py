@@ -25,7 +25,7 @@ from prefect.utilities.annotations import quote
 
 from flows.progress_artifacts import ProgressArtifacts
 from release_store import progress, stages
-from release_store.dask_backend import cluster_session
+from release_store.dask_backend import DaskBackend, cluster_session
 from release_store.params import ReleaseParams, dp_binned_columns
 from release_store.run import ReleaseRun, noise_scales
 from sds_core.data.table import PreparedTable
@@ -57,7 +57,7 @@ class StageOutputs:
     input_summary: list[dict[str, Any]]
     output_summary: list[dict[str, Any]]
     aggregates: AggregateSet
-    synthetic: PreparedTable
+    synthetic: PreparedTable | DaskBackend  # Dask: the records' chunks on the workers
     evaluation: dict[str, Any]
     noise: dict[str, Any]
 

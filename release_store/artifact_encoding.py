@@ -26,6 +26,7 @@ __all__ = [
     "neutralize_formulas",
     "parquet_bytes",
     "part_rows",
+    "synthetic_csv",
     "synthetic_files",
     "synthetic_part_name",
 ]
@@ -230,16 +231,26 @@ def synthetic_files(
     With more than ``part_records`` records the Parquet comes as consecutive parts of the rows
     (:func:`part_rows`), whose concatenation in order is the single file's table.
     """
-    from sds_core.data.decoding import to_arrow, to_frame
+    from sds_core.data.decoding import to_frame
 
     frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
-    safe, changed = neutralize_formulas(frame)
-    fast = None
-    if not changed:
-        fast = arrow_csv_bytes(to_arrow(synthetic, empty_value="", join_multi_value_columns=True))
     parquet, start = [], 0
     for rows in part_rows(len(frame), part_records):
         part = frame if rows == len(frame) else frame.iloc[start : start + rows]
         parquet.append(parquet_bytes(part))
         start += rows
-    return parquet, fast if fast is not None else csv_bytes(safe)
+    return parquet, synthetic_csv(synthetic, frame)
+
+
+def synthetic_csv(synthetic: Any, frame: pd.DataFrame) -> bytes:
+    """``synthetic.csv`` of the records (``frame``: their ``to_frame`` with empty cells ``""``):
+    formula cells neutralized; Arrow writes it when nothing needs quoting, else pandas. Every
+    row's bytes depend on that row alone, so the file of a table is its header and the rows of
+    its consecutive slices (how the Dask executor streams it)."""
+    from sds_core.data.decoding import to_arrow
+
+    safe, changed = neutralize_formulas(frame)
+    fast = None
+    if not changed:
+        fast = arrow_csv_bytes(to_arrow(synthetic, empty_value="", join_multi_value_columns=True))
+    return fast if fast is not None else csv_bytes(safe)

@@ -202,14 +202,15 @@ def _first_failures(table: pa.Table, schema: TableSchema) -> list[int | None]:
 
 
 def validate_parts(
-    data: DaskInput, schema: TableSchema, *, private_dir: Path
+    data: DaskInput, schema: TableSchema, *, private_dir: Path, what: str = "input"
 ) -> list[dict[str, Any]]:
     """The gate on every part: the checks of :func:`~release_store.schema_checks.
     schema_checks` (those the GX suite runs; evaluated with Arrow on the workers, no GX
     there), each column check's first failing row counted across parts (global data rows).
 
     Returns the public summary (expectation, column, rule, success) as the local gate; the
-    per-check verdicts go to ``private_dir/validation-input.json``.
+    per-check verdicts go to ``private_dir/validation-<what>.json`` (``what``: ``input``, or
+    ``output`` for the synthetic records' chunks).
 
     Raises:
         SchemaValidationError: the local gate's message (the failing checks, the first failing
@@ -242,14 +243,14 @@ def validate_parts(
         results.append({**summary[-1], "first_failing_row": row})
         if failed:
             failures.append(failure_text(check, present, schema, row))
-    detail = private_dir / "validation-input.json"  # rows, not values: private all the same
+    detail = private_dir / f"validation-{what}.json"  # rows, not values: private all the same
     atomic_write_text(
         detail,
         json.dumps({"engine": "arrow checks per partition", "results": results}, indent=1),
         private=True,
     )
     if failures:
-        raise SchemaValidationError(failure_message("input", failures, detail))
+        raise SchemaValidationError(failure_message(what, failures, detail))
     return summary
 
 

@@ -23,6 +23,8 @@ from release_store.artifact_encoding import (
     synthetic_files,
     synthetic_part_name,
 )
+from release_store.dask_backend import DaskBackend
+from release_store.dask_synthesis import write_synthetic
 from release_store.report_inputs import recorded_noise
 from release_store.run import ReleaseRun
 from release_store.stages import PUBLISH, stage_record
@@ -72,20 +74,26 @@ def write_artifacts(
 
     The synthetic files and the aggregates' TSV are encoded in a second thread while this one
     builds the aggregate table and its Parquet (Arrow's kernels and Parquet writer release the
-    GIL): the same bytes, in about two thirds of the time on two free cores.
+    GIL): the same bytes, in about two thirds of the time on two free cores. Records held on
+    the Dask workers are streamed into the same files one chunk at a time.
     """
     out = run.dirs.release_dir
+    part_records = run.params.synthetic_part_records
     with ThreadPoolExecutor(1, thread_name_prefix="sds-publish") as pool:
-        syn = pool.submit(
-            synthetic_files, synthetic, part_records=run.params.synthetic_part_records
-        )
+        if isinstance(synthetic, DaskBackend):  # records on the workers: streamed, chunk by chunk
+            streamed = pool.submit(write_synthetic, out, synthetic, part_records)
+        else:
+            syn = pool.submit(synthetic_files, synthetic, part_records=part_records)
         table = aggregates.to_arrow()
         tsv = pool.submit(aggregates_tsv, aggregates, table)
         atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table))
-        syn_parquet, syn_csv = syn.result()
-        parts = _write_synthetic_parquet(out, syn_parquet)
-        atomic_write_bytes(out / "synthetic.csv", syn_csv)
-        del syn_parquet, syn_csv
+        if isinstance(synthetic, DaskBackend):
+            parts = streamed.result()
+        else:
+            syn_parquet, syn_csv = syn.result()
+            parts = _write_synthetic_parquet(out, syn_parquet)
+            atomic_write_bytes(out / "synthetic.csv", syn_csv)
+            del syn_parquet, syn_csv
         atomic_write_bytes(out / "aggregates.tsv", tsv.result())
         del table, tsv
     atomic_write_json(

@@ -19,6 +19,7 @@ from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInternalError
 from sds_core.evaluation.agreement import Agreement, agreement
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.backend import CountingBackend
 
 
 def count_sd(entry: dict[str, Any]) -> float:
@@ -142,7 +143,7 @@ def gather(
     run: ReleaseRun,
     manifest: dict[str, Any],
     aggregates: AggregateSet,
-    synthetic: PreparedTable,
+    synthetic: PreparedTable | CountingBackend,
     public_evaluation: dict[str, Any],
 ) -> ReportInputs:
     """Collect the report inputs; records them in ``manifest`` where it has none yet.

@@ -222,6 +222,14 @@ def atomic_write_bytes(path: str | Path, data: bytes, *, private: bool = False) 
     return _atomic(path, lambda f: f.write(data), private)
 
 
+def atomic_write_stream(
+    path: str | Path, write: Callable[[io.BufferedWriter], object], *, private: bool = False
+) -> Path:
+    """Atomically write a file produced piece by piece by ``write(file)`` (a large artifact
+    never held whole in memory)."""
+    return _atomic(path, write, private)
+
+
 def atomic_write_text(path: str | Path, text: str, *, private: bool = False) -> Path:
     """Atomically write UTF-8 text."""
     return atomic_write_bytes(path, text.encode("utf-8"), private=private)

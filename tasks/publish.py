@@ -20,6 +20,7 @@ from prefect.artifacts import (
 
 from release_store import progress, stages
 from release_store.budget_view import artifact_key as budget_artifact_key
+from release_store.dask_backend import DaskBackend
 from release_store.publishing import write_release
 from release_store.report_inputs import count_sd
 from release_store.run import ReleaseRun
@@ -36,7 +37,7 @@ def publish_release(
     *,
     input_sha256: str,
     aggregates: AggregateSet,
-    synthetic: PreparedTable,
+    synthetic: PreparedTable | DaskBackend,
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],

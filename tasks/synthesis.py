@@ -9,8 +9,9 @@ from __future__ import annotations
 from prefect import task
 
 from release_store import progress, stages
-from release_store.dask_backend import synthesis_batch_map
+from release_store.dask_backend import DaskBackend, session_client, synthesis_batch_map
 from release_store.dask_input import whole_table
+from release_store.dask_synthesis import StoredSynthetic, synthesize_on_cluster
 from release_store.params import synthesis_epsilon
 from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
 from release_store.stage_log import finished, stage_done
@@ -29,12 +30,14 @@ def synthesize_records(
     aggregates: AggregateSet,
     table: SensitiveTable[PreparedTable],
     noise: AggregateNoise,
-) -> PreparedTable:
+) -> PreparedTable | DaskBackend:
     """Aggregate-seeded synthesis from the DP aggregates (post-processing, no spend).
 
     ``synthesis = "records"``: SDS's record building; ``"model"``: the consistent model fitted
     to the aggregates and their published ``noise``, sampled. The table is read only for its
-    multi-value column declarations (a preparation setting).
+    multi-value column declarations (a preparation setting). With the Dask executor the
+    records (``synthesis = "records"``) stay on the workers, in chunks checkpointed one file
+    each (:mod:`release_store.dask_synthesis`); else one ``PreparedTable`` here.
     """
     progress.stage(
         "synthesize (synthetic records)"
@@ -42,6 +45,22 @@ def synthesize_records(
         else "synthesize (consistent model)"
     )
     resumed = finished(run, stages.SYNTHESIZE)
+    client = session_client(run.params)
+    if (
+        client is not None
+        and run.params.synthesis == "records"
+        and not run.params.reconcile_one_way
+    ):
+        chunked = _synthesize_on_cluster(run, client, aggregates, table)
+        stage_done(
+            task_logger(),
+            run,
+            stages.SYNTHESIZE,
+            f"{chunked.n_records} synthetic records from the DP aggregates alone "
+            f"({len(chunked.parts)} chunks on the Dask workers)",
+            resumed=resumed,
+        )
+        return chunked
 
     def compute() -> PreparedTable:
         if run.params.synthesis == "model":
@@ -74,6 +93,36 @@ def synthesize_records(
         resumed=resumed,
     )
     return synthetic
+
+
+def _synthesize_on_cluster(
+    run: ReleaseRun,
+    client: object,
+    aggregates: AggregateSet,
+    table: SensitiveTable[PreparedTable],
+) -> DaskBackend:
+    """The records made on the workers and checkpointed chunk by chunk; a resumed release
+    sends the checkpoint's chunks back to the workers (nothing drawn twice)."""
+    made: list[DaskBackend] = []
+
+    def compute() -> StoredSynthetic:
+        synthetic = synthesize_on_cluster(
+            client,
+            aggregates,
+            SynthesisParams(
+                target_number_of_records=run.params.synthetic_records or default_target(aggregates),
+                reconcile_one_way=False,
+            ),
+            rng=run.randomness().generator(f"{run.release_id}/synthesis"),
+            multi_value_columns=table.value.multi_value_columns,
+            part_records=run.params.synthetic_part_records,
+            progress=progress.advance,
+        )
+        made.append(synthetic)
+        return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir, stages.SYNTHESIZE)
+
+    stored = run.stage(stages.SYNTHESIZE, compute)
+    return made[0] if made else stored.load(client, run.dirs.checkpoint_dir)
 
 
 @task(name=stages.FIT, **SENSITIVE)

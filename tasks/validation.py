@@ -11,7 +11,9 @@ from typing import Any
 from prefect import task
 
 from release_store import progress, stages
+from release_store.dask_backend import DaskBackend
 from release_store.dask_input import DaskInput, validate_parts
+from release_store.dask_synthesis import output_columns, validate_chunks
 from release_store.params import gate_columns
 from release_store.run import ReleaseRun, SensitiveTable
 from release_store.schema_checks import input_schema
@@ -41,10 +43,19 @@ def validate_input(run: ReleaseRun, table: SensitiveTable[Any]) -> list[dict[str
 
 
 @task(name=stages.VALIDATE_OUTPUT, **SENSITIVE)
-def validate_output(run: ReleaseRun, synthetic: PreparedTable) -> list[dict[str, Any]]:
-    """The synthetic table against the declared schema (bins and value sets)."""
+def validate_output(
+    run: ReleaseRun, synthetic: PreparedTable | DaskBackend
+) -> list[dict[str, Any]]:
+    """The synthetic table against the declared schema (bins and value sets); records held on
+    the Dask workers are checked there, chunk by chunk (the same checks, with Arrow)."""
     summary: list[dict[str, Any]] = []
-    if run.params.table_schema is not None:
+    if run.params.table_schema is not None and isinstance(synthetic, DaskBackend):
+        labels = dict(zip(synthetic.domain.columns, synthetic.domain.labels, strict=True))
+        schema = output_schema(
+            run.params.table_schema, {c: labels.get(c, ()) for c in output_columns(synthetic)}
+        )
+        summary = validate_chunks(synthetic, schema, private_dir=run.dirs.private_dir)
+    elif run.params.table_schema is not None and isinstance(synthetic, PreparedTable):
         frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
         labels = dict(zip(synthetic.domain.columns, synthetic.domain.labels, strict=True))
         schema = output_schema(

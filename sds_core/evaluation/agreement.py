@@ -18,6 +18,7 @@ from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import invariant, require
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts, encode_keys
+from sds_core.marginals.backend import CountingBackend
 from sds_core.marginals.exact_counts import exact_aggregates
 
 NOT_REPORTED = -1
@@ -189,13 +190,14 @@ def merge_length(dp: CombinationCounts, synthetic: CombinationCounts, base: int)
     return LengthAgreement(attrs, dp_counts, syn_counts)
 
 
-def agreement(aggregates: AggregateSet, synthetic: PreparedTable) -> Agreement:
+def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBackend) -> Agreement:
     """Compare the DP aggregates with the synthetic records, combination by combination.
 
     Args:
         aggregates: the published DP aggregates (``is_dp`` must be True: exact counts of the
             sensitive data must never be compared for publication).
-        synthetic: the synthetic records, over the aggregates' domain.
+        synthetic: the synthetic records, over the aggregates' domain (a table, or records
+            in partitions: a counting backend, whose exact aggregates are summed there).
 
     Raises:
         SdsInputError: the aggregates are not DP, or the records use another domain.
@@ -212,7 +214,13 @@ def agreement(aggregates: AggregateSet, synthetic: PreparedTable) -> Agreement:
     )
     r = aggregates.reporting_length
     base = max(aggregates.domain.n_attributes, 1)
-    syn = exact_aggregates(synthetic, r) if synthetic.n_records > 0 else None
+    syn = None
+    if synthetic.n_records > 0:  # records held in partitions count themselves
+        syn = (
+            exact_aggregates(synthetic, r)
+            if isinstance(synthetic, PreparedTable)
+            else synthetic.exact_aggregates(r)
+        )
     by_len = {
         k: merge_length(
             aggregates.counts_of(k),

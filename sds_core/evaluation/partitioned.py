@@ -4,7 +4,8 @@ result as :func:`~sds_core.evaluation.metrics.evaluate_release` of the whole tab
 The sensitive side is reduced to sums: its exact aggregates, the counts of records holding a
 unique or rare combination (:func:`partition_risk`) and the cell counts of its 1..3-way marginals
 (:func:`partition_marginals`); every ratio is then computed from those integers as locally. The
-synthetic table and the DP aggregates are small and stay on the caller's side.
+synthetic records are a ``PreparedTable`` here or, as large as the input, partitions of their
+own (:class:`PartitionedTable`), reduced to sums the same way.
 """
 
 from __future__ import annotations
@@ -47,6 +48,23 @@ class MapReduce(Protocol):
     def __call__(
         self, fn: Callable[..., T], combine: Callable[[T, T], T], /, **kwargs: Any
     ) -> T: ...
+
+
+class PartitionedTable(Protocol):
+    """Records held in partitions: their domain and count, ``map_reduce`` over them and their
+    exact aggregates (a cluster backend, e.g. ``release_store.dask_backend.DaskBackend``)."""
+
+    @property
+    def domain(self) -> Domain: ...
+
+    @property
+    def n_records(self) -> int: ...
+
+    def map_reduce(
+        self, fn: Callable[..., T], combine: Callable[[T, T], T], /, **kwargs: Any
+    ) -> T: ...
+
+    def exact_aggregates(self, reporting_length: int) -> AggregateSet: ...
 
 
 def partition_risk(table: PreparedTable, lookups: RiskLookups) -> tuple[int, int]:
@@ -169,6 +187,37 @@ def _abs_total(
     return int(np.abs(diff).sum())
 
 
+def fidelity_mappings(
+    domain: Domain, synthetic: Domain
+) -> tuple[list[int], list[NDArray[np.int64]]]:
+    """The joint coding of :func:`~sds_core.evaluation.metrics.marginal_fidelity` from the two
+    domains: per column the sensitive labels, ``""``, then the synthetic's other labels; returns
+    the cardinalities and, per column, the joint code of each synthetic code (empty: last)."""
+    require(
+        list(domain.columns) == list(synthetic.columns),
+        f"original and synthetic columns differ: {list(domain.columns)} vs "
+        f"{list(synthetic.columns)}",
+    )
+    cards, mappings = [], []
+    for labels, s_labels in zip(domain.labels, synthetic.labels, strict=True):
+        union = {lab: i for i, lab in enumerate([*labels, ""])}
+        mappings.append(
+            np.asarray([union.setdefault(lab, len(union)) for lab in [*s_labels, ""]], np.int64)
+        )
+        cards.append(max(len(union), 1))
+    return cards, mappings
+
+
+def partition_fidelity_cells(
+    table: PreparedTable, mappings: list[NDArray[np.int64]], cards: list[int], max_order: int
+) -> Cells:
+    """A synthetic partition's marginal cells in the joint coding of :func:`fidelity_mappings`."""
+    s = column_codes(table)
+    rows = [m[s[col][1]] for m, col in zip(mappings, table.domain.columns, strict=True)]
+    codes = np.asarray(rows, dtype=np.int64).reshape(len(cards), table.n_records)
+    return marginal_cells(codes, cards, max_order)
+
+
 def fidelity_coding(
     domain: Domain, synthetic: PreparedTable
 ) -> tuple[list[int], NDArray[np.int64]]:
@@ -193,17 +242,15 @@ def fidelity_from_cells(
     domain: Domain,
     n_o: int,
     original: Cells,
-    synthetic: PreparedTable,
+    n_s: int,
+    synth: Cells,
     cards: list[int],
-    codes_s: NDArray[np.int64],
     max_order: int,
 ) -> dict[str, Any]:
-    """:func:`~sds_core.evaluation.metrics.marginal_fidelity` from the sensitive side's marginal
-    cells (the 1-way cells give the empty shares)."""
-    n_s = synthetic.n_records
+    """:func:`~sds_core.evaluation.metrics.marginal_fidelity` from both sides' marginal cells
+    (the 1-way cells give the empty shares)."""
     require(n_o > 0 and n_s > 0, "marginal_fidelity needs two non-empty tables")
     require(n_o * n_s < 1 << 61, f"tables too large to compare: {n_o} x {n_s} records")
-    synth = marginal_cells(codes_s, cards, max_order)
     empty_o: dict[str, float] = {}
     empty_s: dict[str, float] = {}
     for j, (col, labels) in enumerate(zip(domain.columns, domain.labels, strict=True)):
@@ -240,25 +287,39 @@ def evaluate_partitioned(
     sensitive: AggregateSet,
     n_records: int,
     map_reduce: MapReduce,
-    synthetic: PreparedTable,
+    synthetic: PreparedTable | PartitionedTable,
     dp_aggregates: AggregateSet,
     params: EvaluationParams = EvaluationParams(),
 ) -> dict[str, Any]:
     """:func:`~sds_core.evaluation.metrics.evaluate_release` of a sensitive table held in
     partitions, given its exact aggregates (``sensitive``, up to the reporting length; their
     domain is the table's), its record count and ``map_reduce`` over its partitions: the same
-    dict. NOT differentially private (reads the sensitive data through its sums).
+    dict. NOT differentially private (reads the sensitive data through its sums). Synthetic
+    records in partitions are summed the same way (their exact aggregates, risk counts and
+    marginal cells), never brought here.
     """
     R, k = params.reporting_length, params.resolution
     order = params.max_marginal_order
     domain = sensitive.domain
-    synth = exact_aggregates(synthetic, R)
     lookups = risk_lookups(sensitive, resolution=k)
     unique, rare = map_reduce(partition_risk, add_pairs, lookups=lookups)
-    cards, codes_s = fidelity_coding(domain, synthetic)
-    cells = map_reduce(
-        partition_marginals, add_cells, cards=cards, max_order=min(order, len(cards))
-    )
+    top = min(order, domain.n_columns)
+    if isinstance(synthetic, PreparedTable):
+        synth = exact_aggregates(synthetic, R)
+        synthetic_risk = risk_metrics(synth, synthetic, resolution=k)
+        cards, codes_s = fidelity_coding(domain, synthetic)
+        synth_cells = marginal_cells(codes_s, cards, order)
+        del codes_s
+    else:
+        synth = synthetic.exact_aggregates(R)
+        s_lookups = risk_lookups(synth, resolution=k)
+        s_unique, s_rare = synthetic.map_reduce(partition_risk, add_pairs, lookups=s_lookups)
+        synthetic_risk = risk_summary(s_lookups, synthetic.n_records, s_unique, s_rare)
+        cards, mappings = fidelity_mappings(domain, synthetic.domain)
+        synth_cells = synthetic.map_reduce(
+            partition_fidelity_cells, add_cells, mappings=mappings, cards=cards, max_order=order
+        )
+    cells = map_reduce(partition_marginals, add_cells, cards=cards, max_order=top)
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
@@ -278,8 +339,8 @@ def evaluate_partitioned(
             n_target=synthetic.n_records,
         ),
         "sensitive_risk": risk_summary(lookups, n_records, unique, rare),
-        "synthetic_risk": risk_metrics(synth, synthetic, resolution=k),
+        "synthetic_risk": synthetic_risk,
         "marginal_fidelity": fidelity_from_cells(
-            domain, n_records, cells, synthetic, cards, codes_s, order
+            domain, n_records, cells, synthetic.n_records, synth_cells, cards, order
         ),
     }

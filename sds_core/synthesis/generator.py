@@ -94,9 +94,70 @@ def synthesize(
     Raises:
         SdsInputError: bad parameters, or aggregates without any single-attribute count.
     """
+    plan = plan_synthesis(aggregates, params)
+    require(isinstance(rng, np.random.Generator), "rng must be a numpy.random.Generator")
+    job, batches, target, total_budget = plan.job, plan.batches, plan.target, plan.job.total_budget
+    domain = aggregates.domain
+    done = np.zeros(batches, dtype=np.int64)  # records made (or budget used) per batch
+
+    if batches == 1:
+
+        def report(made: int) -> None:
+            if progress is not None:
+                progress(made, total_budget if target is None else target)
+
+        chunks = run_batch(job, rng, target, report)
+    else:
+        targets = plan.targets
+        if batch_map is not None:  # e.g. one task per batch on a cluster (same seeds, same order)
+            by_batch = batch_map(run_batch, [job] * batches, rng.spawn(batches), targets)
+            chunks = [chunk for batch in by_batch for chunk in batch]
+        else:
+            chunks = _run_parallel(
+                job,
+                rng.spawn(batches),
+                targets,
+                done,
+                progress,
+                total_budget * batches if target is None else target,
+            )
+    codes = records_to_codes(chunks, domain)
+    codes = codes[rng.permutation(codes.shape[0])]
+    table = PreparedTable(domain, codes, multi_value_columns)
+    if params.reconcile_one_way:  # draws only when on: the default's records are unchanged
+        table = reconcile_one_way(table, aggregates, rng=rng)
+    return table
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class SynthesisPlan:
+    """What :func:`synthesize` runs: the batch job, the batch count and each batch's target.
+
+    ``batches`` and the targets depend on the parameters and aggregates only (never on the
+    machine), so the records replay from the same seed wherever the batches run.
+    """
+
+    job: BatchJob
+    batches: int
+    target: int | None
+
+    @property
+    def targets(self) -> list[int | None]:
+        """Each batch's record target (None: until the budget is used up)."""
+        t, b = self.target, self.batches
+        return [None if t is None else t // b + (i < t % b) for i in range(b)]
+
+
+def plan_synthesis(
+    aggregates: AggregateSet, params: SynthesisParams = SynthesisParams()
+) -> SynthesisPlan:
+    """The batches :func:`synthesize` runs (its layout, settings and targets; draws nothing).
+
+    Raises:
+        SdsInputError: bad parameters, or aggregates without any single-attribute count.
+    """
     require(isinstance(aggregates, AggregateSet), "aggregates must be an AggregateSet")
     require(isinstance(params, SynthesisParams), "params must be a SynthesisParams")
-    require(isinstance(rng, np.random.Generator), "rng must be a numpy.random.Generator")
     domain = aggregates.domain
     n_cols, n_attr, R = domain.n_columns, domain.n_attributes, aggregates.reporting_length
     target = params.target_number_of_records
@@ -137,40 +198,27 @@ def synthesize(
         fill_rate=fill_rate,
     )
     job = BatchJob(lay, settings, bool(params.complete_records), n_cols, total_budget)
-    done = np.zeros(batches, dtype=np.int64)  # records made (or budget used) per batch
+    return SynthesisPlan(job, batches, target)
 
-    if batches == 1:
 
-        def report(made: int) -> None:
-            if progress is not None:
-                progress(made, total_budget if target is None else target)
+def batch_codes(
+    job: BatchJob, b_rng: np.random.Generator, b_target: int | None, domain: Domain
+) -> NDArray[np.int32]:
+    """One batch's records as codes (-1 = empty), in the order built (before the shuffle):
+    :func:`run_batch` on a cluster worker; :func:`synthesize` concatenates them, then shuffles."""
+    chunks = run_batch(job, b_rng, b_target)
+    return records_to_codes(chunks, domain)
 
-        chunks = run_batch(job, rng, target, report)
-    else:
-        targets = [
-            None if target is None else target // batches + (b < target % batches)
-            for b in range(batches)
-        ]
-        if batch_map is not None:  # e.g. one task per batch on a cluster (same seeds, same order)
-            by_batch = batch_map(run_batch, [job] * batches, rng.spawn(batches), targets)
-            chunks = [chunk for batch in by_batch for chunk in batch]
-        else:
-            chunks = _run_parallel(
-                job,
-                rng.spawn(batches),
-                targets,
-                done,
-                progress,
-                total_budget * batches if target is None else target,
-            )
+
+def records_to_codes(chunks: list[NDArray[np.int64]], domain: Domain) -> NDArray[np.int32]:
+    """The kernels' attribute ids (per column, -1 = empty) as the domain's codes."""
+    n_cols = domain.n_columns
     ids = np.concatenate(chunks) if chunks else np.zeros((0, n_cols), dtype=np.int64)
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
-    codes = np.where(ids >= 0, ids - offsets[None, :], EMPTY_CODE).astype(np.int32)
-    codes = codes[rng.permutation(codes.shape[0])]
-    table = PreparedTable(domain, codes, multi_value_columns)
-    if params.reconcile_one_way:  # draws only when on: the default's records are unchanged
-        table = reconcile_one_way(table, aggregates, rng=rng)
-    return table
+    codes: NDArray[np.int32] = np.where(ids >= 0, ids - offsets[None, :], EMPTY_CODE).astype(
+        np.int32
+    )
+    return codes
 
 
 @dataclass(frozen=True, slots=True, eq=False)

@@ -5,6 +5,7 @@ whose input is read and prepared by tasks; scattered partitions fail with a clea
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 from collections.abc import Iterator
@@ -99,7 +100,10 @@ def test_worker_killed_with_scattered_partitions_is_a_clear_error(client: Any) -
     client.wait_for_workers(2)
     frame = pd.read_csv(EXAMPLE).iloc[:3000]
     table = prepare(pa.Table.from_pandas(frame, preserve_index=False), PrepareParams())
-    backend = KillOnce(DaskBackend.from_table(client, table, 4))
+    # one counting group per worker (as at scale): each holds scattered partitions it counts
+    backend = KillOnce(
+        dataclasses.replace(DaskBackend.from_table(client, table, 4), group_records=1)
+    )
     dp = DpParams(reporting_length=2, percentile_percentage=80)
     with pytest.raises(DaskClusterError, match="sds resume"):
         dp_aggregate(backend, dp, ReleaseRandomness.from_seed(3))  # type: ignore[arg-type]

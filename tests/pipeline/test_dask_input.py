@@ -110,6 +110,54 @@ def test_dataset_and_csv_blocks_release_like_local(
     } <= ran
 
 
+def test_synthetic_chunks_on_the_workers_release_like_local(
+    tmp_path: Path, prefect_server: str, on_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """3,500 synthetic records in parts of 1,000 and chunks of 300 on the workers: the output
+    gate, the evaluation and publish read the chunks there, and every artifact derived from the
+    records has the local release's bytes (Parquet parts, CSV, evaluation, validation, explorer);
+    the replay audit finds the chunk checkpoint equal to its local recomputation."""
+    import release_store.dask_synthesis as dask_synthesis
+
+    monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", 300)
+    csv = tmp_path / "tiny.csv"  # a CSV in 3 blocks (the replay audit reads one file)
+    _frame().to_csv(csv, index=False)
+    config = tmp_path / "parts.toml"
+    config.write_text("dask_partitions = 3\nsynthetic_part_records = 1000\n" + DP_BINS_CONFIG)
+    hashes, names = {}, {}
+    for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
+        rel = _release(csv, config, tmp_path / name, "--synthetic-records", "3500", *extra)
+        manifest = json.loads((rel / "manifest.json").read_text())
+        artifacts = manifest["artifacts"]
+        names[name] = sorted(n for n in artifacts if n.startswith("synthetic.parquet/"))
+        hashes[name] = {n: h for n, h in artifacts.items() if n != "report.html"}
+        assert [p["rows"] for p in manifest["synthetic_parts"]["parts"]] == [1000] * 3 + [500]
+    assert len(names["dask"]) == 4 and names["local"] == names["dask"]
+    assert {"synthetic.csv", "evaluation.json", "validation.json", "explorer.html"} <= set(
+        hashes["dask"]
+    )
+    assert hashes["local"] == hashes["dask"]
+    chunk_files = sorted((tmp_path / "dask").rglob("checkpoints/synthesize/chunk-*.npy"))
+    assert len(chunk_files) == 14  # parts of 4, 4, 4 and 2 chunks of at most 300 records
+    ran = on_client.run_on_scheduler(lambda dask_scheduler: set(dask_scheduler.task_prefixes))
+    assert {"batch_and_state", "take", "assemble", "as_text", "first_failures"} <= ran
+    # the replay audit (local) recomputes the release: the chunk files equal its whole table
+    code, out, _ = run_cli(
+        "audit",
+        "ooc",
+        "--replay",
+        "--input",
+        str(csv),
+        "--home",
+        str(tmp_path / "dask"),
+        "--json",
+    )
+    report = json.loads(out)
+    assert code == 0 and report["identical"], [
+        c for c in report["checks"] if c["status"] != "match"
+    ]
+
+
 def _failures(text: str) -> list[str]:
     found = re.search(r"expectation\(s\)\): (.*?)\. (Full details|Fix the data)", text, re.S)
     assert found, text
@@ -228,3 +276,45 @@ def test_zero_cells_warning_reaches_the_terminal_with_dask(
     [text] = warnings["dask"]
     assert "sex (" in text and "married (" in text and "--sensitive-zeros sex,married" in text
     assert re.search(r"\(\d+% of rows\)", text)  # the terminal's figure, not the log's band
+
+
+def test_output_gate_on_chunks_fails_like_the_gx_gate(tmp_path: Path, client: Any) -> None:
+    """Synthetic records in 6 chunks on the workers against an output schema that refuses some
+    of their labels: the same refusal text (checks, first failing rows over the whole table) as
+    the GX gate on the table's frame."""
+    from release_store.dask_backend import DaskBackend
+    from release_store.dask_synthesis import output_columns, validate_chunks
+    from release_store.params import ColumnSchema, TableSchema
+    from release_store.schema_checks import SchemaValidationError
+    from release_store.validation import output_schema, validate_table
+    from sds_core.data.decoding import to_frame
+    from sds_core.data.preparation import PrepareParams, prepare
+
+    table = prepare(_frame(300), PrepareParams())
+    chunked = DaskBackend.from_table(client, table, 6)  # chunks of 50 records
+    assert output_columns(chunked) == list(table.domain.columns)
+    sex, educ = table.domain.columns.index("sex"), table.domain.columns.index("educ")
+    educ_labels = list(table.domain.labels[educ])
+    first_seen = {lab: list(table.codes[:, educ]).index(i) + 1 for i, lab in enumerate(educ_labels)}
+    late = max(first_seen, key=first_seen.__getitem__)  # first seen in a later chunk
+    assert first_seen[late] > 50
+    first_sex_1 = list(table.codes[:, sex]).index(table.domain.labels[sex].index("1")) + 1
+    declared = TableSchema(
+        columns=[
+            ColumnSchema(name="sex", values=["0"]),  # every "1" fails
+            ColumnSchema(name="educ", values=[v for v in educ_labels if v != late]),
+        ]
+    )
+    labels = dict(zip(table.domain.columns, table.domain.labels, strict=True))
+    schema = output_schema(declared, labels)
+    with pytest.raises(SchemaValidationError) as dask_error:
+        validate_chunks(chunked, schema, private_dir=tmp_path / "dask")
+    with pytest.raises(SchemaValidationError) as gx_error:
+        frame = to_frame(table, empty_value="", join_multi_value_columns=True)
+        validate_table(frame, schema, name="output", private_dir=tmp_path / "gx", what="output")
+    got, want = _failures(str(dask_error.value)), _failures(str(gx_error.value))
+    assert got == want and len(got) == 2
+    [sex_failure] = [f for f in got if f.startswith("column 'sex'")]
+    assert sex_failure.endswith(f"(first failing data row {first_sex_1})")
+    [educ_failure] = [f for f in got if f.startswith("column 'educ'")]
+    assert educ_failure.endswith(f"(first failing data row {first_seen[late]})")

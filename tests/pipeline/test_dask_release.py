@@ -141,7 +141,8 @@ def test_release_on_a_dask_cli_cluster_has_the_local_hashes(
 
     with Client(cli_cluster, timeout=30) as c:  # the counting did run on the cluster
         ran = c.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
-    assert {"group_counts", "group_presence", "run_batch"} <= set(ran)
+    # the synthesis batches, then the shuffled chunks, built on the workers
+    assert {"group_counts", "group_presence", "batch_codes", "assemble"} <= set(ran)
 
 
 def test_unreachable_dask_address_fails_before_any_charge(
@@ -200,3 +201,49 @@ def test_dask_release_killed_then_resumed_on_the_cluster_is_identical(
     manifest = json.loads((resumed / "manifest.json").read_text())
     assert manifest["status"] == "complete"
     assert manifest["parameters"]["executor"] == "dask"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", ["synthesize", "evaluate"])
+def test_dask_synthetic_chunks_killed_then_resumed_are_identical(
+    tiny_csv: Path,
+    tiny_config: Path,
+    tmp_path: Path,
+    prefect_server: str,
+    cli_cluster: str,
+    monkeypatch: pytest.MonkeyPatch,
+    kill_at: str,
+) -> None:
+    """3,500 synthetic records in 4 parts, on the workers: killed right after synthesis (its
+    chunk files written, the stage not yet recorded: re-synthesized) or after the output gate
+    (the chunks come back from their checkpoint files), then resumed: the local release's
+    bytes, nothing charged twice."""
+    monkeypatch.delenv("SDS_DASK_ADDRESS", raising=False)
+    config = tmp_path / "parts.toml"
+    config.write_text("synthetic_part_records = 1000\n" + tiny_config.read_text())
+    rid, more = "dask-chunks", ("--synthetic-records", "3500")
+    code, out, err = run_cli(*_args(tiny_csv, config, tmp_path / "local", rid, *more))
+    assert code == 0, err
+    local = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())
+
+    home = tmp_path / "dask"
+    dask_args = ("--executor", "dask", "--dask-address", cli_cluster, *more)
+    env = {**os.environ, "SDS_TEST_KILL_AT": kill_at, "PREFECT_API_URL": prefect_server}
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *_args(tiny_csv, config, home, rid, *dask_args)],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert list(home.rglob("checkpoints/synthesize/chunk-*.npy"))
+    code, out, err = run_cli("resume", rid, "--home", str(home), "--quiet")
+    assert code == 0, err
+    resumed = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())
+    skip = {"report.html"}
+    assert {n: h for n, h in resumed["artifacts"].items() if n not in skip} == {
+        n: h for n, h in local["artifacts"].items() if n not in skip
+    }
+    assert len(resumed["synthetic_parts"]["parts"]) == 4
+    assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]
