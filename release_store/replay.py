@@ -23,7 +23,7 @@ from pydantic import ValidationError
 
 from release_store import stages
 from release_store.dask_synthesis import StoredSynthetic
-from release_store.ingest import check_input_path
+from release_store.ingest import check_input_path, dataset_digest, dataset_files
 from release_store.ledger import LEDGER_FILE, Ledger
 from release_store.ledger_replay import ReplayLedger
 from release_store.ledger_types import ChargeRow, Reservation
@@ -303,15 +303,19 @@ class RecordedRelease:
         return bool(self.parameters.get("synthesizer", "aggregate-seeded") == "aggregate-seeded")
 
     def check_input(self, path: str | Path) -> Check:
-        """The input must be the file the release read: its sha256 equals the manifest's.
+        """The input must be what the release read: its sha256 (a Parquet dataset's digest over
+        its part files, :func:`~release_store.ingest.dataset_digest`) equals the manifest's.
 
         Raises:
             SdsInputError: it is not (nothing has run yet).
         """
         try:
             p = check_input_path(path)
+            files = dataset_files(path)  # a Parquet dataset: its digest over the part files
         except SdsInputError as e:
             raise SdsInputError(f"--input: {e}") from None
+        if files is not None:
+            return self.input_check(dataset_digest(files, [sha256_file(f) for f in files]), str(p))
         return self.input_check(sha256_file(p), str(p))
 
     def input_check(self, sha256: str, path: str) -> Check:
