@@ -9,6 +9,9 @@ from __future__ import annotations
 
 import csv
 import os
+import signal
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -109,6 +112,20 @@ def client() -> Iterator[Any]:
 def home(tmp_path: Path) -> Path:
     """A fresh SDS home."""
     return tmp_path / "home"
+
+
+def killed_cli(stage: str, args: list[str], api_url: str) -> None:
+    """``sds ARGS`` in a child process that SIGKILLs itself once ``stage`` is done
+    (``SDS_TEST_KILL_AT``): the release is left as a crash would leave it."""
+    env = {**os.environ, "SDS_TEST_KILL_AT": stage, "PREFECT_API_URL": api_url}
+    proc = subprocess.run(
+        [sys.executable, "-m", "flows.cli", *args],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        timeout=600,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -20,7 +19,7 @@ import pyarrow.parquet as pq
 
 from release_store.workspace import sha256_file
 from sds_core.synthesis.generator import AUTO_BATCH_RECORDS
-from tests.pipeline.conftest import PROJECT, charges, run_cli
+from tests.pipeline.conftest import PROJECT, charges, killed_cli, run_cli
 
 COMPARED = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "evaluation.json")
 DASK = Path(sys.executable).parent / "dask"
@@ -181,15 +180,7 @@ def test_dask_release_killed_then_resumed_on_the_cluster_is_identical(
 
     home = tmp_path / "dask"
     dask_args = ("--executor", "dask", "--dask-address", cli_cluster)
-    env = {**os.environ, "SDS_TEST_KILL_AT": "aggregate-2", "PREFECT_API_URL": prefect_server}
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *_args(tiny_csv, tiny_config, home, rid, *dask_args)],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        timeout=600,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    killed_cli("aggregate-2", _args(tiny_csv, tiny_config, home, rid, *dask_args), prefect_server)
     assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]
     assert not list(home.glob(f"releases/*/{rid}/synthetic.parquet"))
 
@@ -228,15 +219,7 @@ def test_dask_synthetic_chunks_killed_then_resumed_are_identical(
 
     home = tmp_path / "dask"
     dask_args = ("--executor", "dask", "--dask-address", cli_cluster, *more)
-    env = {**os.environ, "SDS_TEST_KILL_AT": kill_at, "PREFECT_API_URL": prefect_server}
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *_args(tiny_csv, config, home, rid, *dask_args)],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        timeout=600,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    killed_cli(kill_at, _args(tiny_csv, config, home, rid, *dask_args), prefect_server)
     assert list(home.rglob("checkpoints/synthesize/chunk-*.npy"))
     code, out, err = run_cli("resume", rid, "--home", str(home), "--quiet")
     assert code == 0, err

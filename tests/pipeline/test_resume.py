@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from release_store.workspace import sha256_file
-from tests.pipeline.conftest import PROJECT, charges, run_cli
+from tests.pipeline.conftest import charges, killed_cli, run_cli
 
 COMPARED = (
     "aggregates.parquet",
@@ -54,15 +50,7 @@ def reference(
 
 
 def _killed_run(stage: str, tiny_csv: Path, tiny_config: Path, home: Path, api_url: str) -> None:
-    env = {**os.environ, "SDS_TEST_KILL_AT": stage, "PREFECT_API_URL": api_url}
-    proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *_args(tiny_csv, tiny_config, home)],
-        cwd=PROJECT,
-        env=env,
-        capture_output=True,
-        timeout=600,
-    )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    killed_cli(stage, _args(tiny_csv, tiny_config, home), api_url)
 
 
 @pytest.mark.slow
