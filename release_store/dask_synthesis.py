@@ -277,12 +277,17 @@ def output_columns(synthetic: DaskBackend) -> list[str]:
     """The published column names (multi-value columns re-joined), as ``to_frame`` gives."""
     from sds_core.data.decoding import to_frame
 
-    empty = PreparedTable(
+    empty = _no_records(synthetic)
+    return [str(c) for c in to_frame(empty, empty_value="", join_multi_value_columns=True).columns]
+
+
+def _no_records(synthetic: DaskBackend) -> PreparedTable:
+    """A table of no records in the chunks' domain (their column names and header)."""
+    return PreparedTable(
         synthetic.domain,
         np.zeros((0, synthetic.domain.n_columns), dtype=np.int32),
         synthetic.multi_value_columns,
     )
-    return [str(c) for c in to_frame(empty, empty_value="", join_multi_value_columns=True).columns]
 
 
 def _as_text(table: PreparedTable) -> pa.Table:
@@ -340,11 +345,7 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
         target.mkdir()
     paths = [target] if not names else [out / n for n in names]
     ends = np.cumsum(rows).tolist()
-    empty = PreparedTable(
-        synthetic.domain,
-        np.zeros((0, synthetic.domain.n_columns), dtype=np.int32),
-        synthetic.multi_value_columns,
-    )
+    empty = _no_records(synthetic)
     empty_frame = to_frame(empty, empty_value="", join_multi_value_columns=True)
     header = synthetic_csv(empty, empty_frame)
 

@@ -6,8 +6,7 @@ ratios) reaches the release files.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from prefect import task
 
@@ -16,24 +15,13 @@ from release_store.dask_backend import DaskBackend
 from release_store.run import ReleaseRun, SensitiveTable
 from release_store.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
+from sds_core.errors import SdsInternalError
 from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.partitioned import MapReduce, evaluate_partitioned
+from sds_core.evaluation.partitioned import evaluate_partitioned
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.backend import add_aggregates, partition_exact
-from sds_core.marginals.exact_counts import exact_aggregates
 from tasks.options import SENSITIVE, task_logger
-
-T = TypeVar("T")
-
-
-def _whole(table: PreparedTable) -> MapReduce:
-    """``map_reduce`` over one table held here: one partition, nothing to combine."""
-
-    def map_reduce(fn: Callable[..., T], combine: Callable[[T, T], T], /, **kwargs: Any) -> T:
-        return fn(table, **kwargs)
-
-    return map_reduce
 
 
 @task(name=stages.EVALUATE, **SENSITIVE)
@@ -44,7 +32,8 @@ def evaluate(
     synthetic: PreparedTable | DaskBackend,
 ) -> dict[str, Any]:
     """Metrics of the synthetic records and DP aggregates against the sensitive table (either
-    side held on the Dask workers is reduced to sums there)."""
+    side held on the Dask workers is reduced to sums there; with the Dask executor the
+    sensitive table always is, so records on the workers never meet a local table here)."""
     progress.stage("evaluate")
     params = EvaluationParams(
         reporting_length=run.params.reporting_length, resolution=run.params.resolution
@@ -63,15 +52,8 @@ def evaluate(
             return evaluate_partitioned(
                 sensitive, original.n_records, original.map_reduce, synthetic, aggregates, params
             )
-        if isinstance(synthetic, DaskBackend):  # the sensitive table here, the records there
-            return evaluate_partitioned(
-                exact_aggregates(original, params.reporting_length),
-                original.n_records,
-                _whole(original),
-                synthetic,
-                aggregates,
-                params,
-            )
+        if isinstance(synthetic, DaskBackend):
+            raise SdsInternalError("synthetic records on the workers with a local table (bug)")
         return evaluate_release(original, synthetic, aggregates, params)
 
     result = run.stage(stages.EVALUATE, compute)
