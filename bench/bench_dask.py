@@ -137,7 +137,7 @@ def run(
     else:
         from distributed import Client, LocalCluster
 
-        from release_store.dask_backend import DaskBackend
+        from release_store.cluster.backend import DaskBackend
 
         cluster = LocalCluster(
             n_workers=workers,
@@ -191,7 +191,7 @@ def run(
 
         batch_map = None
         if client is not None:
-            from release_store.dask_backend import cluster_batch_map
+            from release_store.cluster.backend import cluster_batch_map
 
             batch_map = cluster_batch_map(client)
         t0 = time.perf_counter()

@@ -21,9 +21,9 @@ from typing import Any
 
 import pandas as pd
 
-from release_store.explorer import explorer_html
-from release_store.report import report_html
-from release_store.report_inputs import BudgetSnapshot, ReportInputs
+from release_store.report.explorer import explorer_html
+from release_store.report.inputs import BudgetSnapshot, ReportInputs
+from release_store.report.page import report_html
 from sds_core.data.preparation import PrepareParams, prepare
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.evaluation.agreement import agreement

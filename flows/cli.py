@@ -137,7 +137,7 @@ def fail(message: str, code: int = 1) -> typer.Exit:
 
 def warn(message: str) -> None:
     """Print one warning paragraph to stderr (shown with --quiet too)."""
-    from release_store.progress import warning_line
+    from release_store.run.progress import warning_line
 
     typer.echo(warning_line(message), err=True)
 
@@ -147,7 +147,7 @@ def _csv_list(value: str | None) -> list[str] | None:
 
 
 def _home(home: str | None) -> Path:
-    from release_store.workspace import resolve_home
+    from release_store.workspace.home import resolve_home
     from sds_core.errors import SdsInputError
 
     try:
@@ -193,7 +193,7 @@ def release(
     ] = None,
 ) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
-    from release_store.params import build_params, load_config
+    from release_store.config import build_params, load_config
     from sds_core.errors import SdsInputError
 
     try:
@@ -222,13 +222,13 @@ def release(
         if "dataset" not in cfg and dataset is None:
             raise SdsInputError("no dataset id: pass --dataset ID or set dataset in the config")
         params = build_params(cfg, overrides)
-        from release_store.ingest import check_input_path
+        from release_store.inputs.ingest import check_input_path
 
         check_input_path(params.input)  # before any budget is reserved or Prefect started
     except SdsInputError as e:
         raise fail(str(e), 2) from None
     root = _home(params.home)
-    from release_store.workspace import new_release_id
+    from release_store.workspace.home import new_release_id
 
     params = params.model_copy(
         update={
@@ -244,7 +244,7 @@ def release(
 def _ledger_password(params: Any) -> Any:
     """``params`` with the ledger URL's password moved to ``PGPASSWORD`` (Prefect stores the
     flow's parameters: never a password)."""
-    from release_store.ledger_backends import split_password
+    from release_store.ledger.backends import split_password
 
     if params.ledger is None:
         return params
@@ -256,8 +256,9 @@ def _ledger_password(params: Any) -> Any:
 
 
 def _preflight(params: Any) -> None:
-    """The checks that need neither Prefect nor GX (release_store.preflight); warn about zeros."""
-    from release_store.preflight import preflight, zero_warning
+    """The checks that need neither Prefect nor GX (release_store.inputs.preflight); warn about
+    zeros."""
+    from release_store.inputs.preflight import preflight, zero_warning
     from sds_core.errors import SdsInputError
 
     try:
@@ -295,7 +296,7 @@ def run_handed_off(call: dict[str, Any]) -> int:
     run as :func:`_run` runs it in-process; returns the exit status ``sds`` would end with."""
     import click
 
-    from release_store.params import ReleaseParams
+    from release_store.config.release_params import ReleaseParams
 
     params = ReleaseParams.model_validate(call["params"])
     try:
@@ -308,7 +309,7 @@ def run_handed_off(call: dict[str, Any]) -> int:
 
 
 def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
-    from release_store import gx_suite
+    from release_store.inputs import gx_suite
 
     if params.table_schema is not None and "great_expectations" not in sys.modules:
         gx_suite.start_worker()  # GX imports on the other core while Prefect loads
@@ -322,7 +323,7 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     from rich.console import Console
 
     from flows.release import release as release_flow
-    from release_store.progress import RichProgress, reporting
+    from release_store.run.progress import RichProgress, reporting
     from sds_core.errors import SdsInputError
 
     if server is not None:
@@ -365,9 +366,9 @@ def resume(
     verbose: VerboseOpt = False,
 ) -> None:
     """Continue an unfinished release from its first unfinished stage (no double spend)."""
-    from release_store.ledger_backends import LEDGER_URL_ENV, split_password
-    from release_store.params import ReleaseParams
-    from release_store.workspace import validate_id
+    from release_store.config.release_params import ReleaseParams
+    from release_store.ledger.backends import LEDGER_URL_ENV, split_password
+    from release_store.workspace.home import validate_id
     from sds_core.errors import SdsInputError
 
     try:
@@ -395,8 +396,9 @@ def resume(
 @app.command()
 def cancel(release_id: str, home: HomeOpt = None, ledger: LedgerOpt = None) -> None:
     """Abandon an unfinished release: keep what its drawn stages spent, return the rest."""
-    from release_store.ledger import Ledger
-    from release_store.workspace import discard_incomplete, validate_id
+    from release_store.ledger.book import Ledger
+    from release_store.workspace.home import validate_id
+    from release_store.workspace.manifest import discard_incomplete
     from sds_core.errors import SdsInputError
 
     root = _home(home)
@@ -422,8 +424,8 @@ def budget_set(
     ledger: LedgerOpt = None,
 ) -> None:
     """Set a dataset's lifetime (ε, δ) budget."""
-    from release_store.ledger import Ledger
-    from release_store.workspace import validate_id
+    from release_store.ledger.book import Ledger
+    from release_store.workspace.home import validate_id
     from sds_core.errors import SdsInputError
 
     root = _home(home)
@@ -442,7 +444,7 @@ def budget_set(
 
 def _budget_to_prefect(root: Path, dataset: str, ledger: str | None = None) -> None:
     """The dataset's budget table artifact and events on the Prefect server (``budget set``)."""
-    from release_store.budget_view import artifact_key
+    from release_store.ledger.budget_view import artifact_key
 
     prefect_environment(root)
     try:
@@ -476,7 +478,7 @@ def budget_show(
     from rich.console import Console
     from rich.table import Table
 
-    from release_store.ledger import Ledger
+    from release_store.ledger.book import Ledger
     from sds_core.errors import SdsInputError
 
     try:
@@ -540,8 +542,8 @@ def audit(
     if replay or input is not None:
         _replay(dataset, input, replay=replay, verify=verify, as_json=as_json, home=home)
         return
-    from release_store.audit import audit_home as run_audit
-    from release_store.workspace import validate_id
+    from release_store.audit.home import audit_home as run_audit
+    from release_store.workspace.home import validate_id
     from sds_core.errors import SdsInputError
 
     try:
@@ -646,7 +648,7 @@ def report_command(
     home: HomeOpt = None,
 ) -> None:
     """Print the path of a complete release's report.html (--open: open it in a browser)."""
-    from release_store.audit import report_path
+    from release_store.audit.home import report_path
     from sds_core.errors import SdsInputError
 
     try:
@@ -687,7 +689,7 @@ def _replay(
     from rich.table import Table
 
     from flows.replay import replay_release
-    from release_store.progress import RichProgress, reporting
+    from release_store.run.progress import RichProgress, reporting
 
     console = Console(stderr=True)
     try:
@@ -737,7 +739,7 @@ def verify_command(
 
     Needs only the release directory (no ledger, no private files); exits 1 on any problem.
     """
-    from release_store.signing import load_public_key, verify_signed_release
+    from release_store.audit.signing import load_public_key, verify_signed_release
     from sds_core.errors import SdsInputError
 
     try:
@@ -775,8 +777,8 @@ def verify_command(
 @app.command()
 def sign(release_id: str, home: HomeOpt = None) -> None:
     """Sign a complete release with the home's current key (older releases, or after rotation)."""
-    from release_store.signing import sign_release
-    from release_store.workspace import verify_release
+    from release_store.audit.signing import sign_release
+    from release_store.workspace.integrity import verify_release
 
     root = _home(home)
     found = sorted(root.glob(f"releases/*/{release_id}"))
@@ -795,7 +797,7 @@ def key_show(
     home: HomeOpt = None, as_json: Annotated[bool, typer.Option("--json")] = False
 ) -> None:
     """Print the home's public signing key and its fingerprint (created on first use)."""
-    from release_store.signing import key_history, key_id, public_pem, signing_key
+    from release_store.audit.signing import key_history, key_id, public_pem, signing_key
 
     root = _home(home)
     public = signing_key(root).public_key()
@@ -818,7 +820,7 @@ def key_show(
 @key_app.command("rotate")
 def key_rotate(home: HomeOpt = None) -> None:
     """Replace the home's signing key; releases signed before keep their old signature."""
-    from release_store.signing import rotate_key
+    from release_store.audit.signing import rotate_key
 
     old, new = rotate_key(_home(home))
     typer.echo(f"retired key: {old or '(none)'}")
@@ -840,9 +842,9 @@ def ledger_migrate(
     as_json: Annotated[bool, typer.Option("--json")] = False,
 ) -> None:
     """Copy the ledger to another URL row by row, verify it, and make the old one read-only."""
-    from release_store.audit import audit_home as run_audit
-    from release_store.ledger import Ledger
-    from release_store.ledger_migration import migrate_ledger
+    from release_store.audit.home import audit_home as run_audit
+    from release_store.ledger.book import Ledger
+    from release_store.ledger.migration import migrate_ledger
     from sds_core.errors import SdsInputError
 
     root = _home(home)
@@ -871,7 +873,7 @@ def ledger_migrate(
 
 def default_url(root: Path) -> str:
     """The home's own SQLite ledger URL."""
-    from release_store.ledger_backends import default_ledger_url
+    from release_store.ledger.backends import default_ledger_url
 
     return default_ledger_url(root)
 

@@ -1,6 +1,6 @@
 """Prefect progress artifacts for the long stages of a release (aggregation, synthesis).
 
-A :class:`release_store.progress.Reporter` that the flow installs next to the CLI's display:
+A :class:`release_store.run.progress.Reporter` that the flow installs next to the CLI's display:
 the first countable progress of a stage creates one progress artifact for it, later progress
 updates it (at most every whole percent, and at most once every ``min_interval_s`` seconds
 but for 100 %: each update is a round trip to the server, ~40 ms on a loaded machine, which a

@@ -24,10 +24,11 @@ from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
 from flows.progress_artifacts import ProgressArtifacts
-from release_store import progress, stages
-from release_store.dask_backend import DaskBackend, cluster_session
-from release_store.params import ReleaseParams, dp_binned_columns
-from release_store.run import ReleaseRun, noise_scales
+from release_store.cluster.backend import DaskBackend, cluster_session
+from release_store.config.core_objects import dp_binned_columns
+from release_store.config.release_params import ReleaseParams
+from release_store.run import progress, stages
+from release_store.run.release_run import ReleaseRun, noise_scales
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis.consistent import AggregateNoise
@@ -224,7 +225,7 @@ def _show_budget(run: ReleaseRun, log: Any) -> None:
 if __name__ == "__main__":
     import sys
 
-    from release_store.params import build_params, load_config
+    from release_store.config import build_params, load_config
 
     cfg = load_config(sys.argv[2]) if len(sys.argv) > 2 else {}
     print(release(build_params(cfg, {"input": sys.argv[1]})))

@@ -1,7 +1,7 @@
 """``sds audit RELEASE_ID --replay --input PATH``: recompute a published release and compare.
 
 The release's own stage tasks run again, in the flow's order, on a replay ``ReleaseRun``
-(release_store.replay): the same core calls, the same keyed noise from the release key, with a
+(release_store.audit.replay): the same core calls, the same keyed noise from the release key, with a
 ledger that only reads the recorded charges and a throwaway workdir. Their bodies are called
 directly (``task.fn``): a replay is an audit, not a release, so it needs no Prefect server, is
 no flow run, and nothing of it reaches a result store. Then every published artifact is
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any
 
 from flows.release import run_stages
-from release_store import stages
-from release_store.params import dp_binned_columns
-from release_store.publishing import write_release
-from release_store.replay import DIFFERS, MATCH, Check, RecordedRelease, ReplayReport
+from release_store.audit.replay import DIFFERS, MATCH, Check, RecordedRelease, ReplayReport
+from release_store.config.core_objects import dp_binned_columns
+from release_store.publish.artifacts import write_release
+from release_store.run import stages
 from sds_core.errors import SdsInternalError
 
 

@@ -64,8 +64,8 @@ def warm_up(home: Path, api_url: str) -> None:
     from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: F401
 
     import flows.release  # noqa: F401  (Prefect, pandas, numba, the tasks)
-    import release_store.progress  # noqa: F401
-    from release_store import gx_suite  # noqa: F401
+    import release_store.run.progress  # noqa: F401
+    from release_store.inputs import gx_suite  # noqa: F401
 
     # OpenBLAS (numpy's and scipy's copy) starts a thread pool at import and shuts it down
     # before every fork (its pthread_atfork handler); one fork now leaves the main thread only

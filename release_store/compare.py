@@ -42,7 +42,7 @@ def compare_tables(
     Raises:
         SdsInputError: a file cannot be read, columns differ, or a parameter is invalid.
     """
-    from release_store.ingest import read_table
+    from release_store.inputs.ingest import read_table
     from sds_core.data.preparation import PrepareParams, prepare
     from sds_core.evaluation.metrics import NOT_DP_NOTE, aggregate_metrics, marginal_fidelity
     from sds_core.marginals.exact_counts import exact_aggregates
@@ -50,14 +50,14 @@ def compare_tables(
     prep, original_delimiter = PrepareParams(), delimiter or ","
     params = None
     if config is not None:
-        from release_store.params import build_params, load_config
+        from release_store.config import build_params, load_config
 
         cfg = load_config(config)
         params = build_params(cfg, {"input": str(original), "dataset": cfg.get("dataset") or "x"})
         original_delimiter = delimiter or params.delimiter
     table = read_table(original, delimiter=original_delimiter)
     if params is not None:
-        from release_store.params import prepare_params
+        from release_store.config.core_objects import prepare_params
 
         prep = prepare_params(params, table.column_names)
     sensitive = prepare(table, prep)

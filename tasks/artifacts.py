@@ -14,14 +14,14 @@ from pathlib import Path
 from prefect.artifacts import create_table_artifact
 from prefect.events import emit_event
 
-from release_store.budget_view import (
+from release_store.ledger.book import Ledger
+from release_store.ledger.budget_view import (
     ALERT_SHARE_DEFAULT,
     ALERT_SHARE_VARIABLE,
     BudgetView,
     artifact_key,
     check_share,
 )
-from release_store.ledger import Ledger
 
 __all__ = ["BUDGET_LOW_EVENT", "BUDGET_UPDATED_EVENT", "alert_share", "show_budget"]
 

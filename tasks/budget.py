@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from prefect import task
 
-from release_store import progress, stages
-from release_store.ledger import Ledger
-from release_store.params import ReleaseParams
-from release_store.run import ReleaseRun, reserve
+from release_store.config.release_params import ReleaseParams
+from release_store.ledger.book import Ledger
+from release_store.run import progress, stages
+from release_store.run.release_run import ReleaseRun, reserve
 from tasks.options import SENSITIVE, task_logger
 
 

@@ -10,10 +10,10 @@ from typing import Any
 
 from prefect import task
 
-from release_store import progress, stages
-from release_store.dask_backend import DaskBackend
-from release_store.run import ReleaseRun, SensitiveTable
-from release_store.stage_log import finished, stage_done
+from release_store.cluster.backend import DaskBackend
+from release_store.run import progress, stages
+from release_store.run.release_run import ReleaseRun, SensitiveTable
+from release_store.run.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInternalError
 from sds_core.evaluation.metrics import evaluate_release

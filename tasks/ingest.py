@@ -6,13 +6,13 @@ from typing import Any
 
 from prefect import task
 
-from release_store import progress, stages
-from release_store.dask_backend import session_client
-from release_store.dask_input import open_input
-from release_store.ingest import read_release_input
-from release_store.params import gate_columns
-from release_store.run import ReleaseRun, SensitiveTable
-from release_store.stage_log import stage_done
+from release_store.cluster.backend import session_client
+from release_store.cluster.inputs import open_input
+from release_store.config.core_objects import gate_columns
+from release_store.inputs.ingest import read_release_input
+from release_store.run import progress, stages
+from release_store.run.release_run import ReleaseRun, SensitiveTable
+from release_store.run.stage_log import stage_done
 from tasks.options import SENSITIVE, task_logger
 
 
@@ -20,7 +20,7 @@ from tasks.options import SENSITIVE, task_logger
 def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
     """Read the input (only the used columns); returns the table handle and its sha256.
 
-    With the Dask executor the handle is a :class:`~release_store.dask_input.DaskInput`
+    With the Dask executor the handle is a :class:`~release_store.cluster.inputs.DaskInput`
     (Arrow parts on the workers), else an Arrow table in this process.
     """
     progress.stage("reading the input")

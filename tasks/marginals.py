@@ -10,11 +10,11 @@ from typing import Any
 
 from prefect import task
 
-from release_store import progress, stages
-from release_store.dask_backend import counting_backend
-from release_store.params import dp_params
-from release_store.run import ProtectedCount, ReleaseRun, SensitiveTable
-from release_store.stage_log import by_length_text, finished, stage_done
+from release_store.cluster.backend import counting_backend
+from release_store.config.core_objects import dp_params
+from release_store.run import progress, stages
+from release_store.run.release_run import ProtectedCount, ReleaseRun, SensitiveTable
+from release_store.run.stage_log import by_length_text, finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals import engine
 from sds_core.marginals.aggregates import AggregateSet

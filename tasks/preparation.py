@@ -7,19 +7,19 @@ from typing import Any
 
 from prefect import task
 
-from release_store import progress, stages
-from release_store.dask_backend import DaskBackend
-from release_store.dask_input import (
+from release_store.cluster.backend import DaskBackend
+from release_store.cluster.inputs import (
     DaskInput,
     column_numbers,
     fingerprint_parts,
     prepare_parts,
     zero_counts_shares,
 )
-from release_store.params import dp_binned_columns, prepare_params
-from release_store.preflight import zero_warning
-from release_store.run import ReleaseRun, SensitiveTable, binning_spend
-from release_store.stage_log import stage_done
+from release_store.config.core_objects import dp_binned_columns, prepare_params
+from release_store.inputs.preflight import zero_warning
+from release_store.run import progress, stages
+from release_store.run.release_run import ReleaseRun, SensitiveTable, binning_spend
+from release_store.run.stage_log import stage_done
 from sds_core.data.decoding import fingerprint
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable

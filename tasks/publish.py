@@ -1,4 +1,4 @@
-"""The ``publish`` task: write the release (release_store.publishing), sign it, and show it.
+"""The ``publish`` task: write the release (release_store.publish.artifacts), sign it, and show it.
 
 Only DP output or public parameters: the manifest turns complete (anchored to the ledger head)
 after every artifact is on disk, then the home's key signs it. Prefect artifacts, keyed
@@ -18,14 +18,14 @@ from prefect.artifacts import (
     create_table_artifact,
 )
 
-from release_store import progress, stages
-from release_store.budget_view import artifact_key as budget_artifact_key
-from release_store.dask_backend import DaskBackend
-from release_store.publishing import write_release
-from release_store.report_inputs import count_sd
-from release_store.run import ReleaseRun
-from release_store.signing import sign_release, signing_key
-from release_store.stage_log import stage_done
+from release_store.audit.signing import sign_release, signing_key
+from release_store.cluster.backend import DaskBackend
+from release_store.ledger.budget_view import artifact_key as budget_artifact_key
+from release_store.publish.artifacts import write_release
+from release_store.report.inputs import count_sd
+from release_store.run import progress, stages
+from release_store.run.release_run import ReleaseRun
+from release_store.run.stage_log import stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from tasks.options import task_logger
@@ -45,8 +45,9 @@ def publish_release(
 ) -> str:
     """Publish and sign the release; returns its directory.
 
-    ``noise`` is the manifest's ``privacy.noise`` (:func:`release_store.run.noise_scales`:
-    σ_k, Δ_k, threshold and noise_sd per length, the record count's scale); None rebuilds it
+    ``noise`` is the manifest's ``privacy.noise``
+    (:func:`release_store.run.release_run.noise_scales`: σ_k, Δ_k, threshold and noise_sd per
+    length, the record count's scale); None rebuilds it
     from the aggregate-k checkpoints.
     """
     progress.stage("publish")

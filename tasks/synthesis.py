@@ -8,13 +8,13 @@ from __future__ import annotations
 
 from prefect import task
 
-from release_store import progress, stages
-from release_store.dask_backend import DaskBackend, session_client, synthesis_batch_map
-from release_store.dask_input import whole_table
-from release_store.dask_synthesis import StoredSynthetic, synthesize_on_cluster
-from release_store.params import synthesis_epsilon
-from release_store.run import ReleaseRun, SensitiveTable, registry_synthesizer
-from release_store.stage_log import finished, stage_done
+from release_store.cluster.backend import DaskBackend, session_client, synthesis_batch_map
+from release_store.cluster.inputs import whole_table
+from release_store.cluster.synthesis import StoredSynthetic, synthesize_on_cluster
+from release_store.config.core_objects import synthesis_epsilon
+from release_store.run import progress, stages
+from release_store.run.release_run import ReleaseRun, SensitiveTable, registry_synthesizer
+from release_store.run.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
@@ -37,7 +37,7 @@ def synthesize_records(
     to the aggregates and their published ``noise``, sampled. The table is read only for its
     multi-value column declarations (a preparation setting). With the Dask executor the
     records (``synthesis = "records"``) stay on the workers, in chunks checkpointed one file
-    each (:mod:`release_store.dask_synthesis`); else one ``PreparedTable`` here.
+    each (:mod:`release_store.cluster.synthesis`); else one ``PreparedTable`` here.
     """
     progress.stage(
         "synthesize (synthetic records)"

@@ -10,15 +10,15 @@ from typing import Any
 
 from prefect import task
 
-from release_store import progress, stages
-from release_store.dask_backend import DaskBackend
-from release_store.dask_input import DaskInput, validate_parts
-from release_store.dask_synthesis import output_columns, validate_chunks
-from release_store.params import gate_columns
-from release_store.run import ReleaseRun, SensitiveTable
-from release_store.schema_checks import input_schema
-from release_store.stage_log import gate_text, stage_done
-from release_store.validation import output_schema, validate_table
+from release_store.cluster.backend import DaskBackend
+from release_store.cluster.inputs import DaskInput, validate_parts
+from release_store.cluster.synthesis import output_columns, validate_chunks
+from release_store.config.core_objects import gate_columns
+from release_store.inputs.gate import output_schema, validate_table
+from release_store.inputs.schema_checks import input_schema
+from release_store.run import progress, stages
+from release_store.run.release_run import ReleaseRun, SensitiveTable
+from release_store.run.stage_log import gate_text, stage_done
 from sds_core.data.decoding import to_frame
 from sds_core.data.table import PreparedTable
 from tasks.options import SENSITIVE, task_logger

@@ -1,5 +1,8 @@
 """The project's import graph: no cycles (function-level and TYPE_CHECKING imports included) and
-dependencies that point one way: flows -> tasks -> release_store -> sds_core."""
+dependencies that point one way, between the layers and between the packages inside them.
+
+The allowed order is written once, in :data:`ORDER`: a package may import only itself and the
+packages before it."""
 
 from __future__ import annotations
 
@@ -11,6 +14,26 @@ import pytest
 PROJECT = Path(__file__).resolve().parent.parent
 PACKAGES = ("sds_core", "release_store", "tasks", "flows")
 LAYER = {"sds_core": 0, "release_store": 1, "tasks": 2, "flows": 3}
+
+ORDER = (
+    "sds_core",  # the pure DP core (its own stage order is its packages' business)
+    "release_store",  # its __init__ only: the package map, no imports
+    "release_store.workspace",  # the home on disk: layout, atomic writes, manifest, integrity
+    "release_store.ledger",  # the privacy-budget ledger
+    "release_store.config",  # ReleaseParams, config files, declared schema, core objects
+    "release_store.inputs",  # reading the input, pre-flight, schema checks, the GX gate
+    "release_store.run",  # the running release: stage runner, registry, workdir, progress
+    "release_store.cluster",  # the Dask executor
+    "release_store.report",  # report.html and explorer.html
+    "release_store.publish",  # the publish stage's files
+    "release_store.audit",  # audit, replay, signatures
+    "release_store.compare",  # sds evaluate outside a release
+    "tasks",  # one Prefect task per stage
+    "flows",  # the flows (release, replay)
+    "flows.local",  # running a release on this machine: home server, warm runner, launch
+    "flows.cli",  # the sds command
+)
+"""Packages from the bottom up; a package imports only itself and the ones listed before it."""
 
 
 def _modules() -> dict[str, Path]:
@@ -118,3 +141,51 @@ def test_dependencies_point_down(module: str) -> None:
     mine = LAYER[module.split(".")[0]]
     upward = sorted(m for m in GRAPH[module] if LAYER[m.split(".")[0]] > mine)
     assert upward == [], f"{module} imports a higher layer: {upward}"
+
+
+def _unit(module: str) -> str:
+    """The entry of :data:`ORDER` a module belongs to (its longest listed prefix)."""
+    parts = module.split(".")
+    for i in range(len(parts), 0, -1):
+        if ".".join(parts[:i]) in ORDER:
+            return ".".join(parts[:i])
+    raise AssertionError(f"{module} belongs to no package of ORDER: add its package there")
+
+
+def _unit_graph() -> dict[str, set[str]]:
+    out: dict[str, set[str]] = {u: set() for u in ORDER}
+    for module, deps in GRAPH.items():
+        out[_unit(module)] |= {_unit(d) for d in deps} - {_unit(module)}
+    return out
+
+
+def test_every_package_is_ordered() -> None:
+    """Every module belongs to a package of ORDER, and every package of release_store is listed."""
+    for module in MODULES:
+        _unit(module)
+    listed = {u.split(".")[1] for u in ORDER if u.startswith("release_store.")}
+    assert GRAPH["release_store"] == set()
+    on_disk = {
+        p.stem if p.is_file() else p.name
+        for p in (PROJECT / "release_store").iterdir()
+        if (p.is_dir() and (p / "__init__.py").exists()) or (p.suffix == ".py" and p.stem != "__init__")
+    }
+    assert on_disk == listed
+
+
+def test_package_graph_is_acyclic() -> None:
+    """No two packages import each other, directly or through others."""
+    assert _cycles(_unit_graph()) == []
+
+
+@pytest.mark.parametrize("unit", ORDER)
+def test_packages_import_only_those_below(unit: str) -> None:
+    """A package imports only the packages listed before it in ORDER."""
+    mine = ORDER.index(unit)
+    upward = sorted(u for u in _unit_graph()[unit] if ORDER.index(u) > mine)
+    assert upward == [], f"{unit} imports a package above it: {upward}"
+
+
+def test_the_order_is_enforced() -> None:
+    """The package check sees a known downward edge (so it can fail)."""
+    assert "release_store.ledger" in _unit_graph()["release_store.run"]

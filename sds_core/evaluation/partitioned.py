@@ -52,7 +52,7 @@ class MapReduce(Protocol):
 
 class PartitionedTable(Protocol):
     """Records held in partitions: their domain and count, ``map_reduce`` over them and their
-    exact aggregates (a cluster backend, e.g. ``release_store.dask_backend.DaskBackend``)."""
+    exact aggregates (a cluster backend, e.g. ``release_store.cluster.backend.DaskBackend``)."""
 
     @property
     def domain(self) -> Domain: ...

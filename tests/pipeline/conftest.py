@@ -140,7 +140,7 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
 def charges(home: Path) -> list:
     """All ledger charge rows of a home (empty when no ledger)."""
-    from release_store.ledger import Ledger
+    from release_store.ledger.book import Ledger
 
     if not (home / "ledger.sqlite").is_file():
         return []

@@ -165,7 +165,7 @@ def test_exactly_zero_budget_left(
     tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
 ) -> None:
     """A dataset whose lifetime budget is fully spent refuses the next release, naming it."""
-    from release_store.ledger import Ledger, PlannedCharge
+    from release_store.ledger.book import Ledger, PlannedCharge
 
     ledger = Ledger.open(home)
     ledger.set_budget("tiny", epsilon=2.0, delta=0.001)
@@ -252,7 +252,7 @@ def test_release_id_of_a_failed_release(
     """Re-using the id of a release that failed in the flow (and was cancelled) is refused,
     naming the fix; an id the pre-flight refused was never reserved and stays free."""
     from flows.release import release as release_flow
-    from release_store.params import build_params, load_config
+    from release_store.config import build_params, load_config
 
     bad = _case_file("outside-domain", tmp_path, tiny_csv)
     args = ["--config", str(tiny_config), "--home", str(home), "--quiet"]

@@ -1,5 +1,5 @@
-"""The budget dashboard rows and events (release_store.budget_view), the stage log lines
-(release_store.stage_log) and the CLI's Prefect logging defaults; no Prefect server needed."""
+"""The budget dashboard rows and events (release_store.ledger.budget_view), the stage log lines
+(release_store.run.stage_log) and the CLI's Prefect logging defaults; no Prefect server needed."""
 
 from __future__ import annotations
 
@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from release_store import stage_log
-from release_store.budget_view import BudgetView, artifact_key, check_share
-from release_store.ledger import Ledger, PlannedCharge
-from release_store.run import ReleaseRun
+from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.ledger.budget_view import BudgetView, artifact_key, check_share
+from release_store.run import stage_log
+from release_store.run.release_run import ReleaseRun
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import PROJECT
 
@@ -119,7 +119,7 @@ class Captured:
 
 
 def _run(ledger: Ledger, release_id: str) -> ReleaseRun:
-    from release_store.params import ReleaseParams
+    from release_store.config.release_params import ReleaseParams
 
     params = ReleaseParams(input="x.csv", dataset="pums", epsilon=2.0, delta=1e-6)
     return ReleaseRun(params, release_id, str(ledger.path.parent))

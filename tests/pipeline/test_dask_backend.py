@@ -1,5 +1,5 @@
 """The Dask counting backend gives byte-identical DP aggregates to the local one at any
-partitioning (release_store/dask_backend.py over sds_core/marginals/backend.py)."""
+partitioning (release_store/cluster/backend.py over sds_core/marginals/backend.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.dask_backend import DaskBackend, connect  # noqa: E402
+from release_store.cluster.backend import DaskBackend, connect  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.declared import DeclaredDomain  # noqa: E402
@@ -117,7 +117,7 @@ def test_bad_or_unreachable_address_is_a_clear_error(address: str, match: str) -
 
 def test_synthesis_batches_on_the_workers_equal_threads(client: Any) -> None:
     """3 synthesis batches run as cluster tasks give the records the local threads give."""
-    from release_store.dask_backend import cluster_batch_map
+    from release_store.cluster.backend import cluster_batch_map
     from sds_core.synthesis.generator import SynthesisParams, synthesize
 
     agg = dp_aggregate(

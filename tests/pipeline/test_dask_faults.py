@@ -20,7 +20,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.dask_backend import DaskBackend  # noqa: E402
+from release_store.cluster.backend import DaskBackend  # noqa: E402
 from sds_core.data.preparation import PrepareParams, prepare  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402
@@ -95,7 +95,7 @@ def test_worker_killed_mid_length_gives_identical_aggregates(client: Any, tmp_pa
 def test_worker_killed_with_scattered_partitions_is_a_clear_error(client: Any) -> None:
     """Partitions scattered from memory cannot be recomputed: killing a worker mid-length
     raises DaskClusterError saying what happened and to resume."""
-    from release_store.dask_backend import DaskClusterError
+    from release_store.cluster.backend import DaskClusterError
 
     client.wait_for_workers(2)
     frame = pd.read_csv(EXAMPLE).iloc[:3000]
@@ -116,7 +116,7 @@ class KillDuringMap:
     gathers them."""
 
     def __init__(self, targets: tuple[str, ...]) -> None:
-        from release_store import dask_backend
+        from release_store.cluster import backend as dask_backend
 
         self.targets = targets
         self.reduce = dask_backend._result
@@ -153,8 +153,9 @@ def test_release_flow_survives_a_worker_killed_mid_stage(
     after their map results were on the workers: the partitions the flow read and prepared with
     tasks are recomputed from the part files (the CSV's byte ranges), the release completes
     with the local executor's bytes, and every stage is charged exactly once."""
-    from release_store import dask_backend, progress
-    from release_store.workspace import sha256_file
+    from release_store.cluster import backend as dask_backend
+    from release_store.run import progress
+    from release_store.workspace.files import sha256_file
     from tests.pipeline.conftest import COLUMNS, TINY_CONFIG, charges, run_cli
 
     frame = pd.read_csv(EXAMPLE, dtype=str, keep_default_na=False)[COLUMNS].iloc[:2000]

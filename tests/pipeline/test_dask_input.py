@@ -21,9 +21,9 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from release_store.dask_input import open_input
-from release_store.ingest import dataset_files, read_release_input
-from release_store.workspace import sha256_file
+from release_store.cluster.inputs import open_input
+from release_store.inputs.ingest import dataset_files, read_release_input
+from release_store.workspace.files import sha256_file
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import COLUMNS, EXAMPLE, TINY_CONFIG, charges, run_cli
 
@@ -126,7 +126,7 @@ def test_synthetic_chunks_on_the_workers_release_like_local(
     gate, the evaluation and publish read the chunks there, and every artifact derived from the
     records has the local release's bytes (Parquet parts, CSV, evaluation, validation, explorer);
     the replay audit finds the chunk checkpoint equal to its local recomputation."""
-    import release_store.dask_synthesis as dask_synthesis
+    import release_store.cluster.synthesis as dask_synthesis
 
     monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", 300)
     csv = tmp_path / "tiny.csv"  # a CSV in 3 blocks (the replay audit reads one file)
@@ -251,7 +251,7 @@ def test_worker_side_modules_import_neither_prefect_nor_gx() -> None:
     import sys
 
     code = (
-        "import sys, release_store.dask_input, release_store.dask_backend, "
+        "import sys, release_store.cluster.inputs, release_store.cluster.backend, "
         "sds_core.evaluation.partitioned; "
         "print(sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules))"
     )
@@ -291,11 +291,11 @@ def test_output_gate_on_chunks_fails_like_the_gx_gate(tmp_path: Path, client: An
     """Synthetic records in 6 chunks on the workers against an output schema that refuses some
     of their labels: the same refusal text (checks, first failing rows over the whole table) as
     the GX gate on the table's frame."""
-    from release_store.dask_backend import DaskBackend
-    from release_store.dask_synthesis import output_columns, validate_chunks
-    from release_store.params import ColumnSchema, TableSchema
-    from release_store.schema_checks import SchemaValidationError
-    from release_store.validation import output_schema, validate_table
+    from release_store.cluster.backend import DaskBackend
+    from release_store.cluster.synthesis import output_columns, validate_chunks
+    from release_store.config.schema import ColumnSchema, TableSchema
+    from release_store.inputs.gate import output_schema, validate_table
+    from release_store.inputs.schema_checks import SchemaValidationError
     from sds_core.data.decoding import to_frame
     from sds_core.data.preparation import PrepareParams, prepare
 

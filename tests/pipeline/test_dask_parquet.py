@@ -16,7 +16,7 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.dask_backend import DaskBackend  # noqa: E402
+from release_store.cluster.backend import DaskBackend  # noqa: E402
 from sds_core.data.partitions import concatenate  # noqa: E402
 from sds_core.data.preparation import PrepareParams, prepare  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402

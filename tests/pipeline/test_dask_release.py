@@ -17,7 +17,7 @@ pytest.importorskip("distributed")
 
 import pyarrow.parquet as pq
 
-from release_store.workspace import sha256_file
+from release_store.workspace.files import sha256_file
 from sds_core.synthesis.generator import AUTO_BATCH_RECORDS
 from tests.pipeline.conftest import PROJECT, charges, killed_cli, run_cli
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from release_store.params import build_params, load_config
+from release_store.config import build_params, load_config
 from tests.pipeline.conftest import N_ROWS, charges, run_cli
 
 
@@ -21,7 +21,7 @@ def released_run(
 ) -> tuple[Path, list[tuple]]:
     """One complete release (seed 11, a fixed release id, progress on) and the progress events
     the CLI displayed."""
-    from release_store import progress
+    from release_store.run import progress
 
     events: list[tuple] = []
 
@@ -89,7 +89,7 @@ def test_progress_of_the_long_stages(released_run: tuple[Path, list[tuple]]) -> 
 
 def test_manifest_anchors_the_ledger_head(released: Path) -> None:
     """The complete manifest records the ledger head as it was when the release completed."""
-    from release_store.ledger import Ledger
+    from release_store.ledger.book import Ledger
 
     m = json.loads((released / "manifest.json").read_text())
     seq, digest = Ledger.open(released.parents[2]).head()  # nothing was written after it
@@ -98,7 +98,7 @@ def test_manifest_anchors_the_ledger_head(released: Path) -> None:
 
 def test_release_directory_follows_the_contract(released: Path) -> None:
     """manifest.json has the contract keys; every artifact is listed with a matching sha256."""
-    from release_store.workspace import verify_release
+    from release_store.workspace.integrity import verify_release
 
     m = json.loads((released / "manifest.json").read_text())
     for key in (
@@ -154,7 +154,7 @@ def test_manifest_times_every_stage(released: Path) -> None:
 def test_manifest_describes_the_noise_as_the_ledger_charged_it(released: Path) -> None:
     """privacy.noise: the count's Laplace scale is 1/ε of its charge; each length's σ_k gives
     its charged ρ_k (1/(2σ_k²) + the percentile's share); Δ_k and threshold are the stage's."""
-    from release_store.workdir import ReleaseDirs
+    from release_store.run.workdir import ReleaseDirs
 
     m = json.loads((released / "manifest.json").read_text())
     noise = m["privacy"]["noise"]
@@ -208,7 +208,7 @@ def test_ledger_charges_match_the_release(released: Path) -> None:
 
 def test_no_secret_in_the_release(released: Path) -> None:
     """Neither the key, the seed file nor the true record count appears in a published file."""
-    from release_store.workspace import forbidden_content_check
+    from release_store.workspace.integrity import forbidden_content_check
 
     home = released.parents[2]
     rid = released.name
@@ -222,7 +222,7 @@ def test_no_secret_in_the_release(released: Path) -> None:
 
 def test_published_evaluation_has_no_true_record_count(released: Path) -> None:
     """evaluation.json is the publishable subset: ratios only, no true n, no exact counts."""
-    from release_store.workspace import forbidden_content_check
+    from release_store.workspace.integrity import forbidden_content_check
 
     home, rid = released.parents[2], released.name
     only = home / "evaluation-only" / rid

@@ -12,9 +12,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from release_store import gx_suite
-from release_store.params import ColumnSchema, TableSchema
-from release_store.validation import run_gate
+from release_store.config.schema import ColumnSchema, TableSchema
+from release_store.inputs import gx_suite
+from release_store.inputs.gate import run_gate
 from tests.pipeline.conftest import PROJECT
 
 SCHEMA = TableSchema(

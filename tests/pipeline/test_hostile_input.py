@@ -12,9 +12,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from release_store import ingest
-from release_store.artifact_encoding import csv_bytes, neutralize_formulas
-from release_store.workspace import resolve_home
+from release_store.inputs import ingest
+from release_store.workspace.encoding import csv_bytes, neutralize_formulas
+from release_store.workspace.home import resolve_home
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import charges, complete_releases, run_cli
 

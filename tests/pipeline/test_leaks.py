@@ -26,7 +26,7 @@ from pathlib import Path
 
 import pytest
 
-from release_store.workspace import forbidden_content_check
+from release_store.workspace.integrity import forbidden_content_check
 from tests.pipeline.conftest import COLUMNS, EXAMPLE, PROJECT, TINY_CONFIG
 
 CANARY_TEXT = "Zq7CanaryCity"
@@ -151,8 +151,8 @@ def test_no_canary_leaks_and_private_modes(tmp_path: Path) -> None:
     # the canaries really are in what the releases read (the search would find them)
     assert _found(good.read_bytes()) == [CANARY_TEXT, str(CANARY_NUMBER), CANARY_SUBJECT]
     assert CANARY_BAD in _found(bad.read_bytes())
-    # the bad input is refused by the CLI's pre-flight (release_store/preflight.py), before the
-    # flow or GX run: no validation details are written and no run reaches Prefect
+    # the bad input is refused by the CLI's pre-flight (release_store/inputs/preflight.py), before
+    # the flow or GX run: no validation details are written and no run reaches Prefect
     assert not (home / "private" / "leak-bad").exists()
     assert not (home / "releases" / "tiny" / "leak-bad").exists()
 

@@ -15,14 +15,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from release_store.ledger import (
+from release_store.ledger.book import (
     BudgetExceededError,
     Ledger,
     LedgerConflictError,
     LedgerCorruptError,
     PlannedCharge,
 )
-from release_store.ledger_chain import FIELDS
+from release_store.ledger.chain import FIELDS
 from sds_core.errors import SdsInputError
 
 PURE = [

@@ -11,15 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger import Ledger, LedgerConflictError, LedgerMovedError, PlannedCharge
-from release_store.ledger_backends import (
+from release_store.ledger.backends import (
     default_ledger_url,
     open_store,
     redact_url,
     resolve_ledger_url,
     sqlite_path,
 )
-from release_store.ledger_migration import migrate_ledger
+from release_store.ledger.book import Ledger, LedgerConflictError, LedgerMovedError, PlannedCharge
+from release_store.ledger.migration import migrate_ledger
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import PROJECT, run_cli
 
@@ -74,9 +74,9 @@ def test_redact_url() -> None:
 def test_ledger_url_password_is_never_kept(tmp_path: Path) -> None:
     """The private parameters keep the ledger URL without its password; the manifest's
     parameters do not name the ledger; the kept identity of the home ledger is None."""
-    from release_store.ledger_backends import split_password
-    from release_store.params import ReleaseParams
-    from release_store.run import ReleaseRun, ledger_identity
+    from release_store.config.release_params import ReleaseParams
+    from release_store.ledger.backends import split_password
+    from release_store.run.release_run import ReleaseRun, ledger_identity
 
     url = "postgresql://sds:s3cret@db.example:5432/ledger?sslmode=require"
     bare = "postgresql://sds@db.example:5432/ledger?sslmode=require"

@@ -152,7 +152,7 @@ def test_dp_quantile_bins_release(
 
 def test_dp_quantiles_need_a_range() -> None:
     """dp_quantiles without min/max is a schema error naming the column and the fix."""
-    from release_store.params import build_params
+    from release_store.config import build_params
     from sds_core.errors import SdsInputError
 
     schema = {"columns": [{"name": "age", "type": "integer", "bins": {"dp_quantiles": 4}}]}

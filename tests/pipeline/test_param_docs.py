@@ -12,15 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from release_store import params as rp
-from release_store.params import (
-    CORE_KEYS,
-    RELEASE_OVERRIDES,
-    ReleaseParams,
-    config_table,
-    core_table,
-    dp_params,
-)
+from release_store import config as rp
+from release_store.config.core_objects import dp_params
+from release_store.config.doc_tables import config_table, core_table
+from release_store.config.fields import CORE_KEYS, RELEASE_OVERRIDES
+from release_store.config.release_params import ReleaseParams
 from sds_core.marginals.params import DpParams, release_delta
 from sds_core.param_fields import field_specs
 

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from release_store.params import SYNTHESIZERS, build_params, load_config
-from release_store.preflight import check_budget, preflight, zero_warning
+from release_store.config.fields import SYNTHESIZERS
+from release_store.config import build_params, load_config
+from release_store.inputs.preflight import check_budget, preflight, zero_warning
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import PROJECT, charges, complete_releases, run_cli
 from tests.pipeline.test_bad_input import CASES, _case_file
@@ -108,7 +109,7 @@ def test_zeros_of_columns_left_out_are_not_checked(tmp_path: Path, tiny_csv: Pat
 def test_budget_is_checked_before_the_data_is_read(tmp_path: Path, tiny_config: Path) -> None:
     """An unaffordable release is refused with the ledger's words, even for a missing-free
     input that would fail later: the budget comes first (release contract)."""
-    from release_store.ledger import Ledger
+    from release_store.ledger.book import Ledger
 
     home = tmp_path / "home"
     Ledger.open(home).set_budget("tiny", epsilon=1.0, delta=1e-3)
@@ -126,7 +127,7 @@ def test_budget_check_reads_the_release_ledger_url(
 ) -> None:
     """The pre-flight reads the ledger the release names (SQLite or PostgreSQL), not the home's
     file, and writes nothing: no reservation, no charge, no ledger file created in the home."""
-    from release_store.ledger import Ledger
+    from release_store.ledger.book import Ledger
 
     home = tmp_path / "home"
     home.mkdir()
@@ -208,8 +209,8 @@ def test_zero_warning_in_the_flow_log(
     import re
 
     import tasks.preparation as preparation
-    from release_store.ingest import read_table
-    from release_store.run import ReleaseRun, SensitiveTable
+    from release_store.inputs.ingest import read_table
+    from release_store.run.release_run import ReleaseRun, SensitiveTable
 
     logger = logging.getLogger("sds-test-flow-log")
     logger.addHandler(caplog.handler)  # Prefect's logging setup may stop propagation

@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from release_store import progress
+from release_store.run import progress
 
 
 class _Recorder:

@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from release_store.artifact_encoding import csv_bytes as _csv_bytes
+from release_store.workspace.encoding import csv_bytes as _csv_bytes
 
 
 @pytest.mark.parametrize("special", [None, "a,b", 'say "hi"', "two\nlines", "cr\rx", float("nan")])

@@ -9,7 +9,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from release_store.artifact_encoding import (
+from release_store.workspace.encoding import (
     aggregates_parquet,
     aggregates_tsv,
     arrow_csv_bytes,

@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger_replay import ReplayLedger
-from release_store.ledger_types import ChargeRow, Reservation
-from release_store.workspace import Manifest, sha256_file
+from release_store.ledger.replay import ReplayLedger
+from release_store.ledger.values import ChargeRow, Reservation
+from release_store.workspace.files import sha256_file
+from release_store.workspace.manifest import Manifest
 from sds_core.errors import SdsInternalError
 from tests.pipeline.conftest import charges, run_cli
 

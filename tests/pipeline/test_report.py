@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from release_store.explorer import explorer_html
-from release_store.report import report_html
-from release_store.report_inputs import BudgetSnapshot, ReportInputs, count_sd
+from release_store.report.explorer import explorer_html
+from release_store.report.inputs import BudgetSnapshot, ReportInputs, count_sd
+from release_store.report.page import report_html
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.evaluation.agreement import agreement

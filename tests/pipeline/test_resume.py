@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from release_store.workspace import sha256_file
+from release_store.workspace.files import sha256_file
 from tests.pipeline.conftest import charges, killed_cli, run_cli
 
 COMPARED = (

@@ -169,8 +169,8 @@ def test_served_deployment_runs_and_exhausted_budget_fails(
 
     url, env = server
     home, poor = tmp_path / "home", tmp_path / "poor"
-    from release_store.ledger import Ledger
-    from release_store.workspace import resolve_home
+    from release_store.ledger.book import Ledger
+    from release_store.workspace.home import resolve_home
 
     Ledger.open(resolve_home(poor)).set_budget("tiny", epsilon=0.5, delta=1e-3)
     serve = subprocess.Popen(

@@ -14,15 +14,18 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from release_store.audit import signature_problems
-from release_store.signing import (
+from release_store.audit.home import signature_problems
+from release_store.audit.signing import (
     key_history,
     key_id,
     sign_release,
     signing_key,
     verify_signed_release,
 )
-from release_store.workspace import Manifest, release_paths, sha256_file, verify_release
+from release_store.workspace.files import sha256_file
+from release_store.workspace.home import release_paths
+from release_store.workspace.integrity import verify_release
+from release_store.workspace.manifest import Manifest
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import run_cli
 

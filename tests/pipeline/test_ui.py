@@ -236,7 +236,7 @@ def test_cli_release_logs_every_stage_to_the_server_without_raw_values(
     ui_server: tuple[str, dict[str, str]], cli_release: dict[str, Any]
 ) -> None:
     """Every stage logs its INFO line to the server; no planted value, no true record count."""
-    from release_store.stages import release_stages
+    from release_store.run.stages import release_stages
 
     base, _ = ui_server
     messages = _logs(base, cli_release["run"]["id"])

@@ -7,8 +7,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from release_store.params import ColumnSchema, TableSchema
-from release_store.validation import FLOAT_RE, INTEGER_RE, _numeric_view, run_gate
+from release_store.config.schema import ColumnSchema, TableSchema
+from release_store.inputs.gate import FLOAT_RE, INTEGER_RE, _numeric_view, run_gate
 
 NUMBERS = ["1", "+3", "-2.5", ".5", "5.", "1e5", "1E-2", "007", "12.000"]
 NOT_NUMBERS = ["abc", "1_000", "0x10", "1.2.3", "--1", "e5", "١٢", "inf", "nan", "1 2"]

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger import Ledger, PlannedCharge
-from release_store.workdir import ReleaseDirs
-from release_store.workspace import release_paths
+from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.run.workdir import ReleaseDirs
+from release_store.workspace.home import release_paths
 from sds_core.errors import SdsInputError
 
 
 def test_layout_is_the_workspace_layout(tmp_path: Path) -> None:
-    """ReleaseDirs places a release exactly where release_store.workspace.ReleasePaths says."""
+    """ReleaseDirs places a release exactly where release_store.workspace.home.ReleasePaths says."""
     dirs = ReleaseDirs(tmp_path, "pums", "r1")
     paths = release_paths(tmp_path, "pums", "r1")
     assert (dirs.release_dir, dirs.private_dir) == (paths.release_dir, paths.private_dir)

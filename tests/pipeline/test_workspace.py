@@ -16,8 +16,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from release_store import workspace as ws
-from release_store.audit import audit_home, ledger_anchor
-from release_store.ledger import Ledger, PlannedCharge
+from release_store.audit.home import audit_home
+from release_store.ledger.anchor import ledger_anchor
+from release_store.ledger.book import Ledger, PlannedCharge
 from sds_core.errors import SdsInputError
 
 
@@ -316,7 +317,7 @@ def test_audit_flags_manifest_ledger_mismatch(tmp_path: Path) -> None:
 
 def _rewrite_chain(path: Path, sql: str) -> None:
     """Edit the ledger and re-hash every row and the head, as a careful attacker would."""
-    from release_store.ledger_chain import FIELDS, GENESIS_HASH, row_hash
+    from release_store.ledger.chain import FIELDS, GENESIS_HASH, row_hash
 
     conn = sqlite3.connect(path)
     conn.row_factory = sqlite3.Row
@@ -391,8 +392,8 @@ def test_modules_do_not_import_prefect() -> None:
     import sys
 
     code = (
-        "import sys, release_store.ledger, release_store.workspace, release_store.audit\n"
-        "import release_store.workdir, release_store.progress\n"
+        "import sys, release_store.ledger.book, release_store.workspace, release_store.audit.home\n"
+        "import release_store.run.workdir, release_store.run.progress\n"
         "print(','.join(m for m in sys.modules "
         "if m.split('.')[0] in ('prefect', 'great_expectations')))"
     )

@@ -1,0 +1,247 @@
+"""`sds audit`: every release of a home with its privacy spend, plus integrity checks.
+
+Lists the releases under ``$SDS_HOME/releases`` and the ledger's reservations; with
+``verify=True`` also checks the ledger hash chain, each release directory against its
+manifest (:func:`release_store.workspace.integrity.verify_release`), the manifest against the
+ledger, the ledger head each complete manifest recorded (:func:`ledger_anchor`) against the chain,
+and a
+signed release's signature against the home's signing keys (:func:`signature_problems`).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from release_store.ledger.backends import resolve_ledger_url, sqlite_path
+from release_store.ledger.book import BudgetStatus, Ledger, VerifyReport
+from release_store.ledger.anchor import anchor_problems
+from release_store.workspace.home import MANIFEST, PUBLIC_KEY, SIGNATURE, validate_id
+from release_store.workspace.integrity import verify_release
+from release_store.workspace.manifest import Manifest
+from sds_core.errors import SdsInputError
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseAudit:
+    """One release as the audit sees it (manifest and/or ledger)."""
+
+    dataset: str
+    release_id: str
+    status: str  # manifest status, or "no directory" for a ledger-only release
+    created_at: str | None
+    epsilon: float | None  # the manifest's privacy claim
+    delta: float | None
+    ledger_status: str | None  # open | completed | cancelled | None (not in the ledger)
+    epsilon_spent: float | None  # what the ledger counts against the dataset
+    delta_spent: float | None
+    parameters: dict[str, Any] = field(default_factory=dict)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    problems: tuple[str, ...] = ()
+    report: str | None = None  # path of report.html of a complete release
+    signed_by: str | None = None  # key id of a verified signature (None: unsigned/unchecked)
+
+
+@dataclass(frozen=True, slots=True)
+class AuditReport:
+    """All releases, budgets and (when verified) every problem found."""
+
+    home: str
+    verified: bool
+    releases: tuple[ReleaseAudit, ...]
+    budgets: tuple[BudgetStatus, ...]
+    ledger: VerifyReport | None
+    problems: tuple[str, ...]
+
+    @property
+    def ok(self) -> bool:
+        """No problem found (only meaningful when ``verified``)."""
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (for ``--json``)."""
+        out = asdict(self)
+        out["ok"] = self.ok
+        return out
+
+    def table_rows(self) -> list[dict[str, str]]:
+        """One row of strings per release, for a rich table."""
+
+        def num(x: float | None, fmt: str) -> str:
+            return "" if x is None else format(x, fmt)
+
+        return [
+            {
+                "dataset": r.dataset,
+                "release": r.release_id,
+                "status": r.status,
+                "ledger": r.ledger_status or "-",
+                "epsilon": num(r.epsilon_spent, ".6g"),
+                "delta": num(r.delta_spent, ".3g"),
+                "artifacts": str(len(r.artifacts)),
+                "check": ("ok" if not r.problems else f"{len(r.problems)} problem(s)")
+                if self.verified
+                else "-",
+            }
+            for r in self.releases
+        ]
+
+
+def report_path(home: str | Path, release_id: str) -> Path:
+    """The ``report.html`` of a complete release of ``home``.
+
+    Raises:
+        SdsInputError: bad id, no such release, release not complete, or no report in it.
+    """
+    validate_id(release_id)
+    found = sorted(p for p in (Path(home) / "releases").glob(f"*/{release_id}") if p.is_dir())
+    if not found:
+        raise SdsInputError(
+            f"no release {release_id!r} under {Path(home) / 'releases'}; `sds audit` lists the "
+            "releases of a home (pass --home DIR or set SDS_HOME if it is elsewhere)"
+        )
+    release_dir = found[0]
+    status = Manifest.load(release_dir / MANIFEST).status
+    if status != "complete":
+        raise SdsInputError(
+            f"release {release_id!r} is {status}, not complete, so it has no report; finish it "
+            f"with `sds resume {release_id}` or abandon it with `sds cancel {release_id}`"
+        )
+    report = release_dir / "report.html"
+    if not report.is_file():
+        raise SdsInputError(
+            f"release {release_id!r} is complete but has no report.html ({release_dir}); it "
+            "was published by a version without reports, or the file was removed "
+            "(`sds audit --verify` checks the release's files)"
+        )
+    return report
+
+
+def signature_problems(home: Path, release_dir: Path) -> tuple[str | None, list[str]]:
+    """A signed release's signature, for its own home: (key id when valid, problems).
+
+    The signature must check and the key must be one of the home's signing keys (current or
+    retired). A release without ``manifest.sig`` is not a problem here: releases published
+    before signing existed have none (``sds sign RELEASE_ID`` signs them).
+    """
+    from release_store.audit.signing import check_signature, home_public_keys, key_id
+
+    if not (release_dir / SIGNATURE).exists() and not (release_dir / PUBLIC_KEY).exists():
+        return None, []
+    key, valid, problems = check_signature(release_dir)
+    if key is not None and valid and key_id(key) not in home_public_keys(home):
+        problems.append(
+            f"signed by key {key_id(key)}, which is not one of this home's signing keys "
+            "(`sds signing-key show`)"
+        )
+    return (key_id(key) if key is not None and valid and not problems else None), problems
+
+
+def _manifests(home: Path, dataset: str | None) -> list[Path]:
+    root = home / "releases"
+    pattern = f"{dataset}/*" if dataset else "*/*"
+    return sorted(p for p in root.glob(pattern) if p.is_dir()) if root.is_dir() else []
+
+
+def audit_home(
+    home: str | Path,
+    dataset: str | None = None,
+    *,
+    verify: bool = False,
+    ledger_url: str | None = None,
+) -> AuditReport:
+    """Audit a home (nothing is created or modified, except a PostgreSQL ledger's empty tables).
+
+    Args:
+        home: the SDS home directory.
+        dataset: only this dataset's releases and budget.
+        verify: check the ledger chain, every artifact's sha256 and manifest vs ledger.
+        ledger_url: the ledger (default $SDS_LEDGER_URL, else the home's SQLite file, which
+            is not created when absent).
+    """
+    home = Path(home)
+    url = resolve_ledger_url(home, ledger_url)
+    path = sqlite_path(url)
+    ledger = Ledger.from_url(url) if path is None or path.is_file() else None
+    chain = ledger.verify() if ledger is not None and verify else None
+    problems = [f"ledger: {p}" for p in chain.problems] if chain else []
+    releases, seen = [], set()
+    for release_dir in _manifests(home, dataset):
+        rid = release_dir.name
+        seen.add(rid)
+        found = verify_release(release_dir) if verify else []
+        signed_by = None
+        if verify:
+            signed_by, bad = signature_problems(home, release_dir)
+            found += bad
+        try:
+            m = Manifest.load(release_dir / MANIFEST).data
+        except ValueError:
+            m = {"status": "unreadable"}
+        res = ledger.reservation(rid) if ledger else None
+        spent = ledger.spent(rid) if ledger else None
+        privacy = m.get("privacy") or {}
+        if verify and m.get("status") == "complete":
+            if res is None:
+                found.append("complete release has no reservation in the ledger")
+            else:
+                if res.status != "completed":
+                    found.append(f"ledger reservation is {res.status}, not completed")
+                claim = privacy.get("epsilon")
+                if claim is None or not math.isclose(float(claim), res.epsilon, rel_tol=1e-12):
+                    found.append(
+                        f"manifest epsilon {claim} differs from the ledger's "
+                        f"reserved epsilon {res.epsilon}"
+                    )
+            found += anchor_problems(ledger, m.get("ledger_head"))
+        releases.append(
+            ReleaseAudit(
+                dataset=release_dir.parent.name,
+                release_id=rid,
+                status=str(m.get("status")),
+                created_at=m.get("created_at"),
+                epsilon=privacy.get("epsilon"),
+                delta=privacy.get("delta"),
+                ledger_status=res.status if res else None,
+                epsilon_spent=spent[0] if spent else None,
+                delta_spent=spent[1] if spent else None,
+                parameters=dict(m.get("parameters") or {}),
+                artifacts=dict(m.get("artifacts") or {}),
+                problems=tuple(found),
+                report=str(release_dir / "report.html")
+                if m.get("status") == "complete" and (release_dir / "report.html").is_file()
+                else None,
+                signed_by=signed_by,
+            )
+        )
+        problems += [f"{release_dir.parent.name}/{rid}: {p}" for p in found]
+    budgets: list[BudgetStatus] = []
+    if ledger is not None:
+        budgets = [b for b in ledger.datasets() if dataset in (None, b.dataset)]
+        for res in ledger.reservations(dataset):
+            if res.release_id not in seen:
+                spent = ledger.spent(res.release_id)
+                releases.append(
+                    ReleaseAudit(
+                        dataset=res.dataset,
+                        release_id=res.release_id,
+                        status="no directory",
+                        created_at=res.created_at,
+                        epsilon=None,
+                        delta=None,
+                        ledger_status=res.status,
+                        epsilon_spent=spent[0] if spent else None,
+                        delta_spent=spent[1] if spent else None,
+                    )
+                )
+    releases.sort(key=lambda r: (r.dataset, r.created_at or "", r.release_id))
+    return AuditReport(
+        home=str(home),
+        verified=verify,
+        releases=tuple(releases),
+        budgets=tuple(budgets),
+        ledger=chain,
+        problems=tuple(problems),
+    )

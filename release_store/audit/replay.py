@@ -1,0 +1,534 @@
+"""Replaying a past release: what it recorded, its throwaway workdir, and the byte comparison.
+
+``sds audit RELEASE_ID --replay --input PATH`` (driven by ``flows/replay.py``) reruns the
+release's own stage tasks on a :class:`~release_store.run.release_run.ReleaseRun` whose home is a
+throwaway directory (``private/_replay-*``) holding a copy of the release key, and whose ledger is
+the
+release's recorded charges, read-only (:class:`~release_store.ledger.replay.ReplayLedger`).
+This module loads what the release recorded, builds that run, and compares the result.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shutil
+import tempfile
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path, PurePath
+from typing import Any
+
+from pydantic import ValidationError
+
+from release_store.cluster.synthesis import StoredSynthetic
+from release_store.config.release_params import ReleaseParams
+from release_store.inputs.ingest import check_input_path, dataset_digest, dataset_files
+from release_store.ledger.book import LEDGER_FILE, Ledger
+from release_store.ledger.replay import ReplayLedger
+from release_store.ledger.values import ChargeRow, Reservation
+from release_store.run import stages
+from release_store.run.release_run import ReleaseRun, planned_charges
+from release_store.run.workdir import KEY_FILE, ReleaseDirs
+from release_store.workspace.files import atomic_write_bytes, sha256_file
+from release_store.workspace.home import MANIFEST, validate_id
+from release_store.workspace.manifest import Manifest
+from sds_core.errors import SdsInputError, SdsInternalError
+
+__all__ = [
+    "DIFFERS",
+    "LOCAL_ONLY",
+    "MATCH",
+    "NOTE",
+    "NOT_RECORDED",
+    "RUN_FACTS",
+    "Check",
+    "RecordedRelease",
+    "ReplayReport",
+    "manifest_differences",
+    "replay_parameters",
+    "same_value",
+]
+
+RUN_FACTS = ("created_at", "finished_at", "stages", "ledger_head", "versions")
+"""Manifest keys that record how a run went, not what it computed: never compared byte for byte
+(stage *names* are compared; versions are reported when they differ)."""
+
+LOCAL_ONLY: dict[str, Any] = {"executor": "local", "dask_address": None}
+"""Where a release was computed (a Dask cluster) does not change its keyed result; a replay
+always runs locally. Applied only to the keys a release recorded."""
+
+_UNCOMPARED_PARAMETERS = ("input", "home", "config", *LOCAL_ONLY)
+"""Parameters a replay sets itself (the input it was given, its throwaway home)."""
+
+MATCH, DIFFERS, NOT_RECORDED, NOTE = "match", "differs", "not recorded", "note"
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """One comparison of the replay with the release.
+
+    Attributes:
+        stage: the stage it belongs to (a registry name, or ``parameters`` / ``stages``).
+        subject: what was compared (``checkpoint``, an artifact name, ``manifest.json``...).
+        status: ``match``, ``differs``, ``not recorded`` (the release kept nothing to compare
+            with) or ``note`` (informational, never a difference).
+        detail: one line for people; never a value of the data (only hashes of published
+            files, key names, stage names).
+    """
+
+    stage: str
+    subject: str
+    status: str
+    detail: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplayReport:
+    """Every comparison of one replay and the replay's own stage timings."""
+
+    release_id: str
+    dataset: str
+    input: str
+    checks: tuple[Check, ...]
+    seconds: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def identical(self) -> bool:
+        """No comparison differs: the published release is what the recorded method produces."""
+        return not any(c.status == DIFFERS for c in self.checks)
+
+    @property
+    def differences(self) -> tuple[Check, ...]:
+        """The comparisons that differ."""
+        return tuple(c for c in self.checks if c.status == DIFFERS)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain JSON-ready dict (for ``--json``)."""
+        return {**asdict(self), "identical": self.identical}
+
+
+def replay_parameters(
+    recorded: Mapping[str, Any], *, input_path: str, home: str, seed: int | None
+) -> dict[str, Any]:
+    """The parameters a replay runs with: the recorded ones, its input, home and the seed.
+
+    The config file is not read again (the recorded parameters already hold its values), and a
+    release computed on a cluster is replayed locally (:data:`LOCAL_ONLY`).
+
+    >>> replay_parameters({"epsilon": 2.0, "executor": "dask", "config": "x.toml"},
+    ...                   input_path="in.csv", home="/tmp/h", seed=None)["executor"]
+    'local'
+    """
+    data = dict(recorded)
+    data.update(input=input_path, home=home, seed=seed, config=None)
+    data.update({k: v for k, v in LOCAL_ONLY.items() if k in recorded})
+    return data
+
+
+def published_form(private: Mapping[str, Any]) -> dict[str, Any]:
+    """The private parameter record as the manifest publishes it (ReleaseParams.public_dict):
+    input and config by file name, no home, no ledger.
+
+    >>> published_form({"input": "/data/in.csv", "config": None, "home": "/h", "ledger": None})
+    {'input': 'in.csv', 'config': None}
+    """
+    out = {k: v for k, v in private.items() if k not in ("home", "ledger")}
+    for key in ("input", "config"):
+        if out.get(key) is not None:
+            out[key] = PurePath(out[key]).name
+    return out
+
+
+def _paths(a: Any, b: Any, prefix: str = "") -> list[str]:
+    """Dotted key paths where two JSON values differ (dicts recursed; anything else whole)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        out: list[str] = []
+        for k in sorted(set(a) | set(b), key=str):
+            out += _paths(a.get(k), b.get(k), f"{prefix}{k}.")
+        return out
+    return [] if a == b else [prefix.rstrip(".") or "(whole value)"]
+
+
+def manifest_differences(published: Mapping[str, Any], replayed: Mapping[str, Any]) -> list[str]:
+    """Key paths where two manifests differ, apart from :data:`RUN_FACTS` (stage names compared).
+
+    >>> manifest_differences({"privacy": {"epsilon": 2.0}, "finished_at": "a"},
+    ...                      {"privacy": {"epsilon": 1.0}, "finished_at": "b"})
+    ['privacy.epsilon']
+    """
+    keys = sorted((set(published) | set(replayed)) - set(RUN_FACTS))
+    out = _paths({k: published.get(k) for k in keys}, {k: replayed.get(k) for k in keys})
+
+    def names(m: Mapping[str, Any]) -> list[Any]:
+        return [s.get("name") for s in m.get("stages") or [] if isinstance(s, dict)]
+
+    if names(published) != names(replayed):
+        out.append("stages (names)")
+    return out
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """Deep equality of checkpointed values (arrays, frames, Arrow tables, dataclasses, dicts).
+
+    Used when two checkpoints' pickles differ in layout: NaN equals NaN, dtypes must match.
+
+    >>> import numpy as np
+    >>> same_value({"x": np.array([1, 2])}, {"x": np.array([1, 2])})
+    True
+    >>> same_value({"x": np.array([1, 2])}, {"x": np.array([1.0, 2.0])})
+    False
+    """
+    import numpy as np
+    import pandas as pd
+    import pyarrow as pa
+
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, np.ndarray):
+        nan = a.dtype.kind in "fc"
+        return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b, nan))
+    if isinstance(a, pd.DataFrame | pd.Series | pd.Index):
+        return bool(a.equals(b))
+    if isinstance(a, pa.Table | pa.Array | pa.ChunkedArray | pa.RecordBatch):
+        return bool(a.equals(b))
+    if isinstance(a, float):
+        return a == b or (math.isnan(a) and math.isnan(b))
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same_value(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple):
+        return len(a) == len(b) and all(same_value(x, y) for x, y in zip(a, b, strict=True))
+    if is_dataclass(a):
+        return all(same_value(getattr(a, f.name), getattr(b, f.name)) for f in fields(a))
+    slots = [s for c in type(a).__mro__ for s in getattr(c, "__slots__", ())]
+    if hasattr(a, "__dict__") or slots:
+        state_a = {**getattr(a, "__dict__", {}), **{s: getattr(a, s, None) for s in slots}}
+        state_b = {**getattr(b, "__dict__", {}), **{s: getattr(b, s, None) for s in slots}}
+        return same_value(state_a, state_b)
+    return bool(a == b)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordedRelease:
+    """What a complete release recorded: manifest, private parameters and state, ledger rows.
+
+    Build it with :meth:`load`; nothing of the home is modified by this class, except the
+    throwaway ``private/_replay-*`` directory :meth:`replay_run` creates and removes.
+    """
+
+    home: Path
+    release_id: str
+    dataset: str
+    manifest: dict[str, Any]
+    private_params: dict[str, Any] | None
+    seed: int | None
+    state: dict[str, Any]
+    reservation: Reservation
+    charges: tuple[ChargeRow, ...]
+
+    @property
+    def dirs(self) -> ReleaseDirs:
+        """The release's own directories (read only by the replay)."""
+        return ReleaseDirs(self.home, self.dataset, self.release_id)
+
+    @classmethod
+    def load(cls, home: str | Path, release_id: str) -> RecordedRelease:
+        """Load a complete release of ``home`` for a replay.
+
+        Raises:
+            SdsInputError: no such published release, not complete, no release key, or no
+                ledger reservation; each message says what a replay needs.
+        """
+        home = Path(home)
+        validate_id(release_id)
+        found = sorted(home.glob(f"releases/*/{release_id}/{MANIFEST}"))
+        if not found:
+            raise SdsInputError(
+                f"no published release {release_id!r} in {home / 'releases'}; check the "
+                "release id (`sds audit` lists them) and --home"
+            )
+        manifest = Manifest.load(found[0]).data
+        dataset = str(manifest["dataset"])
+        if manifest.get("status") != "complete":
+            raise SdsInputError(
+                f"release {release_id!r} is {manifest.get('status')!r}, not complete: only a "
+                f"published release can be replayed (finish it with `sds resume {release_id}` "
+                f"or abandon it with `sds cancel {release_id}`)"
+            )
+        dirs = ReleaseDirs(home, dataset, release_id)
+        if not (dirs.private_dir / KEY_FILE).is_file():
+            raise SdsInputError(
+                f"the release key {dirs.private_dir / KEY_FILE} is missing: a replay needs the "
+                "release's private workspace (its key), so it runs only where the release was "
+                "made or from a backup of private/<release-id>/"
+            )
+        if not (home / LEDGER_FILE).is_file():
+            raise SdsInputError(
+                f"{home} has no ledger ({LEDGER_FILE}); a replay compares the spend with the "
+                "ledger that recorded the release: pass the release's --home"
+            )
+        ledger = Ledger.open(home)  # read only from here on
+        reservation = ledger.reservation(release_id)
+        if reservation is None:
+            raise SdsInputError(
+                f"the ledger of {home} has no reservation of release {release_id!r}; pass the "
+                "home whose ledger recorded it (--home)"
+            )
+        saved = dirs.private_dir / "params.json"
+        seed_file = dirs.private_dir / "seed.json"
+        return cls(
+            home=home,
+            release_id=release_id,
+            dataset=dataset,
+            manifest=manifest,
+            private_params=json.loads(saved.read_text()) if saved.is_file() else None,
+            seed=json.loads(seed_file.read_text())["seed"] if seed_file.is_file() else None,
+            state=dirs.state(),
+            reservation=reservation,
+            charges=tuple(ledger.charges(release_id=release_id)),
+        )
+
+    @property
+    def parameters(self) -> dict[str, Any]:
+        """The published parameters (the claim a replay tests)."""
+        return dict(self.manifest.get("parameters") or {})
+
+    @property
+    def aggregate_seeded(self) -> bool:
+        """The release ran the SDS stages (not a registry synthesizer's ``fit``)."""
+        return bool(self.parameters.get("synthesizer", "aggregate-seeded") == "aggregate-seeded")
+
+    def check_input(self, path: str | Path) -> Check:
+        """The input must be what the release read: its sha256 (a Parquet dataset's digest over
+        its part files, :func:`~release_store.inputs.ingest.dataset_digest`) equals the manifest's.
+
+        Raises:
+            SdsInputError: it is not (nothing has run yet).
+        """
+        try:
+            p = check_input_path(path)
+            files = dataset_files(path)  # a Parquet dataset: its digest over the part files
+        except SdsInputError as e:
+            raise SdsInputError(f"--input: {e}") from None
+        if files is not None:
+            return self.input_check(dataset_digest(files, [sha256_file(f) for f in files]), str(p))
+        return self.input_check(sha256_file(p), str(p))
+
+    def input_check(self, sha256: str, path: str) -> Check:
+        """Compare an input fingerprint with the manifest's ``input.sha256`` (refuse if not)."""
+        recorded = (self.manifest.get("input") or {}).get("sha256")
+        if sha256 != recorded:
+            raise SdsInputError(
+                f"--input {path} is not the input of release {self.release_id!r}: its sha256 "
+                f"{sha256[:16]}… differs from the manifest's input.sha256 "
+                f"{str(recorded)[:16]}…; pass the exact file the release was made from "
+                "(nothing was recomputed)"
+            )
+        return Check(stages.INGEST, "input", MATCH, f"sha256 = manifest's {sha256[:16]}…")
+
+    def parameter_checks(self) -> list[Check]:
+        """Published parameters against the private record made when the release started."""
+        if self.private_params is None:
+            return [Check("parameters", "private record", NOT_RECORDED, "no params.json")]
+        diff = _paths(self.parameters, published_form(self.private_params))
+        if diff:
+            return [
+                Check(
+                    "parameters",
+                    "manifest vs private record",
+                    DIFFERS,
+                    f"the published parameters are not those it ran with: {', '.join(diff)}",
+                )
+            ]
+        return [Check("parameters", "manifest vs private record", MATCH, "same parameters")]
+
+    @contextmanager
+    def replay_run(self, input_path: str | Path) -> Iterator[ReleaseRun]:
+        """A :class:`ReleaseRun` for the replay, in a throwaway home removed afterwards.
+
+        The throwaway home is ``private/_replay-*`` (mode 0700, next to the key it copies);
+        it holds the key, the published manifest (so the replay keeps ``created_at``) and the
+        replay's own checkpoints and artifacts. The ledger is a :class:`ReplayLedger`.
+
+        Raises:
+            SdsInputError: the recorded parameters no longer validate in this version.
+        """
+        (self.home / "private").mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="_replay-", dir=self.home / "private"))
+        try:
+            data = replay_parameters(
+                self.parameters,
+                input_path=str(Path(input_path).absolute()),
+                home=str(tmp),
+                seed=self.seed,
+            )
+            try:
+                params = ReleaseParams.model_validate(data)
+            except ValidationError as e:
+                raise SdsInputError(
+                    f"the recorded parameters of release {self.release_id!r} are not valid "
+                    f"for this version of sds, so it cannot replay them: {e}"
+                ) from None
+            run = ReleaseRun(
+                params,
+                self.release_id,
+                str(tmp),
+                replay=ReplayLedger(self.reservation, self.charges),
+            )
+            run.dirs.paths.create()
+            key = (self.dirs.private_dir / KEY_FILE).read_bytes()
+            atomic_write_bytes(run.dirs.private_dir / KEY_FILE, key, private=True)
+            shutil.copyfile(self.dirs.paths.manifest, run.dirs.paths.manifest)
+            yield run
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+    def published_parameters(self, run: ReleaseRun) -> dict[str, Any]:
+        """The parameters the publish task would write, computed from the replay's parameters.
+
+        As ``tasks/publish.py`` builds them (``public_dict`` + release id, in model order, which
+        the report shows); only the keys a replay sets itself (input, home...) are taken from the
+        record, so any other drift shows in the manifest and report comparisons.
+        """
+        mine = run.params.public_dict() | {"release_id": run.release_id}
+        recorded = self.parameters
+        return {k: recorded.get(k) if k in _UNCOMPARED_PARAMETERS else v for k, v in mine.items()}
+
+    def plan_check(self, run: ReleaseRun) -> Check:
+        """The replay's budget plan against the ledger's reservation of the release."""
+        plan = tuple(planned_charges(run.params))
+        res = self.reservation
+        same_total = math.isclose(res.epsilon, run.epsilon, rel_tol=1e-12) and math.isclose(
+            res.delta, run.delta, rel_tol=1e-12
+        )
+        if plan == res.planned and same_total:
+            return Check(stages.BUDGET, "plan vs ledger", MATCH, f"{len(plan)} planned charges")
+        mine, reserved = {p.stage: p for p in plan}, {p.stage: p for p in res.planned}
+        wrong = sorted(s for s in mine.keys() | reserved.keys() if mine.get(s) != reserved.get(s))
+        total = "" if same_total else "the release's total (ε, δ); "
+        return Check(
+            stages.BUDGET,
+            "plan vs ledger",
+            DIFFERS,
+            f"the recorded parameters plan another spend than the ledger reserved: "
+            f"{total}stages {', '.join(wrong) or '(order)'}",
+        )
+
+    def charge_check(self, run: ReleaseRun) -> Check:
+        """The stages the replay charged (only noted) against the charges the release recorded."""
+        ledger = run.replay
+        if ledger is None:
+            raise SdsInternalError("charge_check needs a replay run")
+        recorded = [r.stage for r in self.charges]
+        if ledger.unrecorded or sorted(ledger.replayed) != sorted(recorded):
+            missing = sorted(set(recorded) - set(ledger.replayed))
+            return Check(
+                stages.BUDGET,
+                "charges",
+                DIFFERS,
+                f"charged by the replay but not by the release: {ledger.unrecorded or '-'}; "
+                f"charged by the release but not the replay: {missing or '-'}",
+            )
+        return Check(
+            stages.BUDGET,
+            "charges",
+            MATCH,
+            f"the {len(recorded)} recorded charges, replayed; nothing was charged",
+        )
+
+    def stage_checks(self, run: ReleaseRun, names: list[str]) -> list[Check]:
+        """Per stage: the prepared-data fingerprint and every checkpoint, in stage order."""
+        out = []
+        mine = run.dirs.state()
+        for name in names:
+            if name == stages.PREPARE:
+                theirs, ours = self.state.get("fingerprint"), mine.get("fingerprint")
+                out.append(
+                    Check(name, "prepared data", NOT_RECORDED, "no fingerprint recorded")
+                    if theirs is None
+                    else Check(name, "prepared data", MATCH, "same fingerprint")
+                    if theirs == ours
+                    else Check(name, "prepared data", DIFFERS, "the prepared data differ")
+                )
+            elif stages.spec(name).checkpoint:
+                out.append(self._checkpoint_check(run, name))
+        return out
+
+    def _checkpoint_check(self, run: ReleaseRun, name: str) -> Check:
+        theirs = self.state.get("stages", {}).get(name)
+        ours = run.dirs.state()["stages"].get(name)
+        if ours is None:
+            return Check(name, "checkpoint", DIFFERS, "the replay did not run this stage")
+        if theirs is None:
+            return Check(name, "checkpoint", NOT_RECORDED, "the release kept no checkpoint")
+        if theirs["sha256"] == ours["sha256"]:
+            return Check(name, "checkpoint", MATCH, "identical (noise, results)")
+        try:
+            published = self.dirs.load_checkpoint(name)
+        except SdsInputError:
+            return Check(
+                name, "checkpoint", DIFFERS, "the release's checkpoint was modified after it ran"
+            )
+        if isinstance(published, StoredSynthetic):  # a Dask release's records, one file a chunk
+            published = published.table(self.dirs.checkpoint_dir)
+        if same_value(published, run.dirs.load_checkpoint(name)):
+            return Check(name, "checkpoint", MATCH, "equal values (pickled differently)")
+        return Check(name, "checkpoint", DIFFERS, "the stage computes other values")
+
+    def artifact_checks(self, run: ReleaseRun) -> list[Check]:
+        """Every published artifact against the replay's, byte for byte; then the manifest."""
+        replayed = run.dirs.manifest() or {}
+        listed = self.manifest.get("artifacts") or {}
+        names = sorted(set(listed) | set(replayed.get("artifacts") or {}))
+        out = []
+        for name in names:
+            stage = _artifact_stage(name, aggregate_seeded=self.aggregate_seeded)
+            ours, theirs = self.dirs.release_dir / name, run.dirs.release_dir / name
+            if not ours.is_file():
+                out.append(Check(stage, name, DIFFERS, "listed but not published (missing)"))
+            elif not theirs.is_file():
+                out.append(Check(stage, name, DIFFERS, "published but the replay does not make it"))
+            else:
+                a, b = sha256_file(ours), sha256_file(theirs)
+                edited = "" if listed.get(name) == a else " (and no longer the manifest's sha256)"
+                out.append(
+                    Check(stage, name, MATCH, f"sha256 {a[:16]}…")
+                    if a == b and ours.read_bytes() == theirs.read_bytes()
+                    else Check(
+                        stage, name, DIFFERS, f"published {a[:16]}… ≠ replayed {b[:16]}…{edited}"
+                    )
+                )
+        diff = manifest_differences(self.manifest, replayed)
+        out.append(
+            Check(stages.PUBLISH, MANIFEST, DIFFERS, f"differs in {', '.join(diff)}")
+            if diff
+            else Check(
+                stages.PUBLISH,
+                MANIFEST,
+                MATCH,
+                f"same content apart from run facts ({', '.join(RUN_FACTS)})",
+            )
+        )
+        versions = _paths(self.manifest.get("versions"), replayed.get("versions"))
+        if versions:
+            out.append(
+                Check(
+                    stages.PUBLISH,
+                    "versions",
+                    NOTE,
+                    f"released with other versions of: {', '.join(versions)}",
+                )
+            )
+        return out
+
+
+def _artifact_stage(name: str, *, aggregate_seeded: bool) -> str:
+    """The stage whose result an artifact publishes (publish for the report and new files)."""
+    if name.startswith("aggregates."):
+        return stages.NORMALIZE if aggregate_seeded else stages.FIT
+    if name.startswith("synthetic."):
+        return stages.SYNTHESIZE if aggregate_seeded else stages.FIT
+    return {"evaluation.json": stages.EVALUATE, "validation.json": stages.VALIDATE_OUTPUT}.get(
+        name, stages.PUBLISH
+    )

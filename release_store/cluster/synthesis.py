@@ -1,0 +1,393 @@
+"""The synthetic records on the Dask workers: synthesis, checkpoint, output gate, publish.
+
+With ``--executor dask`` the synthesize stage leaves its records on the workers as the final
+(shuffled) table cut into chunks, a :class:`~release_store.cluster.backend.DaskBackend`; the
+checkpoint is one file per chunk, written by the driver while it holds ONE chunk; the output
+gate and the evaluation's synthetic side run per chunk on the workers; publish streams the
+chunks into the same ``synthetic.parquet`` (parts) and ``synthetic.csv`` bytes as locally.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import io
+import itertools
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from release_store.cluster.backend import DaskBackend
+from release_store.cluster.inputs import DaskInput, validate_parts
+from release_store.workspace.files import atomic_write_bytes, sha256_file
+from sds_core.data.domain import Domain
+from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.errors import SdsInputError, SdsInternalError
+from sds_core.marginals.aggregates import AggregateSet
+from sds_core.synthesis.generator import batch_codes, plan_synthesis
+from sds_core.synthesis.params import SynthesisParams
+
+CHUNK_ROWS = 1 << 20
+"""Records per chunk: pyarrow's default Parquet row group, so that publish writes each part
+file row group by row group with the bytes of one ``write_table`` of the whole part."""
+
+
+def chunk_bounds(n_records: int, part_records: int | None) -> list[tuple[int, int]]:
+    """The chunks' row ranges: every ``synthetic.parquet`` part cut into CHUNK_ROWS runs.
+
+    >>> chunk_bounds(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
+    """
+    from release_store.workspace.encoding import part_rows
+
+    bounds, start = [], 0
+    for rows in part_rows(n_records, part_records):
+        for lo in range(start, start + rows, CHUNK_ROWS):
+            bounds.append((lo, min(lo + CHUNK_ROWS, start + rows)))
+        start += rows
+    return bounds or [(0, 0)]
+
+
+# ---------------------------------------------------------------- synthesis
+def synthesize_on_cluster(
+    client: Any,
+    aggregates: AggregateSet,
+    params: SynthesisParams,
+    *,
+    rng: np.random.Generator,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    part_records: int | None,
+    progress: Callable[[int, int], None] | None = None,
+) -> DaskBackend:
+    """:func:`~sds_core.synthesis.generator.synthesize` with its records left on the workers.
+
+    The same batches, batch seeds and shuffle (``rng.permutation`` of all records, drawn here
+    after the batch seeds, as locally): chunk ``[lo, hi)`` of the result holds the local table's
+    rows ``lo..hi-1``. The permutation is drawn on a worker from a copy of ``rng`` (whose state
+    after the call is unspecified: a release draws nothing more from it), so no per-record array
+    reaches the driver, and every chunk is a task graph the cluster can recompute. Not for
+    ``reconcile_one_way`` (it reads the whole table; the caller synthesizes locally then).
+    ``progress(done, target)`` is called as batches finish (records of the finished batches).
+    """
+    if params.reconcile_one_way:
+        raise SdsInternalError("synthesize_on_cluster: reconcile_one_way needs the whole table")
+    plan = plan_synthesis(aggregates, params)
+    domain = aggregates.domain
+    # the layout as a task holding it (not scattered data, which is lost with the one worker
+    # holding it: a worker restarted mid-release may have missed a broadcast), so that every
+    # chunk can be recomputed from its tasks
+    job = client.submit(_value, plan.job, pure=False)
+    if plan.batches == 1:  # the run draws from rng itself: its state comes back with the codes
+        first = client.submit(_batch_and_state, job, rng, plan.target, domain, pure=False)
+        batches = [client.submit(_first, first, pure=False)]
+        rng.bit_generator.state = client.submit(_second, first, pure=False).result()
+    else:
+        rngs = rng.spawn(plan.batches)
+        batches = client.map(
+            batch_codes, [job] * plan.batches, rngs, plan.targets, domain=domain, pure=False
+        )
+    if progress is not None and plan.target is not None:
+        from distributed import as_completed
+
+        wanted = dict(zip((b.key for b in batches), plan.targets, strict=True))
+        made = 0
+        for finished in as_completed(batches):  # type: ignore[no-untyped-call]
+            made += wanted.get(finished.key) or 0
+            progress(made, plan.target)
+    sizes = [int(s) for s in client.gather(client.map(len, batches))]
+    starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n = int(starts[-1])
+    # the shuffle drawn on a worker from a copy of the generator: a task, not scattered data,
+    # so a chunk lost with its worker is recomputed from its tasks
+    shuffled = client.submit(_permutation, copy.deepcopy(rng), n, pure=False)
+    bounds = chunk_bounds(n, part_records)
+    chunks = []
+    for lo, hi in bounds:
+        src = client.submit(_slice, shuffled, lo, hi, pure=False)
+        pieces = [
+            client.submit(_take, batch, src, int(starts[b]), int(starts[b + 1]))
+            for b, batch in enumerate(batches)
+        ]
+        chunks.append(
+            client.submit(_assemble, hi - lo, domain, multi_value_columns, *pieces, pure=False)
+        )
+    del batches
+    return DaskBackend(
+        client,
+        tuple(chunks),
+        tuple(lo for lo, _ in bounds),
+        domain,
+        n,
+        multi_value_columns=multi_value_columns,
+    )
+
+
+def _value(value: Any) -> Any:
+    """On a worker: ``value`` itself (data carried by a recomputable task)."""
+    return value
+
+
+def _permutation(rng: np.random.Generator, n: int) -> NDArray[np.int64]:
+    """On a worker: the local run's shuffle of the ``n`` records (same generator state)."""
+    return rng.permutation(n)
+
+
+def _slice(perm: NDArray[np.int64], lo: int, hi: int) -> NDArray[np.int64]:
+    """On a worker: the global rows chunk ``[lo, hi)`` takes."""
+    return perm[lo:hi].copy()
+
+
+def _batch_and_state(
+    job: Any, rng: np.random.Generator, target: int | None, domain: Domain
+) -> tuple[NDArray[np.int32], dict[str, Any]]:
+    codes = batch_codes(job, rng, target, domain)
+    return codes, dict(rng.bit_generator.state)
+
+
+def _first(pair: tuple[Any, Any]) -> Any:
+    return pair[0]
+
+
+def _second(pair: tuple[Any, Any]) -> Any:
+    return pair[1]
+
+
+def _take(
+    codes: NDArray[np.int32], src: NDArray[np.int64], start: int, stop: int
+) -> tuple[NDArray[np.int64], NDArray[np.int32]]:
+    """On a worker: the rows of one batch (global rows ``start..stop-1``) a chunk takes, and
+    where they go in the chunk."""
+    mine = (src >= start) & (src < stop)
+    return np.flatnonzero(mine), codes[src[mine] - start]
+
+
+def _assemble(
+    n: int,
+    domain: Domain,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    *pieces: tuple[NDArray[np.int64], NDArray[np.int32]],
+) -> PreparedTable:
+    """On a worker: one chunk of the shuffled table from its batches' pieces."""
+    codes = np.empty((n, domain.n_columns), dtype=np.int32)
+    filled = 0
+    for where, rows in pieces:
+        codes[where] = rows
+        filled += len(where)
+    if filled != n:
+        raise SdsInternalError(f"synthetic chunk of {n} records got {filled} (bug)")
+    return PreparedTable(domain, codes, multi_value_columns)
+
+
+def chunks(synthetic: DaskBackend) -> Iterator[PreparedTable]:
+    """The chunks in row order, brought to this process one at a time."""
+    for part in synthetic.parts:
+        table: PreparedTable = part.result()
+        yield table
+
+
+# ---------------------------------------------------------------- checkpoint
+@dataclass(frozen=True)
+class StoredSynthetic:
+    """The synthesize checkpoint of a Dask release: one ``.npy`` file of codes per chunk (in
+    ``directory``, relative to the release's checkpoint folder; sha256 each), the chunks' first
+    rows, the domain and the record count."""
+
+    directory: str
+    files: tuple[str, ...]
+    sha256: tuple[str, ...]
+    first_rows: tuple[int, ...]
+    domain: Domain
+    n_records: int
+    multi_value_columns: tuple[MultiValueColumn, ...]
+
+    @classmethod
+    def save(cls, synthetic: DaskBackend, checkpoints: Path, directory: str) -> StoredSynthetic:
+        """Write every chunk (gathered one at a time) as a private file in
+        ``checkpoints/directory``."""
+        names, hashes = [], []
+        folder = checkpoints / directory
+        for i, table in enumerate(chunks(synthetic)):
+            buf = io.BytesIO()
+            np.save(buf, table.codes, allow_pickle=False)
+            name = f"chunk-{i:05d}.npy"
+            atomic_write_bytes(folder / name, buf.getvalue(), private=True)
+            names.append(name)
+            hashes.append(sha256_file(folder / name))
+            del table, buf
+        return cls(
+            directory,
+            tuple(names),
+            tuple(hashes),
+            synthetic.first_rows,
+            synthetic.domain,
+            synthetic.n_records,
+            synthetic.multi_value_columns,
+        )
+
+    def codes(self, checkpoints: Path) -> Iterator[NDArray[np.int32]]:
+        """Each chunk's codes in row order, read one at a time and sha256-checked.
+
+        Raises:
+            SdsInputError: a chunk file is missing or does not match its recorded sha256.
+        """
+        for name, digest in zip(self.files, self.sha256, strict=True):
+            path = checkpoints / self.directory / name
+            data = path.read_bytes() if path.is_file() else b""
+            if hashlib.sha256(data).hexdigest() != digest:
+                raise SdsInputError(
+                    f"synthesize checkpoint chunk {path} is missing or was modified; the "
+                    "release cannot be resumed safely: cancel it (`sds cancel RELEASE_ID`) and "
+                    "start a new release"
+                )
+            codes: NDArray[np.int32] = np.load(io.BytesIO(data), allow_pickle=False)
+            yield codes
+
+    def load(self, client: Any, checkpoints: Path) -> DaskBackend:
+        """The chunks sent back to the workers one at a time (see :meth:`codes`)."""
+        parts = []
+        for codes in self.codes(checkpoints):
+            table = PreparedTable(self.domain, codes, self.multi_value_columns)
+            [future] = client.scatter([table], hash=False)
+            parts.append(future)
+            del codes, table
+        return DaskBackend(
+            client,
+            tuple(parts),
+            self.first_rows,
+            self.domain,
+            self.n_records,
+            multi_value_columns=self.multi_value_columns,
+        )
+
+    def table(self, checkpoints: Path) -> PreparedTable:
+        """The whole synthetic table in this process (what a local release checkpoints: the
+        replay audit compares the two)."""
+        codes = list(self.codes(checkpoints))
+        whole = np.concatenate(codes) if codes else np.zeros((0, self.domain.n_columns), np.int32)
+        return PreparedTable(self.domain, whole, self.multi_value_columns)
+
+
+# ---------------------------------------------------------------- output gate
+def output_columns(synthetic: DaskBackend) -> list[str]:
+    """The published column names (multi-value columns re-joined), as ``to_frame`` gives."""
+    from sds_core.data.decoding import to_frame
+
+    empty = _no_records(synthetic)
+    return [str(c) for c in to_frame(empty, empty_value="", join_multi_value_columns=True).columns]
+
+
+def _no_records(synthetic: DaskBackend) -> PreparedTable:
+    """A table of no records in the chunks' domain (their column names and header)."""
+    return PreparedTable(
+        synthetic.domain,
+        np.zeros((0, synthetic.domain.n_columns), dtype=np.int32),
+        synthetic.multi_value_columns,
+    )
+
+
+def _as_text(table: PreparedTable) -> pa.Table:
+    """On a worker: a chunk as the gate's table of texts (empty cells ``""``)."""
+    from sds_core.data.decoding import to_arrow
+
+    return to_arrow(table, empty_value="", join_multi_value_columns=True)
+
+
+def validate_chunks(
+    synthetic: DaskBackend, schema: Any, *, private_dir: Path
+) -> list[dict[str, Any]]:
+    """The output gate on every chunk on the workers (the input gate's Arrow checks,
+    :func:`~release_store.cluster.inputs.validate_parts`): the local gate's summary and message,
+    each check's first failing row counted over the whole synthetic table."""
+    client = synthetic.client
+    texts = client.map(_as_text, synthetic.parts)
+    sizes = [hi - lo for lo, hi in itertools.pairwise((*synthetic.first_rows, synthetic.n))]
+    data = DaskInput(
+        client, tuple(texts), tuple(sizes), tuple(output_columns(synthetic)), "synthetic"
+    )
+    return validate_parts(data, schema, private_dir=private_dir, what="output")
+
+
+# ---------------------------------------------------------------- publish
+ROW_GROUP = 1 << 20
+"""pyarrow's default Parquet row group (``write_table``): the streamed parts use the same."""
+
+
+def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None) -> list[str]:
+    """``synthetic.parquet`` (one file, or a directory of parts) and ``synthetic.csv`` of the
+    records on the workers, streamed one chunk at a time: the bytes of
+    :func:`~release_store.workspace.encoding.synthetic_files` of the whole table. Returns the
+    part names (none: one file)."""
+    import shutil
+
+    import pyarrow.parquet as pq
+
+    from release_store.workspace.encoding import (
+        SYNTHETIC_PARQUET,
+        part_rows,
+        synthetic_csv,
+        synthetic_part_name,
+    )
+    from release_store.workspace.files import atomic_write_stream
+    from sds_core.data.decoding import to_frame
+
+    rows = part_rows(synthetic.n_records, part_records)
+    target = out / SYNTHETIC_PARQUET
+    if target.is_dir():
+        shutil.rmtree(target)
+    names = [] if len(rows) == 1 else [synthetic_part_name(i) for i in range(len(rows))]
+    if names:
+        target.unlink(missing_ok=True)
+        target.mkdir()
+    paths = [target] if not names else [out / n for n in names]
+    ends = np.cumsum(rows).tolist()
+    empty = _no_records(synthetic)
+    empty_frame = to_frame(empty, empty_value="", join_multi_value_columns=True)
+    header = synthetic_csv(empty, empty_frame)
+
+    def write_all(csv: Any) -> None:
+        csv.write(header)
+        pending: list[pa.Table] = []
+        held, part, done = 0, 0, 0
+        buf = io.BytesIO()
+        writer: Any = None
+
+        def flush(rows_out: int) -> None:
+            nonlocal pending, held, writer
+            whole = pa.concat_tables(pending).combine_chunks()
+            group, rest = whole.slice(0, rows_out), whole.slice(rows_out)
+            if writer is None:
+                writer = pq.ParquetWriter(buf, group.schema)
+            writer.write_table(group)
+            pending = [rest] if rest.num_rows else []
+            held -= rows_out
+
+        for table in chunks(synthetic):
+            frame = to_frame(table, empty_value="", join_multi_value_columns=True)
+            body = synthetic_csv(table, frame)
+            if not body.startswith(header):
+                raise SdsInternalError("synthetic.csv chunk without the table's header (bug)")
+            csv.write(body[len(header) :])
+            pending.append(pa.Table.from_pandas(frame, preserve_index=False))
+            held += table.n_records
+            done += table.n_records
+            del frame, body, table
+            while held >= ROW_GROUP:  # row groups from the part's first row, as write_table
+                flush(ROW_GROUP)
+            if done == ends[part]:  # a chunk never straddles two parts (chunk_bounds)
+                if held or writer is None:
+                    if not pending:
+                        pending.append(pa.Table.from_pandas(empty_frame, preserve_index=False))
+                    flush(held)
+                writer.close()
+                atomic_write_bytes(paths[part], buf.getvalue())
+                buf, writer, part = io.BytesIO(), None, part + 1
+            elif done > ends[part]:
+                raise SdsInternalError("a synthetic chunk straddles two parquet parts (bug)")
+
+    atomic_write_stream(out / "synthetic.csv", write_all)
+    return names

@@ -1,0 +1,103 @@
+"""A release's parameters: ReleaseParams, config files, the declared schema, core objects.
+
+- ``fields``: synthesizer names and the core fields a release key takes its declaration from;
+- ``schema``: the declared input schema: columns, values, bounds, bins;
+- ``loading``: reading a TOML config; one paragraph per parameter error;
+- ``release_params``: ``ReleaseParams`` and :func:`build_params`;
+- ``core_objects``: ReleaseParams -> DpParams, PrepareParams, declared domains, spends;
+- ``doc_tables``: docs/pipeline.md's parameter tables from the same declarations.
+
+Public names are exported here, lazily (importing the package loads none of its modules).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "BinSpec": "release_store.config.schema",
+    "CONFIG_RENAMES": "release_store.config.loading",
+    "CORE_CLASSES": "release_store.config.fields",
+    "CORE_KEYS": "release_store.config.fields",
+    "ColumnSchema": "release_store.config.schema",
+    "ID_PATTERN": "release_store.config.schema",
+    "LifetimeBudget": "release_store.config.release_params",
+    "RELEASE_OVERRIDES": "release_store.config.fields",
+    "ReleaseParams": "release_store.config.release_params",
+    "SYNTHESIZERS": "release_store.config.fields",
+    "TableSchema": "release_store.config.schema",
+    "binning_epsilon": "release_store.config.core_objects",
+    "build_params": "release_store.config.release_params",
+    "config_table": "release_store.config.doc_tables",
+    "core_field": "release_store.config.fields",
+    "core_table": "release_store.config.doc_tables",
+    "declared_domains": "release_store.config.core_objects",
+    "describe_validation_error": "release_store.config.loading",
+    "dp_binned_columns": "release_store.config.core_objects",
+    "dp_params": "release_store.config.core_objects",
+    "gate_columns": "release_store.config.core_objects",
+    "load_config": "release_store.config.loading",
+    "prepare_params": "release_store.config.core_objects",
+    "synthesis_epsilon": "release_store.config.core_objects",
+    "synthesizer_domains": "release_store.config.core_objects",
+}
+
+__all__ = [
+    "CONFIG_RENAMES",
+    "CORE_CLASSES",
+    "CORE_KEYS",
+    "ID_PATTERN",
+    "RELEASE_OVERRIDES",
+    "SYNTHESIZERS",
+    "BinSpec",
+    "ColumnSchema",
+    "LifetimeBudget",
+    "ReleaseParams",
+    "TableSchema",
+    "binning_epsilon",
+    "build_params",
+    "config_table",
+    "core_field",
+    "core_table",
+    "declared_domains",
+    "describe_validation_error",
+    "dp_binned_columns",
+    "dp_params",
+    "gate_columns",
+    "load_config",
+    "prepare_params",
+    "synthesis_epsilon",
+    "synthesizer_domains",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+if TYPE_CHECKING:
+    from release_store.config.core_objects import (
+        binning_epsilon,
+        declared_domains,
+        dp_binned_columns,
+        dp_params,
+        gate_columns,
+        prepare_params,
+        synthesis_epsilon,
+        synthesizer_domains,
+    )
+    from release_store.config.doc_tables import config_table, core_table
+    from release_store.config.fields import (
+        CORE_CLASSES,
+        CORE_KEYS,
+        RELEASE_OVERRIDES,
+        SYNTHESIZERS,
+        core_field,
+    )
+    from release_store.config.loading import CONFIG_RENAMES, describe_validation_error, load_config
+    from release_store.config.release_params import LifetimeBudget, ReleaseParams, build_params
+    from release_store.config.schema import ID_PATTERN, BinSpec, ColumnSchema, TableSchema

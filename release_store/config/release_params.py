@@ -1,0 +1,240 @@
+"""ReleaseParams: the one typed parameter object of the ``release`` flow, and how it is built.
+
+The Prefect UI renders this pydantic model as the run form; the ``sds`` CLI builds it with
+:func:`build_params` from a TOML config file plus command-line options (the command line wins).
+Keys that set a core parameter take their declaration from :mod:`release_store.config.fields`.
+"""
+
+from __future__ import annotations
+
+from pathlib import PurePath
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from release_store.config.fields import SYNTHESIZERS, core_field
+from release_store.config.loading import describe_validation_error, load_config
+from release_store.config.schema import ID_PATTERN, TableSchema
+from sds_core.errors import SdsInputError
+from sds_core.marginals.params import release_delta
+
+
+class LifetimeBudget(BaseModel):
+    """Lifetime (ε, δ) budget given to a dataset the ledger does not know yet."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    epsilon: float = Field(gt=0, description="Total ε all releases of the dataset may spend.")
+    delta: float = Field(1e-5, gt=0, lt=1, description="Total δ all releases may spend.")
+
+
+class ReleaseParams(BaseModel):
+    """Everything one DP release needs. Defaults are the SDS / pac-synth defaults.
+
+    The keys of :data:`CORE_KEYS` are declared by the core parameter objects (one FieldSpec
+    each); only :data:`RELEASE_OVERRIDES` departs from them.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    config: str | None = Field(
+        None, description="TOML release config; its values fill every parameter not given here."
+    )
+    input: str = Field(description="Path of the sensitive table: CSV (header row) or Parquet.")
+    dataset: str | None = Field(
+        None,
+        pattern=ID_PATTERN,
+        description="Dataset id: the privacy budget is tracked per dataset (required; may "
+        "come from the config file).",
+    )
+    release_id: str | None = Field(
+        None,
+        pattern=ID_PATTERN,
+        description="Release id; empty = a new one. An unfinished id resumes that release.",
+    )
+    home: str | None = Field(
+        None,
+        description="SDS home (ledger, releases, private workspace); default $SDS_HOME or ./.sds",
+    )
+    ledger: str | None = Field(
+        None,
+        description="Ledger URL: sqlite:///PATH or postgresql://USER@HOST/DB; empty = "
+        "$SDS_LEDGER_URL, else SQLite in the home. Keep passwords in PGPASSWORD or ~/.pgpass.",
+    )
+    delimiter: str = Field(",", min_length=1, max_length=1, description="CSV field delimiter.")
+    epsilon: float = core_field("epsilon")
+    delta: float | None = core_field("delta")
+    reporting_length: int = core_field("reporting_length")
+    percentile_percentage: int = core_field("percentile_percentage")
+    percentile_epsilon_proportion: float = core_field("percentile_epsilon_proportion")
+    number_of_records_epsilon_proportion: float = core_field("number_of_records_epsilon_proportion")
+    synthesizer: str = Field(
+        "aggregate-seeded", description=f"Synthesizer: one of {', '.join(SYNTHESIZERS)}."
+    )
+    synthesis: Literal["records", "model"] = Field(
+        "records",
+        description="aggregate-seeded only: 'records' builds records from the DP aggregates "
+        "(SDS); 'model' fits one consistent distribution to them and samples it (post-processing, "
+        "no extra budget; docs/consistent-model.md).",
+    )
+    reconcile_one_way: bool = core_field("reconcile_one_way")
+    max_model_bytes: int = Field(
+        2 * 1024**3,
+        ge=1,
+        description="Largest working memory a fitted model (synthesis 'model', mst, aim) may need; "
+        "checked before anything is charged.",
+    )
+    binning_epsilon_proportion: float = Field(
+        0.05,
+        gt=0,
+        lt=1,
+        description="Share of ε spent choosing DP quantile bin edges (only when the schema asks "
+        "for bins = { dp_quantiles = q }); the rest goes to the synthesizer.",
+    )
+    seed: int | None = Field(
+        None,
+        ge=0,
+        description="Testing only: derive the release key from this seed. Anyone "
+        "who knows it can regenerate the noise; leave empty for real releases.",
+    )
+    use_columns: list[str] = core_field("use_columns")
+    sensitive_zeros: list[str] = core_field("sensitive_zeros")
+    subject_id: str | None = Field(
+        None,
+        description="Column identifying the person: their rows are joined into one record, so "
+        "the privacy unit is the subject. Never released; needs use_columns.",
+    )
+    record_limit: int | None = core_field("record_limit")
+    table_schema: TableSchema | None = Field(
+        None, description="Declared schema the input is validated against before any spend."
+    )
+    default_budget: LifetimeBudget | None = Field(
+        None, description="Lifetime budget set for the dataset if the ledger has none yet."
+    )
+    resolution: int = core_field("resolution")
+    executor: Literal["local", "dask"] = Field(
+        "local",
+        description="Where the DP aggregation counts records: 'local' (this process) or 'dask' "
+        "(a Dask cluster: dask_address, else $SDS_DASK_ADDRESS, else an embedded LocalCluster). "
+        "Same release key, same bytes; no privacy meaning (docs/dask.md).",
+    )
+    dask_address: str | None = Field(
+        None,
+        description="executor 'dask': the scheduler, e.g. tcp://host:8786; checked before "
+        "anything is charged.",
+    )
+    dask_partitions: int | None = Field(
+        None, ge=1, description="executor 'dask': record partitions (default: from the size)."
+    )
+    synthetic_records: int | None = Field(
+        None,
+        ge=1,
+        description="aggregate-seeded: how many synthetic records to make (default: the DP "
+        "record count). Post-processing of the DP aggregates: no privacy cost.",
+    )
+    synthetic_part_records: int = Field(
+        5_000_000,
+        ge=1_000,
+        description="Most synthetic records in one Parquet file: a release with more writes "
+        "synthetic.parquet as a directory of part files (part-00000.parquet, ...; each listed "
+        "with its sha256 and rows in the manifest, checked by sds audit --verify). No privacy "
+        "meaning: only how the records are laid out.",
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fill_from_config(cls, data: Any) -> Any:
+        if isinstance(data, dict) and data.get("config"):
+            cfg = load_config(data["config"])
+            cfg.pop("config", None)
+            data = {**cfg, **{k: v for k, v in data.items() if v is not None}}
+        return data
+
+    @model_validator(mode="after")
+    def _has_dataset(self) -> ReleaseParams:
+        if self.dataset is None:
+            raise ValueError("no dataset id: give dataset (--dataset ID or in the config file)")
+        return self
+
+    @model_validator(mode="after")
+    def _subject_not_released(self) -> ReleaseParams:
+        if self.subject_id is not None and (
+            not self.use_columns or self.subject_id in self.use_columns
+        ):
+            raise ValueError(
+                f"subject_id {self.subject_id!r} needs use_columns listing the released columns "
+                "without it (the subject id itself is never released)"
+            )
+        return self
+
+    @field_validator("synthesizer")
+    @classmethod
+    def _known_synth(cls, name: str) -> str:
+        if name not in SYNTHESIZERS:
+            raise ValueError(
+                f"unknown synthesizer {name!r}; choose one of {', '.join(SYNTHESIZERS)}"
+            )
+        return name
+
+    @model_validator(mode="after")
+    def _model_mode(self) -> ReleaseParams:
+        if self.synthesis == "model" and self.synthesizer != "aggregate-seeded":
+            raise ValueError(
+                f"synthesis = 'model' is a mode of the aggregate-seeded synthesizer, not of "
+                f"{self.synthesizer!r}; remove it or use synthesizer = 'aggregate-seeded'"
+            )
+        if self.reconcile_one_way and (
+            self.synthesizer != "aggregate-seeded" or self.synthesis != "records"
+        ):
+            raise ValueError(
+                "reconcile_one_way adjusts the records of synthesizer = 'aggregate-seeded' with "
+                f"synthesis = 'records', not of {self.synthesizer!r} / {self.synthesis!r}; "
+                "remove it or use those settings"
+            )
+        return self
+
+    def resolved_delta(self) -> float:
+        """The release's δ, fixed before reading data: ``delta``, else the one default
+        :func:`sds_core.marginals.params.release_delta` of the schema's ``max_rows``."""
+        if self.delta is not None:
+            return self.delta
+        return release_delta(self.table_schema.max_rows if self.table_schema else None)
+
+    def public_dict(self) -> dict[str, Any]:
+        """Parameters as published in the manifest: no local path, no secret.
+
+        The input and config are named by file name only (the manifest's ``input.sha256``
+        identifies the input) and the seed is only marked as given. Home and ledger are where
+        the deployment keeps its books, not properties of the release: they are left out.
+        """
+        out = self.private_dict()
+        for key in ("input", "config"):
+            if out[key] is not None:
+                out[key] = PurePath(out[key]).name
+        out.pop("home")
+        out.pop("ledger")
+        return out
+
+    def private_dict(self) -> dict[str, Any]:
+        """Parameters as kept in the private workspace for ``sds resume`` (full paths; the
+        ledger URL without its password; the seed is kept apart, in ``seed.json``)."""
+        from release_store.ledger.backends import split_password
+
+        out = self.model_dump(mode="json")
+        out["ledger"] = None if self.ledger is None else split_password(self.ledger)[0]
+        out["seed"] = "given (withheld)" if self.seed is not None else None
+        out["delta"] = self.resolved_delta()
+        return out
+
+
+def build_params(config: dict[str, Any], overrides: dict[str, Any]) -> ReleaseParams:
+    """ReleaseParams from config values, with every non-None override winning.
+
+    Raises:
+        SdsInputError: a value breaks a rule; the message names the parameter and the fix.
+    """
+    merged = {**config, **{k: v for k, v in overrides.items() if v is not None}}
+    try:
+        return ReleaseParams.model_validate(merged)
+    except ValidationError as e:
+        raise SdsInputError(describe_validation_error(e)) from None

@@ -1,0 +1,141 @@
+"""Validation gate: a Great Expectations suite generated from the declared schema.
+
+Runs on the input after the budget is reserved and before anything is charged, and again on
+the synthetic output. GX results quote raw values, so the full result goes to the private
+workspace only; callers publish :attr:`GateResult.summary` (expectation, column, pass/fail).
+Failure raises :class:`SchemaValidationError` naming each failing expectation, column and the
+first failing data row, never a value. GX is imported lazily (it costs ~6 s).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+from numpy.typing import NDArray
+
+from release_store.config.schema import ColumnSchema, TableSchema
+from release_store.inputs.gx_suite import run_suite
+from release_store.inputs.schema_checks import (
+    FLOAT_RE,
+    INTEGER_RE,
+    NUMERIC_SUFFIX,
+    Check,
+    SchemaValidationError,
+    checked_view,
+    describe_failure,
+    failure_message,
+    numeric_view,
+    schema_checks,
+)
+from release_store.workspace.files import atomic_write_text
+
+__all__ = [
+    "FLOAT_RE",
+    "INTEGER_RE",
+    "NUMERIC_SUFFIX",
+    "Check",
+    "GateResult",
+    "SchemaValidationError",
+    "output_schema",
+    "run_gate",
+    "schema_checks",
+    "schema_frame",
+    "validate_table",
+]
+
+
+@dataclass(slots=True)
+class GateResult:
+    """Outcome of one gate run: pass/fail, public summary, private details."""
+
+    success: bool
+    summary: list[dict[str, Any]] = field(default_factory=list)
+    failures: list[str] = field(default_factory=list)
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+def schema_frame(table: pa.Table | pd.DataFrame, schema: TableSchema) -> pd.DataFrame:
+    """Text frame the suite runs on: blank cells -> null, plus numeric views of numeric columns."""
+    df = table.to_pandas() if isinstance(table, pa.Table) else table.copy()
+    out = pd.DataFrame(index=df.index)
+    for name in df.columns:
+        s = df[name].astype("string").str.strip()
+        out[name] = s.mask(s == "")
+    for col in schema.columns:
+        if col.type != "categorical" and col.name in out.columns:
+            out[col.name + NUMERIC_SUFFIX] = _numeric_view(out[col.name])
+    return out
+
+
+def _numeric_view(s: pd.Series) -> NDArray[np.float64]:
+    """:func:`release_store.inputs.schema_checks.numeric_view` of a pandas column, as float64."""
+    arr = pa.array(s.astype("string"), type=pa.string(), from_pandas=True)
+    out: NDArray[np.float64] = numeric_view(arr).to_numpy(zero_copy_only=False)
+    return out
+
+
+def run_gate(table: pa.Table | pd.DataFrame, schema: TableSchema, *, name: str) -> GateResult:
+    """Run the GX suite for ``schema`` on ``table``; never raises on a failing expectation."""
+    frame = schema_frame(table, schema)
+    present = [c for c in frame.columns if not c.endswith(NUMERIC_SUFFIX)]
+    checks = schema_checks(schema, present)
+    results = run_suite(frame, checks, name=name)
+    gate = GateResult(success=all(r["success"] for r in results), details={"results": results})
+    for check, res in zip(checks, results, strict=True):
+        gate.summary.append(
+            {
+                "expectation": check.kind,
+                "column": check.column,
+                "rule": check.rule,
+                "success": res["success"],
+            }
+        )
+        if not res["success"]:
+            view = checked_view(_arrow(table), schema)
+            gate.failures.append(describe_failure(check, view, present, schema))
+    return gate
+
+
+def _arrow(table: pa.Table | pd.DataFrame) -> pa.Table:
+    if isinstance(table, pa.Table):
+        return table
+    return pa.Table.from_pandas(table.astype("string"), preserve_index=False)
+
+
+def validate_table(
+    table: pa.Table | pd.DataFrame,
+    schema: TableSchema,
+    *,
+    name: str,
+    private_dir: Path,
+    what: str = "input",
+) -> list[dict[str, Any]]:
+    """Run the gate, store full results privately, return the public summary or raise.
+
+    Raises:
+        SchemaValidationError: naming every failing expectation (no values quoted).
+    """
+    gate = run_gate(table, schema, name=name)
+    detail_path = private_dir / f"validation-{what}.json"  # quotes input values: mode 0600
+    atomic_write_text(detail_path, json.dumps(gate.details, indent=1, default=str), private=True)
+    if not gate.success:
+        raise SchemaValidationError(failure_message(what, gate.failures, detail_path))
+    return gate.summary
+
+
+def output_schema(schema: TableSchema, labels_by_column: dict[str, tuple[str, ...]]) -> TableSchema:
+    """Schema for the synthetic table: declared value sets, bin labels for binned columns."""
+    cols = []
+    for name, labels in labels_by_column.items():
+        decl = schema.column(name)
+        if decl is None or decl.bins is not None:
+            cols.append(ColumnSchema(name=name, values=list(labels)))
+        else:
+            cols.append(decl.model_copy(update={"nullable": True}))
+    return TableSchema(columns=cols, min_rows=1, max_rows=None)

@@ -1,0 +1,231 @@
+"""Pre-flight checks of a release, before Prefect or Great Expectations load (the CLI runs them).
+
+In order: whether the lifetime budget can pay the release (read-only; nothing is read from the
+data before that), the input file (exists, readable, not empty, UTF-8, header, plausible
+delimiter, regular rows: :mod:`release_store.inputs.ingest`), the declared schema (the GX gate's
+checks evaluated with Arrow: :mod:`release_store.inputs.schema_checks`) and the column names the
+parameters
+mention (with ``executor = "dask"`` only the column names: the rows are read and checked on
+the workers by the flow's gate, still before any charge). Each problem is the
+``SdsInputError`` the flow would raise later, with the same text, in a fraction of a second,
+with nothing reserved or charged. It also finds the "0" cells that SDS would turn into empty
+cells (:func:`zero_warning`). No pandas, Prefect or GX import here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from release_store.config.core_objects import gate_columns
+from release_store.config.release_params import ReleaseParams
+from release_store.inputs.ingest import check_input_path, input_headers, read_release_input
+from release_store.inputs.schema_checks import (
+    SchemaValidationError,
+    failure_message,
+    failure_text,
+    input_schema,
+    schema_checks,
+    schema_failures,
+    table_check_fails,
+    view_columns,
+)
+from release_store.ledger.values import BudgetExceededError
+from sds_core.data.text import match_key, normalize_text
+from sds_core.data.zeros import ALL_COLUMNS, zero_shares
+from sds_core.errors import SdsInputError
+from sds_core.marginals.aggregates import TABLE_COLUMNS
+
+__all__ = ["Preflight", "check_budget", "check_column_names", "preflight", "zero_warning"]
+
+_TOLERANCE = 1e-9  # relative; the ledger's exact (Decimal) check at reservation is the authority
+
+
+@dataclass(frozen=True)
+class Preflight:
+    """What the pre-flight found besides errors.
+
+    Attributes:
+        zero_shares: per column, the share of rows holding "0" that SDS will treat as empty
+            (columns not in ``sensitive_zeros``). Computed from the sensitive data: show it to
+            the custodian (the CLI's warning), never publish or log it exactly.
+    """
+
+    zero_shares: Mapping[str, float] = field(default_factory=dict)
+
+
+def preflight(params: ReleaseParams) -> Preflight:
+    """Every check that needs neither Prefect nor GX; raises the first problem found.
+
+    ``params.home`` must be resolved and ``params.release_id`` set (the CLI does both).
+
+    Raises:
+        SdsInputError: the budget cannot pay, the file is unusable, the table breaks its
+            declared schema, or a parameter names a column the input does not have.
+    """
+    path = check_input_path(params.input)
+    check_budget(params)
+    gate = gate_columns(params)
+    if params.executor == "dask":
+        _check_headers(params, input_headers(path, delimiter=params.delimiter), gate)
+        return Preflight()
+    table, _ = read_release_input(path, delimiter=params.delimiter, gate_columns=gate)
+    schema = input_schema(params.table_schema, gate)
+    if schema is not None:
+        failures = schema_failures(table, schema)
+        if failures:
+            raise SchemaValidationError(failure_message("input", failures, None))
+    check_column_names(params, table.column_names)
+    shares = zero_shares(
+        table,
+        use_columns=params.use_columns,
+        sensitive_zeros=params.sensitive_zeros,
+        record_limit=params.record_limit,
+    )
+    return Preflight(zero_shares=shares)
+
+
+def _check_headers(params: ReleaseParams, headers: list[str], gate: list[str]) -> None:
+    """The executor "dask" pre-flight: the input is read on the workers, so here only its
+    column names are checked (the declared column set, the parameters' column names); the
+    flow's gate checks every row on the workers, still before anything is charged."""
+    if gate:
+        headers = [h for h in headers if h in set(gate)]
+    schema = input_schema(params.table_schema, gate)
+    if schema is not None:
+        failures = [
+            failure_text(check, headers, schema, None)
+            for check in schema_checks(schema, headers)
+            if check.kind == "expect_table_columns_to_match_set"
+            and table_check_fails(check, view_columns(headers, schema), 0)
+        ]
+        if failures:
+            raise SchemaValidationError(failure_message("input", failures, None))
+    check_column_names(params, headers)
+
+
+def check_budget(params: ReleaseParams) -> None:
+    """Refuse, before the data is read, a release the dataset's lifetime budget cannot pay.
+
+    Reads the release's ledger (``params.ledger``, else $SDS_LEDGER_URL, else the home's SQLite
+    file; SQLite or PostgreSQL) and writes nothing to it: nothing is reserved (the flow's budget
+    stage reserves atomically and stays the authority). A home without a ledger file is not
+    given one here. A release id that already holds a reservation (a resumed release) passes.
+
+    Raises:
+        BudgetExceededError: no budget for the dataset, or less left than the release needs;
+            the texts are those of :meth:`release_store.ledger.book.Ledger.reserve`.
+        LedgerMovedError: the ledger was migrated (``sds ledger migrate``), as reserving would.
+        SdsInputError: the ledger URL is not supported or the ledger cannot be opened.
+    """
+    from release_store.ledger.backends import redact_url, resolve_ledger_url, sqlite_path
+    from release_store.ledger.book import Ledger, LedgerMovedError
+
+    dataset, release_id = str(params.dataset), params.release_id or "new"
+    url = resolve_ledger_url(Path(params.home or "."), params.ledger)
+    path = sqlite_path(url)
+    status = None
+    if path is None or path.is_file():  # a missing SQLite file: a new home, no budget yet
+        ledger = Ledger.from_url(url)
+        moved = ledger.moved_to()
+        if moved is not None:
+            raise LedgerMovedError(
+                f"the ledger {redact_url(url)} was migrated to {moved} and is read-only: "
+                f"use --ledger {moved} (or SDS_LEDGER_URL) for every command"
+            )
+        if params.release_id and ledger.reservation(params.release_id) is not None:
+            return
+        status = ledger.budget(dataset)
+    if status is not None:
+        left = (status.epsilon_remaining, status.delta_remaining)
+        lifetime = (status.epsilon_lifetime, status.delta_lifetime)
+    elif params.default_budget is not None:
+        left = lifetime = (params.default_budget.epsilon, params.default_budget.delta)
+    else:
+        raise BudgetExceededError(
+            f"dataset {dataset!r} has no privacy budget; set one with "
+            f"`sds budget set {dataset} --epsilon E --delta D`"
+        )
+    need = (params.epsilon, params.resolved_delta())
+    over = [n > lft * (1 + _TOLERANCE) + 1e-15 for n, lft in zip(need, left, strict=True)]
+    if any(over):
+        short = " and ".join(name for name, o in zip(("epsilon", "delta"), over, strict=True) if o)
+        raise BudgetExceededError(
+            f"release {release_id!r} needs (epsilon={float(need[0])}, "
+            f"delta={float(need[1])}) but dataset {dataset!r} has only "
+            f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its lifetime "
+            f"(epsilon={float(lifetime[0])}, delta={float(lifetime[1])}): not enough {short}; "
+            "release with a smaller --epsilon/--delta or raise the budget with "
+            f"`sds budget set {dataset} --epsilon E --delta D`"
+        )
+
+
+def check_column_names(params: ReleaseParams, headers: list[str]) -> None:
+    """Every column ``use_columns``, ``sensitive_zeros`` and ``subject_id`` name exists
+    (case-insensitive).
+
+    A ``sensitive_zeros`` entry outside ``use_columns`` is not checked: preparation ignores it
+    (a config may list zeros for more columns than one release uses).
+
+    Raises:
+        SdsInputError: naming the parameter, the unknown column and the input's columns; or
+            a released column named like one of aggregates.parquet's own columns.
+    """
+    released = params.use_columns or [
+        h for h in headers if not params.subject_id or match_key(h) != match_key(params.subject_id)
+    ]
+    clash = [c for c in released if normalize_text(c) in TABLE_COLUMNS]
+    if clash:
+        raise SdsInputError(
+            f"input column(s) {clash} have the names of aggregates.parquet's own columns "
+            f"{list(TABLE_COLUMNS)}, next to which every released column gets a column of its "
+            "values: rename them in the input's header, or leave them out with use_columns"
+        )
+    keys = {match_key(h) for h in headers}
+    for option, names in (
+        ("use_columns", params.use_columns),
+        ("sensitive_zeros", params.sensitive_zeros),
+        ("subject_id", [params.subject_id] if params.subject_id else []),
+    ):
+        for name in names:
+            if option == "sensitive_zeros" and (
+                match_key(name) == ALL_COLUMNS
+                or (params.use_columns and name not in params.use_columns)
+            ):
+                continue  # "all", or a column left out of the release (preparation skips it)
+            if match_key(name) not in keys:
+                flag = "--" + option.replace("_", "-")
+                raise SdsInputError(
+                    f"parameter '{option}' names column {name!r}, which the input does not "
+                    f"have (its columns: {headers}); fix {flag} or {option} in the config"
+                )
+
+
+def _share_text(share: float, *, coarse: bool) -> str:
+    if coarse:  # for logs kept outside the custodian's terminal: a band, not a figure
+        bands = ((0.01, "under 1%"), (0.1, "1-10%"), (0.5, "10-50%"), (1.01, "over 50%"))
+        return next(text for upper, text in bands if share < upper)
+    return "under 1%" if share < 0.005 else f"{share:.0%}"
+
+
+def zero_warning(shares: Mapping[str, float], *, coarse: bool = False) -> str:
+    """The one warning about "0" cells SDS will treat as empty: columns, shares and the fix.
+
+    ``coarse`` gives each share as a band (under 1%, 1-10%, 10-50%, over 50%) instead of a
+    rounded percentage: the flow log keeps it there, outside the custodian's terminal.
+
+    >>> zero_warning({"sex": 0.48, "married": 0.004})
+    'columns sex (48% of rows), married (under 1% of rows) hold "0", which SDS treats as an empty cell: those zeros will not appear in the release. To keep "0" as a value, pass --sensitive-zeros sex,married (or --sensitive-zeros all) or list them in sensitive_zeros in the config.'
+    """  # noqa: E501
+    listed = ", ".join(
+        f"{name} ({_share_text(share, coarse=coarse)} of rows)" for name, share in shares.items()
+    )
+    names = ",".join(shares)
+    subject = f"columns {listed} hold" if len(shares) > 1 else f"column {listed} holds"
+    them = "them" if len(shares) > 1 else "it"
+    return (
+        f'{subject} "0", which SDS treats as an empty cell: those zeros will not appear in '
+        f'the release. To keep "0" as a value, pass --sensitive-zeros {names} (or '
+        f"--sensitive-zeros all) or list {them} in sensitive_zeros in the config."
+    )

@@ -1,0 +1,143 @@
+"""The ledger's hash chain: appending a chained row and verifying the whole chain.
+
+Every ledger row (budget, reserve, charge, close) is chained: ``hash`` = sha256 of the row's
+canonical JSON including ``prev_hash`` (the previous row's hash; 64 zeros for the first row).
+``meta`` keeps the head (last seq and hash) so that removing the last rows is detected too.
+Backend-neutral: the SQL here runs unchanged on SQLite and PostgreSQL
+(:mod:`release_store.ledger.backends`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+from release_store.ledger.backends import SCHEMA_VERSION, Conn, LedgerCorruptError
+
+GENESIS_HASH = "0" * 64
+FIELDS = (
+    "seq",
+    "kind",
+    "dataset",
+    "release_id",
+    "stage",
+    "mechanism",
+    "epsilon",
+    "delta",
+    "rho",
+    "created_at",
+    "flow_run_id",
+    "detail",
+    "prev_hash",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """Result of the hash-chain check: ``ok`` and one line per problem found."""
+
+    ok: bool
+    rows: int
+    head_hash: str
+    problems: tuple[str, ...]
+    broken_seqs: tuple[int, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (for --json)."""
+        return asdict(self)
+
+
+def row_hash(content: dict[str, Any]) -> str:
+    """sha256 hex of a row's canonical JSON (all FIELDS incl. prev_hash, sorted keys, no spaces)."""
+    canonical = json.dumps(
+        {k: content[k] for k in FIELDS}, sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    return hashlib.sha256(canonical.encode("ascii")).hexdigest()
+
+
+def append_row(conn: Conn, where: str, values: dict[str, Any]) -> Any:
+    """Append one chained row inside the caller's write transaction and move the head.
+
+    Args:
+        conn: a connection inside the backend's write transaction.
+        where: the ledger's (redacted) URL, for messages.
+        values: kind, dataset and any of release_id, stage, mechanism, epsilon, delta (decimal
+            strings), rho, flow_run_id, detail (dict); seq, created_at and hashes are filled in.
+
+    Raises:
+        LedgerCorruptError: the last row does not match the recorded head (rows removed/edited).
+    """
+    last = conn.execute("SELECT seq, hash FROM ledger ORDER BY seq DESC LIMIT 1").fetchone()
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    seq, prev = (last[0], last[1]) if last else (0, GENESIS_HASH)
+    if (str(seq), prev) != (meta["head_seq"], meta["head_hash"]):
+        raise LedgerCorruptError(
+            f"{where}: the last ledger row (seq {seq}) does not match the recorded head "
+            f"(seq {meta['head_seq']}): rows were removed or edited. Run `sds audit --verify`."
+        )
+    detail = values.get("detail")
+    content = {k: values.get(k) for k in FIELDS}
+    content.update(
+        seq=seq + 1,
+        prev_hash=prev,
+        created_at=datetime.now(UTC).isoformat(timespec="microseconds"),
+        detail=None if detail is None else json.dumps(detail, sort_keys=True),
+    )
+    digest = row_hash(content)
+    conn.execute(
+        f"INSERT INTO ledger ({', '.join(FIELDS)}, hash) "
+        f"VALUES ({', '.join('?' * len(FIELDS))}, ?)",
+        [content[k] for k in FIELDS] + [digest],
+    )
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(seq + 1),))
+    conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (digest,))
+    return conn.execute("SELECT * FROM ledger WHERE seq = ?", (seq + 1,)).fetchone()
+
+
+def verify_chain(conn: Conn) -> VerifyReport:
+    """Walk every row in seq order and check seq continuity, prev_hash links, hashes and head.
+
+    Detects an edited row (its hash no longer matches), a deleted or inserted row (seq gap or
+    broken link), reordered rows (broken links) and a truncated tail (head mismatch).
+    """
+    problems: list[str] = []
+    broken: set[int] = set()
+    prev, expected_seq, rows = GENESIS_HASH, 1, 0
+    for row in conn.execute(f"SELECT {', '.join(FIELDS)}, hash FROM ledger ORDER BY seq"):
+        rows += 1
+        content = dict(zip((*FIELDS, "hash"), row, strict=True))
+        seq = content["seq"]
+        if seq != expected_seq:
+            problems.append(
+                f"row seq {seq}: expected seq {expected_seq} (rows deleted or inserted)"
+            )
+            broken.add(seq)
+        if content["prev_hash"] != prev:
+            problems.append(
+                f"row seq {seq}: prev_hash does not link to the previous row "
+                "(a row before it was deleted, inserted, edited or reordered)"
+            )
+            broken.add(seq)
+        if row_hash(content) != content["hash"]:
+            problems.append(f"row seq {seq}: content does not match its hash (row edited)")
+            broken.add(seq)
+        prev, expected_seq = content["hash"], seq + 1
+    meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
+    if (meta.get("head_seq"), meta.get("head_hash")) != (str(expected_seq - 1), prev):
+        problems.append(
+            f"ledger head: recorded seq {meta.get('head_seq')} with hash "
+            f"{str(meta.get('head_hash'))[:12]}…, found seq {expected_seq - 1} with hash "
+            f"{prev[:12]}… (rows at the end were removed, or the head was edited)"
+        )
+    if meta.get("schema_version") != SCHEMA_VERSION:
+        problems.append(f"unknown schema version {meta.get('schema_version')!r}")
+    return VerifyReport(
+        ok=not problems,
+        rows=rows,
+        head_hash=prev,
+        problems=tuple(problems),
+        broken_seqs=tuple(sorted(broken)),
+    )

@@ -1,0 +1,196 @@
+"""Value types of the privacy-budget ledger: plans, rows, statuses, errors and the spend rule.
+
+:class:`PlannedCharge` is what the budget step reserves per stage; :func:`partial_spend` is the
+composition rule for a release of which only some stages drew noise (docs/ledger.md).
+Used by :mod:`release_store.ledger.book`; stdlib only.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from decimal import Decimal, localcontext
+from typing import Any
+
+from sds_core.dp.accounting import StageSpend, check_amount
+from sds_core.errors import SdsInputError
+
+_TOL = Decimal("1e-9")  # relative slack allowed when float stage shares are summed by the planner
+
+
+class BudgetExceededError(SdsInputError):
+    """A release needs more (epsilon, delta) than the dataset has left, or it has no budget."""
+
+
+class LedgerConflictError(SdsInputError):
+    """A call contradicts the record: other plan/amounts, unknown release/stage, closed."""
+
+
+def dec(value: float | str) -> Decimal:
+    """Exact decimal of a float's shortest repr (0.1 -> Decimal('0.1')), so sums are exact."""
+    return Decimal(value) if isinstance(value, str) else Decimal(repr(float(value)))
+
+
+PlannedCharge = StageSpend
+"""One stage of a release plan, charged right before the stage draws noise (the core's
+StageSpend: one spend type from the DP engine and the synthesizers to the ledger)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ChargeRow:
+    """One recorded stage charge: the contract's ledger row."""
+
+    seq: int
+    dataset: str
+    release_id: str
+    stage: str
+    mechanism: str
+    epsilon: float
+    delta: float
+    rho: float | None
+    created_at: str
+    flow_run_id: str | None
+    prev_hash: str
+    hash: str
+
+    @classmethod
+    def from_row(cls, r: Any) -> ChargeRow:
+        """Build from a `ledger` table row."""
+        return cls(
+            seq=r["seq"],
+            dataset=r["dataset"],
+            release_id=r["release_id"],
+            stage=r["stage"],
+            mechanism=r["mechanism"],
+            epsilon=float(r["epsilon"]),
+            delta=float(r["delta"]),
+            rho=None if r["rho"] is None else float(r["rho"]),
+            created_at=r["created_at"],
+            flow_run_id=r["flow_run_id"],
+            prev_hash=r["prev_hash"],
+            hash=r["hash"],
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """A release's reservation: its total (epsilon, delta), its plan and its state."""
+
+    dataset: str
+    release_id: str
+    epsilon: float
+    delta: float
+    planned: tuple[PlannedCharge, ...]
+    status: str  # open | completed | cancelled
+    created_at: str
+    flow_run_id: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetStatus:
+    """A dataset's lifetime budget and how much is spent, reserved (not yet drawn) and left."""
+
+    dataset: str
+    epsilon_lifetime: float
+    delta_lifetime: float
+    epsilon_spent: float
+    delta_spent: float
+    epsilon_reserved: float
+    delta_reserved: float
+    epsilon_remaining: float
+    delta_remaining: float
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (for --json)."""
+        return asdict(self)
+
+
+@dataclass(frozen=True, slots=True)
+class CancelResult:
+    """What closing a reservation kept as spent and gave back to the dataset."""
+
+    release_id: str
+    status: str  # cancelled | completed
+    epsilon_spent: float
+    delta_spent: float
+    epsilon_returned: float
+    delta_returned: float
+    stages_charged: tuple[str, ...]
+    stages_returned: tuple[str, ...]
+
+
+def partial_spend(
+    planned: Sequence[PlannedCharge], charged: set[str], total: tuple[Decimal, Decimal]
+) -> tuple[Decimal, Decimal]:
+    """Privacy spent by a release of which only the ``charged`` stages drew noise.
+
+    All stages charged: the reserved ``total``. None: zero. Otherwise pure stages (rho None) add
+    by basic composition; zCDP stages add their rho, converted by Bun-Steinke
+    rho + 2*sqrt(rho*ln(1/d)) at d = half the plan's zCDP-stage delta (the SDS plan converts
+    at delta/2 and spends the other delta/2 on the 1-tuple threshold; a smaller d only loosens
+    the bound) while the whole zCDP-stage delta is charged. Capped at ``total``; never below
+    the charged stages' shares.
+    """
+    if not charged:
+        return Decimal(0), Decimal(0)
+    if charged >= {p.stage for p in planned}:
+        return total
+    done = [p for p in planned if p.stage in charged]
+    with localcontext() as ctx:
+        ctx.prec = 60
+        shares = sum((dec(p.epsilon) for p in done), Decimal(0))
+        eps = sum((dec(p.epsilon) for p in done if p.rho is None), Decimal(0))
+        delta = sum((dec(p.delta) for p in done if p.rho is None), Decimal(0))
+        rho = sum(p.rho for p in done if p.rho is not None)
+        if rho > 0:
+            delta_z = sum(p.delta for p in planned if p.rho is not None)
+            if delta_z <= 0:
+                return total
+            eps += dec(rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta_z)))
+            delta += dec(delta_z)
+        return min(total[0], max(eps, shares)), min(total[1], delta)
+
+
+def check_name(what: str, value: object) -> None:
+    if not isinstance(value, str) or not value.strip():
+        raise SdsInputError(f"{what} must be a non-empty string, got {value!r}")
+
+
+def validate_plan(
+    planned: Sequence[PlannedCharge], epsilon: float | None, delta: float | None
+) -> tuple[tuple[PlannedCharge, ...], tuple[Decimal, Decimal]]:
+    """Check a plan (non-empty, unique stages) and its totals; return (plan, exact totals)."""
+    plan = tuple(planned)
+    if not plan or not all(isinstance(p, PlannedCharge) for p in plan):
+        raise SdsInputError("a release plan needs at least one PlannedCharge")
+    names = [p.stage for p in plan]
+    if len(set(names)) != len(names):
+        raise SdsInputError(f"stage names in a release plan must be unique, got {names}")
+    with localcontext() as ctx:
+        ctx.prec = 60
+        sums = (
+            sum((dec(p.epsilon) for p in plan), Decimal(0)),
+            sum((dec(p.delta) for p in plan), Decimal(0)),
+        )
+        totals = []
+        for name, given, summed, upper in (
+            ("epsilon", epsilon, sums[0], math.inf),
+            ("delta", delta, sums[1], 1.0),
+        ):
+            if given is None:
+                totals.append(summed)
+                continue
+            check_amount(f"release {name}", given, upper=upper)
+            if summed > dec(given) * (1 + _TOL) + Decimal("1e-15"):
+                raise SdsInputError(
+                    f"the stage {name}s of the plan sum to {float(summed)}, more than the "
+                    f"release {name} {given}; the stage shares must fit in the release total"
+                )
+            totals.append(dec(given))
+    if totals[0] <= 0 or totals[1] >= 1:
+        raise SdsInputError(
+            f"release epsilon must be > 0 and delta < 1, got "
+            f"epsilon={float(totals[0])}, delta={float(totals[1])}"
+        )
+    return plan, (totals[0], totals[1])

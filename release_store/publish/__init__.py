@@ -1,0 +1,47 @@
+"""Publishing a release: the DP artifacts, the report and the manifest, written to disk.
+
+- ``artifacts``: the publish stage's files and the manifest turning complete.
+
+Public names are exported here, lazily (importing the package loads none of its modules).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "ARTIFACTS": "release_store.publish.artifacts",
+    "public_evaluation": "release_store.publish.artifacts",
+    "synthetic_layout": "release_store.publish.artifacts",
+    "write_artifacts": "release_store.publish.artifacts",
+    "write_release": "release_store.publish.artifacts",
+    "write_report_and_explorer": "release_store.publish.artifacts",
+}
+
+__all__ = [
+    "ARTIFACTS",
+    "public_evaluation",
+    "synthetic_layout",
+    "write_artifacts",
+    "write_release",
+    "write_report_and_explorer",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+if TYPE_CHECKING:
+    from release_store.publish.artifacts import (
+        ARTIFACTS,
+        public_evaluation,
+        synthetic_layout,
+        write_artifacts,
+        write_release,
+        write_report_and_explorer,
+    )

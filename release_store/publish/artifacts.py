@@ -1,0 +1,237 @@
+"""Publishing a release: the DP artifacts, the report and the manifest (no Prefect here).
+
+The last stage of the flow (``tasks/publish.py`` wraps it and adds the Prefect artifacts).
+Everything written here is DP output or public parameters: the DP aggregates, the synthetic
+records, the evaluation (marked as computed from the sensitive data), a redacted validation
+summary, and ``manifest.json`` with the sha256 of every artifact. The manifest turns
+``complete`` only after every artifact is on disk.
+"""
+
+from __future__ import annotations
+
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path, PurePath
+from typing import Any
+
+from release_store.cluster.backend import DaskBackend
+from release_store.cluster.synthesis import write_synthetic
+from release_store.report.inputs import recorded_noise
+from release_store.run.release_run import ReleaseRun
+from release_store.run.stages import PUBLISH, stage_record
+from release_store.run.workdir import now
+from release_store.workspace.encoding import (
+    SYNTHETIC_PARQUET,
+    aggregates_parquet,
+    aggregates_tsv,
+    part_rows,
+    synthetic_files,
+    synthetic_part_name,
+)
+from release_store.workspace.files import atomic_write_bytes, atomic_write_json, sha256_file
+from release_store.workspace.home import utc_now
+from release_store.workspace.manifest import collect_versions
+
+ARTIFACTS = (
+    "aggregates.parquet",
+    "aggregates.tsv",
+    "synthetic.parquet",
+    "synthetic.csv",
+    "evaluation.json",
+    "validation.json",
+    "report.html",
+    "explorer.html",
+)
+
+
+def public_evaluation(evaluation: Any) -> dict[str, Any]:
+    """The publishable evaluation: :func:`sds_core.evaluation.publishable.publishable_evaluation`.
+
+    Rounded ratios only (TVD, empty shares, suppressed/fabricated %, preservation, proportional
+    error, synthetic risk); nothing that reveals the true record count or an exact count. The
+    full evaluation stays in the private workspace (checkpoint).
+    """
+    from sds_core.evaluation.metrics import publishable_evaluation
+
+    if not isinstance(evaluation, dict) or "marginal_fidelity" not in evaluation:
+        return {"differentially_private": False, "status": "no evaluation in this release"}
+    return publishable_evaluation(evaluation)
+
+
+def write_artifacts(
+    run: ReleaseRun,
+    aggregates: Any,
+    synthetic: Any,
+    evaluation: dict[str, Any],
+    validation: dict[str, Any],
+) -> dict[str, str]:
+    """Write the publishable files; returns name -> sha256.
+
+    The synthetic files and the aggregates' TSV are encoded in a second thread while this one
+    builds the aggregate table and its Parquet (Arrow's kernels and Parquet writer release the
+    GIL): the same bytes, in about two thirds of the time on two free cores. Records held on
+    the Dask workers are streamed into the same files one chunk at a time.
+    """
+    out = run.dirs.release_dir
+    part_records = run.params.synthetic_part_records
+    with ThreadPoolExecutor(1, thread_name_prefix="sds-publish") as pool:
+        if isinstance(synthetic, DaskBackend):  # records on the workers: streamed, chunk by chunk
+            streamed = pool.submit(write_synthetic, out, synthetic, part_records)
+        else:
+            syn = pool.submit(synthetic_files, synthetic, part_records=part_records)
+        table = aggregates.to_arrow()
+        tsv = pool.submit(aggregates_tsv, aggregates, table)
+        atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table))
+        if isinstance(synthetic, DaskBackend):
+            parts = streamed.result()
+        else:
+            syn_parquet, syn_csv = syn.result()
+            parts = _write_synthetic_parquet(out, syn_parquet)
+            atomic_write_bytes(out / "synthetic.csv", syn_csv)
+            del syn_parquet, syn_csv
+        atomic_write_bytes(out / "aggregates.tsv", tsv.result())
+        del table, tsv
+    atomic_write_json(
+        out / "evaluation.json",
+        {
+            "note": "utility metrics computed from the sensitive data and the DP release; NOT "
+            "differentially private; only rounded ratios that reveal neither the true "
+            "record count nor exact counts are published",
+            "computed_from_sensitive_data": True,
+            "differentially_private": False,
+            "metrics": public_evaluation(evaluation),
+        },
+    )
+    atomic_write_json(out / "validation.json", validation)
+    names = [n for n in ARTIFACTS if (out / n).is_file()] + parts
+    return {name: sha256_file(out / name) for name in names}
+
+
+def _write_synthetic_parquet(out: Path, parquet: list[bytes]) -> list[str]:
+    """``synthetic.parquet``: one file, or a directory of parts; returns the part names.
+
+    A directory left by an interrupted publish of the same release is replaced (the records
+    are the checkpoint's, so the parts are the same; a stale extra part would fail the audit).
+    """
+    target = out / SYNTHETIC_PARQUET
+    if target.is_dir():
+        shutil.rmtree(target)
+    if len(parquet) == 1:
+        atomic_write_bytes(target, parquet[0])
+        return []
+    target.unlink(missing_ok=True)
+    target.mkdir()
+    names = [synthetic_part_name(i) for i in range(len(parquet))]
+    for name, data in zip(names, parquet, strict=True):
+        atomic_write_bytes(out / name, data)
+    return names
+
+
+def synthetic_layout(n_records: int, part_records: int) -> dict[str, Any]:
+    """The manifest's ``synthetic_parts`` entry of a split ``synthetic.parquet`` ({}: one file)."""
+    rows = part_rows(n_records, part_records)
+    if len(rows) == 1:
+        return {}
+    return {
+        "synthetic_parts": {
+            "directory": SYNTHETIC_PARQUET,
+            "rows": n_records,
+            "parts": [{"file": synthetic_part_name(i), "rows": r} for i, r in enumerate(rows)],
+            "how_to_read": "a Parquet dataset: pyarrow.dataset.dataset('synthetic.parquet') or "
+            "pandas.read_parquet('synthetic.parquet') reads the parts in name order; each part's "
+            "sha256 is in 'artifacts'",
+        }
+    }
+
+
+def write_report_and_explorer(
+    run: ReleaseRun,
+    manifest: dict[str, Any],
+    aggregates: Any,
+    synthetic: Any,
+    evaluation: dict[str, Any],
+) -> None:
+    """Write ``report.html`` and ``explorer.html`` and record their sha256 in ``manifest``.
+
+    Both are built from published values only (:mod:`release_store.report.inputs`); the
+    manifest gets ``privacy.noise`` when it has none yet.
+    """
+    from release_store.report.explorer import explorer_html
+    from release_store.report.inputs import gather
+    from release_store.report.page import report_html
+
+    inputs = gather(run, manifest, aggregates, synthetic, public_evaluation(evaluation))
+    for name, build in (("report.html", report_html), ("explorer.html", explorer_html)):
+        path = run.dirs.release_dir / name
+        atomic_write_bytes(path, build(inputs))
+        manifest["artifacts"][name] = sha256_file(path)
+
+
+def write_release(
+    run: ReleaseRun,
+    *,
+    parameters: dict[str, Any],
+    input_sha256: str,
+    aggregates: Any,
+    synthetic: Any,
+    evaluation: dict[str, Any],
+    validation: dict[str, Any],
+    stages: list[dict[str, Any]],
+    noise: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Write artifacts, the report and the complete manifest; close the ledger reservation.
+
+    ``noise`` is the release's noise description (``privacy.noise``, see
+    :func:`release_store.run.release_run.noise_scales`). Returns the complete manifest, whose last
+    stage entry is this ``publish`` stage with its own timing.
+    """
+    started, t0 = utc_now(), time.perf_counter()
+    dirs = run.dirs
+    ledger = run.ledger()
+    charges = ledger.charges(release_id=run.release_id)
+    hashes = write_artifacts(run, aggregates, synthetic, evaluation, validation)
+    old = dirs.manifest() or {}
+    manifest = {
+        "release_id": run.release_id,
+        "dataset": run.dataset,
+        "created_at": old.get("created_at", now()),
+        "finished_at": now(),
+        "status": "running",
+        "parameters": parameters,
+        "privacy": {
+            "epsilon": run.epsilon,
+            "delta": run.delta,
+            "composition": "zCDP for the marginals + Laplace record count (basic composition)",
+            "stages": [
+                {
+                    "stage": c.stage,
+                    "mechanism": c.mechanism,
+                    "epsilon": c.epsilon,
+                    "delta": c.delta,
+                    "rho": c.rho,
+                }
+                for c in charges
+            ],
+            "noise": noise if noise is not None else recorded_noise(run),
+        },
+        "input": {
+            "name": PurePath(run.params.input).name,  # never the local path
+            "sha256": input_sha256,
+            "rows": int(aggregates.protected_number_of_records),
+            "rows_note": "DP (noisy) record count; the true count is never published",
+        },
+        "stages": stages,
+        "artifacts": hashes,
+        **synthetic_layout(synthetic.n_records, run.params.synthetic_part_records),
+        "versions": collect_versions(),
+    }
+    write_report_and_explorer(run, manifest, aggregates, synthetic, evaluation)
+    manifest["stages"] = [
+        *stages,
+        stage_record(PUBLISH, started, t0, artifacts=sorted(manifest["artifacts"])),
+    ]
+    ledger.complete(run.release_id)
+    manifest["status"] = "complete"
+    dirs.write_manifest(manifest)
+    return manifest

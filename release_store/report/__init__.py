@@ -1,0 +1,136 @@
+"""What a person reads: report.html and explorer.html, built from published values only.
+
+- ``page``: ``report.html``;
+- ``explorer``: ``explorer.html``;
+- ``inputs``: the published values the report and explorer are built from;
+- ``charts``: inline SVG charts.
+
+Public names are exported here, lazily (importing the package loads none of its modules).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "BudgetSnapshot": "release_store.report.inputs",
+    "CSP": "release_store.report.page",
+    "Figure": "release_store.report.page",
+    "MAX_VALUES": "release_store.report.page",
+    "PALETTE": "release_store.report.charts",
+    "ReportInputs": "release_store.report.inputs",
+    "Series": "release_store.report.charts",
+    "TOP_ROWS": "release_store.report.explorer",
+    "WIDTH": "release_store.report.charts",
+    "budget_snapshot": "release_store.report.inputs",
+    "count_sd": "release_store.report.inputs",
+    "details_section": "release_store.report.page",
+    "distribution_figures": "release_store.report.page",
+    "esc": "release_store.report.charts",
+    "explorer_html": "release_store.report.explorer",
+    "fmt_number": "release_store.report.charts",
+    "gather": "release_store.report.inputs",
+    "hbars": "release_store.report.charts",
+    "heatmap": "release_store.report.charts",
+    "laplace_half_width": "release_store.report.inputs",
+    "nice_ticks": "release_store.report.charts",
+    "noise_section": "release_store.report.page",
+    "pair_figure": "release_store.report.page",
+    "payload": "release_store.report.explorer",
+    "privacy_figures": "release_store.report.page",
+    "recorded_noise": "release_store.report.inputs",
+    "report_html": "release_store.report.page",
+    "stacked": "release_store.report.charts",
+    "summary": "release_store.report.page",
+    "template": "release_store.report.page",
+    "timing_figure": "release_store.report.page",
+    "unpublished_columns": "release_store.report.page",
+    "utility_figures": "release_store.report.page",
+    "vbars": "release_store.report.charts",
+}
+
+__all__ = [
+    "CSP",
+    "MAX_VALUES",
+    "PALETTE",
+    "TOP_ROWS",
+    "WIDTH",
+    "BudgetSnapshot",
+    "Figure",
+    "ReportInputs",
+    "Series",
+    "budget_snapshot",
+    "count_sd",
+    "details_section",
+    "distribution_figures",
+    "esc",
+    "explorer_html",
+    "fmt_number",
+    "gather",
+    "hbars",
+    "heatmap",
+    "laplace_half_width",
+    "nice_ticks",
+    "noise_section",
+    "pair_figure",
+    "payload",
+    "privacy_figures",
+    "recorded_noise",
+    "report_html",
+    "stacked",
+    "summary",
+    "template",
+    "timing_figure",
+    "unpublished_columns",
+    "utility_figures",
+    "vbars",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+if TYPE_CHECKING:
+    from release_store.report.charts import (
+        PALETTE,
+        WIDTH,
+        Series,
+        esc,
+        fmt_number,
+        hbars,
+        heatmap,
+        nice_ticks,
+        stacked,
+        vbars,
+    )
+    from release_store.report.explorer import TOP_ROWS, explorer_html, payload
+    from release_store.report.inputs import (
+        BudgetSnapshot,
+        ReportInputs,
+        budget_snapshot,
+        count_sd,
+        gather,
+        laplace_half_width,
+        recorded_noise,
+    )
+    from release_store.report.page import (
+        CSP,
+        MAX_VALUES,
+        Figure,
+        details_section,
+        distribution_figures,
+        noise_section,
+        pair_figure,
+        privacy_figures,
+        report_html,
+        summary,
+        template,
+        timing_figure,
+        unpublished_columns,
+        utility_figures,
+    )

@@ -1,0 +1,165 @@
+"""What the release report and explorer are built from: published values only, gathered once.
+
+The manifest (privacy spend, stages, DP record count), its noise description (or, when the
+manifest has none, the same values from the budget plan and the aggregate-k checkpoints), the
+ledger's budget of the dataset, the publishable evaluation, and the agreement of the DP
+aggregates with the synthetic records. Called by :mod:`release_store.publish.artifacts`.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from release_store.ledger.book import Ledger
+from release_store.run.release_run import ReleaseRun, noise_scales
+from release_store.run.stages import aggregate_stage
+from sds_core.data.table import PreparedTable
+from sds_core.errors import SdsInternalError
+from sds_core.evaluation.agreement import Agreement, agreement
+from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.backend import CountingBackend
+
+
+def count_sd(entry: dict[str, Any]) -> float:
+    """Standard deviation of the noise on one published count of a ``by_length`` entry.
+
+    ``noise_sd`` when the manifest gives it, else ``sigma * sqrt(allowed_sensitivity)``.
+
+    >>> count_sd({"sigma": 2.0, "allowed_sensitivity": 4})
+    4.0
+    >>> count_sd({"sigma": 2.0, "allowed_sensitivity": 4, "noise_sd": 4.5})
+    4.5
+    """
+    if entry.get("noise_sd") is not None:
+        return float(entry["noise_sd"])
+    return float(entry["sigma"]) * math.sqrt(max(int(entry["allowed_sensitivity"]), 0))
+
+
+def laplace_half_width(scale: float) -> float:
+    """Half-width of the 95% interval of Laplace noise of ``scale`` (P(|X| > t) = e^(-t/b)).
+
+    >>> round(laplace_half_width(50.0), 1)
+    149.8
+    """
+    return scale * math.log(20.0)
+
+
+def recorded_noise(run: ReleaseRun) -> dict[str, Any]:
+    """``manifest["privacy"]["noise"]`` rebuilt from the release's aggregate-k checkpoints.
+
+    The same description the flow publishes (:func:`release_store.run.release_run.noise_scales`),
+    for a caller that did not carry the aggregate-k results to publish: Δ_k and the thresholds are
+    the stages' DP outputs, σ_k and the record count's scale come from the budget plan.
+    """
+    lengths: dict[int, dict[str, Any]] = {}
+    if run.params.synthesizer == "aggregate-seeded":
+        for k in range(1, run.params.reporting_length + 1):
+            step = run.dirs.load_checkpoint(aggregate_stage(k))
+            if step is None:
+                raise SdsInternalError(f"publishing before stage {aggregate_stage(k)} finished")
+            lengths[k] = step
+    return noise_scales(run.params, lengths)
+
+
+@dataclass(frozen=True, slots=True)
+class BudgetSnapshot:
+    """The dataset's (ε, δ) budget when the release was published (from the ledger)."""
+
+    epsilon_lifetime: float
+    delta_lifetime: float
+    epsilon_before: float
+    delta_before: float
+    epsilon_release: float
+    delta_release: float
+    epsilon_after: float
+    delta_after: float
+    epsilon_reserved_elsewhere: float
+
+    @property
+    def epsilon_spent_before(self) -> float:
+        """ε spent by earlier releases (and held by others), i.e. lifetime - before."""
+        return max(self.epsilon_lifetime - self.epsilon_before, 0.0)
+
+
+def budget_snapshot(run: ReleaseRun) -> BudgetSnapshot | None:
+    """The budget of the release's dataset, now that every stage of the release is charged.
+
+    "After" is what the ledger has left now; "before" adds back this release's (ε, δ). None
+    when the dataset has no budget. A replay (``sds audit --replay``) reads the snapshot the
+    published manifest recorded (``dataset_budget``): its ledger holds only the release's charges.
+    """
+    ledger = run.ledger()
+    if not isinstance(ledger, Ledger):
+        recorded = (run.dirs.manifest() or {}).get("dataset_budget")
+        return BudgetSnapshot(**recorded) if isinstance(recorded, dict) else None
+    status = ledger.budget(run.dataset)
+    if status is None:
+        return None
+    return BudgetSnapshot(
+        epsilon_lifetime=status.epsilon_lifetime,
+        delta_lifetime=status.delta_lifetime,
+        epsilon_before=status.epsilon_remaining + run.epsilon,
+        delta_before=status.delta_remaining + run.delta,
+        epsilon_release=run.epsilon,
+        delta_release=run.delta,
+        epsilon_after=status.epsilon_remaining,
+        delta_after=status.delta_remaining,
+        epsilon_reserved_elsewhere=status.epsilon_reserved,
+    )
+
+
+@dataclass(frozen=True, eq=False)
+class ReportInputs:
+    """Everything the report and the explorer show; all of it published or DP.
+
+    Attributes:
+        manifest: the release manifest (artifacts listed so far, privacy with ``noise``).
+        budget: the dataset's budget around this release (None without a ledger budget).
+        evaluation: the publishable evaluation (rounded ratios, marked not DP).
+        agreement: DP aggregates vs synthetic records, per combination.
+        synthetic_records: number of synthetic records published.
+    """
+
+    manifest: dict[str, Any]
+    budget: BudgetSnapshot | None
+    evaluation: dict[str, Any]
+    agreement: Agreement
+    synthetic_records: int
+
+    @property
+    def noise(self) -> dict[str, Any]:
+        """``manifest["privacy"]["noise"]`` (record_count, by_length, how_to_read)."""
+        noise = self.manifest.get("privacy", {}).get("noise")
+        return noise if isinstance(noise, dict) else {"record_count": None, "by_length": []}
+
+    def sd_by_len(self) -> dict[int, float]:
+        """Noise standard deviation of one published count, per length (SDS releases only)."""
+        return {int(e["length"]): count_sd(e) for e in self.noise.get("by_length") or []}
+
+
+def gather(
+    run: ReleaseRun,
+    manifest: dict[str, Any],
+    aggregates: AggregateSet,
+    synthetic: PreparedTable | CountingBackend,
+    public_evaluation: dict[str, Any],
+) -> ReportInputs:
+    """Collect the report inputs; records them in ``manifest`` where it has none yet.
+
+    Adds ``privacy.noise`` when missing and ``dataset_budget`` (the budget snapshot, so that a
+    replay can rebuild the same report). ``public_evaluation`` is the publishable subset
+    (``publishing.public_evaluation``).
+    """
+    manifest["privacy"].setdefault("noise", recorded_noise(run))
+    budget = budget_snapshot(run)
+    if budget is not None:
+        manifest["dataset_budget"] = asdict(budget)
+    return ReportInputs(
+        manifest=manifest,
+        budget=budget,
+        evaluation=public_evaluation,
+        agreement=agreement(aggregates, synthetic),
+        synthetic_records=synthetic.n_records,
+    )

@@ -1,0 +1,506 @@
+"""``report.html``: the human-readable release report (one self-contained file, inline SVG).
+
+A plain-language summary (what was released, the guarantee, the budget before and after, the DP
+record count), then charts, each built only from published DP values or the published evaluation
+ratios and saying under it what it is computed from. Input: :class:`ReportInputs`.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any
+
+from release_store.report.charts import Series, esc, hbars, heatmap, stacked, vbars
+from release_store.report.inputs import ReportInputs, count_sd, laplace_half_width
+
+MAX_VALUES = 25
+"""Largest number of values drawn per column in the 1-way charts (the largest by DP count)."""
+CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
+"""Content-Security-Policy of the generated pages: nothing may be loaded from anywhere."""
+
+_EVAL_SOURCE = (
+    "evaluation.json, the published ratios of the evaluation against the "
+    "sensitive data (not differentially private; rounded, no count of the sensitive data)."
+)
+
+
+def template(name: str) -> str:
+    """A template file (CSS, JS) shipped in ``release_store/report/templates``."""
+    return (resources.files("release_store.report") / "templates" / name).read_text(encoding="utf-8")
+
+
+@dataclass(frozen=True, slots=True)
+class Figure:
+    """One chart: its element id, title, SVG and the sentence saying what it is computed from."""
+
+    fig_id: str
+    title: str
+    svg: str
+    source: str
+
+    def html(self, number: int) -> str:
+        """The ``<figure>``; ``data-marks`` is the number of data marks its SVG draws."""
+        marks = self.svg.count('class="mark"')
+        return (
+            f'<figure class="chart" id="{esc(self.fig_id)}" data-marks="{marks}">'
+            f"<figcaption>Figure {number}. {esc(self.title)}</figcaption>{self.svg}"
+            f'<p class="source">Figure {number} is computed from: {esc(self.source)}</p></figure>'
+        )
+
+
+def _eps(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _delta(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def summary(inputs: ReportInputs) -> str:
+    """The plain-language summary: what, the guarantee, the budget, the DP record count."""
+    m = inputs.manifest
+    p, params = m["privacy"], m.get("parameters", {})
+    a = inputs.agreement
+    reported = {k: int(la.reported.sum()) for k, la in a.by_len.items()}
+    columns = ", ".join(esc(c) for c in a.domain.columns)
+    rows = int(m["input"]["rows"])
+    rc = inputs.noise.get("record_count")
+    rows_note = (
+        f" It is a noisy count: with 95% probability it lies within "
+        f"±{laplace_half_width(float(rc['scale'])):.0f} "
+        "of the true count, which is never published."
+        if isinstance(rc, dict)
+        else " (the synthesizer's own DP count)."
+    )
+    parts = [
+        f'<p class="lead">This release of dataset <b>{esc(m["dataset"])}</b> publishes '
+        f"<b>{sum(reported.values()):,}</b> differentially private counts of combinations of up "
+        f"to {a.reporting_length} attributes of the columns {columns} "
+        f"({', '.join(f'{n:,} of length {k}' for k, n in sorted(reported.items()))}), and "
+        f"<b>{inputs.synthetic_records:,}</b> synthetic records generated from those counts "
+        f"alone (synthesizer <code>{esc(params.get('synthesizer', ''))}</code>).</p>",
+        f'<p class="lead"><b>The guarantee:</b> whether or not any one person\'s record is in '
+        f"the data changes the probability of anything in this release by at most a factor "
+        f"e<sup>ε</sup> = {math.exp(p['epsilon']):.3g} (ε = {_eps(p['epsilon'])}), except with "
+        f"probability δ = {_delta(p['delta'])}.</p>",
+        f"<p><b>Protected record count:</b> {rows:,}.{rows_note}</p>",
+    ]
+    b = inputs.budget
+    if b is not None:
+        parts.append(
+            f"<p><b>Privacy budget of the dataset:</b> lifetime ε = {_eps(b.epsilon_lifetime)} "
+            f"(δ = {_delta(b.delta_lifetime)}). Before this release ε = "
+            f"{_eps(b.epsilon_before)} was left; this release spent ε = "
+            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); "
+            f"ε = {_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for future "
+            "releases (from the ledger, at publication time).</p>"
+        )
+    return "".join(parts)
+
+
+def privacy_figures(inputs: ReportInputs) -> list[Figure]:
+    """Spend by stage, the budget bar, and each length's noise scale and threshold."""
+    p = inputs.manifest["privacy"]
+    stages = p.get("stages") or []
+    out = [
+        Figure(
+            "fig-spend",
+            "Privacy spend by stage (ε)",
+            hbars(
+                [s["stage"] for s in stages],
+                [Series("ε", tuple(float(s["epsilon"]) for s in stages))],
+                label="privacy spend by stage",
+                value_format=_eps,
+            ),
+            "manifest.json privacy.stages (the ledger's charges for this "
+            "release; public parameters of the mechanisms).",
+        )
+    ]
+    b = inputs.budget
+    if b is not None:
+        out.append(
+            Figure(
+                "fig-budget",
+                "Lifetime budget of the dataset (ε)",
+                stacked(
+                    [
+                        ("spent or held before", b.epsilon_spent_before),
+                        ("this release", b.epsilon_release),
+                        ("left after", max(b.epsilon_after, 0.0)),
+                    ],
+                    label="lifetime privacy budget",
+                    value_format=_eps,
+                ),
+                "the privacy-budget ledger (lifetime budget, charges and open "
+                "reservations of the dataset) when the release was published.",
+            )
+        )
+    by_length = inputs.noise.get("by_length") or []
+    if by_length:
+        sd = inputs.sd_by_len()
+        out.append(
+            Figure(
+                "fig-noise",
+                "Noise and threshold by combination length",
+                vbars(
+                    [f"length {e['length']}" for e in by_length],
+                    [
+                        Series(
+                            "noise standard deviation", tuple(sd[e["length"]] for e in by_length)
+                        ),
+                        Series(
+                            "threshold",
+                            tuple(
+                                None if e["threshold"] is None else float(e["threshold"])
+                                for e in by_length
+                            ),
+                        ),
+                    ],
+                    label="noise and threshold by length",
+                    value_format=lambda v: f"{v:.3g}",
+                ),
+                "manifest.json privacy.noise (σ_k·√Δ_k and the threshold of each "
+                "length; the budget plan and the DP-selected sensitivity Δ_k). "
+                + str(inputs.noise.get("how_to_read", "")),
+            )
+        )
+    return out
+
+
+def unpublished_columns(inputs: ReportInputs) -> str:
+    """A note naming the columns none of whose values the release reports (no chart for them)."""
+    a = inputs.agreement
+    empty = [(c, n) for c, n in enumerate(a.domain.columns) if not a.one_way(c).labels]
+    return "".join(
+        f"<p class='note' id='oneway-none-{c}'><b>{esc(n)}</b>: no value of this column is "
+        "reported (every 1-way count fell below the length-1 threshold) and no synthetic record "
+        "holds one, so it has no chart.</p>"
+        for c, n in empty
+    )
+
+
+def distribution_figures(inputs: ReportInputs) -> list[Figure]:
+    """For each column, its 1-way counts in the DP aggregates and in the synthetic records."""
+    a = inputs.agreement
+    out = []
+    for c, name in enumerate(a.domain.columns):
+        one = a.one_way(c)
+        if not one.labels:
+            continue
+        order = sorted(
+            range(len(one.labels)), key=lambda i: (-max(int(one.dp[i]), 0), one.labels[i])
+        )
+        shown = order[:MAX_VALUES]
+        more = len(order) - len(shown)
+        out.append(
+            Figure(
+                f"fig-oneway-{c}",
+                f"{name}: DP aggregates vs synthetic records"
+                + (f" (the {len(shown)} largest of {len(order)} values)" if more else ""),
+                hbars(
+                    [one.labels[i] for i in shown],
+                    [
+                        Series(
+                            "DP aggregate",
+                            tuple(None if one.dp[i] < 0 else float(one.dp[i]) for i in shown),
+                        ),
+                        Series("synthetic", tuple(float(one.synthetic[i]) for i in shown)),
+                    ],
+                    label=f"1-way distribution of {name}",
+                ),
+                "aggregates.parquet (DP counts of length 1; 'not reported' = "
+                "suppressed) and synthetic.parquet (records holding each value).",
+            )
+        )
+    return out
+
+
+def pair_figure(inputs: ReportInputs) -> list[Figure]:
+    """The 2-way TVD of every column pair, DP aggregates vs synthetic records, as a heatmap."""
+    a = inputs.agreement
+    if a.reporting_length < 2 or a.domain.n_columns < 2:
+        return []
+    tvd = a.pair_tvd()
+    return [
+        Figure(
+            "fig-pair-tvd",
+            "2-way total variation distance per column pair (0 = identical, 1 = disjoint)",
+            heatmap(
+                list(a.domain.columns),
+                [[float(v) for v in row] for row in tvd],
+                label="2-way TVD heatmap",
+            ),
+            "aggregates.parquet (reported DP counts of length 2, normalised per "
+            "pair) and synthetic.parquet (the records' 2-way counts, normalised per pair). It "
+            "measures how faithfully the synthetic records reproduce the published aggregates.",
+        )
+    ]
+
+
+def _ratio_series(
+    evaluation: dict[str, Any], section: str, field: str, keys: list[str], name: str
+) -> Series:
+    table = (evaluation.get(section) or {}).get(field) or {}
+    return Series(name, tuple(_get(table.get(k), "count_preservation") for k in keys))
+
+
+def _get(d: Any, key: str) -> float | None:
+    return float(d[key]) if isinstance(d, dict) and d.get(key) is not None else None
+
+
+def _keys(
+    ev: dict[str, Any], sections: tuple[tuple[str, str], ...], key: str, order: Any
+) -> list[str]:
+    """The keys of ``ev[section][key]`` over every section, sorted numerically by ``order``."""
+    return sorted({k for s, _ in sections for k in ((ev.get(s) or {}).get(key) or {})}, key=order)
+
+
+def _preservation_figure(
+    ev: dict[str, Any],
+    sections: tuple[tuple[str, str], ...],
+    key: str,
+    keys: list[str],
+    ticks: list[str],
+    fig_id: str,
+    title: str,
+    label: str,
+    axis_label: str = "",
+) -> Figure:
+    """Bars of SDS's preservation ratio (``ev[section][key][k]``) per k, one series a section."""
+    chart = vbars(
+        ticks,
+        [_ratio_series(ev, s, key, keys, n) for s, n in sections],
+        label=label,
+        axis_label=axis_label,
+        value_format=lambda v: f"{v:.2f}",
+        top_value=1.0,
+    )
+    return Figure(fig_id, title, chart, _EVAL_SOURCE)
+
+
+def utility_figures(inputs: ReportInputs) -> list[Figure]:
+    """SDS's preservation by count bucket and by length, mean error, suppressed/fabricated."""
+    ev, out = inputs.evaluation, []
+    sections = (
+        ("sensitive_vs_dp_aggregates", "DP aggregates"),
+        ("sensitive_vs_synthetic", "synthetic"),
+    )
+    buckets = _keys(ev, sections, "preservation_by_count", float)
+    if buckets:
+        out.append(
+            _preservation_figure(
+                ev, sections, "preservation_by_count", buckets, [f"≤{b}" for b in buckets],
+                "fig-preservation-count",
+                "Count preservation by count bucket (1 = counts preserved)",
+                "preservation by count bucket", axis_label="combinations grouped by their count",
+            )
+        )  # fmt: skip
+    lengths = _keys(ev, sections, "preservation_by_length", int)
+    if lengths:
+        out.append(
+            _preservation_figure(
+                ev, sections, "preservation_by_length", lengths, [f"length {k}" for k in lengths],
+                "fig-preservation-length", "Count preservation by combination length",
+                "preservation by length",
+            )
+        )  # fmt: skip
+        shares = (
+            ("suppressed", "Suppressed: sensitive combinations missing from the release"),
+            ("fabricated", "Fabricated: released combinations absent from the sensitive data"),
+        )
+        for title, caption in shares:
+            field = f"{title}_pct"
+            series = [
+                Series(
+                    f"{n} {title}",
+                    tuple(
+                        _get(((ev.get(s) or {}).get("by_length") or {}).get(k), field)
+                        for k in lengths
+                    ),
+                )
+                for s, n in sections
+            ]
+            out.append(
+                Figure(
+                    f"fig-{title}",
+                    f"{caption} (%, by length)",
+                    vbars(
+                        [f"length {k}" for k in lengths],
+                        series,
+                        label=f"{title} share by length",
+                        value_format=lambda v: f"{v:.3g}",
+                    ),
+                    _EVAL_SOURCE,
+                )
+            )
+    errors = inputs.agreement.mean_abs_error_by_len()
+    sd = inputs.sd_by_len()
+    ks = [k for k in sorted(errors) if errors[k] is not None]
+    if ks:
+        series = [Series("mean |synthetic − DP|", tuple(errors[k] for k in ks))]
+        if sd:
+            series.append(Series("noise standard deviation", tuple(sd.get(k) for k in ks)))
+        out.append(
+            Figure(
+                "fig-error-length",
+                "Mean error of the synthetic counts by combination length",
+                vbars(
+                    [f"length {k}" for k in ks],
+                    series,
+                    label="mean error by length",
+                    value_format=lambda v: f"{v:.3g}",
+                ),
+                "aggregates.parquet and synthetic.parquet (mean absolute difference "
+                "between a reported DP count and the synthetic records' count of the same "
+                "combination) and manifest.json privacy.noise (the DP noise, for scale).",
+            )
+        )
+    return out
+
+
+def timing_figure(inputs: ReportInputs) -> list[Figure]:
+    """Seconds per stage of the run (from the manifest's timeline)."""
+    stages = [s for s in inputs.manifest.get("stages") or [] if isinstance(s, dict)]
+    secs = [(s["name"], s.get("duration_s", s.get("seconds"))) for s in stages]
+    secs = [(n, float(v)) for n, v in secs if isinstance(v, int | float)]
+    if not secs:
+        return []
+    return [
+        Figure(
+            "fig-timing",
+            "Time per stage (seconds)",
+            hbars(
+                [n for n, _ in secs],
+                [Series("seconds", tuple(v for _, v in secs))],
+                label="seconds per stage",
+                value_format=lambda v: f"{v:.3g}",
+            ),
+            "manifest.json stages (wall-clock time of each stage of this run).",
+        )
+    ]
+
+
+def _table(rows: list[tuple[str, str]], head: tuple[str, str]) -> str:
+    body = "".join(f"<tr><td>{esc(k)}</td><td>{v}</td></tr>" for k, v in rows)
+    return f"<table><tr><th>{esc(head[0])}</th><th>{esc(head[1])}</th></tr>{body}</table>"
+
+
+def _num(value: Any, fmt: str) -> str:
+    return "" if value is None else format(value, fmt)
+
+
+def noise_section(inputs: ReportInputs) -> str:
+    """The noise of each published count (manifest ``privacy.noise``) and how to read it."""
+    noise = inputs.noise
+    rows = []
+    rc = noise.get("record_count")
+    if isinstance(rc, dict):
+        rows.append(
+            f"<tr><td>record count</td><td>{esc(rc['mechanism'])}</td>"
+            f"<td class='num'>scale {_num(rc.get('scale'), '.6g')}</td><td></td><td></td>"
+            f"<td class='num'>{_num(rc.get('noise_sd'), '.4g')}</td></tr>"
+        )
+    for e in noise.get("by_length") or []:
+        rows.append(
+            f"<tr><td>length {int(e['length'])}</td><td>{esc(e['mechanism'])}</td>"
+            f"<td class='num'>σ {_num(e.get('sigma'), '.6g')}</td>"
+            f"<td class='num'>{int(e['allowed_sensitivity'])}</td>"
+            f"<td class='num'>{_num(e.get('threshold'), '.6g') or 'nothing released'}</td>"
+            f"<td class='num'>{count_sd(e):.4g}</td></tr>"
+        )
+    table = (
+        "<table><tr><th>counts</th><th>mechanism</th><th class='num'>noise scale</th>"
+        "<th class='num'>allowed sensitivity Δ</th><th class='num'>threshold</th>"
+        "<th class='num'>noise standard deviation</th></tr>" + "".join(rows) + "</table>"
+        if rows
+        else ""
+    )
+    return (
+        "<h3>Noise of each published count</h3>"
+        + table
+        + f"<p>{esc(noise.get('how_to_read', ''))}</p>"
+    )
+
+
+def details_section(inputs: ReportInputs) -> str:
+    """Key parameters, the spend table, the artifacts with their sha256, all parameters."""
+    m = inputs.manifest
+    params = m.get("parameters", {})
+    keys = ("epsilon", "delta", "reporting_length", "synthesizer", "percentile_percentage")
+    spend = "".join(
+        f"<tr><td>{esc(s['stage'])}</td><td>{esc(s['mechanism'])}</td>"
+        f'<td class="num">{s["epsilon"]:.6g}</td><td class="num">{s["delta"]:.3g}</td>'
+        f'<td class="num">{"" if s.get("rho") is None else format(s["rho"], ".6g")}</td></tr>'
+        for s in m["privacy"].get("stages") or []
+    )
+    artifacts = _table(
+        [(n, f'<span class="hash">{esc(h)}</span>') for n, h in sorted(m["artifacts"].items())],
+        ("artifact", "sha256"),
+    )
+    return (
+        "<h2 id='details'>Details</h2><h3>Parameters</h3>"
+        + _table([(k, esc(params.get(k))) for k in keys if k in params], ("parameter", "value"))
+        + "<h3>Privacy spend by stage</h3><table><tr><th>stage</th><th>mechanism</th>"
+        "<th class='num'>ε</th><th class='num'>δ</th><th class='num'>ρ (zCDP)</th></tr>"
+        + spend
+        + "</table>"
+        + noise_section(inputs)
+        + "<h3>Files of this release</h3>"
+        + artifacts
+        + "<p class='meta'>report.html, explorer.html and manifest.json are listed in the "
+        "manifest with their sha256; <code>sds audit --verify</code> checks them.</p>"
+        + "<details><summary>All parameters (JSON)</summary><pre>"
+        + esc(json.dumps(params, indent=2, sort_keys=True, default=str))
+        + "</pre></details>"
+    )
+
+
+def report_html(inputs: ReportInputs) -> bytes:
+    """The whole report as UTF-8 HTML (deterministic for the same inputs)."""
+    m = inputs.manifest
+    sections: list[tuple[str, str, Callable[[ReportInputs], list[Figure]], str]] = [
+        ("privacy", "Privacy: spend, budget and noise", privacy_figures, ""),
+        (
+            "distributions",
+            "Each column: DP aggregates vs synthetic records",
+            distribution_figures,
+            unpublished_columns(inputs),
+        ),
+        ("pairs", "Column pairs", pair_figure, ""),
+        (
+            "utility",
+            "Utility against the sensitive data (SDS evaluation)",
+            utility_figures,
+            "<p class='warn'>These ratios compare the release with the sensitive data: they are "
+            "not differentially private. Only rounded ratios are published.</p>",
+        ),
+        ("timing", "How long it took", timing_figure, ""),
+    ]
+    body, toc, number = [], [], 0
+    for sid, title, build, intro in sections:
+        figs = build(inputs)
+        if figs or intro:
+            toc.append(f"<li><a href='#{sid}'>{esc(title)}</a></li>")
+            html = []
+            for fig in figs:
+                number += 1
+                html.append(fig.html(number))
+            body.append(f"<h2 id='{sid}'>{esc(title)}</h2>{intro}{''.join(html)}")
+    rid, created = esc(m["release_id"]), esc(m.get("created_at", ""))
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>DP release {rid}</title><style>{template('report.css')}</style></head><body>"
+        f"<h1>DP release {rid}</h1><p class='meta'>Dataset {esc(m['dataset'])} · created "
+        f"{created} · <a href='explorer.html'>open the aggregate explorer</a></p>"
+        + summary(inputs)
+        + f"<nav class='toc'><ul>{''.join(toc)}<li><a href='#details'>Details</a></li></ul></nav>"
+        + "".join(body)
+        + details_section(inputs)
+        + "</body></html>"
+    ).encode("utf-8")

@@ -1,0 +1,201 @@
+"""The stage registry: every stage of a release, its order and its charge/draw/resume behaviour.
+
+The flow (``flows/release.py``), the stage runner
+(:meth:`release_store.run.release_run.ReleaseRun.stage`), the manifest and the docs read stage names
+and behaviour from here, and nowhere else.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from release_store.workspace.home import utc_now
+from sds_core.errors import SdsInternalError
+
+__all__ = [
+    "AGGREGATE",
+    "BINNING",
+    "BUDGET",
+    "COUNT",
+    "EVALUATE",
+    "FIT",
+    "INGEST",
+    "NORMALIZE",
+    "PREPARE",
+    "PUBLISH",
+    "SYNTHESIZE",
+    "VALIDATE",
+    "VALIDATE_OUTPUT",
+    "StageSpec",
+    "Timeline",
+    "aggregate_stage",
+    "release_stages",
+    "spec",
+    "stage_record",
+]
+
+BUDGET = "budget"
+INGEST = "ingest"
+VALIDATE = "validate"
+BINNING = "binning"
+PREPARE = "prepare"
+COUNT = "count"
+AGGREGATE = "aggregate"
+NORMALIZE = "normalize"
+SYNTHESIZE = "synthesize"
+FIT = "fit"
+VALIDATE_OUTPUT = "validate-output"
+EVALUATE = "evaluate"
+PUBLISH = "publish"
+
+
+def aggregate_stage(k: int) -> str:
+    """The name of the stage that aggregates combinations of length ``k`` (``aggregate-k``).
+
+    >>> aggregate_stage(2)
+    'aggregate-2'
+    """
+    if k < 1:
+        raise SdsInternalError(f"combination length must be >= 1, got {k}")
+    return f"{AGGREGATE}-{k}"
+
+
+@dataclass(frozen=True, slots=True)
+class StageSpec:
+    """What one stage does to the budget, the randomness and the private workspace.
+
+    Attributes:
+        name: the stage name (ledger, manifest, checkpoints, Prefect task run).
+        summary: one line for people (progress display, docs).
+        charges: charged to the ledger before it draws anything (its planned charge, or for
+            ``fit`` every charge of the chosen synthesizer).
+        draws: draws noise or randomness from the release key.
+        checkpoint: its result is saved privately (sha256-checked) and a resumed release loads
+            it instead of running the stage again; noise is never drawn twice.
+        sensitive: reads the sensitive table (its task never persists or caches results).
+    """
+
+    name: str
+    summary: str
+    charges: bool = False
+    draws: bool = False
+    checkpoint: bool = False
+    sensitive: bool = False
+
+
+_FIXED = {
+    s.name: s
+    for s in (
+        StageSpec(BUDGET, "reserve the whole release's (ε, δ) before the data is read"),
+        StageSpec(INGEST, "read the sensitive input", sensitive=True),
+        StageSpec(VALIDATE, "the Great Expectations gate on the input", sensitive=True),
+        StageSpec(BINNING, "DP quantile bin edges of numeric columns", True, True, True, True),
+        StageSpec(PREPARE, "SDS preprocessing into integer codes", sensitive=True),
+        StageSpec(COUNT, "the DP record count", True, True, True, True),
+        StageSpec(NORMALIZE, "rounding, missing parents, child <= parent", checkpoint=True),
+        StageSpec(SYNTHESIZE, "aggregate-seeded synthesis", draws=True, checkpoint=True),
+        StageSpec(FIT, "fit a registry synthesizer and sample", True, True, True, True),
+        StageSpec(VALIDATE_OUTPUT, "the synthetic records against the declared schema"),
+        StageSpec(
+            EVALUATE, "utility metrics (from the sensitive data)", checkpoint=True, sensitive=True
+        ),
+        StageSpec(PUBLISH, "write the artifacts and the complete manifest"),
+    )
+}
+
+
+def spec(name: str) -> StageSpec:
+    """The registry entry of a stage name (``aggregate-k`` included).
+
+    >>> spec("aggregate-3").charges, spec("normalize").charges
+    (True, False)
+    """
+    if name in _FIXED:
+        return _FIXED[name]
+    prefix, _, k = name.rpartition("-")
+    if prefix == AGGREGATE and k.isdigit() and int(k) >= 1:
+        return StageSpec(
+            name, f"DP counts of the combinations of length {k}", True, True, True, True
+        )
+    raise SdsInternalError(f"no stage named {name!r} in the registry")
+
+
+def release_stages(
+    reporting_length: int, *, aggregate_seeded: bool = True, dp_binning: bool = False
+) -> tuple[str, ...]:
+    """The stages of one release, in order (``binning`` only with DP quantile bins).
+
+    >>> release_stages(2)[:6]
+    ('budget', 'ingest', 'validate', 'prepare', 'count', 'aggregate-1')
+    >>> release_stages(3, aggregate_seeded=False)[4]
+    'fit'
+    >>> release_stages(2, dp_binning=True)[3]
+    'binning'
+    """
+    middle = (
+        (
+            COUNT,
+            *(aggregate_stage(k) for k in range(1, reporting_length + 1)),
+            NORMALIZE,
+            SYNTHESIZE,
+        )
+        if aggregate_seeded
+        else (FIT,)
+    )
+    binning = (BINNING,) if dp_binning else ()
+    return (
+        BUDGET,
+        INGEST,
+        VALIDATE,
+        *binning,
+        PREPARE,
+        *middle,
+        VALIDATE_OUTPUT,
+        EVALUATE,
+        PUBLISH,
+    )
+
+
+def stage_record(name: str, started: str, t0: float, **extra: Any) -> dict[str, Any]:
+    """The manifest entry of a finished stage: name, status, ISO times (ms), ``duration_s``.
+
+    ``started`` is the :func:`release_store.workspace.home.utc_now` text taken when the stage began
+    and ``t0`` the ``time.perf_counter()`` reading taken with it; ``extra`` adds fields (e.g.
+    ``artifacts``).
+    """
+    spec(name)  # a name the registry knows
+    return {
+        "name": name,
+        "status": "complete",
+        "started": started,
+        "finished": utc_now(),
+        "duration_s": round(time.perf_counter() - t0, 3),
+        **extra,
+    }
+
+
+class Timeline:
+    """The finished stages of one run, in order: name, start and finish times, ``duration_s``.
+
+    The one record of stage timings (the manifest's ``stages``); a stage is recorded only when
+    its body finishes. ``on_done`` (e.g. the run logger) is called with each finished record.
+    """
+
+    def __init__(self, on_done: Callable[[dict[str, Any]], None] | None = None) -> None:
+        """An empty timeline."""
+        self.done: list[dict[str, Any]] = []
+        self._on_done = on_done
+
+    @contextmanager
+    def run(self, name: str) -> Iterator[None]:
+        """Time the stage ``name`` (a registry name) while its body runs."""
+        spec(name)  # a name the registry knows
+        started, t0 = utc_now(), time.perf_counter()
+        yield
+        self.done.append(stage_record(name, started, t0))
+        if self._on_done is not None:
+            self._on_done(self.done[-1])

@@ -1,0 +1,132 @@
+"""Release working state: the private key, stage checkpoints, the private state and the manifest.
+
+Used by the flow's tasks. Paths, ids, atomic writes and hashing come from
+:mod:`release_store.workspace` (one implementation); this module adds what only a running release
+needs: ``private/<release-id>/release.key``, one checkpoint per finished stage (sha256 recorded in
+``state.json``) and the manifest as a dict, anchored to the ledger head when it turns complete.
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from release_store.workspace.files import atomic_write_bytes, atomic_write_json, sha256_file
+from release_store.workspace.home import ReleasePaths, new_release_id, resolve_home, utc_now
+from release_store.workspace.manifest import Manifest
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.errors import SdsInputError
+
+__all__ = [
+    "ReleaseDirs",
+    "atomic_write_bytes",
+    "atomic_write_json",
+    "new_release_id",
+    "now",
+    "resolve_home",
+    "sha256_file",
+]
+
+KEY_FILE = "release.key"
+STATE_FILE = "state.json"
+
+now = utc_now
+"""UTC timestamp in ISO 8601 (alias of :func:`release_store.workspace.home.utc_now`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class ReleaseDirs:
+    """Where one release lives (:class:`ReleasePaths`) plus its key, checkpoints and manifest."""
+
+    home: Path
+    dataset: str
+    release_id: str
+    ledger_url: str | None = None  # None: $SDS_LEDGER_URL, else the home's SQLite ledger
+
+    @property
+    def paths(self) -> ReleasePaths:
+        """The contract layout of this release."""
+        return ReleasePaths(Path(self.home), self.dataset, self.release_id)
+
+    @property
+    def release_dir(self) -> Path:
+        """Publishable artifacts."""
+        return self.paths.release_dir
+
+    @property
+    def private_dir(self) -> Path:
+        """Never published: key, params, validation details, checkpoints."""
+        return self.paths.private_dir
+
+    @property
+    def checkpoint_dir(self) -> Path:
+        """Stage checkpoints (noisy DP intermediates, hash-checked on resume)."""
+        return self.private_dir / "checkpoints"
+
+    # -- the manifest --------------------------------------------------------------------
+    def manifest(self) -> dict[str, Any] | None:
+        """The current manifest as a dict, or None when there is none yet."""
+        path = self.paths.manifest
+        return Manifest.load(path).data if path.is_file() else None
+
+    def write_manifest(self, manifest: dict[str, Any]) -> None:
+        """Atomically replace the manifest.
+
+        A manifest written with status ``complete`` and no ``ledger_head`` gets the ledger's head at
+        that moment (:func:`release_store.ledger.anchor.ledger_anchor`), so that ``sds audit
+        --verify`` detects a ledger truncated or rewritten after the release.
+        """
+        if manifest.get("status") == "complete" and "ledger_head" not in manifest:
+            from release_store.ledger.anchor import ledger_anchor
+
+            manifest = {**manifest, "ledger_head": ledger_anchor(self.home, self.ledger_url)}
+        Manifest(manifest).save(self.paths.manifest)
+
+    # -- the key -------------------------------------------------------------------------
+    def randomness(self, seed: int | None) -> ReleaseRandomness:
+        """The release key: loaded if stored, else created (fresh or from ``seed``) and stored."""
+        p = self.private_dir / KEY_FILE
+        if p.is_file():
+            return ReleaseRandomness(p.read_bytes())
+        rnd = ReleaseRandomness.from_seed(seed) if seed is not None else ReleaseRandomness.fresh()
+        atomic_write_bytes(p, rnd.key, private=True)
+        return rnd
+
+    # -- stage checkpoints ---------------------------------------------------------------
+    def state(self) -> dict[str, Any]:
+        """The private stage state (``{"stages": {name: {...}}, ...}``)."""
+        p = self.private_dir / STATE_FILE
+        return json.loads(p.read_text()) if p.is_file() else {"stages": {}}
+
+    def update_state(self, **fields: Any) -> None:
+        """Merge top-level ``fields`` into the private state."""
+        atomic_write_json(self.private_dir / STATE_FILE, self.state() | fields, private=True)
+
+    def save_checkpoint(self, stage: str, obj: Any) -> None:
+        """Persist a stage's private result and record its sha256."""
+        path = self.checkpoint_dir / f"{stage}.pkl"
+        atomic_write_bytes(path, pickle.dumps(obj, protocol=5), private=True)
+        st = self.state()
+        st["stages"][stage] = {"file": path.name, "sha256": sha256_file(path), "at": now()}
+        atomic_write_json(self.private_dir / STATE_FILE, st, private=True)
+
+    def load_checkpoint(self, stage: str) -> Any | None:
+        """A finished stage's result (sha256-checked), or None when the stage never finished.
+
+        Raises:
+            SdsInputError: the checkpoint file does not match its recorded sha256.
+        """
+        rec = self.state()["stages"].get(stage)
+        if rec is None:
+            return None
+        path = self.checkpoint_dir / rec["file"]
+        if not path.is_file() or sha256_file(path) != rec["sha256"]:
+            raise SdsInputError(
+                f"checkpoint of stage {stage!r} of release {self.release_id!r} is missing or "
+                f"was modified ({path}); the release cannot be resumed safely: cancel it with "
+                f"`sds cancel {self.release_id}` and start a new release"
+            )
+        return pickle.loads(path.read_bytes())  # private file, sha256-checked above

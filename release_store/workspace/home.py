@@ -1,0 +1,179 @@
+"""The SDS home: its layout, release ids, and the paths of one release.
+
+``$SDS_HOME/releases/<dataset>/<release-id>/`` holds what may be published (manifest.json and the
+artifacts it lists with their sha256); ``$SDS_HOME/private/<release-id>/`` holds what never is.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import secrets
+import stat
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sds_core.errors import SdsInputError
+
+HOME_ENV = "SDS_HOME"
+DEFAULT_HOME = ".sds"
+MANIFEST = "manifest.json"
+SIGNATURE = "manifest.sig"
+"""Ed25519 signature of ``manifest.json`` (release_store.audit.signing); not listed in the
+manifest."""
+PUBLIC_KEY = "signing-key.pub"
+"""The public key that checks ``manifest.sig`` (PEM); not listed in the manifest."""
+PUBLISHED = (
+    "aggregates.parquet",
+    "aggregates.tsv",
+    "synthetic.parquet",
+    "synthetic.csv",
+    "evaluation.json",
+    "report.html",
+    "explorer.html",
+)
+SYNTHETIC_PART = re.compile(r"synthetic\.parquet/part-\d{5}\.parquet")
+"""The only artifact names with a directory: the parts of a split ``synthetic.parquet``
+(``release_store.workspace.encoding.synthetic_part_name``)."""
+STATUSES = ("running", "complete", "failed")
+_ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
+
+
+def utc_now() -> str:
+    """Current UTC time, ISO 8601 with milliseconds (stage timings need sub-second resolution)."""
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
+
+
+# -- home and ids ----------------------------------------------------------------------------------
+def resolve_home(home: str | Path | None = None) -> Path:
+    """The SDS home: ``home`` (--home), else $SDS_HOME, else ./.sds; created, checked, resolved.
+
+    A symlinked home is followed: the directory it points to is the home, and it must pass the
+    same checks. The home must be writable, owned by the current user and not writable by
+    everyone: it holds the private workspace (release keys, checkpoints).
+
+    Raises:
+        SdsInputError: the directory cannot be created or written, belongs to another user or
+            is world-writable, naming it and the fix.
+    """
+    source = "--home" if home else (HOME_ENV if os.environ.get(HOME_ENV) else "default home")
+    given = str(home or os.environ.get(HOME_ENV) or DEFAULT_HOME)
+    if "\0" in given:
+        raise SdsInputError(f"{source} contains a NUL byte; give a plain directory path")
+    path = Path(given).expanduser().absolute()
+    try:
+        if not path.exists():
+            path.mkdir(parents=True, mode=0o755)
+        path = path.resolve(strict=True)
+        probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
+        probe.write_bytes(b"")
+        probe.unlink()
+        st = path.stat()
+    except (OSError, RuntimeError) as e:  # RuntimeError: a symlink loop
+        reason = e.strerror if isinstance(e, OSError) and e.strerror else str(e)
+        raise SdsInputError(
+            f"{source} {path} is not a writable directory ({reason}); pass a directory "
+            f"you can write to with --home DIR or set {HOME_ENV}"
+        ) from e
+    if st.st_uid != os.geteuid():
+        raise SdsInputError(
+            f"{source} {path} belongs to another user (uid {st.st_uid}); its private "
+            "workspace (release keys, checkpoints) must not be shared: use a home of your "
+            "own, and share budgets through one PostgreSQL ledger (--ledger)"
+        )
+    if st.st_mode & stat.S_IWOTH:
+        raise SdsInputError(
+            f"{source} {path} is writable by every user (mode {stat.S_IMODE(st.st_mode):o}); "
+            f"anyone could replace its private files: run `chmod o-w {path}` or choose "
+            "another --home"
+        )
+    return path
+
+
+def validate_id(value: object, what: str = "release id") -> str:
+    """Check a dataset or release id: 1-128 of [A-Za-z0-9._-], starting alphanumeric.
+
+    >>> validate_id("2026-11-22T031455Z-a1b2c3")
+    '2026-11-22T031455Z-a1b2c3'
+    """
+    if not isinstance(value, str) or not _ID.fullmatch(value):
+        raise SdsInputError(
+            f"{what} {value!r} is not valid: use 1-128 letters, digits, '.', '_' or '-', "
+            "starting with a letter or digit (no spaces or path separators)"
+        )
+    return value
+
+
+def new_release_id(dataset: str | None = None, *, now: datetime | None = None) -> str:
+    """A fresh release id such as ``2026-11-22T031455Z-3fa9c1`` (UTC time + 6 random hex).
+
+    Release ids are unique across datasets (the private workspace is keyed by id alone), so the
+    dataset is only validated, not embedded.
+    """
+    if dataset is not None:
+        validate_id(dataset, "dataset id")
+    stamp = (now or datetime.now(UTC)).astimezone(UTC).strftime("%Y-%m-%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+@dataclass(frozen=True, slots=True)
+class ReleasePaths:
+    """Every path of one release, per the release contract."""
+
+    home: Path
+    dataset: str
+    release_id: str
+
+    @property
+    def release_dir(self) -> Path:
+        """Publishable directory ``releases/<dataset>/<release-id>``."""
+        return self.home / "releases" / self.dataset / self.release_id
+
+    @property
+    def private_dir(self) -> Path:
+        """Never-published directory ``private/<release-id>``."""
+        return self.home / "private" / self.release_id
+
+    @property
+    def ledger(self) -> Path:
+        """The home's ledger file."""
+        return self.home / "ledger.sqlite"
+
+    @property
+    def manifest(self) -> Path:
+        """``manifest.json`` of the release."""
+        return self.release_dir / MANIFEST
+
+    def artifact(self, name: str) -> Path:
+        """A published file by contract name (``aggregates.parquet``, ``report.html``...)."""
+        if Path(name).name != name or name in ("", ".", ".."):
+            raise SdsInputError(f"artifact name {name!r} must be a plain file name")
+        return self.release_dir / name
+
+    def private(self, name: str) -> Path:
+        """A file in the private workspace (seed, validation details, checkpoints)."""
+        return self.private_dir / name
+
+    def create(self, *, exist_ok: bool = False) -> None:
+        """Create both directories (``private/`` and the private one mode 0700).
+
+        Raises:
+            SdsInputError: the release id already exists and ``exist_ok`` is False.
+        """
+        if not exist_ok:
+            for d in (self.release_dir, self.private_dir):
+                if d.exists():
+                    raise SdsInputError(
+                        f"release id {self.release_id!r} already exists ({d}); choose another "
+                        f"release id, or continue it with `sds resume {self.release_id}`"
+                    )
+        self.release_dir.mkdir(parents=True, exist_ok=True)
+        self.private_dir.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.private_dir.parent, 0o700)  # $SDS_HOME/private lists every release id
+        os.chmod(self.private_dir, 0o700)
+
+
+def release_paths(home: str | Path, dataset: str, release_id: str) -> ReleasePaths:
+    """Validated :class:`ReleasePaths` of a release (ids checked; nothing created)."""
+    return ReleasePaths(Path(home), validate_id(dataset, "dataset id"), validate_id(release_id))
