@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 
 ## The Prefect database template new homes copy (once per Prefect version, ~/.cache/sds).
 setup: $(VENV)/.installed
-	@$(PY) -m flows.server --build-template >/dev/null
+	@$(PY) -m flows.local.template >/dev/null
 
 ## The PostgreSQL server binaries the ledger tests start (apt-get install postgresql when missing).
 postgres: setup

@@ -113,7 +113,8 @@ def run(
     """One mode in this process: stage times, peak RSS, aggregate digest."""
     import pandas as pd
 
-    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.data.params import PrepareParams
+    from sds_core.data.preparation import prepare
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.marginals import engine
     from sds_core.marginals.backend import LocalBackend

@@ -24,7 +24,8 @@ import pandas as pd
 from release_store.report.explorer import explorer_html
 from release_store.report.inputs import BudgetSnapshot, ReportInputs
 from release_store.report.page import report_html
-from sds_core.data.preparation import PrepareParams, prepare
+from sds_core.data.params import PrepareParams
+from sds_core.data.preparation import prepare
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.evaluation.agreement import agreement
 from sds_core.marginals.engine import dp_aggregate

@@ -75,7 +75,8 @@ def run_ours(rows: int, seed: int, R: int, eps: float, accounting: str, end_to_e
     """Our prepare + dp_aggregate (+ synthesis + evaluation when end_to_end)."""
     import numpy as np
 
-    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.data.params import PrepareParams
+    from sds_core.data.preparation import prepare
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.marginals.engine import dp_aggregate
     from sds_core.marginals.exact_counts import exact_aggregates

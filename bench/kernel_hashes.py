@@ -23,7 +23,8 @@ import pandas as pd
 
 import sds_core.synthesis._bitsets as bitsets_module
 import sds_core.synthesis.layout as layout_module
-from sds_core.data.preparation import PrepareParams, prepare
+from sds_core.data.params import PrepareParams
+from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.evaluation.metrics import EvaluationParams, evaluate_release

@@ -23,7 +23,6 @@ from typing import Any
 from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
-from flows.progress_artifacts import ProgressArtifacts
 from release_store.cluster.backend import DaskBackend, cluster_session
 from release_store.config.core_objects import dp_binned_columns
 from release_store.config.release_params import ReleaseParams
@@ -38,6 +37,7 @@ from tasks.evaluation import evaluate
 from tasks.ingest import read_input
 from tasks.marginals import aggregate_length, count_records, normalize_aggregates
 from tasks.preparation import choose_bins, prepare_table
+from tasks.progress_artifacts import ProgressArtifacts
 from tasks.publish import artifact_key, publish_release
 from tasks.synthesis import fit_synthesizer, synthesize_records
 from tasks.validation import validate_input, validate_output

@@ -43,7 +43,8 @@ def compare_tables(
         SdsInputError: a file cannot be read, columns differ, or a parameter is invalid.
     """
     from release_store.inputs.ingest import read_table
-    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.data.params import PrepareParams
+    from sds_core.data.preparation import prepare
     from sds_core.evaluation.metrics import NOT_DP_NOTE, aggregate_metrics, marginal_fidelity
     from sds_core.marginals.exact_counts import exact_aggregates
 

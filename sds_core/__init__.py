@@ -50,7 +50,7 @@ _EXPORTS: dict[str, str] = {
     "FitResult": "sds_core.synthesizers",
     "LengthStep": "sds_core.marginals.steps",
     "MultiValueColumn": "sds_core.data.table",
-    "PrepareParams": "sds_core.data.preparation",
+    "PrepareParams": "sds_core.data.params",
     "PreparedTable": "sds_core.data.table",
     "PrivacyReport": "sds_core.marginals.privacy_report",
     "RecordCountStep": "sds_core.marginals.steps",
@@ -153,7 +153,8 @@ if TYPE_CHECKING:
     from sds_core.data.binning import Binning
     from sds_core.data.decoding import fingerprint, to_arrow, to_frame, to_sorted_rows
     from sds_core.data.domain import EMPTY_CODE, DeclaredDomain, Domain
-    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.data.params import PrepareParams
+    from sds_core.data.preparation import prepare
     from sds_core.data.table import MultiValueColumn, PreparedTable
     from sds_core.dp.accounting import (
         BudgetPlan,

@@ -14,7 +14,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from sds_core.data.preparation import PrepareParams, prepare
+from sds_core.data.params import PrepareParams
+from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.evaluation.metrics import evaluate_release

@@ -168,7 +168,8 @@ def test_every_package_is_ordered() -> None:
     on_disk = {
         p.stem if p.is_file() else p.name
         for p in (PROJECT / "release_store").iterdir()
-        if (p.is_dir() and (p / "__init__.py").exists()) or (p.suffix == ".py" and p.stem != "__init__")
+        if (p.is_dir() and (p / "__init__.py").exists())
+        or (p.suffix == ".py" and p.stem != "__init__")
     }
     assert on_disk == listed
 

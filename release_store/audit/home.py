@@ -15,10 +15,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from release_store.ledger.anchor import anchor_problems
 from release_store.ledger.backends import resolve_ledger_url, sqlite_path
 from release_store.ledger.book import BudgetStatus, Ledger, VerifyReport
-from release_store.ledger.anchor import anchor_problems
-from release_store.workspace.home import MANIFEST, PUBLIC_KEY, SIGNATURE, validate_id
+from release_store.workspace.home import MANIFEST, PUBLIC_KEY, SIGNATURE, find_release
 from release_store.workspace.integrity import verify_release
 from release_store.workspace.manifest import Manifest
 from sds_core.errors import SdsInputError
@@ -95,14 +95,12 @@ def report_path(home: str | Path, release_id: str) -> Path:
     Raises:
         SdsInputError: bad id, no such release, release not complete, or no report in it.
     """
-    validate_id(release_id)
-    found = sorted(p for p in (Path(home) / "releases").glob(f"*/{release_id}") if p.is_dir())
-    if not found:
+    release_dir = find_release(home, release_id)
+    if release_dir is None:
         raise SdsInputError(
             f"no release {release_id!r} under {Path(home) / 'releases'}; `sds audit` lists the "
             "releases of a home (pass --home DIR or set SDS_HOME if it is elsewhere)"
         )
-    release_dir = found[0]
     status = Manifest.load(release_dir / MANIFEST).status
     if status != "complete":
         raise SdsInputError(

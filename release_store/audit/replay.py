@@ -32,7 +32,7 @@ from release_store.run import stages
 from release_store.run.release_run import ReleaseRun, planned_charges
 from release_store.run.workdir import KEY_FILE, ReleaseDirs
 from release_store.workspace.files import atomic_write_bytes, sha256_file
-from release_store.workspace.home import MANIFEST, validate_id
+from release_store.workspace.home import MANIFEST, find_release
 from release_store.workspace.manifest import Manifest
 from sds_core.errors import SdsInputError, SdsInternalError
 
@@ -241,14 +241,13 @@ class RecordedRelease:
                 ledger reservation; each message says what a replay needs.
         """
         home = Path(home)
-        validate_id(release_id)
-        found = sorted(home.glob(f"releases/*/{release_id}/{MANIFEST}"))
-        if not found:
+        release_dir = find_release(home, release_id)
+        if release_dir is None or not (release_dir / MANIFEST).is_file():
             raise SdsInputError(
                 f"no published release {release_id!r} in {home / 'releases'}; check the "
                 "release id (`sds audit` lists them) and --home"
             )
-        manifest = Manifest.load(found[0]).data
+        manifest = Manifest.load(release_dir / MANIFEST).data
         dataset = str(manifest["dataset"])
         if manifest.get("status") != "complete":
             raise SdsInputError(

@@ -21,6 +21,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core.data.domain import Domain
+from sds_core.data.params import PrepareParams
 from sds_core.data.partitions import (
     PartDomain,
     align,
@@ -29,7 +30,7 @@ from sds_core.data.partitions import (
     partition_layout,
     prepare_partition,
 )
-from sds_core.data.preparation import PrepareParams, match_key
+from sds_core.data.preparation import match_key
 from sds_core.data.readers import cell_text
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError

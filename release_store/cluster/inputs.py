@@ -42,8 +42,8 @@ from release_store.inputs.schema_checks import (
     view_columns,
 )
 from release_store.workspace.files import atomic_write_text
+from sds_core.data.params import PrepareParams
 from sds_core.data.partitions import concatenate
-from sds_core.data.preparation import PrepareParams
 from sds_core.data.table import PreparedTable
 from sds_core.data.zeros import zero_shares
 from sds_core.errors import SdsInputError

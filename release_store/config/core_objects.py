@@ -11,7 +11,7 @@ from typing import Any
 
 from release_store.config.release_params import ReleaseParams
 from release_store.config.schema import ColumnSchema
-from sds_core.data.preparation import PrepareParams
+from sds_core.data.params import PrepareParams
 from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals.params import DpParams
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import Field
 
-from sds_core.data.preparation import PrepareParams
+from sds_core.data.params import PrepareParams
 from sds_core.evaluation.params import EvaluationParams
 from sds_core.marginals.params import DpParams
 from sds_core.param_fields import field_specs

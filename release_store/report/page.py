@@ -30,7 +30,9 @@ _EVAL_SOURCE = (
 
 def template(name: str) -> str:
     """A template file (CSS, JS) shipped in ``release_store/report/templates``."""
-    return (resources.files("release_store.report") / "templates" / name).read_text(encoding="utf-8")
+    return (resources.files("release_store.report") / "templates" / name).read_text(
+        encoding="utf-8"
+    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -177,3 +177,13 @@ class ReleasePaths:
 def release_paths(home: str | Path, dataset: str, release_id: str) -> ReleasePaths:
     """Validated :class:`ReleasePaths` of a release (ids checked; nothing created)."""
     return ReleasePaths(Path(home), validate_id(dataset, "dataset id"), validate_id(release_id))
+
+
+def find_release(home: str | Path, release_id: str) -> Path | None:
+    """The directory ``releases/<dataset>/<release_id>`` of the home (any dataset), or None.
+
+    The id is validated first, so it can never be a glob pattern or a path.
+    """
+    validate_id(release_id)
+    found = sorted(p for p in (Path(home) / "releases").glob(f"*/{release_id}") if p.is_dir())
+    return found[0] if found else None

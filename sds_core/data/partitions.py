@@ -15,7 +15,8 @@ from collections.abc import Sequence
 import numpy as np
 
 from sds_core.data.domain import EMPTY_CODE, Domain
-from sds_core.data.preparation import PrepareParams, prepare, source_layout
+from sds_core.data.params import PrepareParams
+from sds_core.data.preparation import prepare, source_layout
 from sds_core.data.readers import TableLike, TableSource
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError

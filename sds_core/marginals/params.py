@@ -236,8 +236,8 @@ class DpParams:
     """Parameters of one DP aggregation (pac-synth builder names and defaults, spec §3.1).
 
     Every field is declared once below with its default, bounds, meaning and privacy effect;
-    the release form (``release_store.config.release_params.ReleaseParams``) and docs/pipeline.md are built from
-    these declarations. Cross-field rules (custom proportions and fabrication lengths vs R,
+    the release form (``release_store.config.release_params.ReleaseParams``) and
+    docs/pipeline.md are built from these declarations. Cross-field rules (custom proportions and fabrication lengths vs R,
     declared domains) are checked in ``__post_init__``.
 
     >>> DpParams(epsilon=1.0).reporting_length

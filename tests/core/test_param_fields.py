@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from sds_core.data.preparation import PrepareParams
+from sds_core.data.params import PrepareParams
 from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.evaluation.metrics import EvaluationParams
 from sds_core.marginals.params import DpParams

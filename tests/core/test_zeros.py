@@ -5,7 +5,8 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from sds_core.data.preparation import PrepareParams, prepare
+from sds_core.data.params import PrepareParams
+from sds_core.data.preparation import prepare
 from sds_core.data.zeros import zero_columns, zero_shares
 
 

@@ -164,7 +164,7 @@ def test_gate_text_counts_failures() -> None:
 
 def _env_after_cli_defaults(*args: str) -> dict[str, str]:
     code = (
-        "import json, os, pathlib; from flows.cli import prefect_environment; "
+        "import json, os, pathlib; from flows.local.launch import prefect_environment; "
         f"prefect_environment(pathlib.Path('h'){''.join(args)}); "
         "print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('PREFECT_')}))"
     )

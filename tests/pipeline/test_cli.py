@@ -114,7 +114,7 @@ def test_evaluate_bad_input(tiny_csv: Path, tmp_path: Path) -> None:
 
 def test_prefect_environment_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI fills hermetic Prefect defaults only where the user set nothing."""
-    from flows.cli import prefect_environment
+    from flows.local.launch import prefect_environment
 
     monkeypatch.setenv("PREFECT_API_URL", "")
     monkeypatch.delenv("PREFECT_HOME", raising=False)

@@ -297,7 +297,8 @@ def test_output_gate_on_chunks_fails_like_the_gx_gate(tmp_path: Path, client: An
     from release_store.inputs.gate import output_schema, validate_table
     from release_store.inputs.schema_checks import SchemaValidationError
     from sds_core.data.decoding import to_frame
-    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.data.params import PrepareParams
+    from sds_core.data.preparation import prepare
 
     table = prepare(_frame(300), PrepareParams())
     chunked = DaskBackend.from_table(client, table, 6)  # chunks of 50 records

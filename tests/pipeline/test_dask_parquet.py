@@ -17,8 +17,9 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from release_store.cluster.backend import DaskBackend  # noqa: E402
+from sds_core.data.params import PrepareParams  # noqa: E402
 from sds_core.data.partitions import concatenate  # noqa: E402
-from sds_core.data.preparation import PrepareParams, prepare  # noqa: E402
+from sds_core.data.preparation import prepare  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402

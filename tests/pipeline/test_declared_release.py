@@ -9,8 +9,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from release_store.config.core_objects import declared_domains, dp_params, synthesizer_domains
 from release_store.config import build_params, load_config
+from release_store.config.core_objects import declared_domains, dp_params, synthesizer_domains
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import run_cli
 

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from release_store.config.fields import SYNTHESIZERS
 from release_store.config import build_params, load_config
+from release_store.config.fields import SYNTHESIZERS
 from release_store.inputs.preflight import check_budget, preflight, zero_warning
 from sds_core.errors import SdsInputError
 from tests.pipeline.conftest import PROJECT, charges, complete_releases, run_cli
@@ -171,7 +171,7 @@ def test_zero_warning_printed_once_by_the_cli(
     tmp_path: Path, tiny_csv: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CLI's pre-flight prints the warning once on stderr; --sensitive-zeros all silences it."""
-    from flows.cli import _preflight
+    from flows.cli.release import preflight_checks as _preflight
 
     params = build_params(
         {},

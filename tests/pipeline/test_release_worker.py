@@ -1,4 +1,4 @@
-"""The warm release worker (flows/worker.py): releases handed to a forked child of the home's
+"""The warm release worker (flows/local/runner.py): releases handed to a forked child of the home's
 worker give what an in-process release gives, a killed client takes its child with it, and the
 worker ends with the server."""
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from flows import server as local_server
-from flows.handoff import ping
+from flows.local import server as local_server
+from flows.local.handoff import ping
 from tests.pipeline.conftest import PROJECT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -101,7 +101,7 @@ def test_template_is_what_a_server_start_makes(
     server answers, and a release's run and artifacts reach it."""
     cache = tmp_path / "cache"
     built = subprocess.run(
-        [sys.executable, "-m", "flows.server", "--build-template"],
+        [sys.executable, "-m", "flows.local.template"],
         cwd=PROJECT,
         env=_env(**{local_server.TEMPLATE_ENV: str(cache)}),
         capture_output=True,
@@ -180,7 +180,7 @@ def test_worker_waits_for_the_release_that_started_the_server(
         holder.kill()
         holder.wait()
         assert local_server.wait_worker(info, timeout=300) is not None
-        assert any("flows.worker" in c for c in _children(info.pid))
+        assert any("flows.local.runner" in c for c in _children(info.pid))
     finally:
         holder.kill()
         local_server.stop(home)

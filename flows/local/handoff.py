@@ -1,11 +1,12 @@
-"""Handing a release to the home's warm release worker (``flows/worker.py``): the client side.
+"""Handing a release to the home's warm release runner (:mod:`flows.local.runner`): the client side.
 
 After the pre-flight, ``sds release``/``sds resume`` (a process that has not imported Prefect)
 connects to ``$SDS_HOME/prefect/worker.sock``, sends the release's call, its environment and
 working directory with its stdin/stdout/stderr descriptors, and waits for the exit status of the
 child the worker forks for it. Signals the client gets are forwarded to the child's process group.
-No worker, a refusal or ``SDS_WORKER=off``: the caller runs the release in-process as before.
-Only the standard library is imported here.
+No runner, a refusal, ``SDS_WORKER=off`` or a platform without the calls the runner makes
+(:func:`runner_available`): the caller runs the release in-process. Only the standard library is
+imported here.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import json
 import os
 import signal
 import socket
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +29,7 @@ __all__ = [
     "ignored_signals",
     "import_time_env",
     "ping",
+    "runner_available",
     "socket_path",
     "worker_enabled",
 ]
@@ -57,10 +60,24 @@ def socket_path(home: Path) -> Path:
     return Path(home) / "prefect" / SOCKET_NAME
 
 
+def runner_available() -> bool:
+    """Whether this platform has every call the warm runner makes: ``fork``, file descriptors
+    passed over an ``AF_UNIX``/``SOCK_SEQPACKET`` socket, ``pidfd_open`` and ``/proc`` (Linux).
+    Elsewhere the supervisor starts no runner and every release runs in-process."""
+    return (
+        sys.platform.startswith("linux")
+        and hasattr(os, "fork")
+        and hasattr(os, "pidfd_open")
+        and hasattr(socket, "send_fds")
+        and hasattr(socket, "SOCK_SEQPACKET")
+        and Path("/proc/self/task").is_dir()
+    )
+
+
 def worker_enabled(env: dict[str, str] | os._Environ[str] | None = None) -> bool:
-    """False when ``SDS_WORKER=off``."""
+    """False when ``SDS_WORKER=off`` or the platform cannot run the warm runner."""
     value = (os.environ if env is None else env).get(WORKER_ENV, "auto").strip().lower()
-    return value not in ("off", "0", "false", "no")
+    return value not in ("off", "0", "false", "no") and runner_available()
 
 
 def import_time_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
@@ -70,7 +87,7 @@ def import_time_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
 
 def project_root() -> str:
     """The source tree this code runs from: a worker serves only clients of the same tree."""
-    return str(Path(__file__).resolve().parents[1])
+    return str(Path(__file__).resolve().parents[2])
 
 
 def _connect(home: Path, timeout: float) -> socket.socket | None:

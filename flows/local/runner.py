@@ -1,12 +1,28 @@
-"""The warm release worker: Prefect, GX glue and the release flow imported once, a fork per release.
+"""The warm release runner: Prefect, GX glue and the release flow imported once, a fork per release.
 
-The home's server supervisor (``flows/server.py``) starts ``python -m flows.worker`` next to
-the Prefect server. It imports what ``sds release`` would import (Prefect pointed at that
-server), checks that it runs no thread besides its own, and listens on ``worker.sock`` (0600) in
-the server directory. Each release handed over by ``flows/handoff.py`` gets a forked child with
-the client's stdin/stdout/stderr, environment and working directory, which runs the same
-``_run_here`` a release runs in-process and exits; the worker sends back its exit status and kills
-the child if the client goes away. One thread, one ``selectors`` loop: the worker can always fork.
+The home's server supervisor (:mod:`flows.local.supervisor`) starts ``python -m
+flows.local.runner`` next to the Prefect server (only where
+:func:`flows.local.handoff.runner_available`: Linux). It imports what ``sds release`` would
+import (Prefect pointed at that server), checks that it runs no thread besides its own, and listens on ``worker.sock`` (0600) in
+the server directory. Each release handed over by :mod:`flows.local.handoff` gets a forked child
+with the client's stdin/stdout/stderr, environment and working directory, which runs the release
+as :func:`flows.local.launch.launch` runs it in-process and exits; the runner sends back its exit
+status and kills the child if the client goes away.
+
+Fork safety: the rules a fork without ``exec`` relies on, each enforced where it is written:
+
+1. one OS thread at every fork (``_threads``: checked after the imports in :func:`serve` and
+   before each fork in :meth:`Worker.refusal`); the loop is one ``selectors`` loop, no thread;
+2. no library thread pool alive at the fork: OpenBLAS shuts its pool down in its atfork handler
+   (one fork at warm-up makes that happen once), pyarrow's jemalloc purges inline
+   (``JE_ARROW_MALLOC_CONF``), GX is imported here so the child starts no GX process;
+3. the client's import-time variables equal the runner's (``import_time_env``), so the modules
+   imported before the fork are the ones the client would have imported;
+4. everything that can fail is checked before the fork, so the parent never has a child it cannot
+   track (``pidfd_open`` is tested at start, in :func:`serve`);
+5. the forwarded signals are blocked across the fork and unblocked in the child only once it is
+   the release process; the child never returns into the loop (``os._exit``) and closes every
+   descriptor of the other releases and of the listener.
 """
 
 from __future__ import annotations
@@ -26,7 +42,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flows.handoff import import_time_env, project_root, socket_path
+from flows.local.handoff import import_time_env, project_root, socket_path
 
 __all__ = ["main", "serve"]
 
@@ -54,9 +70,9 @@ def warm_up(home: Path, api_url: str) -> None:
     os.environ.setdefault("JE_ARROW_MALLOC_CONF", "background_thread:false")
     os.environ["PREFECT_API_URL"] = api_url
     os.environ.setdefault("PREFECT_HOME", str(Path(home) / "prefect"))
-    from flows import cli
+    from flows.local.launch import prefect_environment
 
-    cli.prefect_environment(Path(home))
+    prefect_environment(Path(home))
     # GX too: the child runs the gate's suites itself instead of spawning a process to import it
     import fastapi.encoders  # noqa: F401  (Prefect's parameter serializer, imported lazily)
     import great_expectations.expectations  # noqa: F401
@@ -65,6 +81,7 @@ def warm_up(home: Path, api_url: str) -> None:
 
     import flows.release  # noqa: F401  (Prefect, pandas, numba, the tasks)
     import release_store.run.progress  # noqa: F401
+    from flows.local import launch  # noqa: F401  (what the child runs)
     from release_store.inputs import gx_suite  # noqa: F401
 
     # OpenBLAS (numpy's and scipy's copy) starts a thread pool at import and shuts it down
@@ -103,12 +120,12 @@ class Worker:
         """Why this worker must not run the request (None: it may)."""
         if request.get("project") != project_root():
             return f"the worker runs {project_root()}, the client {request.get('project')}"
-        theirs = import_time_env(request.get("env") or {})
+        theirs = import_time_env(request.get("env") or {})  # rule 3
         keys = theirs.keys() | self.env.keys()
         differ = sorted(k for k in keys if theirs.get(k) != self.env.get(k))
         if differ:
             return f"import-time variables differ: {', '.join(differ)}"
-        threads = _threads()
+        threads = _threads()  # rule 1
         if len(threads) != 1:
             return f"the worker runs {len(threads)} threads ({', '.join(threads)}); not forking"
         return None
@@ -150,7 +167,7 @@ class Worker:
     def fork(self, rel: _Release, request: dict[str, Any]) -> None:
         # the client forwards Ctrl-C as soon as it has the pid: the child takes it once it is
         # the release process (a KeyboardInterrupt there, as in-process), not during its setup
-        signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)
+        signal.pthread_sigmask(signal.SIG_BLOCK, _FORWARDED)  # rule 5
         pid = os.fork()
         if pid == 0:
             self.child(rel, request)  # never returns
@@ -198,14 +215,15 @@ class Worker:
             sys.stdin = open(0, closefd=False)
             sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)
             sys.stderr = open(2, "w", buffering=1, errors="backslashreplace", closefd=False)
-            from flows import cli
+            from flows.console import quick_exit
+            from flows.local.launch import run_handed_off
 
             try:
                 signal.pthread_sigmask(signal.SIG_UNBLOCK, _FORWARDED)
-                code = cli.run_handed_off(request["call"])
+                code = run_handed_off(request["call"])
             except KeyboardInterrupt:  # before the release started: as typer ends it
                 code = 130
-            cli.quick_exit(code)
+            quick_exit(code)
         except BaseException:  # the child must never return into the loop
             with contextlib.suppress(BaseException):
                 traceback.print_exc()
@@ -304,6 +322,11 @@ def serve(home: Path, api_url: str) -> int:
         stop["now"] = True
 
     signal.signal(signal.SIGTERM, _stop)
+    try:  # rule 4: the parent calls pidfd_open after every fork; it must not fail there
+        os.close(os.pidfd_open(os.getpid()))
+    except (AttributeError, OSError) as e:
+        _log(f"not serving: pidfd_open is not available ({e})")
+        return 1
     warm_up(home, api_url)
     threads = _threads()
     if len(threads) != 1:
@@ -326,7 +349,7 @@ def serve(home: Path, api_url: str) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m flows.worker --home H --api-url URL``: the release worker of a home."""
+    """``python -m flows.local.runner --home H --api-url URL``: the release runner of a home."""
     ap = argparse.ArgumentParser(description="Serve the releases of an SDS home, warm.")
     ap.add_argument("--home", required=True, type=Path)
     ap.add_argument("--api-url", required=True)

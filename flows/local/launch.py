@@ -1,0 +1,203 @@
+"""Launching a release on this machine: Prefect's environment, the home's server, the hand-off
+to the warm runner, or the flow run in this process.
+
+``sds release`` and ``sds resume`` call :func:`launch` after their pre-flight; the warm runner's
+child calls :func:`run_handed_off` with what the client sent. Prefect, GX and the flow are
+imported only where a release runs here, so a release handed to the warm runner never loads them.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from flows.console import fail, warn
+
+__all__ = [
+    "PREFECT_DEFAULTS",
+    "SERVER_ENV",
+    "launch",
+    "ledger_password",
+    "prefect_environment",
+    "run_handed_off",
+]
+
+PREFECT_DEFAULTS = {
+    "PREFECT_SERVER_EPHEMERAL_STARTUP_TIMEOUT_SECONDS": "180",
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
+    # every stage's INFO line goes to the run's logs on the Prefect server (the UI's Logs tab);
+    # the console handler below keeps the terminal quiet unless --verbose
+    "PREFECT_LOGGING_LEVEL": "INFO",
+    # failures reach the user as one paragraph from `fail`; Prefect's console tracebacks would
+    # bury it (they stay in the run's logs on the server and in private/<id>/failure.json)
+    "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "CRITICAL",
+    "GX_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",  # Prefect's client-side telemetry (and its first-run notice on stderr)
+}
+
+
+def prefect_environment(home: Path, *, verbose: bool = False) -> None:
+    """Working, local-only Prefect defaults (only where the user set nothing); before import.
+
+    Without ``PREFECT_API_URL`` the flow runs against a temporary local server whose database
+    lives in ``<home>/prefect`` unless ``PREFECT_HOME`` is set. An empty ``PREFECT_API_URL`` is
+    removed: it breaks Prefect 3.8's event worker in that mode. ``verbose`` shows the run's
+    INFO logs (the stage lines the server gets) on stderr too.
+    """
+    if verbose:
+        os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "INFO"
+    if os.environ.get("PREFECT_API_URL") == "":
+        del os.environ["PREFECT_API_URL"]
+    if "PREFECT_API_URL" not in os.environ:
+        os.environ.setdefault("PREFECT_HOME", str(home / "prefect"))
+    for key, value in PREFECT_DEFAULTS.items():
+        os.environ.setdefault(key, value)
+
+
+SERVER_ENV = "SDS_SERVER"
+"""``auto`` (default): without ``PREFECT_API_URL``, run against the home's local server, started
+in the background when absent; ``temporary``: Prefect's temporary server for this run only."""
+
+
+def _api_server(home: Path) -> Any:
+    """The home's local server the flow will use (started now if needed), or None.
+
+    None when ``PREFECT_API_URL`` names a server, when Prefect is already configured in this
+    process (the test harness), or with ``SDS_SERVER=temporary``. A server started here is
+    announced once on stderr with how to stop it.
+    """
+
+    if os.environ.get("PREFECT_API_URL"):
+        return None
+    if "prefect" in sys.modules:  # configured in-process (prefect_test_harness, a notebook)
+        from prefect.settings import PREFECT_API_URL
+
+        if PREFECT_API_URL.value():
+            return None
+    mode = os.environ.get(SERVER_ENV, "auto").strip().lower()
+    if mode == "temporary":
+        return None
+    if mode != "auto":
+        raise fail(f"{SERVER_ENV}={mode!r} is not valid: use 'auto' or 'temporary'", 2)
+    from flows.local import server as local_server
+
+    info = local_server.status(home)
+    if info is None:
+        info = local_server.start(  # its worker waits for this release to end
+            home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, worker_after=os.getpid()
+        )
+        warn(f"started a {info.describe()}. Later releases reuse it.")
+    os.environ["PREFECT_API_URL"] = info.api_url
+    os.environ.setdefault("PREFECT_HOME", str(local_server.server_dir(home)))
+    local_server.touch(home)
+    return info
+
+
+def ledger_password(params: Any) -> Any:
+    """``params`` with the ledger URL's password moved to ``PGPASSWORD`` (Prefect stores the
+    flow's parameters: never a password)."""
+    from release_store.ledger.backends import split_password
+
+    if params.ledger is None:
+        return params
+    url, password = split_password(params.ledger)
+    if password is None:
+        return params
+    os.environ.setdefault("PGPASSWORD", password)
+    return params.model_copy(update={"ledger": url})
+
+
+def launch(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> None:
+    """Run the release ``params`` describes: through the home's warm runner when its server
+    answers, else in this process; returns when it is complete, raises typer.Exit otherwise."""
+    params = ledger_password(params)
+    server = _api_server(root)  # started in the background while Prefect and the flow load
+    prefect_environment(root, verbose=verbose)
+    if server is not None and server.healthy:  # the home's answering server: its warm worker
+        from flows.local import handoff
+
+        call = {
+            "params": params.model_dump(mode="json"),
+            "root": str(root),
+            "quiet": quiet,
+            "verbose": verbose,
+        }
+        code = handoff.hand_off(root, call)
+        if code is not None:
+            from flows.local import server as local_server
+
+            local_server.touch(root)
+            raise typer.Exit(code)
+    _run_here(params, root, server, quiet=quiet, verbose=verbose)
+
+
+def run_handed_off(call: dict[str, Any]) -> int:
+    """In a child of the warm runner (:mod:`flows.local.runner`): the release a client handed
+    over, run as :func:`launch` runs it in-process; returns the exit status ``sds`` would end
+    with."""
+    import click
+
+    from release_store.config.release_params import ReleaseParams
+
+    params = ReleaseParams.model_validate(call["params"])
+    try:
+        _run_here(params, Path(call["root"]), None, quiet=call["quiet"], verbose=call["verbose"])
+    except (typer.Exit, click.exceptions.Exit) as e:
+        return int(e.exit_code)
+    except KeyboardInterrupt:  # as typer's main ends a Ctrl-C: status 130, no message
+        return 130
+    return 0
+
+
+def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
+    from release_store.inputs import gx_suite
+
+    if params.table_schema is not None and "great_expectations" not in sys.modules:
+        gx_suite.start_worker()  # GX imports on the other core while Prefect loads
+    try:
+        _run_flow(params, root, server, quiet=quiet, verbose=verbose)
+    finally:
+        gx_suite.stop_worker()
+
+
+def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
+    from rich.console import Console
+
+    from flows.release import release as release_flow
+    from release_store.run.progress import RichProgress, reporting
+    from sds_core.errors import SdsInputError
+
+    if server is not None:
+        from flows.local import server as local_server
+
+        try:
+            local_server.wait_healthy(server)
+        except RuntimeError as e:
+            raise fail(f"{e}; or set SDS_SERVER=temporary to run without it", 1) from None
+    console = Console(stderr=True, quiet=quiet)
+    shown = RichProgress(  # the log lines replace the bar with --verbose
+        f"release {params.release_id}", disable=quiet or verbose, console=console
+    )
+    try:
+        with shown, reporting(shown):
+            state = release_flow(params, return_state=True)
+    finally:
+        if server is not None:
+            local_server.touch(root)
+    if not state.is_completed():
+        error = state.result(raise_on_failure=False)
+        message = str(error) if isinstance(error, BaseException) else str(state.message)
+        if not isinstance(error, SdsInputError):
+            message = (
+                f"{type(error).__name__}: {message}"
+                if isinstance(error, BaseException)
+                else message
+            )
+        raise fail(f"release {params.release_id} failed: {message}", 1)
+    console.print(f"[green]release {params.release_id} complete[/green]")
+    typer.echo(state.result())

@@ -1,0 +1,292 @@
+"""The local Prefect server ``sds`` keeps per SDS home: start, stop, status, reuse.
+
+``sds server start`` (or a ``sds release`` that finds no Prefect API to talk to) starts a Prefect
+server in the background on 127.0.0.1, its database in ``$SDS_HOME/prefect``; later releases
+reuse it and start in seconds instead of waiting for a temporary server. The Prefect UI it serves
+shows every run and artifact. A supervisor process (:mod:`flows.local.supervisor`) owns the
+server and the home's warm release runner; this module is the client side: the record
+``server.json``, starting the supervisor, waiting for the server, stopping it. Only the standard
+library is imported here.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from flows.local.handoff import ping, worker_enabled
+
+__all__ = [
+    "DEFAULT_IDLE_MINUTES",
+    "SERVER_SETTINGS",
+    "ServerInfo",
+    "alive",
+    "healthy",
+    "read_record",
+    "server_dir",
+    "start",
+    "status",
+    "stop",
+    "supervisor_env",
+    "touch",
+    "wait_healthy",
+    "wait_worker",
+]
+
+STATE_FILE = "server.json"
+LAST_USED_FILE = "server.last-used"
+LOG_FILE = "server.log"
+DEFAULT_IDLE_MINUTES = 60.0
+"""A server started by a release (not by ``sds server start``) stops after this long unused."""
+PREFERRED_PORT = 4200  # Prefect's usual port, when it is free
+SERVER_SETTINGS = {
+    "PREFECT_SERVER_ANALYTICS_ENABLED": "false",
+    "DO_NOT_TRACK": "1",
+    "PREFECT_API_BLOCKS_REGISTER_ON_START": "true",  # a lasting server: Blocks page, secrets
+    "PREFECT_UI_ENABLED": "true",  # the point of a lasting server: runs and artifacts in the UI
+    "PREFECT__SERVER_FINAL": "1",  # as `prefect server start` sets for its uvicorn process
+}
+
+
+@dataclass(frozen=True)
+class ServerInfo:
+    """One home's server: where it answers, who supervises it, when it stops by itself."""
+
+    home: str
+    port: int
+    pid: int
+    started_at: str
+    idle_timeout_s: float | None
+    healthy: bool = False
+
+    @property
+    def api_url(self) -> str:
+        """The ``PREFECT_API_URL`` of the server."""
+        return f"http://127.0.0.1:{self.port}/api"
+
+    @property
+    def ui_url(self) -> str:
+        """The Prefect UI."""
+        return f"http://127.0.0.1:{self.port}"
+
+    def describe(self) -> str:
+        """One line for people: the UI, the process, when it stops, how to stop it."""
+        when = (
+            f"stops after {self.idle_timeout_s / 60:g} minutes without a release"
+            if self.idle_timeout_s
+            else "runs until stopped"
+        )
+        return (
+            f"Prefect server for {self.home} at {self.ui_url} (supervisor pid {self.pid}, "
+            f"database {server_dir(Path(self.home)) / 'prefect.db'}); it {when}; stop it with "
+            f"`sds server stop --home {self.home}`"
+        )
+
+
+def server_dir(home: Path) -> Path:
+    """``$SDS_HOME/prefect``: the server's database, record, log and lock."""
+    return Path(home) / "prefect"
+
+
+@contextlib.contextmanager
+def _locked(home: Path) -> Iterator[None]:
+    d = server_dir(home)
+    d.mkdir(parents=True, exist_ok=True)
+    with open(d / "server.lock", "a+") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def healthy(port: int, timeout: float = 2.0) -> bool:
+    try:
+        url = f"http://127.0.0.1:{port}/api/health"
+        with urllib.request.urlopen(url, timeout=timeout) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+def read_record(home: Path) -> ServerInfo | None:
+    try:
+        data = json.loads((server_dir(home) / STATE_FILE).read_text())
+        data.pop("healthy", None)
+        return ServerInfo(**data)
+    except (OSError, ValueError, TypeError):
+        return None
+
+
+def status(home: Path) -> ServerInfo | None:
+    """The home's server if its supervisor is alive (``healthy``: it answers), else None.
+
+    A record left by a supervisor that died is removed.
+    """
+    info = read_record(home)
+    if info is None:
+        return None
+    if not alive(info.pid):
+        with contextlib.suppress(OSError):
+            (server_dir(home) / STATE_FILE).unlink()
+        return None
+    return ServerInfo(**{**asdict(info), "healthy": healthy(info.port)})
+
+
+def _free_port() -> int:
+    for port in (PREFERRED_PORT, 0):
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
+    raise OSError("no free TCP port on 127.0.0.1")  # pragma: no cover - bind(0) never fails
+
+
+def start(
+    home: Path,
+    *,
+    idle_timeout_s: float | None = None,
+    port: int | None = None,
+    worker_after: int | None = None,
+) -> ServerInfo:
+    """Start the home's server in the background (or return the running one); no waiting.
+
+    Args:
+        home: the SDS home; the database is ``<home>/prefect/prefect.db``.
+        idle_timeout_s: stop after this many seconds without a release (None: never).
+        port: the port (default 4200 when free, else any free port).
+        worker_after: start the release worker only once this process has ended (the release
+            that starts the server runs in it); None: at once.
+    """
+    home = Path(home).absolute()
+    with _locked(home):
+        running = status(home)
+        if running is not None:
+            return running
+        port = port or _free_port()
+        d = server_dir(home)
+        log = open(d / LOG_FILE, "ab")  # handed to the detached process, closed here
+        try:
+            proc = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "flows.local.supervisor",
+                    "--home",
+                    str(home),
+                    "--port",
+                    str(port),
+                    *(["--idle-timeout", str(idle_timeout_s)] if idle_timeout_s else []),
+                    *(["--worker-after", str(worker_after)] if worker_after else []),
+                ],
+                cwd=str(d),
+                env=supervisor_env(),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                start_new_session=True,  # not killed with the terminal or the release's group
+            )
+        finally:
+            log.close()
+        info = ServerInfo(
+            str(home),
+            port,
+            proc.pid,
+            datetime.now(UTC).isoformat(timespec="seconds"),
+            idle_timeout_s,
+        )
+        record = asdict(info)
+        record.pop("healthy")
+        (d / STATE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        touch(home)
+        return info
+
+
+def supervisor_env() -> dict[str, str]:
+    """The environment of the supervisor: this one, with the project importable."""
+    env = dict(os.environ)
+    project = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [project, env.get("PYTHONPATH")]))
+    return env
+
+
+def wait_healthy(info: ServerInfo, timeout: float = 300.0) -> ServerInfo:
+    """Block until the server answers; raise ``RuntimeError`` with its log if it cannot start."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if healthy(info.port):
+            return ServerInfo(**{**asdict(info), "healthy": True})
+        if not alive(info.pid):
+            break
+        time.sleep(0.2)
+    log = server_dir(Path(info.home)) / LOG_FILE
+    tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+    raise RuntimeError(
+        f"the local Prefect server for {info.home} did not start within {timeout:.0f} s "
+        f"(log {log}): {tail.strip()[-500:]}"
+    )
+
+
+def wait_worker(info: ServerInfo, timeout: float = 120.0) -> dict[str, object] | None:
+    """Block until the home's release worker answers (it imports Prefect and the flow first);
+    its ping answer, or None when it is disabled or did not come up (releases run in-process)."""
+    if not worker_enabled():
+        return None
+    end = time.monotonic() + timeout
+    while time.monotonic() < end and alive(info.pid):
+        answer = ping(Path(info.home))
+        if answer is not None:
+            return answer
+        time.sleep(0.2)
+    return None
+
+
+def stop(home: Path, timeout: float = 60.0) -> ServerInfo | None:
+    """Stop the home's server (its supervisor stops the server first); the info, or None."""
+    home = Path(home).absolute()
+    with _locked(home):
+        info = status(home)
+        if info is None:
+            return None
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(info.pid, signal.SIGTERM)
+        end = time.monotonic() + timeout
+        while alive(info.pid) and time.monotonic() < end:
+            time.sleep(0.1)
+        if alive(info.pid):
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(info.pid, signal.SIGKILL)  # its own session: the server goes too
+        with contextlib.suppress(OSError):
+            (server_dir(home) / STATE_FILE).unlink()
+        return info
+
+
+def touch(home: Path) -> None:
+    """Record that a release used the server now (the idle timeout counts from here)."""
+    path = server_dir(Path(home)) / LAST_USED_FILE
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.touch()

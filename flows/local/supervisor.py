@@ -1,0 +1,202 @@
+"""The supervisor of a home's Prefect server: the server, the warm runner, the template build.
+
+``python -m flows.local.supervisor`` (started by :func:`flows.local.server.start`) runs the
+Prefect server (uvicorn) and the home's warm release runner (:mod:`flows.local.runner`) and
+watches them. It stops them on ``sds server stop`` (SIGTERM), when the home's record of it
+(``server.json``) disappears, and, for a server a release started on its own, after an idle time
+without releases. A server started by a release starts its runner only once that release has
+ended (the release runs in-process and would otherwise share the cores with the runner's
+imports). Once the runner is ready, a missing database template is built in the background.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import importlib.metadata
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+from flows.local.handoff import ping, worker_enabled
+from flows.local.server import (
+    LAST_USED_FILE,
+    SERVER_SETTINGS,
+    STATE_FILE,
+    alive,
+    healthy,
+    read_record,
+    server_dir,
+)
+from flows.local.template import (
+    DB_URL,
+    seed_database,
+    start_template_build,
+    template_dir,
+    user_database,
+)
+
+_POLL_S = 2.0
+
+
+def _server_command(port: int) -> list[str]:
+    spec = importlib.util.find_spec("prefect")
+    app_dir = str(Path(spec.origin).parents[1]) if spec and spec.origin else "."
+    return [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        "--app-dir",
+        app_dir,
+        "--factory",
+        "prefect.server.api.server:create_app",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--log-level",
+        "warning",
+    ]
+
+
+def _server_env(home: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env.update(SERVER_SETTINGS)
+    env["PREFECT_HOME"] = str(server_dir(home))
+    env["PREFECT_SERVER_API_HOST"] = "127.0.0.1"
+    env["PREFECT_SERVER_API_PORT"] = str(port)
+    env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{port}/api"
+    if not user_database():
+        env["PREFECT_API_DATABASE_CONNECTION_URL"] = DB_URL  # the server runs in server_dir
+    return env
+
+
+def _start_worker(home: Path, port: int) -> subprocess.Popen[bytes] | None:
+    """The home's warm release runner (flows/local/runner.py), unless ``SDS_WORKER=off``."""
+    if not worker_enabled():
+        return None
+    env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "flows.local.runner",
+            "--home",
+            str(home),
+            "--api-url",
+            f"http://127.0.0.1:{port}/api",
+        ],
+        env=env,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+def _stop_child(child: subprocess.Popen[bytes] | None) -> None:
+    if child is None or child.poll() is not None:
+        return
+    child.terminate()
+    try:
+        child.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+
+
+def supervise(
+    home: Path, port: int, idle_timeout_s: float | None, worker_after: int | None = None
+) -> int:
+    """Run the server and the release worker and watch them; returns the exit status (the
+    supervisor's ``main``). The worker starts at once, or once the server answers and the
+    process ``worker_after`` has ended; a worker that ends is not restarted (releases then run
+    in-process). Once the worker is ready, a missing database template is built."""
+    home = Path(home).absolute()
+    if seed_database(home):
+        print(
+            f"{datetime.now(UTC).isoformat()} sds server supervisor: database copied from "
+            f"{template_dir()}",
+            flush=True,
+        )
+    child = subprocess.Popen(
+        _server_command(port),
+        env=_server_env(home, port),
+        cwd=str(server_dir(home)),
+        stdin=subprocess.DEVNULL,
+    )
+    worker = None if worker_after else _start_worker(home, port)
+    worker_due = worker is None and worker_enabled()
+    builder: subprocess.Popen[bytes] | None = None
+    build_due = True
+    stopping = False
+
+    def _stop(signum: int, frame: object) -> None:
+        nonlocal stopping
+        stopping = True
+
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGINT, _stop)
+    grace = time.monotonic() + 30  # start() writes the record right after starting us
+    while (rec := read_record(home)) is None or rec.pid != os.getpid():
+        if time.monotonic() > grace or stopping:
+            break
+        time.sleep(0.1)
+    reason = "stopped"
+    while not stopping:
+        if child.poll() is not None:
+            reason = f"server exited with status {child.returncode}"
+            break
+        if worker_due and (worker_after is None or not alive(worker_after)) and healthy(port):
+            worker, worker_due = _start_worker(home, port), False
+        if build_due and not worker_due and (worker is None or ping(home) is not None):
+            builder, build_due = start_template_build(), False
+        if builder is not None and builder.poll() is not None:
+            builder = None
+        if worker is not None and worker.poll() is not None:
+            print(
+                f"{datetime.now(UTC).isoformat()} sds server supervisor: release worker "
+                f"exited with status {worker.returncode}; releases run in-process",
+                flush=True,
+            )
+            worker = None
+        info = read_record(home)
+        if info is None or info.pid != os.getpid():
+            reason = "its record is gone (home removed or another server took over)"
+            break
+        if idle_timeout_s:
+            try:
+                idle = time.time() - (server_dir(home) / LAST_USED_FILE).stat().st_mtime
+            except OSError:
+                idle = idle_timeout_s + 1
+            if idle > idle_timeout_s:
+                reason = f"idle for {idle / 60:.0f} minutes"
+                break
+        time.sleep(_POLL_S)
+    _stop_child(builder)
+    _stop_child(worker)
+    _stop_child(child)
+    info = read_record(home)
+    if info is not None and info.pid == os.getpid():
+        with contextlib.suppress(OSError):
+            (server_dir(home) / STATE_FILE).unlink()
+    print(f"{datetime.now(UTC).isoformat()} sds server supervisor: {reason}", flush=True)
+    return 0 if reason == "stopped" or reason.startswith("idle") else 1
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m flows.local.supervisor --home H --port P [--idle-timeout S]
+    [--worker-after PID]``: the supervisor of a home's server."""
+    ap = argparse.ArgumentParser(description="Supervise the Prefect server of an SDS home.")
+    ap.add_argument("--home", type=Path, required=True)
+    ap.add_argument("--port", type=int, required=True)
+    ap.add_argument("--idle-timeout", type=float, default=None)
+    ap.add_argument("--worker-after", type=int, default=None)
+    args = ap.parse_args(argv)
+    return supervise(args.home, args.port, args.idle_timeout, args.worker_after)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

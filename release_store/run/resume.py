@@ -1,0 +1,51 @@
+"""The parameters of a stopped release, rebuilt from its private workspace for ``sds resume``.
+
+A release keeps its parameters in ``private/<id>/params.json`` (the ledger URL without its
+password) and its seed, when given, apart in ``seed.json``; resuming runs the same release again
+from its first unfinished stage, so nothing here may differ from what the release started with,
+except where the ledger is reached and with which password.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+from release_store.config.release_params import ReleaseParams
+from release_store.ledger.backends import LEDGER_URL_ENV, default_ledger_url, split_password
+from release_store.workspace.home import validate_id
+from sds_core.errors import SdsInputError
+
+__all__ = ["resume_params"]
+
+
+def resume_params(home: Path, release_id: str, ledger: str | None = None) -> ReleaseParams:
+    """The ReleaseParams release ``release_id`` of ``home`` started with.
+
+    ``ledger`` (``--ledger``) names where its ledger is now; without it, a release reserved in
+    the home's own SQLite ledger stays there (or in ``$SDS_LEDGER_URL``'s copy of it), and one
+    reserved elsewhere takes the password of ``$SDS_LEDGER_URL`` when that names the same
+    ledger (the stored URL never has one).
+
+    Raises:
+        SdsInputError: a bad id, or no such release in this home (the message names the file).
+    """
+    validate_id(release_id)
+    saved = home / "private" / release_id / "params.json"
+    if not saved.is_file():
+        raise SdsInputError(
+            f"no release {release_id!r} in {home} (no {saved}); check the id and --home"
+        )
+    data = json.loads(saved.read_text())
+    seed_file = saved.parent / "seed.json"
+    data["seed"] = json.loads(seed_file.read_text())["seed"] if seed_file.is_file() else None
+    data["home"] = str(home)
+    env_url = os.environ.get(LEDGER_URL_ENV)
+    if ledger is not None:
+        data["ledger"] = ledger
+    elif data.get("ledger") is None:  # reserved in the home's own SQLite ledger
+        data["ledger"] = default_ledger_url(home) if env_url else None
+    elif env_url and split_password(env_url)[0] == data["ledger"]:
+        data["ledger"] = env_url  # the same ledger, with the password the stored URL lacks
+    return ReleaseParams.model_validate(data)
