@@ -177,7 +177,8 @@ def _release_signature() -> inspect.Signature:
         "input",
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
         annotation=Annotated[
-            str, typer.Argument(metavar="INPUT", help="Sensitive table: CSV (header row) or Parquet.")
+            str,
+            typer.Argument(metavar="INPUT", help="Sensitive table: CSV (header row) or Parquet."),
         ],
     )
     return inspect.Signature([argument, *release_options(), *shared])

@@ -3,8 +3,9 @@
 The home's server supervisor (:mod:`flows.local.supervisor`) starts ``python -m
 flows.local.runner`` next to the Prefect server (only where
 :func:`flows.local.handoff.runner_available`: Linux). It imports what ``sds release`` would
-import (Prefect pointed at that server), checks that it runs no thread besides its own, and listens on ``worker.sock`` (0600) in
-the server directory. Each release handed over by :mod:`flows.local.handoff` gets a forked child
+import (Prefect pointed at that server), checks that it runs no thread besides its own, and listens
+on ``worker.sock`` (0600) in the server directory. Each release handed over by
+:mod:`flows.local.handoff` gets a forked child
 with the client's stdin/stdout/stderr, environment and working directory, which runs the release
 as :func:`flows.local.launch.launch` runs it in-process and exits; the runner sends back its exit
 status and kills the child if the client goes away.

@@ -237,8 +237,8 @@ class DpParams:
 
     Every field is declared once below with its default, bounds, meaning and privacy effect;
     the release form (``release_store.config.release_params.ReleaseParams``) and
-    docs/pipeline.md are built from these declarations. Cross-field rules (custom proportions and fabrication lengths vs R,
-    declared domains) are checked in ``__post_init__``.
+    docs/pipeline.md are built from these declarations. Cross-field rules (custom proportions and
+    fabrication lengths vs R, declared domains) are checked in ``__post_init__``.
 
     >>> DpParams(epsilon=1.0).reporting_length
     3
