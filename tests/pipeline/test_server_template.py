@@ -17,6 +17,8 @@ from pathlib import Path
 import pytest
 
 from flows.local import server as local_server
+from flows.local import supervisor
+from flows.local import template as db_template
 from flows.local.handoff import ping
 from tests.pipeline.conftest import PROJECT
 
@@ -24,7 +26,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
 def _env(**extra: str) -> dict[str, str]:
-    drop = ("PREFECT_API_URL", "SDS_SERVER", "SDS_WORKER", local_server.TEMPLATE_ENV)
+    drop = ("PREFECT_API_URL", "SDS_SERVER", "SDS_WORKER", db_template.TEMPLATE_ENV)
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH")]))
     env.update(extra)
@@ -103,7 +105,7 @@ def test_template_is_what_a_server_start_makes(
     built = subprocess.run(
         [sys.executable, "-m", "flows.local.template"],
         cwd=PROJECT,
-        env=_env(**{local_server.TEMPLATE_ENV: str(cache)}),
+        env=_env(**{db_template.TEMPLATE_ENV: str(cache)}),
         capture_output=True,
         text=True,
         timeout=600,
@@ -114,13 +116,13 @@ def test_template_is_what_a_server_start_makes(
 
     own = tmp_path / "own"  # no template: the server migrates and registers itself
     started = _sds("server", "start", "--home", str(own), "--port", str(_free_port()),
-                   SDS_WORKER="off", **{local_server.TEMPLATE_ENV: "off"})  # fmt: skip
+                   SDS_WORKER="off", **{db_template.TEMPLATE_ENV: "off"})  # fmt: skip
     assert started.returncode == 0, started.stderr
     _sds("server", "stop", "--home", str(own))
     assert _schema(template / "prefect.db") == _schema(own / "prefect" / "prefect.db")
 
     home, port = tmp_path / "home", _free_port()
-    env = {local_server.TEMPLATE_ENV: str(cache), "SDS_WORKER": "off"}
+    env = {db_template.TEMPLATE_ENV: str(cache), "SDS_WORKER": "off"}
     started = _sds("server", "start", "--home", str(home), "--port", str(port), **env)
     assert started.returncode == 0, started.stderr
     try:
@@ -153,13 +155,13 @@ def test_template_off_and_user_database_are_respected(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """``SDS_PREFECT_TEMPLATE=off`` or a database the user chose: no template, no copy."""
-    monkeypatch.setenv(local_server.TEMPLATE_ENV, str(tmp_path / "cache"))
-    assert local_server.template_dir() is not None
+    monkeypatch.setenv(db_template.TEMPLATE_ENV, str(tmp_path / "cache"))
+    assert db_template.template_dir() is not None
     monkeypatch.setenv("PREFECT_API_DATABASE_CONNECTION_URL", "postgresql+asyncpg://u@h/db")
-    assert local_server.template_dir() is None
+    assert db_template.template_dir() is None
     monkeypatch.delenv("PREFECT_API_DATABASE_CONNECTION_URL")
-    monkeypatch.setenv(local_server.TEMPLATE_ENV, "off")
-    assert local_server.template_dir() is None
+    monkeypatch.setenv(db_template.TEMPLATE_ENV, "off")
+    assert db_template.template_dir() is None
 
 
 def test_worker_waits_for_the_release_that_started_the_server(
@@ -173,7 +175,7 @@ def test_worker_waits_for_the_release_that_started_the_server(
     info = local_server.start(home, port=_free_port(), worker_after=holder.pid)
     try:
         local_server.wait_healthy(info, timeout=300)
-        time.sleep(3 * local_server._POLL_S)  # a few of the supervisor's rounds
+        time.sleep(3 * supervisor._POLL_S)  # a few of the supervisor's rounds
         children = _children(info.pid)
         assert len(children) == 1 and "uvicorn" in children[0], children
         assert ping(home) is None

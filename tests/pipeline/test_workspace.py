@@ -19,6 +19,7 @@ from release_store import workspace as ws
 from release_store.audit.home import audit_home
 from release_store.ledger.anchor import ledger_anchor
 from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.workspace import files
 from sds_core.errors import SdsInputError
 
 
@@ -121,7 +122,7 @@ def test_atomic_write_failure_keeps_old_file(tmp_path: Path) -> None:
         raise OSError("disk full")
 
     with pytest.raises(OSError, match="disk full"):
-        ws._atomic(target, half_then_crash, private=False)  # the core of every atomic writer
+        files._atomic(target, half_then_crash, private=False)  # the core of every atomic writer
     assert target.read_bytes() == b"old" and sorted(tmp_path.iterdir()) == [target]
 
 
