@@ -4,5 +4,6 @@
 ``params`` its parameters; ``aggregates`` the published ``AggregateSet``; ``privacy_report``
 what the ledger records. The rest are its parts: ``combinations``, ``contributions`` (bounding),
 ``normalization``, ``declared_tuples`` (the 1-tuple step over declared domains),
-``exact_counts`` (never released) and the compiled kernels ``_kernels`` / ``_count_kernels``.
+``exact_counts`` (never released) and the compiled kernels ``_kernels`` / ``_count_kernels``,
+which ``warmup`` loads into a process before its first release.
 """

@@ -1,0 +1,121 @@
+"""Tests of sds_core.marginals.warmup: loading the aggregation kernels before a release."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sds_core._jit import HAVE_NUMBA
+from sds_core.marginals.warmup import WARMUP_COPIES, WARMUP_VALUES, load_kernels, warmup_table
+
+PROJECT = Path(__file__).resolve().parents[2]
+
+# In a fresh interpreter: the signatures every aggregation kernel has after ``load_kernels``,
+# then the ones a real table's aggregation added (must be none), and numba's registries.
+_SCRIPT = r"""
+import json, sys
+import numba
+from sds_core.dp import noise
+from sds_core.marginals import _kernels, normalization
+from sds_core.marginals.warmup import load_kernels
+
+def signatures():
+    out = {}
+    for mod in (_kernels, noise, normalization):
+        for name in dir(mod):
+            f = getattr(mod, name)
+            if isinstance(f, numba.core.registry.CPUDispatcher):
+                out[f"{mod.__name__}.{name}"] = sorted(str(s) for s in f.signatures)
+    return out
+
+before_any = "numba.np.arraymath" in sys.modules
+load_kernels()
+loaded = signatures()
+registries = "numba.np.arraymath" in sys.modules
+if len(sys.argv) > 1:
+    import pandas as pd
+    from sds_core.data.preparation import PrepareParams, prepare
+    from sds_core.dp.randomness import ReleaseRandomness
+    from sds_core.marginals.engine import dp_aggregate
+    from sds_core.marginals.params import DpParams
+
+    frame = pd.read_csv(sys.argv[1], dtype=str, keep_default_na=False)
+    table = prepare(frame, PrepareParams())
+    dp_aggregate(table, DpParams(epsilon=4.0, reporting_length=3), ReleaseRandomness.from_seed(1))
+after = signatures()
+added = {k: sorted(set(v) - set(loaded.get(k, []))) for k, v in after.items()}
+print(json.dumps({
+    "before_any": before_any,
+    "registries": registries,
+    "loaded": loaded,
+    "added": {k: v for k, v in added.items() if v},
+}))
+"""
+
+AGGREGATION_KERNELS = [
+    "sds_core.marginals._kernels.present_attributes",
+    "sds_core.marginals._kernels.clique_order",
+    "sds_core.marginals._kernels.row_local_keys",
+    "sds_core.marginals._kernels.rows_ascending",
+    "sds_core.marginals._kernels.join_keep",
+    "sds_core.marginals._kernels.join_fill",
+    "sds_core.marginals._kernels.distinct_rows",
+    "sds_core.marginals._kernels.count_clique_dense",
+    "sds_core.marginals._kernels.count_clique_sorted",
+    "sds_core.marginals._kernels.noisy_survivors",
+    "sds_core.dp.noise.cdf_guide",
+    "sds_core.dp.noise.sample_guided",
+    "sds_core.marginals.normalization.min_over_subsets",
+]
+
+
+def _fresh(*args: str) -> dict:
+    proc = subprocess.run(
+        [sys.executable, "-c", _SCRIPT, *args],
+        capture_output=True,
+        text=True,
+        cwd=PROJECT,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    out: dict = json.loads(proc.stdout.strip().splitlines()[-1])
+    return out
+
+
+def test_warmup_table_holds_the_diagonal_combinations() -> None:
+    """Every record repeats one value in all three columns, WARMUP_COPIES times each."""
+    table = warmup_table()
+    assert table.codes.shape == (WARMUP_VALUES * WARMUP_COPIES, 3)
+    assert table.codes.dtype == np.int32 and table.codes.flags.c_contiguous
+    assert (table.codes == table.codes[:, :1]).all()
+    assert np.bincount(table.codes[:, 0]).tolist() == [WARMUP_COPIES] * WARMUP_VALUES
+
+
+def test_load_kernels_is_idempotent() -> None:
+    """A second call (the process already warm) runs again without error."""
+    load_kernels()
+    load_kernels()
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: nothing to load")
+def test_load_kernels_loads_every_aggregation_kernel() -> None:
+    """In a fresh process, every kernel of count / aggregate-k / normalize has its machine code
+    after load_kernels, and numba's CPU target is initialised (its registries imported)."""
+    out = _fresh()
+    assert not out["before_any"]  # importing the kernels does not initialise numba's target
+    assert out["registries"]
+    missing = [name for name in AGGREGATION_KERNELS if not out["loaded"].get(name)]
+    assert missing == []
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: nothing to load")
+def test_a_real_aggregation_after_load_kernels_loads_nothing_new(example_csv: Path) -> None:
+    """The PUMS example (11 columns, 10k rows, R = 3: dense and sorted-key cliques, the guided
+    noise sampler) calls no kernel with a type load_kernels did not load."""
+    out = _fresh(str(example_csv))
+    assert out["added"] == {}
