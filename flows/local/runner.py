@@ -84,6 +84,9 @@ def warm_up(home: Path, api_url: str) -> None:
     import release_store.run.progress  # noqa: F401
     from flows.local import launch  # noqa: F401  (what the child runs)
     from release_store.inputs import gx_suite  # noqa: F401
+    from sds_core.marginals.warmup import load_kernels
+
+    load_kernels()  # numba's compiler + the count/aggregate/normalize kernels, for every fork
 
     # OpenBLAS (numpy's and scipy's copy) starts a thread pool at import and shuts it down
     # before every fork (its pthread_atfork handler); one fork now leaves the main thread only
