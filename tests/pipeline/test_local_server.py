@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from flows.local.server import AUTH_FILE
 from tests.pipeline.conftest import PROJECT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -42,10 +44,13 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _post(url: str, body: dict) -> list[dict]:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
+def _post(url: str, body: dict, home: Path | None = None) -> list[dict]:
+    """POST to the API, with the home's credential (the home's server requires it)."""
+    headers = {"Content-Type": "application/json"}
+    if home is not None:
+        token = base64.b64encode((home / AUTH_FILE).read_text().strip().encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
@@ -87,6 +92,13 @@ def test_start_reuse_stop(tmp_path: Path, tiny_csv: Path, tiny_config: Path) -> 
     try:
         status = _sds("server", "status", "--home", str(home))
         assert status.returncode == 0 and status.stdout.startswith("answering")
+        # the API needs the home's credential: printed for a shell, kept 0600 in private/
+        auth = (home / AUTH_FILE).read_text().strip()
+        assert (home / AUTH_FILE).stat().st_mode & 0o777 == 0o600
+        assert f"PREFECT_API_AUTH_STRING={auth}" in status.stdout.splitlines()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            _post(f"http://127.0.0.1:{port}/api/flow_runs/filter", {})
+        assert refused.value.code == 401
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=30) as r:
             assert b"<html" in r.read().lower()  # the Prefect UI
         done = _release(home, tiny_csv, tiny_config)
@@ -94,11 +106,11 @@ def test_start_reuse_stop(tmp_path: Path, tiny_csv: Path, tiny_config: Path) -> 
         assert "started a" not in done.stderr  # reused
         release_id = Path(done.stdout.strip().splitlines()[-1]).name
         api = f"http://127.0.0.1:{port}/api"
-        runs = _post(f"{api}/flow_runs/filter", {})
+        runs = _post(f"{api}/flow_runs/filter", {}, home)
         assert [r["state_type"] for r in runs if r["name"] == f"release-{release_id}"] == [
             "COMPLETED"
         ]
-        keys = {a["key"] for a in _post(f"{api}/artifacts/filter", {})}
+        keys = {a["key"] for a in _post(f"{api}/artifacts/filter", {}, home)}
         assert {"release-tiny", "privacy-spend-tiny", "noise-tiny"} <= keys
     finally:
         info = json.loads((home / "prefect" / "server.json").read_text())

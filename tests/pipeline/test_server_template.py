@@ -4,6 +4,7 @@ that release has ended."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import socket
@@ -11,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -20,6 +22,7 @@ from flows.local import server as local_server
 from flows.local import supervisor
 from flows.local import template as db_template
 from flows.local.handoff import ping
+from flows.local.server import AUTH_FILE
 from tests.pipeline.conftest import PROJECT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -73,10 +76,13 @@ def _schema(db: Path) -> dict[str, object]:
         }
 
 
-def _post(url: str, body: dict) -> list[dict]:
-    req = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
-    )
+def _post(url: str, body: dict, home: Path | None = None) -> list[dict]:
+    """POST to the API, with the home's credential (the home's server requires it)."""
+    headers = {"Content-Type": "application/json"}
+    if home is not None:
+        token = base64.b64encode((home / AUTH_FILE).read_text().strip().encode()).decode()
+        headers["Authorization"] = f"Basic {token}"
+    req = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers)
     with urllib.request.urlopen(req, timeout=30) as r:
         return json.loads(r.read())
 
@@ -136,12 +142,12 @@ def test_template_is_what_a_server_start_makes(
         assert done.returncode == 0, done.stderr
         release_id = Path(done.stdout.strip().splitlines()[-1]).name
         api = f"http://127.0.0.1:{port}/api"
-        runs = _post(f"{api}/flow_runs/filter", {})
+        runs = _post(f"{api}/flow_runs/filter", {}, home)
         assert [r["state_type"] for r in runs if r["name"] == f"release-{release_id}"] == [
             "COMPLETED"
         ]
         assert {"release-tiny", "privacy-spend-tiny"} <= {
-            a["key"] for a in _post(f"{api}/artifacts/filter", {})
+            a["key"] for a in _post(f"{api}/artifacts/filter", {}, home)
         }
     finally:
         _sds("server", "stop", "--home", str(home))
