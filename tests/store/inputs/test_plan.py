@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from release_store.ledger.book import Ledger
-from tests.pipeline.conftest import PROJECT, run_cli
+from tests.helpers import PROJECT, run_cli
 
 EXAMPLE = PROJECT / "examples" / "pums_ca_10k.csv"
 CONFIG = PROJECT / "examples" / "release.toml"
