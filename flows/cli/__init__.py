@@ -1,6 +1,7 @@
 """The ``sds`` command line (typer + rich), one module per command group.
 
 - ``release``: ``release``, ``resume``, ``cancel`` (the options are ReleaseParams' fields);
+- ``plan``: ``plan`` (a release's noise and cost before anything is spent);
 - ``budget``: ``budget set|show``;
 - ``server``: ``server start|stop|status``;
 - ``audit``: ``audit`` (``--verify``, ``--replay``), ``verify``, ``sign``, ``signing-key``;
@@ -23,7 +24,7 @@ from typing import Annotated
 
 import typer
 
-from flows.cli import audit, budget, evaluate, ledger, release, report, server
+from flows.cli import audit, budget, evaluate, ledger, plan, release, report, server
 from flows.cli.common import SdsTyper
 from flows.console import quick_exit
 
@@ -63,6 +64,7 @@ def _root(
 
 
 release.register(app)
+app.command()(plan.plan)
 app.add_typer(budget.budget_app, name="budget")
 audit.register(app)
 app.add_typer(server.server_app, name="server")
