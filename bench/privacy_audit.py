@@ -328,6 +328,13 @@ class Case:
     delta: float | None = None
     dp_extra: Mapping[str, Any] = field(default_factory=dict)
     note: str = ""
+    cost: float = 1.0
+    """Relative cost of one run (the number of runs is divided by it)."""
+
+    @property
+    def event(self) -> Event | None:
+        """The event fixed in advance (rare cases), or None: chosen on a calibration batch."""
+        return RARE_EVENT if self.kind == "rare" else None
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -347,7 +354,7 @@ class Case:
         texts = [f"{c}:{v}" for c, v in self.target]
         if self.kind == "rare":
             wanted = set(texts)
-            return {"target value published": lambda p: float(bool(wanted & p.attribute_texts()))}
+            return {RARE_EVENT.score: lambda p: float(bool(wanted & p.attribute_texts()))}
         subsets = {
             k: [combination_key(s) for s in itertools.combinations(texts, k)]
             for k in range(1, min(REPORTING_LENGTH, len(texts)) + 1)
@@ -436,24 +443,25 @@ def subject_rare_case(n: int = 300) -> Case:
     )
 
 
-def subject_count_case(copies: int = 200, others: int = 100, rows: int = 4) -> Case:
-    """Subject ids: ``copies`` subjects (a0, c0+c1) of ``rows`` rows and ``others`` (a1, c0);
-    D' adds one more (a0, c0+c1) subject of ``rows`` rows."""
-    cs = ["c0", "c1"] * (rows // 2)
+def subject_count_case(copies: int = 200, others: int = 100, heavy_rows: int = 20) -> Case:
+    """Subject ids: ``copies`` subjects (a0; c0, c1) of 2 rows and ``others`` (a1; c0) of one;
+    D' adds one more (a0; c0, c1) subject, of ``heavy_rows`` rows. Joined per subject it is one
+    record like the others; counted per row it moves the counts by ``heavy_rows``."""
     data = []
     for i in range(copies):
-        data += _subject_rows(f"t{i}", "a0", cs)
+        data += _subject_rows(f"t{i}", "a0", ["c0", "c1"])
     for i in range(others):
         data += _subject_rows(f"o{i}", "a1", ["c0"])
     d = pd.DataFrame(data)
+    heavy = _subject_rows("target", "a0", ["c0", "c1"] * (heavy_rows // 2))
     return Case(
         "subject-count",
         d,
-        pd.concat([d, pd.DataFrame(_subject_rows("target", "a0", cs))], ignore_index=True),
+        pd.concat([d, pd.DataFrame(heavy)], ignore_index=True),
         (("A", "a0"), ("C_c0", "1"), ("C_c1", "1")),
         prepare=SUBJECT_PREPARE,
         kind="count",
-        note=f"one more subject of {rows} rows like {copies} others (the counts' shift)",
+        note=f"one more subject like {copies} others, with {heavy_rows} rows (the counts' shift)",
     )
 
 
@@ -461,34 +469,61 @@ WIDE_COLUMNS = tuple(f"X{j:02d}" for j in range(40))
 WIDE_DELTA = 0.1
 
 
-def wide_rare_case(target_values: int = 40, n: int = 200) -> Case:
-    """Issue #27 point 4: d = 40 columns, records of 4 values, Δ_1 capped at 4 (public
-    ``sensitivity_cap``); D' adds a record with ``target_values`` unique values.
+def wide_rare_case(target_values: int = 40, allowed: int = 4, n: int = 400) -> Case:
+    """Issue #27 point 4: d = 40 columns, records of ``allowed`` values, Δ_1 capped at
+    ``allowed`` (the public ``sensitivity_cap``); D' adds a record of ``target_values`` unique
+    values.
 
     The length-1 candidates are taken before contribution bounding, so all of the target's
-    values are noised and can pass ρ_1, which spends δ/2 over Δ_1 = 4 values only. The effect
-    is on the δ scale, so the claim is audited at δ = 0.1 (the same code path; ρ_1 and σ
-    follow δ), where P[a target value is published] can be measured against δ.
+    values are noised and can pass ρ_1, which spends δ/2 over Δ_1 values only. The effect is
+    on the δ scale, so the claim is audited at δ = 0.1 (the same code path; ρ_1 and σ follow
+    δ), where P[a value of the target is published] can be measured against δ.
     """
     rng = np.random.default_rng(4)
     rows = []
     for _ in range(n):
         row = dict.fromkeys(WIDE_COLUMNS, "")
-        for j in rng.choice(len(WIDE_COLUMNS), size=4, replace=False):
+        for j in rng.choice(len(WIDE_COLUMNS), size=allowed, replace=False):
             row[WIDE_COLUMNS[j]] = "v0" if rng.random() < 0.8 else "v1"
         rows.append(row)
     d = pd.DataFrame(rows)
     target = {c: (f"t{j}" if j < target_values else "") for j, c in enumerate(WIDE_COLUMNS)}
     return Case(
-        f"wide-rare-{target_values}",
+        f"wide-rare-{target_values}" + (f"-cap{allowed}" if allowed != 4 else ""),
         d,
         pd.concat([d, pd.DataFrame([target])], ignore_index=True),
         tuple((c, v) for c, v in target.items() if v),
         prepare=PrepareParams(allow_empty_columns=True),
         delta=WIDE_DELTA,
-        dp_extra={"sensitivity_cap": 4},
-        note=f"d = 40, Δ_1 = 4, target with {target_values} unique values, δ = {WIDE_DELTA}",
+        dp_extra={"sensitivity_cap": allowed},
+        note=f"d = 40, records of {allowed} values, Δ_1 <= {allowed}, target with "
+        f"{target_values} unique values, δ = {WIDE_DELTA}",
     )
+
+
+def wide_release_probability(
+    epsilon: float, delta: float, values: int = 40, allowed: int = 4
+) -> tuple[float, float]:
+    """Exact P[some value of the wide target is published at length 1 | Δ_1 = ``allowed``].
+
+    Returns (with the candidates taken before bounding, as the engine does: ``values`` noised;
+    with the candidates taken after bounding: ``allowed`` noised). Counted values survive iff
+    1 + X > ρ_1, the others (count 0 after bounding) iff X > ρ_1, X ~ N_Z(0, σ_1²Δ_1) read
+    from the project's own noise table. Compare with the δ/2 that ρ_1 is calibrated for.
+    """
+    from sds_core.synthesizers.mst import gaussian_tail
+
+    params = DpParams(
+        epsilon=epsilon, delta=delta, reporting_length=REPORTING_LENGTH, sensitivity_cap=allowed
+    )
+    sigma = engine.plan_release(params, 1000).sigma_by_len[0]  # δ given: m is not used
+    rho = engine.first_threshold(sigma, allowed, delta) + engine.DISCRETE_SHIFT
+    scale = sigma * math.sqrt(allowed)
+    counted = gaussian_tail(scale, math.floor(rho - 1) + 1)
+    uncounted = gaussian_tail(scale, math.floor(rho) + 1)
+    after = 1 - (1 - counted) ** allowed
+    before = 1 - (1 - after) * (1 - uncounted) ** (values - allowed)
+    return before, after
 
 
 CASES: dict[str, Callable[[], Case]] = {
@@ -498,6 +533,7 @@ CASES: dict[str, Callable[[], Case]] = {
     "subject-count": subject_count_case,
     "wide-rare-40": wide_rare_case,
     "wide-rare-4": lambda: wide_rare_case(4),
+    "wide-rare-40-cap1": lambda: wide_rare_case(40, allowed=1),
 }
 
 
@@ -518,7 +554,8 @@ class Variant:
 
 
 RECORD_CASES = ("rare", "count")
-SDS_CASES = (*RECORD_CASES, "subject-rare", "subject-count", "wide-rare-40", "wide-rare-4")
+WIDE_CASES = ("wide-rare-40", "wide-rare-4", "wide-rare-40-cap1")
+SDS_CASES = (*RECORD_CASES, "subject-rare", "subject-count", *WIDE_CASES)
 
 VARIANTS: dict[str, Variant] = {
     v.name: v
@@ -650,6 +687,10 @@ class Event:
         return (hit_p, hit_d) if self.favours_d_prime else (hit_d, hit_p)
 
 
+RARE_EVENT = Event("target value published", 1.0, False, True)
+"""The rare cases' natural event: a value of the added record is published (favours D')."""
+
+
 def candidate_events(
     scores: Sequence[str], d: NDArray[np.float64], d_prime: NDArray[np.float64]
 ) -> list[Event]:
@@ -769,16 +810,24 @@ def audit(
     keys: KeySource,
     delta: float = 1e-6,
 ) -> AuditResult:
-    """Calibrate the event on ``calibration`` runs per side, then bound ε on ``runs`` more."""
+    """Calibrate the event on ``calibration`` runs per side, then bound ε on ``runs`` more.
+
+    A case with an event fixed in advance (:attr:`Case.event`) skips the calibration.
+    """
+    event = case.event
     start = time.perf_counter()
     d, d_prime = _prepared(case, variant.prepare_override or case.prepare)
     claim_delta = case.delta if case.delta is not None else delta
     setting = Setting(epsilon, claim_delta, case.columns, case.declared(), case.dp_extra)
     scores = case.scores()
     names = list(scores)
-    cal_d, f0 = run_scores(variant.release, d, setting, scores, calibration, keys)
-    cal_p, f1 = run_scores(variant.release, d_prime, setting, scores, calibration, keys)
-    event = choose_event(names, cal_d, cal_p, claim_delta)
+    f0 = f1 = 0
+    if event is None:
+        cal_d, f0 = run_scores(variant.release, d, setting, scores, calibration, keys)
+        cal_p, f1 = run_scores(variant.release, d_prime, setting, scores, calibration, keys)
+        event = choose_event(names, cal_d, cal_p, claim_delta)
+    else:
+        calibration = 0
     out_d, f2 = run_scores(variant.release, d, setting, scores, runs, keys)
     out_p, f3 = run_scores(variant.release, d_prime, setting, scores, runs, keys)
     j = names.index(event.score)
@@ -845,8 +894,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                     v,
                     case,
                     eps,
-                    runs=max(int(args.runs / v.cost), 50),
-                    calibration=max(int(args.calibration / v.cost), 20),
+                    runs=max(int(args.runs / (v.cost * case.cost)), 50),
+                    calibration=max(int(args.calibration / (v.cost * case.cost)), 20),
                     keys=keys,
                     delta=args.delta,
                 )
