@@ -1,4 +1,3 @@
-# ruff: noqa: RUF001, RUF002, RUF003  (the DP literature's notation: ε, δ, σ, Δ, −)
 """Empirical privacy audit of the whole release (issue #25 point 1).
 
 The release runs as the library runs it in memory (prepare -> DP record count -> aggregate
@@ -265,7 +264,9 @@ def sds_with_patch(make: Callable[[], tuple[ModuleType, str, object]]) -> Releas
     return release
 
 
-def sds_domain_from_data(table: PreparedTable, setting: Setting, rnd: ReleaseRandomness) -> Published:
+def sds_domain_from_data(
+    table: PreparedTable, setting: Setting, rnd: ReleaseRandomness
+) -> Published:
     """Bug: the "declared" domains are read from the data (every label of the table), outside
     any DP stage; the declared path then treats them as public."""
     declared = tuple(
@@ -323,7 +324,7 @@ class Case:
     d: pd.DataFrame
     d_prime: pd.DataFrame
     target: tuple[tuple[str, str], ...]
-    prepare: PrepareParams = PrepareParams()
+    prepare: PrepareParams = field(default_factory=PrepareParams)
     kind: str = "rare"
     delta: float | None = None
     dp_extra: Mapping[str, Any] = field(default_factory=dict)
@@ -378,7 +379,9 @@ class Case:
         return out
 
 
-def _categorical(rng: np.random.Generator, n: int, values: Sequence[str], p: Sequence[float]) -> list[str]:
+def _categorical(
+    rng: np.random.Generator, n: int, values: Sequence[str], p: Sequence[float]
+) -> list[str]:
     return [str(v) for v in rng.choice(np.asarray(values), size=n, p=np.asarray(p))]
 
 
@@ -397,9 +400,11 @@ def rare_case(n: int = 300) -> Case:
 
 
 def count_case(copies: int = 200, others: int = 100) -> Case:
-    """D: ``copies`` records (A0, B0, C0) and ``others`` mixed ones; D' adds one more (A0, B0, C0)."""
+    """D: ``copies`` records (A0, B0, C0) and ``others`` mixed ones; D' adds one more copy."""
     rng = np.random.default_rng(2)
-    mixed = pd.DataFrame({c: _categorical(rng, others, [f"{c}0", f"{c}1"], [0.3, 0.7]) for c in "ABC"})
+    mixed = pd.DataFrame(
+        {c: _categorical(rng, others, [f"{c}0", f"{c}1"], [0.3, 0.7]) for c in "ABC"}
+    )
     target = {"A": "A0", "B": "B0", "C": "C0"}
     d = pd.concat([pd.DataFrame([target] * copies), mixed], ignore_index=True)
     return Case(
@@ -850,7 +855,8 @@ def audit(
 def markdown(results: Sequence[AuditResult]) -> str:
     """The docs/privacy.md table."""
     lines = [
-        "| variant | case | claimed (ε, δ) | ε_lb | ε̂ [95 % interval] | event (favoured / other side hits) | runs/side | failed | time |",
+        "| variant | case | claimed (ε, δ) | ε_lb | ε̂ [95 % interval] "
+        "| event: hits favoured / other side | runs/side | failed | time |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
@@ -860,7 +866,8 @@ def markdown(results: Sequence[AuditResult]) -> str:
         lines.append(
             f"| {name} | {r.case} | ({r.epsilon:g}, {r.delta:g}) | {b.lower:.2f}{flag} | "
             f"{b.point:.2f} [{b.lower:.2f}, {b.upper:.2f}] | {r.event}: {b.k1}/{b.n1} vs "
-            f"{b.k0}/{b.n0} | {r.runs} (+{r.calibration_runs}) | {r.failed_runs} | {r.seconds:.0f} s |"
+            f"{b.k0}/{b.n0} | {r.runs} (+{r.calibration_runs}) | {r.failed_runs} | "
+            f"{r.seconds:.0f} s |"
         )
     return "\n".join(lines)
 

@@ -1,4 +1,3 @@
-# ruff: noqa: RUF002, RUF003  (the DP literature's notation: ε, δ, −)
 """Empirical privacy audit of the whole release, fast version (issue #25 point 1).
 
 The default release (count, aggregate k = 1..3, normalize, synthesize) runs on D and on D plus
@@ -32,7 +31,7 @@ def _load_bench() -> ModuleType:
 
 pa = _load_bench()
 EPSILON = 1.0
-RUNS = 300
+RUNS = 200
 
 
 def _epsilon_lb(variant: str, seed: int) -> float:
@@ -43,19 +42,17 @@ def _epsilon_lb(variant: str, seed: int) -> float:
         runs=RUNS,
         calibration=0,
         keys=pa.seeded_keys(seed),
-        event=pa.RARE_EVENT,
     )
     return float(result.bound.lower)
 
 
 def test_default_release_stays_below_claimed_epsilon() -> None:
-    """The correct release: no value of the added record is published in 300 runs per side."""
+    """The correct release: no value of the added record is published in 200 runs per side."""
+    assert pa.rare_case().event == pa.RARE_EVENT  # fixed in advance: no calibration runs
     assert _epsilon_lb("sds", seed=1) <= EPSILON
 
 
-@pytest.mark.parametrize(
-    "variant", ["sds-no-threshold-1", "sds-domain-from-data", "sds-copied-record"]
-)
+@pytest.mark.parametrize("variant", ["sds-no-threshold-1", "sds-domain-from-data"])
 def test_broken_release_exceeds_claimed_epsilon(variant: str) -> None:
     """Swapped in, each broken variant is caught: its ε lower bound exceeds the claimed ε."""
     assert _epsilon_lb(variant, seed=2) > EPSILON
