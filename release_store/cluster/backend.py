@@ -39,7 +39,6 @@ from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.candidates import CandidateSet
 from sds_core.marginals.declared_tuples import reencode
 from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS
-from sds_core.synthesis.generator import BatchJob, BatchMap
 
 ADDRESS_ENV = "SDS_DASK_ADDRESS"
 CONNECT_TIMEOUT_S = 10.0
@@ -676,29 +675,3 @@ def counting_backend(params: Any, table: PreparedTable | DaskBackend) -> core.Co
     backend = DaskBackend.from_table(session.client, table, min(n_parts, max(1, table.n_records)))
     session.backends[id(table)] = (table, backend)
     return backend
-
-
-def cluster_batch_map(client: Any) -> BatchMap:
-    """A :data:`~sds_core.synthesis.generator.BatchMap` running each synthesis batch as one task
-    on the cluster (post-processing of the DP aggregates; the layout is sent once per worker)."""
-
-    def batch_map(
-        run: Callable[..., list[NDArray[np.int64]]],
-        jobs: list[BatchJob],
-        rngs: list[np.random.Generator],
-        targets: list[Any],
-    ) -> list[list[NDArray[np.int64]]]:
-        [job] = client.scatter([jobs[0]], broadcast=True, hash=False)
-        futures = client.map(run, [job] * len(rngs), rngs, targets, pure=False)
-        result: list[list[NDArray[np.int64]]] = client.gather(futures)
-        return result
-
-    return batch_map
-
-
-def synthesis_batch_map(params: Any) -> BatchMap | None:
-    """The batch map of this release's cluster session, or None (local threads)."""
-    session = _SESSIONS.get(str(getattr(params, "release_id", "")))
-    if getattr(params, "executor", "local") != "dask" or session is None:
-        return None
-    return cluster_batch_map(session.client)

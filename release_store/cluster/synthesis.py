@@ -10,6 +10,7 @@ chunks into the same ``synthetic.parquet`` (parts) and ``synthetic.csv`` bytes a
 from __future__ import annotations
 
 import copy
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -31,6 +32,7 @@ from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis.generator import batch_codes, plan_synthesis
 from sds_core.synthesis.params import SynthesisParams
+from sds_core.synthesis.reconcile import reconcile_one_way
 
 CHUNK_ROWS = 1 << 20
 """Records per chunk: pyarrow's default Parquet row group, so that publish writes each part
@@ -68,11 +70,12 @@ def synthesize_on_cluster(
 
     The same batches, batch seeds and shuffle (``rng.permutation`` of all records, drawn here
     after the batch seeds, as locally): chunk ``[lo, hi)`` of the result holds the local table's
-    rows ``lo..hi-1``. The permutation is drawn on a worker from a copy of ``rng`` (whose state
-    after the call is unspecified: a release draws nothing more from it), so no per-record array
-    reaches the driver, and every chunk is a task graph the cluster can recompute. Not for
-    ``reconcile_one_way`` (it reads the whole table; the caller synthesizes locally then).
-    ``progress(done, target)`` is called as batches finish (records of the finished batches).
+    rows ``lo..hi-1``. The permutation is drawn on a worker from a copy of ``rng``, so no
+    per-record array reaches the driver, and every chunk is a task graph the cluster can
+    recompute; ``rng`` is left in the state the local run's shuffle leaves it (what
+    :func:`synthesize_gathered` reconciles with). Not for ``reconcile_one_way`` (it reads the
+    whole table: :func:`synthesize_gathered`). ``progress(done, target)`` is called as batches
+    finish (records of the finished batches).
     """
     if params.reconcile_one_way:
         raise SdsInternalError("synthesize_on_cluster: reconcile_one_way needs the whole table")
@@ -105,6 +108,7 @@ def synthesize_on_cluster(
     # the shuffle drawn on a worker from a copy of the generator: a task, not scattered data,
     # so a chunk lost with its worker is recomputed from its tasks
     shuffled = client.submit(_permutation, copy.deepcopy(rng), n, pure=False)
+    rng.bit_generator.state = client.submit(_second, shuffled, pure=False).result()
     bounds = chunk_bounds(n, part_records)
     chunks = []
     for lo, hi in bounds:
@@ -127,19 +131,51 @@ def synthesize_on_cluster(
     )
 
 
+def synthesize_gathered(
+    client: Any,
+    aggregates: AggregateSet,
+    params: SynthesisParams,
+    *,
+    rng: np.random.Generator,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    progress: Callable[[int, int], None] | None = None,
+) -> PreparedTable:
+    """:func:`~sds_core.synthesis.generator.synthesize`'s table in this process, its batches
+    made on the cluster: the chunks of :func:`synthesize_on_cluster` gathered in row order,
+    then ``reconcile_one_way`` here when asked (it reads the whole table), drawing from ``rng``
+    where the local run does. The same bytes as the local table."""
+    chunked = synthesize_on_cluster(
+        client,
+        aggregates,
+        dataclasses.replace(params, reconcile_one_way=False),
+        rng=rng,
+        multi_value_columns=multi_value_columns,
+        part_records=None,
+        progress=progress,
+    )
+    codes = [table.codes for table in chunks(chunked)]
+    del chunked
+    whole = np.concatenate(codes) if codes else np.zeros((0, aggregates.domain.n_columns), np.int32)
+    table = PreparedTable(aggregates.domain, whole, multi_value_columns)
+    if params.reconcile_one_way:
+        table = reconcile_one_way(table, aggregates, rng=rng)
+    return table
+
+
 def _value(value: Any) -> Any:
     """On a worker: ``value`` itself (data carried by a recomputable task)."""
     return value
 
 
-def _permutation(rng: np.random.Generator, n: int) -> NDArray[np.int64]:
-    """On a worker: the local run's shuffle of the ``n`` records (same generator state)."""
-    return rng.permutation(n)
+def _permutation(rng: np.random.Generator, n: int) -> tuple[NDArray[np.int64], dict[str, Any]]:
+    """On a worker: the local run's shuffle of the ``n`` records (same generator state), and
+    the generator's state after it."""
+    return rng.permutation(n), dict(rng.bit_generator.state)
 
 
-def _slice(perm: NDArray[np.int64], lo: int, hi: int) -> NDArray[np.int64]:
+def _slice(shuffled: tuple[NDArray[np.int64], Any], lo: int, hi: int) -> NDArray[np.int64]:
     """On a worker: the global rows chunk ``[lo, hi)`` takes."""
-    return perm[lo:hi].copy()
+    return shuffled[0][lo:hi].copy()
 
 
 def _batch_and_state(
