@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from prefect import task
 
-from release_store.cluster.backend import DaskBackend, session_client
+from release_store.cluster.backend import DaskBackend
 from release_store.cluster.inputs import whole_table
+from release_store.cluster.session import session_client
 from release_store.cluster.synthesis import (
     StoredSynthetic,
     synthesize_gathered,

@@ -12,7 +12,8 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.backend import DaskBackend, connect  # noqa: E402
+from release_store.cluster.backend import DaskBackend  # noqa: E402
+from release_store.cluster.session import connect  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.declared import DeclaredDomain  # noqa: E402
