@@ -29,6 +29,7 @@ worker), as a long-running process or cluster has them; ``--cold`` leaves that o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -140,7 +141,7 @@ def run(
     else:
         from distributed import Client, LocalCluster
 
-        from release_store.cluster.backend import DaskBackend
+        from release_store.cluster.backend import DaskBackend, Placement
 
         cluster = LocalCluster(
             n_workers=workers,
@@ -160,6 +161,7 @@ def run(
         cpu = CpuClock(client)
         t0 = time.perf_counter()
         data = DaskBackend.from_parquet(client, str(folder), params)
+        data = dataclasses.replace(data, placement=Placement())  # as a release's session
     times["read + prepare"] = time.perf_counter() - t0
     cpu.lap("read + prepare")
     dp = DpParams(epsilon=4.0, delta=1e-9, reporting_length=reporting_length)

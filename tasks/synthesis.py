@@ -10,7 +10,7 @@ from prefect import task
 
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.inputs import whole_table
-from release_store.cluster.session import session_client
+from release_store.cluster.session import session_backend, session_client
 from release_store.cluster.synthesis import (
     StoredSynthetic,
     synthesize_gathered,
@@ -135,7 +135,8 @@ def _synthesize_on_cluster(
         return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir, stages.SYNTHESIZE)
 
     stored = run.stage(stages.SYNTHESIZE, compute)
-    return made[0] if made else stored.load(client, run.dirs.checkpoint_dir)
+    chunked = made[0] if made else stored.load(client, run.dirs.checkpoint_dir)
+    return session_backend(run.params, chunked)
 
 
 @task(name=stages.FIT, **SENSITIVE)

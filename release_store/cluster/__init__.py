@@ -2,7 +2,7 @@
 
 - ``backend``: ``DaskBackend``: the counting backend over partitions on the workers;
 - ``session``: the release's cluster session: the client it connects, the counting backend it
-  serves the stages;
+  serves the stages, the ``Placement`` cache its backends share;
 - ``inputs``: the input read, validated and prepared on the workers;
 - ``synthesis``: the synthetic records on the workers: synthesis, checkpoint, gate, publish.
 
@@ -24,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "DaskInput": "release_store.cluster.inputs",
     "GROUP_RECORDS": "release_store.cluster.backend",
     "LOOKUP_RECORDS": "release_store.cluster.backend",
+    "Placement": "release_store.cluster.backend",
     "ROWS_PER_PARTITION": "release_store.cluster.session",
     "ROW_GROUP": "release_store.cluster.synthesis",
     "StoredSynthetic": "release_store.cluster.synthesis",
@@ -37,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "open_input": "release_store.cluster.inputs",
     "output_columns": "release_store.cluster.synthesis",
     "prepare_parts": "release_store.cluster.inputs",
+    "session_backend": "release_store.cluster.session",
     "session_client": "release_store.cluster.session",
     "synthesize_gathered": "release_store.cluster.synthesis",
     "synthesize_on_cluster": "release_store.cluster.synthesis",
@@ -59,6 +61,7 @@ __all__ = [
     "DaskBackend",
     "DaskClusterError",
     "DaskInput",
+    "Placement",
     "StoredSynthetic",
     "chunk_bounds",
     "chunks",
@@ -70,6 +73,7 @@ __all__ = [
     "open_input",
     "output_columns",
     "prepare_parts",
+    "session_backend",
     "session_client",
     "synthesize_gathered",
     "synthesize_on_cluster",
@@ -94,6 +98,7 @@ if TYPE_CHECKING:
         LOOKUP_RECORDS,
         DaskBackend,
         DaskClusterError,
+        Placement,
     )
     from release_store.cluster.inputs import (
         CSV_BLOCKSIZE,
@@ -113,6 +118,7 @@ if TYPE_CHECKING:
         cluster_session,
         connect,
         counting_backend,
+        session_backend,
         session_client,
     )
     from release_store.cluster.synthesis import (

@@ -107,6 +107,51 @@ rows does not repay bigger tables (10M rows, 5M a worker, length 3: 0.9 s to bui
 sized for 1M, 1.1-1.3 s for 5M with twice the memory). Never changes a count."""
 
 
+def _placed_groups(client: Any, parts: Sequence[Any]) -> list[tuple[str, list[int]]]:
+    """The partitions grouped by the worker holding them, asked of the scheduler (two round
+    trips); a partition no worker holds yet, or lost, is in the group ``""``."""
+    from distributed import wait
+
+    try:
+        # placed (read, prepared, re-coded) before asking where. `wait` waits on the
+        # *current* client's loop, another client's when the caller holds one (`with
+        # Client()` in a notebook or a test): waiting there binds this client's futures to
+        # the wrong loop, and a lost partition's re-gather fails with a RuntimeError
+        with client.as_current():
+            wait(list(parts))  # type: ignore[no-untyped-call]
+        held = client.who_has(list(parts))
+    except Exception as e:
+        if not _lost(e):
+            raise
+        held = {}
+    by_worker: dict[str, list[int]] = {}
+    for i, part in enumerate(parts):
+        workers = sorted(held.get(part.key, ()))
+        by_worker.setdefault(workers[0] if workers else "", []).append(i)
+    return sorted(by_worker.items(), key=lambda item: item[1][0])
+
+
+class Placement:
+    """Where the workers hold each set of partitions (:func:`_placed_groups`), asked of the
+    scheduler once per set (keyed by the partitions' keys) instead of once per length.
+
+    A mutable cache, so it lives outside the frozen :class:`DaskBackend` values: the cluster
+    session owns one (:mod:`release_store.cluster.session`) and hands it to every backend it
+    serves. A stale entry (a worker lost since) only moves tasks; it never changes a result.
+    """
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, ...], list[tuple[str, list[int]]]] = {}
+
+    def groups(self, client: Any, parts: Sequence[Any]) -> list[tuple[str, list[int]]]:
+        """The groups of ``parts``: asked once, then from the cache."""
+        keys = tuple(str(part.key) for part in parts)
+        cached = self._groups.get(keys)
+        if cached is None:
+            cached = self._groups[keys] = _placed_groups(client, parts)
+        return cached
+
+
 @dataclass(frozen=True, eq=False)
 class DaskBackend:
     """Record partitions (``PreparedTable`` futures) on a Dask cluster.
@@ -121,7 +166,9 @@ class DaskBackend:
         multi_value_columns: the partitions' multi-value column declarations (from a reader).
         group_records: the fewest records worth a counting group of their own (one task per
             worker holding partitions, fewer when each would count less: ``_fewer_groups``).
-        placement: cache of :meth:`_groups` by partition keys (asked once, not per length).
+        placement: the cluster session's :class:`Placement` (where the workers hold each set
+            of partitions, asked once per set, not per length), shared by every backend of the
+            session; None: asked at every call. Not part of the value (never changes a result).
     """
 
     client: Any
@@ -132,9 +179,7 @@ class DaskBackend:
     chunk_records: int = DEFAULT_CHUNK_RECORDS
     multi_value_columns: tuple[MultiValueColumn, ...] = ()
     group_records: int = LOOKUP_RECORDS
-    placement: dict[tuple[str, ...], list[tuple[str, list[int]]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    placement: Placement | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_partitions(
@@ -397,35 +442,12 @@ class DaskBackend:
 
     def _groups(self) -> list[tuple[str, list[int]]]:
         """The partitions grouped by the worker holding them (in partition order within a
-        group): one counting task per worker. Asked once per set of partitions (two round
-        trips); a worker lost since then only moves its tasks (``allow_other_workers``).
-        Grouping never changes a result."""
-        keys = tuple(str(part.key) for part in self.parts)
-        cached = self.placement.get(keys)
-        if cached is None:
-            cached = self.placement[keys] = self._placed_groups()
-        return cached
-
-    def _placed_groups(self) -> list[tuple[str, list[int]]]:
-        from distributed import wait
-
-        try:
-            # placed (read, prepared, re-coded) before asking where. `wait` waits on the
-            # *current* client's loop, another client's when the caller holds one (`with
-            # Client()` in a notebook or a test): waiting there binds this client's futures to
-            # the wrong loop, and a lost partition's re-gather fails with a RuntimeError
-            with self.client.as_current():
-                wait(list(self.parts))  # type: ignore[no-untyped-call]
-            held = self.client.who_has(list(self.parts))
-        except Exception as e:
-            if not _lost(e):
-                raise
-            held = {}
-        by_worker: dict[str, list[int]] = {}
-        for i, part in enumerate(self.parts):
-            workers = sorted(held.get(part.key, ()))
-            by_worker.setdefault(workers[0] if workers else "", []).append(i)
-        return sorted(by_worker.items(), key=lambda item: item[1][0])
+        group): one counting task per worker; from the session's :class:`Placement` when the
+        backend has one. A worker lost since then only moves its tasks
+        (``allow_other_workers``). Grouping never changes a result."""
+        if self.placement is not None:
+            return self.placement.groups(self.client, self.parts)
+        return _placed_groups(self.client, self.parts)
 
     def map_reduce(
         self, fn: Callable[..., Any], combine: Callable[[Any, Any], Any], /, **kwargs: Any

@@ -4,18 +4,21 @@ what it serves the stages while the release runs.
 :func:`cluster_session` opens the session around the flow (``executor = "dask"``: connect
 before anything is charged, close at the end); inside it :func:`session_client` gives the
 stages the client and :func:`counting_backend` the table's partitions on the workers
-(:class:`~release_store.cluster.backend.DaskBackend`, scattered once per table).
+(:class:`~release_store.cluster.backend.DaskBackend`, scattered once per table); every backend it
+serves shares the session's :class:`~release_store.cluster.backend.Placement` (the mutable
+cache of where the workers hold the partitions, kept out of the frozen backends).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
-from release_store.cluster.backend import DaskBackend
+from release_store.cluster.backend import DaskBackend, Placement
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError
 from sds_core.marginals import backend as core
@@ -57,9 +60,13 @@ def connect(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) -> Any:
 
 @dataclass
 class _Session:
+    """One release's cluster: its client, the partition count asked for, the backends of its
+    in-memory tables (by table) and where the workers hold the partitions (``placement``)."""
+
     client: Any
     partitions: int | None
-    backends: dict[int, tuple[PreparedTable, DaskBackend]]
+    backends: dict[int, tuple[PreparedTable, DaskBackend]] = field(default_factory=dict)
+    placement: Placement = field(default_factory=Placement)
 
 
 _SESSIONS: dict[str, _Session] = {}
@@ -76,7 +83,7 @@ def cluster_session(params: Any) -> Iterator[None]:
         return
     client = connect(params.dask_address)
     key = str(params.release_id)
-    _SESSIONS[key] = _Session(client, params.dask_partitions, {})
+    _SESSIONS[key] = _Session(client, params.dask_partitions)
     try:
         yield
     finally:
@@ -96,12 +103,23 @@ def session_client(params: Any) -> Any:
     return session.client
 
 
+def session_backend(params: Any, backend: DaskBackend) -> DaskBackend:
+    """``backend`` with this release's :class:`~release_store.cluster.backend.Placement`
+    (where the workers hold its partitions, asked once for the whole release); unchanged
+    outside :func:`cluster_session`."""
+    session = _SESSIONS.get(str(getattr(params, "release_id", "")))
+    if session is None or backend.placement is session.placement:
+        return backend
+    return dataclasses.replace(backend, placement=session.placement)
+
+
 def counting_backend(params: Any, table: PreparedTable | DaskBackend) -> core.CountingBackend:
     """The counting backend of this release: local, the table read and prepared on the
     cluster (a :class:`DaskBackend` already), or the table's partitions on the session's
-    cluster (scattered once per table, reused by every stage)."""
+    cluster (scattered once per table, reused by every stage); a :class:`DaskBackend` with
+    the session's placement."""
     if isinstance(table, DaskBackend):
-        return table
+        return session_backend(params, table)
     session = _SESSIONS.get(str(params.release_id))
     if getattr(params, "executor", "local") != "dask" or session is None:
         return core.LocalBackend(table)
@@ -111,5 +129,6 @@ def counting_backend(params: Any, table: PreparedTable | DaskBackend) -> core.Co
     workers = max(1, len(session.client.scheduler_info().get("workers", {})))
     n_parts = session.partitions or max(2 * workers, -(-table.n_records // ROWS_PER_PARTITION))
     backend = DaskBackend.from_table(session.client, table, min(n_parts, max(1, table.n_records)))
+    backend = dataclasses.replace(backend, placement=session.placement)
     session.backends[id(table)] = (table, backend)
     return backend
