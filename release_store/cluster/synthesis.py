@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+import functools
 import hashlib
 import io
 import itertools
@@ -355,12 +356,11 @@ ROW_GROUP = 1 << 20
 
 def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None) -> list[str]:
     """``synthetic.parquet`` (one file, or a directory of parts) and ``synthetic.csv`` of the
-    records on the workers, streamed one chunk at a time: the bytes of
+    records on the workers, streamed one chunk at a time into atomic file streams (this
+    process holds a chunk and at most one row group): the bytes of
     :func:`~release_store.workspace.encoding.synthetic_files` of the whole table. Returns the
     part names (none: one file)."""
     import shutil
-
-    import pyarrow.parquet as pq
 
     from release_store.workspace.encoding import (
         SYNTHETIC_PARQUET,
@@ -380,16 +380,32 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
         target.unlink(missing_ok=True)
         target.mkdir()
     paths = [target] if not names else [out / n for n in names]
-    ends = np.cumsum(rows).tolist()
     empty = _no_records(synthetic)
     empty_frame = to_frame(empty, empty_value="", join_multi_value_columns=True)
     header = synthetic_csv(empty, empty_frame)
+    pieces = chunks(synthetic)
 
     def write_all(csv: Any) -> None:
         csv.write(header)
+        done = 0
+        for path, end in zip(paths, itertools.accumulate(rows), strict=True):
+            atomic_write_stream(
+                path, functools.partial(write_part, csv=csv, pieces=pieces, done=done, end=end)
+            )
+            done = end
+        if next(pieces, None) is not None:
+            raise SdsInternalError("synthetic chunks beyond the last parquet part (bug)")
+
+    def write_part(
+        parquet: Any, *, csv: Any, pieces: Iterator[PreparedTable], done: int, end: int
+    ) -> None:
+        """One part's chunks (global rows ``done..end-1``): their CSV rows after the header,
+        their Parquet row groups of ROW_GROUP records from the part's first row, as
+        ``write_table`` of the whole part (a chunk never straddles two parts: chunk_bounds)."""
+        import pyarrow.parquet as pq
+
         pending: list[pa.Table] = []
-        held, part, done = 0, 0, 0
-        buf = io.BytesIO()
+        held = 0
         writer: Any = None
 
         def flush(rows_out: int) -> None:
@@ -397,12 +413,15 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
             whole = pa.concat_tables(pending).combine_chunks()
             group, rest = whole.slice(0, rows_out), whole.slice(rows_out)
             if writer is None:
-                writer = pq.ParquetWriter(buf, group.schema)
+                writer = pq.ParquetWriter(parquet, group.schema)
             writer.write_table(group)
             pending = [rest] if rest.num_rows else []
             held -= rows_out
 
-        for table in chunks(synthetic):
+        while True:  # at least one chunk a part (a table of no records: one empty chunk)
+            table = next(pieces, None)
+            if table is None:
+                raise SdsInternalError("synthetic chunks end before the last parquet part (bug)")
             frame = to_frame(table, empty_value="", join_multi_value_columns=True)
             body = synthetic_csv(table, frame)
             if not body.startswith(header):
@@ -414,16 +433,15 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
             del frame, body, table
             while held >= ROW_GROUP:  # row groups from the part's first row, as write_table
                 flush(ROW_GROUP)
-            if done == ends[part]:  # a chunk never straddles two parts (chunk_bounds)
-                if held or writer is None:
-                    if not pending:
-                        pending.append(pa.Table.from_pandas(empty_frame, preserve_index=False))
-                    flush(held)
-                writer.close()
-                atomic_write_bytes(paths[part], buf.getvalue())
-                buf, writer, part = io.BytesIO(), None, part + 1
-            elif done > ends[part]:
+            if done == end:
+                break
+            if done > end:
                 raise SdsInternalError("a synthetic chunk straddles two parquet parts (bug)")
+        if held or writer is None:
+            if not pending:
+                pending.append(pa.Table.from_pandas(empty_frame, preserve_index=False))
+            flush(held)
+        writer.close()
 
     atomic_write_stream(out / "synthetic.csv", write_all)
     return names
