@@ -1,12 +1,16 @@
-"""The marginal-fidelity coding of synthetic records (sds_core/evaluation/partitioned.py): a
-local table coded whole (``fidelity_coding``) and in partitions (``fidelity_mappings`` +
-``partition_fidelity_cells``) give the same cardinalities and cell counts, byte for byte, on
-tables with multi-value columns, a column with no values at all, empty cells and synthetic
-labels the sensitive table never had."""
+"""The marginal-fidelity coding of synthetic records (sds_core/evaluation/partitioned.py), one
+path for a local table and for partitions: the table as one partition and in 4 give the same
+cardinalities and cell counts, and the same evaluation, byte for byte, on tables with
+multi-value columns, a column with no values at all, empty cells and synthetic labels the
+sensitive table never had. (Before the whole-table coding ``fidelity_coding`` was removed, this
+file proved it gave these same bytes, commit f810f08.)"""
 
 from __future__ import annotations
 
+import functools
 import itertools
+import json
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -17,14 +21,21 @@ from sds_core.data.domain import Domain
 from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.evaluation.metrics import evaluate_release
+from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.partitioned import (
     Cells,
     add_cells,
-    fidelity_coding,
+    evaluate_partitioned,
     fidelity_mappings,
-    marginal_cells,
     partition_fidelity_cells,
+    partition_marginals,
 )
+from sds_core.marginals.backend import add_aggregates
+from sds_core.marginals.engine import dp_aggregate
+from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.marginals.params import DpParams
 
 
 def _sensitive() -> PreparedTable:
@@ -69,28 +80,72 @@ def _same(a: Cells, b: Cells) -> None:
             assert x.dtype == y.dtype and x.tobytes() == y.tobytes(), cols
 
 
+def _parts(table: PreparedTable, n_parts: int) -> list[PreparedTable]:
+    bounds = np.linspace(0, table.n_records, n_parts + 1).astype(int)
+    return [
+        PreparedTable(table.domain, table.codes[lo:hi], table.multi_value_columns)
+        for lo, hi in itertools.pairwise(bounds)
+    ]
+
+
+class _Partitioned:
+    """Records in partitions, summed in this process (a cluster backend's interface)."""
+
+    def __init__(self, table: PreparedTable, n_parts: int) -> None:
+        self.parts = _parts(table, n_parts)
+        self.domain, self.n_records = table.domain, table.n_records
+
+    def map_reduce(self, fn: Any, combine: Any, /, **kwargs: Any) -> Any:
+        return functools.reduce(combine, [fn(p, **kwargs) for p in self.parts])
+
+    def exact_aggregates(self, reporting_length: int) -> Any:
+        each = [exact_aggregates(p, reporting_length) for p in self.parts]
+        return functools.reduce(add_aggregates, each)
+
+
 @pytest.mark.parametrize("extra", [False, True], ids=["same-domain", "new-labels"])
-@pytest.mark.parametrize("n_parts", [1, 4])
-def test_whole_and_partitioned_fidelity_coding_are_identical(extra: bool, n_parts: int) -> None:
-    """Cardinalities and 1..3-way cells of the whole-table coding == the partitions' (summed)."""
+def test_one_partition_and_four_code_the_same_cells(extra: bool) -> None:
+    """Cardinalities and 1..3-way cells of the table as one partition == its 4 partitions'."""
     sensitive = _sensitive()
     assert sensitive.multi_value_columns and () in sensitive.domain.labels
     synthetic = _synthetic(sensitive, extra)
-    cards, codes = fidelity_coding(sensitive.domain, synthetic)
-    whole = marginal_cells(codes, cards, 3)
-    p_cards, mappings = fidelity_mappings(sensitive.domain, synthetic.domain)
-    assert p_cards == cards
-    bounds = np.linspace(0, synthetic.n_records, n_parts + 1).astype(int)
-    cells = [
-        partition_fidelity_cells(
-            PreparedTable(synthetic.domain, synthetic.codes[lo:hi], synthetic.multi_value_columns),
-            mappings,
-            p_cards,
-            3,
+    cards, mappings = fidelity_mappings(sensitive.domain, synthetic.domain)
+    whole = partition_fidelity_cells(synthetic, mappings, cards, 3)
+    cells = [partition_fidelity_cells(p, mappings, cards, 3) for p in _parts(synthetic, 4)]
+    _same(whole, functools.reduce(add_cells, cells))
+
+
+@pytest.mark.parametrize("extra", [False, True], ids=["same-domain", "new-labels"])
+@pytest.mark.parametrize("n_parts", [1, 3])
+def test_local_synthetic_records_evaluate_as_their_partitions(extra: bool, n_parts: int) -> None:
+    """evaluate_partitioned with the synthetic records here (one partition) == with them in
+    partitions == evaluate_release of both tables: the same dict, serialized byte for byte."""
+    sensitive = _sensitive()
+    synthetic = _synthetic(sensitive, extra)
+    dp = dp_aggregate(sensitive, DpParams(reporting_length=3), ReleaseRandomness.from_seed(4))
+    params = EvaluationParams(reporting_length=3, resolution=10)
+    parts = _parts(sensitive, 2)
+
+    def map_reduce(fn: Any, combine: Any, /, **kwargs: Any) -> Any:
+        return functools.reduce(combine, [fn(p, **kwargs) for p in parts])
+
+    def evaluate(synth: Any) -> str:
+        out = evaluate_partitioned(
+            exact_aggregates(sensitive, 3),
+            sensitive.n_records,
+            map_reduce,
+            synth,
+            dp.aggregates,
+            params,
         )
-        for lo, hi in itertools.pairwise(bounds)
-    ]
-    summed = cells[0]
-    for more in cells[1:]:
-        summed = add_cells(summed, more)
-    _same(whole, summed)
+        return json.dumps(out, sort_keys=True, default=str)
+
+    local = evaluate(synthetic)
+    assert local == evaluate(_Partitioned(synthetic, n_parts))
+    whole = evaluate_release(sensitive, synthetic, dp.aggregates, params)  # the local oracle
+    assert local == json.dumps(whole, sort_keys=True, default=str)
+    assert '"n_marginals_by_order"' in local
+    # the cells of the never-filled column count every record as empty on both sides
+    cards, _ = fidelity_mappings(sensitive.domain, synthetic.domain)
+    empty = partition_marginals(sensitive, cards, 1)[(1,)]
+    assert empty[0].tolist() == [0] and empty[1].tolist() == [sensitive.n_records]
