@@ -4,7 +4,6 @@ the local ``synthesize``'s records byte for byte, and leave the generator where 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -26,15 +25,6 @@ from sds_core.synthesis.generator import synthesize  # noqa: E402
 from sds_core.synthesis.params import SynthesisParams  # noqa: E402
 
 CARDS = (2, 3, 5, 8, 4, 6, 12)
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """An in-process Dask cluster of 2 single-thread workers."""
-    with distributed.Client(
-        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
-    ) as c:
-        yield c
 
 
 @pytest.fixture(scope="module")

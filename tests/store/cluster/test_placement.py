@@ -6,7 +6,6 @@ backends it serves and asked of the scheduler once per set of partitions; the fr
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -27,15 +26,6 @@ from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402
 from sds_core.marginals.params import DpParams  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """An in-process Dask cluster of 2 single-thread workers."""
-    with distributed.Client(
-        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
-    ) as c:
-        yield c
 
 
 @pytest.fixture

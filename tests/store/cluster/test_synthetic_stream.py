@@ -30,15 +30,6 @@ from sds_core.data.preparation import prepare  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """An in-process Dask cluster of 2 single-thread workers."""
-    with distributed.Client(
-        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
-    ) as c:
-        yield c
-
-
 def _table(n: int) -> PreparedTable:
     """``n`` records: text and numeric-looking values, empty cells and a multi-value column
     (re-joined on output), 3,000 distinct prepared rows repeated."""
