@@ -254,7 +254,9 @@ def count_sd_by_len(
     )
     return {
         k: float(s) * math.sqrt(max(int(a), 0))
-        for k, (s, a) in enumerate(zip(sigma_by_len, allowed_sensitivity_by_len), start=1)
+        for k, (s, a) in enumerate(
+            zip(sigma_by_len, allowed_sensitivity_by_len, strict=True), start=1
+        )
     }
 
 
