@@ -33,6 +33,7 @@ from sds_core.synthesis._state import (
     new_work_state,
 )
 from sds_core.synthesis.layout import build_layout
+from sds_core.synthesis.matching import match_records
 from sds_core.synthesis.params import SynthesisParams
 from sds_core.synthesis.reconcile import reconcile_one_way
 
@@ -45,7 +46,7 @@ AUTO_BATCH_RECORDS = 200_000
 
 
 REFERENCE_PARAMS = SynthesisParams(
-    use_synthetic_counts=False, complete_records=False, parallel_batches=1
+    use_synthetic_counts=False, complete_records=False, parallel_batches=1, match_aggregates=False
 )
 """pac-synth 0.0.8's behaviour (its ``sample()`` without a target)."""
 
@@ -197,7 +198,14 @@ def plan_synthesis(
         col_order=col_order,
         fill_rate=fill_rate,
     )
-    job = BatchJob(lay, settings, bool(params.complete_records), n_cols, total_budget)
+    job = BatchJob(
+        lay,
+        settings,
+        bool(params.complete_records),
+        n_cols,
+        total_budget,
+        bool(params.match_aggregates),
+    )
     return SynthesisPlan(job, batches, target)
 
 
@@ -230,6 +238,7 @@ class BatchJob:
     complete_records: bool
     n_cols: int
     total_budget: int
+    match_aggregates: bool
 
 
 BatchMap = Callable[
@@ -247,7 +256,10 @@ def run_batch(
     report: Callable[[int], None] | None = None,
 ) -> list[NDArray[np.int64]]:
     """One batch: its own budgets, synthetic counts and fill counters; ``report(done)`` after
-    each chunk (records made, or attribute budget used without a target)."""
+    each chunk (records made, or attribute budget used without a target). With
+    ``job.match_aggregates`` the batch's records are then matched to the batch's (scaled)
+    aggregates (:func:`sds_core.synthesis.matching.match_records`, drawing from ``b_rng``), so a
+    batch run on a cluster's worker gives the same records as here."""
     kernel = synthesize_records_ordered if job.complete_records else synthesize_records
     work = new_work_state(job.lay.budget, job.lay.counts.size, job.lay.triples.count, job.n_cols)
     chunks: list[NDArray[np.int64]] = []
@@ -267,6 +279,10 @@ def run_batch(
             report(job.total_budget - int(work.counters[BUDGET_LEFT]) if b_target is None else made)
         if work.counters[STATUS] == DONE:
             break
+    if job.match_aggregates and chunks:
+        ids = np.concatenate(chunks)
+        match_records(ids, job.lay, rng=b_rng)
+        chunks = [ids]
     return chunks
 
 

@@ -19,7 +19,7 @@ from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis._matching_kernel import MatchState, count_synthetic, match_pass, subsets
 from sds_core.synthesis.layout import Layout, build_layout
 
-__all__ = ["MAX_DROPS", "MAX_PASSES", "WEIGHT_BY_LEN", "match_aggregates"]
+__all__ = ["MAX_DROPS", "MAX_PASSES", "WEIGHT_BY_LEN", "match_aggregates", "match_records"]
 
 WEIGHT_BY_LEN = (1.0, 1.0, 0.1)
 """Objective weight of a combination of length 1, 2, 3 (longer ones: the last value)."""
@@ -36,56 +36,73 @@ def match_aggregates(
     aggregates: AggregateSet,
     *,
     rng: np.random.Generator,
-    layout: Layout | None = None,
     passes: int = MAX_PASSES,
 ) -> PreparedTable:
     """The records, moved cell by cell towards the DP counts without unreported combinations.
 
-    Each pass visits the records in a seeded random order and each of their cells; a cell takes
-    the value (or "empty") that lowers ``sum_k w_k * sum_c (synthetic_c - DP_c) ** 2`` the most
-    (c over the reported combinations of length k, ``w`` = :data:`WEIGHT_BY_LEN`, plus the
-    columns' empty cells against ``records - sum of the column's DP 1-counts`` at weight w_1),
-    among the values whose every combination with <= R - 1 of the record's other attributes is
-    reported. A value below its DP 1-count may also empty up to :data:`MAX_DROPS` cells that
-    block it. Passes stop when one moves fewer than :data:`STOP_SHARE` of the records, or after
-    ``passes``.
+    :func:`match_records` on a table (synthesis runs it on each batch's records, see
+    :func:`sds_core.synthesis.generator.run_batch`).
 
     Args:
         table: synthetic records over ``aggregates.domain`` (codes, -1 = empty).
         aggregates: the (DP) aggregates the records were built from; read, never changed.
         rng: source of the visiting orders.
-        layout: ``build_layout(aggregates, None)`` when the caller has it (else built here).
         passes: most passes over the records (>= 0; 0 returns the table unchanged).
 
     Returns:
         A new PreparedTable (same domain, record count and multi-value columns).
     """
-    require(passes >= 0, f"passes must be >= 0, got {passes}")
     require(
         table.domain == aggregates.domain,
         "the records must use the aggregates' domain (same columns and values)",
     )
-    n = table.n_records
-    if n == 0 or passes == 0 or len(aggregates.counts_of(1)) == 0:
-        return table
-    lay = layout if layout is not None else build_layout(aggregates, None)
     dom = aggregates.domain
+    if table.n_records == 0 or len(aggregates.counts_of(1)) == 0:
+        return table
     offsets = np.asarray(dom.offsets[:-1], dtype=np.int64)
     ids = np.where(table.codes >= 0, table.codes.astype(np.int64) + offsets[None, :], -1)
-    st = MatchState(
-        syn=np.zeros(lay.counts.size, dtype=np.int64),
-        weight_by_len=weight_by_len(aggregates.reporting_length),
-        empty_count=(ids < 0).sum(axis=0).astype(np.int64),
-        empty_target=_empty_target(aggregates, n),
-    )
-    sets = subsets(dom.n_columns - 1, aggregates.reporting_length)
-    count_synthetic(ids, lay, st.syn, sets)
-    for _ in range(passes):
-        moves = match_pass(ids, rng.permutation(n).astype(np.int64), lay, st, sets, MAX_DROPS)
-        if moves < STOP_SHARE * n:
-            break
+    match_records(ids, build_layout(aggregates, None), rng=rng, passes=passes)
     codes = np.where(ids >= 0, ids - offsets[None, :], -1).astype(np.int32)
     return PreparedTable(dom, codes, table.multi_value_columns)
+
+
+def match_records(
+    ids: NDArray[np.int64], lay: Layout, *, rng: np.random.Generator, passes: int = MAX_PASSES
+) -> int:
+    """Move the records ``ids`` (attribute ids, -1 = empty) towards ``lay``'s counts, in place.
+
+    Each pass visits the records in a seeded random order and each of their cells; a cell takes
+    the value (or "empty") that lowers ``sum_k w_k * sum_c (synthetic_c - DP_c) ** 2`` the most
+    (c over the reported combinations of length k, ``w`` = :data:`WEIGHT_BY_LEN`, plus each
+    column's empty cells against ``records - sum of the column's 1-counts`` at weight w_1),
+    among the values whose every combination with < R of the record's other attributes is
+    reported. A value below its 1-count may also empty up to :data:`MAX_DROPS` cells that
+    block it. Passes stop when one moves fewer cells than :data:`STOP_SHARE` of the records, or
+    after ``passes``.
+
+    Returns:
+        The number of cells moved.
+    """
+    require(passes >= 0, f"passes must be >= 0, got {passes}")
+    n, n_cols = ids.shape
+    if n == 0 or passes == 0:
+        return 0
+    col_filled = np.bincount(lay.attr_col, weights=lay.budget.astype(np.float64), minlength=n_cols)
+    st = MatchState(
+        syn=np.zeros(lay.counts.size, dtype=np.int64),
+        weight_by_len=weight_by_len(lay.reporting_length),
+        empty_count=(ids < 0).sum(axis=0).astype(np.int64),
+        empty_target=np.maximum(float(n) - col_filled, 0.0),
+    )
+    sets = subsets(n_cols - 1, lay.reporting_length)
+    count_synthetic(ids, lay, st.syn, sets)
+    moved = 0
+    for _ in range(passes):
+        moves = int(match_pass(ids, rng.permutation(n).astype(np.int64), lay, st, sets, MAX_DROPS))
+        moved += moves
+        if moves < STOP_SHARE * n:
+            break
+    return moved
 
 
 def weight_by_len(reporting_length: int) -> NDArray[np.float64]:
@@ -98,13 +115,3 @@ def weight_by_len(reporting_length: int) -> NDArray[np.float64]:
     for k in range(1, reporting_length + 1):
         w[k] = WEIGHT_BY_LEN[min(k, len(WEIGHT_BY_LEN)) - 1]
     return w
-
-
-def _empty_target(aggregates: AggregateSet, n: int) -> NDArray[np.float64]:
-    """Empty cells per column that the DP 1-counts imply for n records (at least 0)."""
-    dom = aggregates.domain
-    c1 = aggregates.counts_of(1)
-    cols = dom.attribute_columns()[c1.attrs[:, 0]]
-    filled = np.bincount(cols, weights=c1.counts.astype(np.float64), minlength=dom.n_columns)
-    target: NDArray[np.float64] = np.maximum(float(n) - filled, 0.0)
-    return target
