@@ -18,7 +18,7 @@ from typing import NamedTuple
 import numpy as np
 from numpy.typing import NDArray
 
-from sds_core._jit import _jit
+from sds_core._jit import _inline, _jit
 from sds_core.synthesis._bitsets import popcount64
 from sds_core.synthesis.layout import Layout
 
@@ -28,6 +28,8 @@ UNREPORTED = -1
 """Index :func:`gather` gives a combination the aggregates do not report."""
 HOLDS_A = -2
 """Index :func:`gather` gives a subset that contains the attribute itself (no combination)."""
+SKIPPED = -3
+"""Index :func:`gather` gives a subset it was asked not to look up (a length of weight 0)."""
 
 
 class MatchState(NamedTuple):
@@ -38,12 +40,15 @@ class MatchState(NamedTuple):
         weight_by_len: objective weight of each combination length (index k; 0 unused).
         empty_count: empty cells per column.
         empty_target: the DP 1-counts' empty cells per column (records - sum of 1-counts, >= 0).
+        tolerance_by_len: gap to the DP count that costs nothing, per length (index k; the
+            empty cells use length 1's): a combination's term is max(|gap| - tolerance, 0) ** 2.
     """
 
     syn: NDArray[np.int64]
     weight_by_len: NDArray[np.float64]
     empty_count: NDArray[np.int64]
     empty_target: NDArray[np.float64]
+    tolerance_by_len: NDArray[np.float64]
 
 
 class Subsets(NamedTuple):
@@ -88,6 +93,14 @@ def _with_top(top: int, k: int) -> list[tuple[int, ...]]:
     return [(*rest, top) for rest in combinations(range(top), k - 1)]
 
 
+@_inline
+def _gain(e: float, step: float, tol: float) -> float:
+    """Change of max(|e| - tol, 0) ** 2 when the gap e moves by ``step``."""
+    a = abs(e + step) - tol
+    b = abs(e) - tol
+    return (a * a if a > 0 else 0.0) - (b * b if b > 0 else 0.0)
+
+
 @_jit
 def gather(
     lay: Layout,
@@ -99,11 +112,13 @@ def gather(
     pair_buf: np.ndarray,
     key_buf: np.ndarray,
     out: np.ndarray,
+    max_size: int,
 ) -> None:
     """``out[i, j]`` = index of the combination attrs[i] + others[members of subset j].
 
     :data:`UNREPORTED` when the aggregates do not report it, :data:`HOLDS_A` when the subset
-    contains attrs[i] itself. ``others[:m]`` ascending; subsets j < ``sets.n_of_m[m]``.
+    contains attrs[i] itself, :data:`SKIPPED` when the subset has more than ``max_size``
+    members (not looked up). ``others[:m]`` ascending; subsets j < ``sets.n_of_m[m]``.
     """
     R = lay.reporting_length
     idx1, pair_idx, attr_col, col_lo = lay.idx1, lay.pair_idx, lay.attr_col, lay.col_lo
@@ -130,6 +145,9 @@ def gather(
         below = bit - np.uint64(1)
         for j in range(ns):
             k = size[j]
+            if k > max_size:
+                out[i, j] = SKIPPED
+                continue
             held = False
             for t in range(k):
                 if others[members[j, t]] == a:
@@ -199,13 +217,16 @@ def gather(
 
 
 @_jit
-def count_synthetic(ids: np.ndarray, lay: Layout, syn: np.ndarray, sets: Subsets) -> int:
+def count_synthetic(
+    ids: np.ndarray, lay: Layout, syn: np.ndarray, sets: Subsets, max_size: int
+) -> int:
     """Add every record's combinations of length 1..R to ``syn`` (by combination index).
 
     ``ids`` (n, C) holds attribute ids (-1 = empty); a record's ids are ascending left to right
     (the domain numbers attributes column by column). Each combination is counted once, from
     its last attribute. Returns the number of combinations the records hold that the aggregates
-    do not report (0 for records of aggregate-seeded synthesis).
+    do not report (0 for records of aggregate-seeded synthesis). Combinations longer than
+    ``max_size + 1`` are neither counted nor checked.
     """
     n, n_cols = ids.shape
     others = np.empty(n_cols, dtype=np.int64)
@@ -221,12 +242,12 @@ def count_synthetic(ids: np.ndarray, lay: Layout, syn: np.ndarray, sets: Subsets
             if a < 0:
                 continue
             attrs[0] = a
-            gather(lay, attrs, 1, others, m, sets, pair_buf, key_buf, out)
+            gather(lay, attrs, 1, others, m, sets, pair_buf, key_buf, out, max_size)
             for j in range(sets.n_of_m[m]):
                 ci = out[0, j]
                 if ci >= 0:
                     syn[ci] += 1
-                else:
+                elif ci == UNREPORTED:
                     missing += 1
             others[m] = a
             m += 1
@@ -240,39 +261,58 @@ def match_pass(
     lay: Layout,
     st: MatchState,
     sets: Subsets,
-    max_drops: int,
+    kicks: bool,
+    stats: np.ndarray,
 ) -> int:
     """One pass of the local search over the cells of ``rows`` (in that order); returns moves.
 
     For each cell (record r, column c, value u), each other value v of the column with a
     reported 1-combination, and "empty", is a candidate; v may enter only if every combination
-    it forms with fewer than R of the record's other attributes is reported. A v with fewer
-    synthetic records than its DP count may also enter by emptying up to ``max_drops`` other
-    cells it forms unreported combinations with (of a blocking subset, the value with the
-    largest 1-way surplus goes). The cell takes the candidate that lowers
-    ``sum_k weight_by_len[k] * sum_c (syn[c] - count[c]) ** 2 + weight_by_len[1] *
-    sum_columns (empty_count - empty_target) ** 2`` the most, if one does. No move creates an
-    unreported combination. ``ids`` and ``st`` change in place.
+    it forms with fewer than R of the record's other attributes is reported. With ``kicks``, a
+    v further below its DP 1-count than u may also enter by emptying one other cell x, when
+    every combination v forms with the rest (without x) is reported. The cell takes the
+    candidate that lowers ``sum_k weight_by_len[k] * sum_c g(syn[c] - count[c]) +
+    weight_by_len[1] * sum_columns g(empty_count - empty_target)`` the most, if one does, where
+    g(e) = max(|e| - tolerance_by_len[k], 0) ** 2. No move creates an unreported combination.
+    ``ids`` and ``st`` change in place; ``stats`` (int64, 4) adds the candidates looked up, the
+    kicks evaluated, the kicks made and the moves.
     """
     n_cols = ids.shape[1]
     counts, idx1, attr_col = lay.counts, lay.idx1, lay.attr_col
     syn, wl, empty_count, empty_target = st.syn, st.weight_by_len, st.empty_count, st.empty_target
+    tol = st.tolerance_by_len
     members, size = sets.members, sets.size
     max_card = 1
     for c in range(n_cols):
         max_card = max(max_card, lay.col_hi[c] - lay.col_lo[c])
     n_sets = size.shape[0]
     G = np.empty((max_card + 1, n_sets), dtype=np.int64)
-    G2 = np.empty((max(max_drops, 1), n_sets), dtype=np.int64)
+    G2 = np.empty((1, n_sets), dtype=np.int64)
     attrs = np.empty(max_card + 1, dtype=np.int64)
-    attrs2 = np.empty(max(max_drops, 1), dtype=np.int64)
+    attrs2 = np.empty(1, dtype=np.int64)
     others = np.empty(n_cols, dtype=np.int64)
     pair_buf = np.empty(n_sets, dtype=np.int64)
     key_buf = np.empty(lay.reporting_length + 1, dtype=np.int64)
-    drop = np.empty(max(max_drops, 1), dtype=np.int64)  # positions in others
-    best_drop = np.empty(max(max_drops, 1), dtype=np.int64)
-    hit = np.zeros(n_sets, dtype=np.bool_)
+    drop_cost = np.empty(n_cols, dtype=np.float64)  # per position of others, NaN: not computed
     w1 = wl[1]
+    bs = lay.bitsets
+    colw, has1, b2, b3 = bs.colw, bs.has1, bs.b2, bs.b3
+    W = colw[colw.shape[0] - 1]
+    pair_idx, pair_first = lay.pair_idx, lay.pair_first
+    n_attr = attr_col.shape[0]
+    prefilter = bs.enabled and lay.reporting_length <= 3
+    has_b3 = lay.reporting_length == 3 and lay.triples.start.shape[0] > 1
+    acc = np.empty(max(W, 1), dtype=np.uint64)  # valid as they are
+    kick_acc = np.empty(max(W, 1), dtype=np.uint64)  # valid once one other cell empties
+    max_w = 1
+    for c in range(n_cols):
+        max_w = max(max_w, colw[c + 1] - colw[c])
+    vad = np.zeros((n_cols, max_w), dtype=np.uint64)  # valid once others[t] empties
+    # lengths of weight 0 need no lookup when the bits prove validity
+    look = lay.reporting_length - 1
+    if prefilter:
+        while look > 1 and wl[look + 1] == 0.0:
+            look -= 1
     moves = 0
     for q in range(rows.shape[0]):
         r = rows[q]
@@ -289,11 +329,62 @@ def match_pass(
                 attrs[0] = u
                 n_a = 1
             first = n_a
-            for v in range(lay.col_lo[c], lay.col_hi[c]):
-                if v != u and idx1[v] >= 0:
-                    attrs[n_a] = v
-                    n_a += 1
-            gather(lay, attrs, n_a, others, m, sets, pair_buf, key_buf, G)
+            lo = lay.col_lo[c]
+            e_u = syn[idx1[u]] - counts[idx1[u]] if u >= 0 else np.int64(0)
+            kick_below = min(e_u, 0)  # a kick only for a value further below its DP count
+            if prefilter:
+                # the values every other attribute pairs with (and, R = 3, every pair of them
+                # has as a third): valid as they are; and those valid once others[t] empties
+                w0 = colw[c]
+                nw = colw[c + 1] - w0
+                for w in range(nw):
+                    acc[w] = has1[w0 + w]
+                    kick_acc[w] = 0
+                for t in range(m):
+                    o = others[t] * W + w0
+                    for w in range(nw):
+                        acc[w] &= b2[o + w]
+                if has_b3:
+                    for t in range(m):
+                        for t2 in range(t + 1, m):
+                            o = (pair_idx[others[t] * n_attr + others[t2]] - pair_first) * W + w0
+                            for w in range(nw):
+                                acc[w] &= b3[o + w]
+                if kicks:
+                    for x in range(m):
+                        for w in range(nw):
+                            vad[x, w] = has1[w0 + w]
+                        for t in range(m):
+                            if t != x:
+                                o = others[t] * W + w0
+                                for w in range(nw):
+                                    vad[x, w] &= b2[o + w]
+                        if has_b3:
+                            for t in range(m):
+                                for t2 in range(t + 1, m):
+                                    if t == x or t2 == x:
+                                        continue
+                                    o = (
+                                        pair_idx[others[t] * n_attr + others[t2]] - pair_first
+                                    ) * W + w0
+                                    for w in range(nw):
+                                        vad[x, w] &= b3[o + w]
+                        for w in range(nw):
+                            kick_acc[w] |= vad[x, w]
+            for v in range(lo, lay.col_hi[c]):
+                if v == u or idx1[v] < 0:
+                    continue
+                if prefilter:
+                    sh = np.uint64((v - lo) % 64)
+                    if (acc[(v - lo) // 64] >> sh) & np.uint64(1) == 0:
+                        if not kicks or syn[idx1[v]] - counts[idx1[v]] >= kick_below:
+                            continue
+                        if (kick_acc[(v - lo) // 64] >> sh) & np.uint64(1) == 0:
+                            continue
+                attrs[n_a] = v
+                n_a += 1
+            gather(lay, attrs, n_a, others, m, sets, pair_buf, key_buf, G, look)
+            stats[0] += n_a
             e_empty = float(empty_count[c] - empty_target[c])
             # the objective's change when u leaves the cell
             d_rm = 0.0
@@ -301,124 +392,135 @@ def match_pass(
                 ok = True
                 for j in range(ns):
                     ci = G[0, j]
+                    if ci == SKIPPED:
+                        continue
                     if ci < 0:
                         ok = False  # the record holds an unreported combination: leave it
                         break
-                    d_rm += wl[size[j] + 1] * (1.0 - 2.0 * float(syn[ci] - counts[ci]))
+                    d_rm += wl[size[j] + 1] * _gain(
+                        float(syn[ci] - counts[ci]), -1.0, tol[size[j] + 1]
+                    )
                 if not ok:
                     continue
-                best = d_rm + w1 * (1.0 + 2.0 * e_empty)  # u -> empty
+                best = d_rm + w1 * _gain(e_empty, 1.0, tol[1])  # u -> empty
             else:
-                d_rm = w1 * (1.0 - 2.0 * e_empty)
+                d_rm = w1 * _gain(e_empty, -1.0, tol[1])
                 best = 0.0
             best_i = -1  # -1: empty (or no move, when u is empty)
-            n_best_drop = 0
+            best_x = -1  # position in others of the cell a kick empties
+            for t in range(m):
+                drop_cost[t] = np.nan
             for i in range(first, n_a):
                 v = attrs[i]
-                deficit = syn[idx1[v]] < counts[idx1[v]]
-                # blocking subsets, pairs first: drop one member of each (largest surplus)
-                n_drop = 0
-                ok = True
-                for k in range(1, lay.reporting_length):
+                # the cells whose emptying lets v in (x0, x1: positions in others; at most
+                # two, the members of any one blocking subset); n_miss: v is blocked
+                x0 = -1
+                x1 = -1
+                n_miss = 0
+                if prefilter:
+                    sh = np.uint64((v - lo) % 64)
+                    vw = (v - lo) // 64
+                    if (acc[vw] >> sh) & np.uint64(1) == 0:
+                        n_miss = 1
+                        for t in range(m if kicks else 0):
+                            if (vad[t, vw] >> sh) & np.uint64(1) != 0:
+                                if x0 < 0:
+                                    x0 = t
+                                else:
+                                    x1 = t
+                else:
                     for j in range(ns):
-                        if size[j] != k or G[i, j] != UNREPORTED:
+                        if G[i, j] != UNREPORTED:
                             continue
-                        covered = False
-                        for t in range(k):
-                            for s in range(n_drop):
-                                if members[j, t] == drop[s]:
-                                    covered = True
-                        if covered:
-                            continue
-                        if not deficit or n_drop == max_drops:
-                            ok = False
+                        if n_miss == 0:
+                            x0 = members[j, 0] if size[j] > 0 else -1
+                            x1 = members[j, 1] if size[j] > 1 else -1
+                        else:  # keep the members of the first blocking subset this one holds
+                            has0 = False
+                            has1_ = False
+                            for t in range(size[j]):
+                                if members[j, t] == x0:
+                                    has0 = True
+                                if members[j, t] == x1:
+                                    has1_ = True
+                            if not has0:
+                                x0 = -1
+                            if not has1_:
+                                x1 = -1
+                        n_miss += 1
+                        if x0 < 0 and x1 < 0:
                             break
-                        pos = members[j, 0]
-                        worst = -1.0e300
-                        for t in range(k):
-                            x = others[members[j, t]]
-                            sur = float(syn[idx1[x]] - counts[idx1[x]])
-                            if sur >= worst:
-                                worst = sur
-                                pos = members[j, t]
-                        drop[n_drop] = pos
-                        n_drop += 1
-                    if not ok:
-                        break
-                if not ok:
+                if n_miss > 0 and (
+                    not kicks or (x0 < 0 and x1 < 0) or syn[idx1[v]] - counts[idx1[v]] >= kick_below
+                ):
                     continue
-                for j in range(ns):
-                    h = False
-                    for t in range(size[j]):
-                        for s in range(n_drop):
-                            if members[j, t] == drop[s]:
-                                h = True
-                    hit[j] = h
-                d = d_rm
-                for j in range(ns):
-                    if not hit[j]:
+                for option in range(2 if n_miss > 0 else 1):
+                    x = -1
+                    if n_miss > 0:
+                        x = x0 if option == 0 else x1
+                        if x < 0:
+                            continue
+                    d = d_rm
+                    for j in range(ns):
+                        held = False
+                        for t in range(size[j] if x >= 0 else 0):
+                            if members[j, t] == x:
+                                held = True
                         ci = G[i, j]
-                        d += wl[size[j] + 1] * (1.0 + 2.0 * float(syn[ci] - counts[ci]))
-                if n_drop > 0:
-                    for s in range(n_drop):
-                        attrs2[s] = others[drop[s]]
-                    gather(lay, attrs2, n_drop, others, m, sets, pair_buf, key_buf, G2)
-                    for s in range(n_drop):
-                        for j in range(ns):
-                            ci = G2[s, j]
-                            if ci == HOLDS_A or _holds_earlier(members, size, j, drop, s):
-                                continue
-                            d += wl[size[j] + 1] * (1.0 - 2.0 * float(syn[ci] - counts[ci]))
-                        xc = attr_col[attrs2[s]]
-                        d += w1 * (1.0 + 2.0 * float(empty_count[xc] - empty_target[xc]))
-                if d < best - 1e-9:
-                    best = d
-                    best_i = i
-                    n_best_drop = n_drop
-                    for s in range(n_drop):
-                        best_drop[s] = drop[s]
+                        if not held and ci != SKIPPED:
+                            d += wl[size[j] + 1] * _gain(
+                                float(syn[ci] - counts[ci]), 1.0, tol[size[j] + 1]
+                            )
+                    if x >= 0:
+                        stats[1] += 1
+                        if np.isnan(drop_cost[x]):  # others[x] leaves (u already left)
+                            attrs2[0] = others[x]
+                            gather(lay, attrs2, 1, others, m, sets, pair_buf, key_buf, G2, look)
+                            dc = 0.0
+                            for j in range(ns):
+                                ci = G2[0, j]
+                                if ci >= 0:
+                                    dc += wl[size[j] + 1] * _gain(
+                                        float(syn[ci] - counts[ci]), -1.0, tol[size[j] + 1]
+                                    )
+                            xc = attr_col[others[x]]
+                            ex = float(empty_count[xc] - empty_target[xc])
+                            drop_cost[x] = dc + w1 * _gain(ex, 1.0, tol[1])
+                        d += drop_cost[x]
+                    if d < best - 1e-9:
+                        best = d
+                        best_i = i
+                        best_x = x
             if best >= -1e-9 or (u < 0 and best_i < 0):
                 continue
-            # apply: u's combinations lose a record, then the drops', then the new value's gain
+            # apply: u's combinations lose a record, then the emptied cell's, then v's gain one
             if u >= 0:
                 for j in range(ns):
-                    syn[G[0, j]] -= 1
+                    if G[0, j] >= 0:
+                        syn[G[0, j]] -= 1
                 empty_count[c] += 1
-            if n_best_drop > 0:
-                for s in range(n_best_drop):
-                    attrs2[s] = others[best_drop[s]]
-                gather(lay, attrs2, n_best_drop, others, m, sets, pair_buf, key_buf, G2)
-                for s in range(n_best_drop):
-                    for j in range(ns):
-                        ci = G2[s, j]
-                        if ci == HOLDS_A or _holds_earlier(members, size, j, best_drop, s):
-                            continue
-                        syn[ci] -= 1
-                    xc = attr_col[attrs2[s]]
-                    empty_count[xc] += 1
-                    ids[r, xc] = -1
+            if best_x >= 0:
+                stats[2] += 1
+                attrs2[0] = others[best_x]
+                gather(lay, attrs2, 1, others, m, sets, pair_buf, key_buf, G2, look)
+                for j in range(ns):
+                    if G2[0, j] >= 0:
+                        syn[G2[0, j]] -= 1
+                xc = attr_col[others[best_x]]
+                empty_count[xc] += 1
+                ids[r, xc] = -1
             if best_i >= 0:
                 for j in range(ns):
-                    h = False
-                    for t in range(size[j]):
-                        for s in range(n_best_drop):
-                            if members[j, t] == best_drop[s]:
-                                h = True
-                    if not h:
+                    held = False
+                    for t in range(size[j] if best_x >= 0 else 0):
+                        if members[j, t] == best_x:
+                            held = True
+                    if not held and G[best_i, j] >= 0:
                         syn[G[best_i, j]] += 1
                 empty_count[c] -= 1
                 ids[r, c] = attrs[best_i]
             else:
                 ids[r, c] = -1
             moves += 1
+    stats[3] += moves
     return moves
-
-
-@_jit
-def _holds_earlier(members: np.ndarray, size: np.ndarray, j: int, drop: np.ndarray, s: int) -> bool:
-    """Subset j holds one of the positions drop[:s] (counted with that earlier drop)."""
-    for t in range(size[j]):
-        for s2 in range(s):
-            if members[j, t] == drop[s2]:
-                return True
-    return False
