@@ -37,7 +37,8 @@ class MatchState(NamedTuple):
 
     Attributes:
         syn: synthetic count of every combination (by index in ``Layout.counts``).
-        weight_by_len: objective weight of each combination length (index k; 0 unused).
+        weight_by_len: objective weight of each combination length (index k); index 0: the
+            weight of the columns' empty cells.
         empty_count: empty cells per column.
         empty_target: the DP 1-counts' empty cells per column (records - sum of 1-counts, >= 0).
         tolerance_by_len: gap to the DP count that costs nothing, per length (index k; the
@@ -272,7 +273,7 @@ def match_pass(
     v further below its DP 1-count than u may also enter by emptying one other cell x, when
     every combination v forms with the rest (without x) is reported. The cell takes the
     candidate that lowers ``sum_k weight_by_len[k] * sum_c g(syn[c] - count[c]) +
-    weight_by_len[1] * sum_columns g(empty_count - empty_target)`` the most, if one does, where
+    weight_by_len[0] * sum_columns g(empty_count - empty_target)`` the most, if one does, where
     g(e) = max(|e| - tolerance_by_len[k], 0) ** 2. No move creates an unreported combination.
     ``ids`` and ``st`` change in place; ``stats`` (int64, 4) adds the candidates looked up, the
     kicks evaluated, the kicks made and the moves.
@@ -294,7 +295,7 @@ def match_pass(
     pair_buf = np.empty(n_sets, dtype=np.int64)
     key_buf = np.empty(lay.reporting_length + 1, dtype=np.int64)
     drop_cost = np.empty(n_cols, dtype=np.float64)  # per position of others, NaN: not computed
-    w1 = wl[1]
+    w_empty = wl[0]
     bs = lay.bitsets
     colw, has1, b2, b3 = bs.colw, bs.has1, bs.b2, bs.b3
     W = colw[colw.shape[0] - 1]
@@ -402,9 +403,9 @@ def match_pass(
                     )
                 if not ok:
                     continue
-                best = d_rm + w1 * _gain(e_empty, 1.0, tol[1])  # u -> empty
+                best = d_rm + w_empty * _gain(e_empty, 1.0, tol[1])  # u -> empty
             else:
-                d_rm = w1 * _gain(e_empty, -1.0, tol[1])
+                d_rm = w_empty * _gain(e_empty, -1.0, tol[1])
                 best = 0.0
             best_i = -1  # -1: empty (or no move, when u is empty)
             best_x = -1  # position in others of the cell a kick empties
@@ -485,7 +486,7 @@ def match_pass(
                                     )
                             xc = attr_col[others[x]]
                             ex = float(empty_count[xc] - empty_target[xc])
-                            drop_cost[x] = dc + w1 * _gain(ex, 1.0, tol[1])
+                            drop_cost[x] = dc + w_empty * _gain(ex, 1.0, tol[1])
                         d += drop_cost[x]
                     if d < best - 1e-9:
                         best = d

@@ -34,6 +34,8 @@ __all__ = [
 
 WEIGHT_BY_LEN = (1.0, 1.0, 0.1)
 """Objective weight of a combination of length 1, 2, 3 (longer ones: the last value)."""
+EMPTY_WEIGHT = 1.0
+"""Objective weight of a column's empty cells against records - the column's DP 1-counts."""
 KICKS = True
 """A value further below its DP 1-count than the cell's may enter by emptying one other cell."""
 MAX_PASSES = 3
@@ -178,12 +180,14 @@ def _tolerance_array(tol: Sequence[float] | None, reporting_length: int) -> NDAr
 
 
 def weight_by_len(reporting_length: int) -> NDArray[np.float64]:
-    """:data:`WEIGHT_BY_LEN` as the kernel reads it: index k = length (0 unused).
+    """:data:`WEIGHT_BY_LEN` as the kernel reads it: index k = length, index 0 the empty cells'
+    weight (:data:`EMPTY_WEIGHT`).
 
     >>> weight_by_len(4).tolist()
-    [0.0, 1.0, 1.0, 0.1, 0.1]
+    [1.0, 1.0, 1.0, 0.1, 0.1]
     """
     w = np.zeros(reporting_length + 1, dtype=np.float64)
+    w[0] = EMPTY_WEIGHT
     for k in range(1, reporting_length + 1):
         w[k] = WEIGHT_BY_LEN[min(k, len(WEIGHT_BY_LEN)) - 1]
     return w
