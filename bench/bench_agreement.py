@@ -2,7 +2,8 @@
 
 For each data set, ε and seed: our DP aggregates (R = 3 unless --reporting-length), then the
 default records twice from the same seed, without (before issue 22) and with
-``match_aggregates``. Prints per run the agreement figures (share of the released 1-way values
+``match_aggregates``, given the published noise (``noise_sd_by_len``, as the release passes it;
+``--no-noise``: without). Prints per run the agreement figures (share of the released 1-way values
 whose synthetic count lies inside the published 95% noise interval, 1.96 σ_1 √Δ_1; the same for
 the reported 2-combinations; share of column pairs passing the χ² test of
 ``pair_within_noise_share``), mean TVD of all 1-/2-/3-way marginals vs the sensitive data, SDS's
@@ -135,7 +136,7 @@ def row(name: str, seed: str, n: int, f: dict) -> str:
     )
 
 
-def run_set(build: Any, seeds: list[int]) -> None:
+def run_set(build: Any, seeds: list[int], with_noise: bool) -> None:
     """All seeds of one set: before and after rows, then their means."""
     load = Path("/proc/loadavg").read_text().split()[0]
     means: dict[str, list[dict]] = {"before": [], "after": []}
@@ -147,12 +148,15 @@ def run_set(build: Any, seeds: list[int]) -> None:
         n = default_target(aggregates)
         if seed == seeds[0]:
             print(f"\n### {name} (load {load} at start)\n\n{HEADER}\n" + "|---" * 14 + "|")
+        rep = result.report
+        sd = count_sd_by_len(rep.sigma_by_len, rep.allowed_sensitivity_by_len)
         for label, match in (("before", False), ("after", True)):
             c0 = time.process_time()
             records = synthesize(
                 aggregates,
                 SynthesisParams(target_number_of_records=n, match_aggregates=match),
                 rng=np.random.default_rng(seed),
+                noise_sd_by_len=[sd[k] for k in sorted(sd)] if with_noise else None,
             )
             f = figures(original, result, records, time.process_time() - c0)
             means[label].append(f)
@@ -175,9 +179,15 @@ def main() -> None:
     parser.add_argument("--raw-only", action="store_true")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--reporting-length", type=int, default=None)
+    parser.add_argument(
+        "--no-noise",
+        action="store_true",
+        help="synthesize without the published noise (as tasks/synthesis.py does today)",
+    )
     args = parser.parse_args()
+    noise = not args.no_noise
     if "example" in args.sets:
-        run_set(lambda seed: example(seed, args.reporting_length), args.seeds)
+        run_set(lambda seed: example(seed, args.reporting_length), args.seeds, noise)
     if "pums" in args.sets:
         kinds = [
             k for k in (False, True) if not ((k and args.raw_only) or (not k and args.binned_only))
@@ -187,7 +197,9 @@ def main() -> None:
             for binned in kinds:
                 for eps in args.epsilons:
                     run_set(
-                        lambda seed, s=size, b=binned, e=eps: pums(s, b, e, seed, r), args.seeds
+                        lambda seed, s=size, b=binned, e=eps: pums(s, b, e, seed, r),
+                        args.seeds,
+                        noise,
                     )
 
 

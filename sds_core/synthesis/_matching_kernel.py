@@ -43,6 +43,8 @@ class MatchState(NamedTuple):
         empty_target: the DP 1-counts' empty cells per column (records - sum of 1-counts, >= 0).
         tolerance_by_len: gap to the DP count that costs nothing, per length (index k; the
             empty cells use length 1's): a combination's term is max(|gap| - tolerance, 0) ** 2.
+        scale: the records' count of a combination is compared with ``scale`` times its DP
+            count (records / records per budget cycle: 1 when the target is the DP count).
     """
 
     syn: NDArray[np.int64]
@@ -50,6 +52,7 @@ class MatchState(NamedTuple):
     empty_count: NDArray[np.int64]
     empty_target: NDArray[np.float64]
     tolerance_by_len: NDArray[np.float64]
+    scale: float
 
 
 class Subsets(NamedTuple):
@@ -282,6 +285,7 @@ def match_pass(
     counts, idx1, attr_col = lay.counts, lay.idx1, lay.attr_col
     syn, wl, empty_count, empty_target = st.syn, st.weight_by_len, st.empty_count, st.empty_target
     tol = st.tolerance_by_len
+    scale = st.scale
     members, size = sets.members, sets.size
     max_card = 1
     for c in range(n_cols):
@@ -331,8 +335,8 @@ def match_pass(
                 n_a = 1
             first = n_a
             lo = lay.col_lo[c]
-            e_u = syn[idx1[u]] - counts[idx1[u]] if u >= 0 else np.int64(0)
-            kick_below = min(e_u, 0)  # a kick only for a value further below its DP count
+            e_u = float(syn[idx1[u]]) - counts[idx1[u]] * scale if u >= 0 else 0.0
+            kick_below = min(e_u, 0.0)  # a kick only for a value further below its DP count
             if prefilter:
                 # the values every other attribute pairs with (and, R = 3, every pair of them
                 # has as a third): valid as they are; and those valid once others[t] empties
@@ -378,7 +382,7 @@ def match_pass(
                 if prefilter:
                     sh = np.uint64((v - lo) % 64)
                     if (acc[(v - lo) // 64] >> sh) & np.uint64(1) == 0:
-                        if not kicks or syn[idx1[v]] - counts[idx1[v]] >= kick_below:
+                        if not kicks or float(syn[idx1[v]]) - counts[idx1[v]] * scale >= kick_below:
                             continue
                         if (kick_acc[(v - lo) // 64] >> sh) & np.uint64(1) == 0:
                             continue
@@ -399,7 +403,7 @@ def match_pass(
                         ok = False  # the record holds an unreported combination: leave it
                         break
                     d_rm += wl[size[j] + 1] * _gain(
-                        float(syn[ci] - counts[ci]), -1.0, tol[size[j] + 1]
+                        float(syn[ci]) - counts[ci] * scale, -1.0, tol[size[j] + 1]
                     )
                 if not ok:
                     continue
@@ -452,7 +456,9 @@ def match_pass(
                         if x0 < 0 and x1 < 0:
                             break
                 if n_miss > 0 and (
-                    not kicks or (x0 < 0 and x1 < 0) or syn[idx1[v]] - counts[idx1[v]] >= kick_below
+                    not kicks
+                    or (x0 < 0 and x1 < 0)
+                    or float(syn[idx1[v]]) - counts[idx1[v]] * scale >= kick_below
                 ):
                     continue
                 for option in range(2 if n_miss > 0 else 1):
@@ -470,7 +476,7 @@ def match_pass(
                         ci = G[i, j]
                         if not held and ci != SKIPPED:
                             d += wl[size[j] + 1] * _gain(
-                                float(syn[ci] - counts[ci]), 1.0, tol[size[j] + 1]
+                                float(syn[ci]) - counts[ci] * scale, 1.0, tol[size[j] + 1]
                             )
                     if x >= 0:
                         stats[1] += 1
@@ -482,7 +488,7 @@ def match_pass(
                                 ci = G2[0, j]
                                 if ci >= 0:
                                     dc += wl[size[j] + 1] * _gain(
-                                        float(syn[ci] - counts[ci]), -1.0, tol[size[j] + 1]
+                                        float(syn[ci]) - counts[ci] * scale, -1.0, tol[size[j] + 1]
                                     )
                             xc = attr_col[others[x]]
                             ex = float(empty_count[xc] - empty_target[xc])

@@ -34,6 +34,7 @@ from sds_core.synthesis._state import (
 )
 from sds_core.synthesis.layout import build_layout
 from sds_core.synthesis.matching import match_records
+from sds_core.synthesis.matching import tolerance as match_tolerance
 from sds_core.synthesis.params import SynthesisParams
 from sds_core.synthesis.reconcile import reconcile_one_way
 
@@ -75,6 +76,7 @@ def synthesize(
     progress: Callable[[int, int], None] | None = None,
     multi_value_columns: tuple[MultiValueColumn, ...] = (),
     batch_map: BatchMap | None = None,
+    noise_sd_by_len: Sequence[float] | None = None,
 ) -> PreparedTable:
     """Synthesize records from ``aggregates`` alone (aggregate-seeded synthesis, spec §2.1).
 
@@ -88,6 +90,10 @@ def synthesize(
         multi_value_columns: passed through to the result (for re-joining on output).
         batch_map: with B > 1 batches, runs them (e.g. on a cluster's workers) instead of this
             process's threads; the records are identical (same batch seeds, batch order).
+        noise_sd_by_len: the published noise standard deviation of one count of each length
+            (σ_k·√Δ_k, the manifest's ``noise_sd``; public). With ``match_aggregates``, gaps
+            within ``matching.TOLERANCE_Z`` of it are left alone (the records do not chase the
+            noise). None: every gap counts.
 
     Returns:
         A PreparedTable over ``aggregates.domain`` (codes, -1 = empty), rows shuffled.
@@ -95,7 +101,7 @@ def synthesize(
     Raises:
         SdsInputError: bad parameters, or aggregates without any single-attribute count.
     """
-    plan = plan_synthesis(aggregates, params)
+    plan = plan_synthesis(aggregates, params, noise_sd_by_len)
     require(isinstance(rng, np.random.Generator), "rng must be a numpy.random.Generator")
     job, batches, target, total_budget = plan.job, plan.batches, plan.target, plan.job.total_budget
     domain = aggregates.domain
@@ -150,9 +156,13 @@ class SynthesisPlan:
 
 
 def plan_synthesis(
-    aggregates: AggregateSet, params: SynthesisParams = SynthesisParams()
+    aggregates: AggregateSet,
+    params: SynthesisParams = SynthesisParams(),
+    noise_sd_by_len: Sequence[float] | None = None,
 ) -> SynthesisPlan:
     """The batches :func:`synthesize` runs (its layout, settings and targets; draws nothing).
+
+    ``noise_sd_by_len``: see :func:`synthesize`.
 
     Raises:
         SdsInputError: bad parameters, or aggregates without any single-attribute count.
@@ -190,6 +200,11 @@ def plan_synthesis(
     card = np.bincount(attr_col[lay.idx1 >= 0], minlength=n_cols)
     # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
     col_order = np.lexsort((card, -np.round(fill_rate, 2))).astype(np.int64)
+    tolerance = None if noise_sd_by_len is None else match_tolerance(noise_sd_by_len)
+    require(
+        tolerance is None or len(tolerance) >= R,
+        f"noise_sd_by_len needs one value per length 1..{R}, got {noise_sd_by_len!r}",
+    )
     settings = RunSettings(
         use_synthetic_counts=params.use_synthetic_counts,
         percentile=params.weight_selection_percentile / 100.0,
@@ -205,6 +220,8 @@ def plan_synthesis(
         n_cols,
         total_budget,
         bool(params.match_aggregates),
+        float(cycle),
+        None if tolerance is None else tuple(t * f / batches for t in tolerance),
     )
     return SynthesisPlan(job, batches, target)
 
@@ -239,6 +256,8 @@ class BatchJob:
     n_cols: int
     total_budget: int
     match_aggregates: bool
+    cycle: float
+    match_tolerance: tuple[float, ...] | None
 
 
 BatchMap = Callable[
@@ -281,7 +300,9 @@ def run_batch(
             break
     if job.match_aggregates and chunks:
         ids = np.concatenate(chunks)
-        match_records(ids, job.lay, rng=b_rng)
+        # a target asks for target / cycle times the counts of one budget cycle
+        scale = 1.0 if b_target is None else b_target / job.cycle
+        match_records(ids, job.lay, rng=b_rng, tolerance_by_len=job.match_tolerance, scale=scale)
         chunks = [ids]
     return chunks
 

@@ -104,6 +104,7 @@ def match_records(
     rng: np.random.Generator,
     passes: int = MAX_PASSES,
     tolerance_by_len: Sequence[float] | None = None,
+    scale: float = 1.0,
 ) -> MatchStats:
     """Move the records ``ids`` (attribute ids, -1 = empty) towards ``lay``'s counts, in place.
 
@@ -116,12 +117,14 @@ def match_records(
     enter by emptying one other cell that blocks it. Passes stop when one moves fewer cells
     than :data:`STOP_SHARE` of the records, or after ``passes``. With ``tolerance_by_len`` (t_k
     for k = 1..R, see :func:`tolerance`), a gap within t_k of the DP count costs nothing: the
-    term is max(|gap| - t_k, 0) ** 2.
+    term is max(|gap| - t_k, 0) ** 2. ``scale`` multiplies every count of ``lay`` first (the
+    records a target asks for per record of a budget cycle: 1 for the DP record count).
 
     Returns:
         What the search did (:class:`MatchStats`).
     """
     require(passes >= 0, f"passes must be >= 0, got {passes}")
+    require(scale > 0, f"scale must be > 0, got {scale}")
     n, n_cols = ids.shape
     if n == 0 or passes == 0:
         return MatchStats(0, 0, 0, 0, 0)
@@ -130,8 +133,9 @@ def match_records(
         syn=np.zeros(lay.counts.size, dtype=np.int64),
         weight_by_len=weight_by_len(lay.reporting_length),
         empty_count=(ids < 0).sum(axis=0).astype(np.int64),
-        empty_target=np.maximum(float(n) - col_filled, 0.0),
+        empty_target=np.maximum(float(n) - scale * col_filled, 0.0),
         tolerance_by_len=_tolerance_array(tolerance_by_len, lay.reporting_length),
+        scale=float(scale),
     )
     sets = subsets(n_cols - 1, lay.reporting_length)
     count_synthetic(ids, lay, st.syn, sets, _counted_size(st.weight_by_len, lay))
