@@ -33,6 +33,8 @@ from sds_core.synthesis._state import (
     new_work_state,
 )
 from sds_core.synthesis.layout import build_layout
+from sds_core.synthesis.matching import match_records
+from sds_core.synthesis.matching import tolerance as match_tolerance
 from sds_core.synthesis.params import SynthesisParams
 from sds_core.synthesis.reconcile import reconcile_one_way
 
@@ -45,7 +47,7 @@ AUTO_BATCH_RECORDS = 200_000
 
 
 REFERENCE_PARAMS = SynthesisParams(
-    use_synthetic_counts=False, complete_records=False, parallel_batches=1
+    use_synthetic_counts=False, complete_records=False, parallel_batches=1, match_aggregates=False
 )
 """pac-synth 0.0.8's behaviour (its ``sample()`` without a target)."""
 
@@ -73,6 +75,7 @@ def synthesize(
     rng: np.random.Generator,
     progress: Callable[[int, int], None] | None = None,
     multi_value_columns: tuple[MultiValueColumn, ...] = (),
+    noise_sd_by_len: Sequence[float] | None = None,
 ) -> PreparedTable:
     """Synthesize records from ``aggregates`` alone (aggregate-seeded synthesis, spec §2.1).
 
@@ -84,6 +87,10 @@ def synthesize(
             the target, or the total attribute budget (with ``done`` in attributes used) when
             no target is given.
         multi_value_columns: passed through to the result (for re-joining on output).
+        noise_sd_by_len: the published noise standard deviation of one count of each length
+            (σ_k·√Δ_k, the manifest's ``noise_sd``; public). With ``match_aggregates``, gaps
+            within ``matching.TOLERANCE_Z`` of it are left alone (the records do not chase the
+            noise). None: every gap counts.
 
     Returns:
         A PreparedTable over ``aggregates.domain`` (codes, -1 = empty), rows shuffled.
@@ -91,7 +98,7 @@ def synthesize(
     Raises:
         SdsInputError: bad parameters, or aggregates without any single-attribute count.
     """
-    plan = plan_synthesis(aggregates, params)
+    plan = plan_synthesis(aggregates, params, noise_sd_by_len)
     require(isinstance(rng, np.random.Generator), "rng must be a numpy.random.Generator")
     job, batches, target, total_budget = plan.job, plan.batches, plan.target, plan.job.total_budget
     domain = aggregates.domain
@@ -141,9 +148,13 @@ class SynthesisPlan:
 
 
 def plan_synthesis(
-    aggregates: AggregateSet, params: SynthesisParams = SynthesisParams()
+    aggregates: AggregateSet,
+    params: SynthesisParams = SynthesisParams(),
+    noise_sd_by_len: Sequence[float] | None = None,
 ) -> SynthesisPlan:
     """The batches :func:`synthesize` runs (its layout, settings and targets; draws nothing).
+
+    ``noise_sd_by_len``: see :func:`synthesize`.
 
     Raises:
         SdsInputError: bad parameters, or aggregates without any single-attribute count.
@@ -181,6 +192,11 @@ def plan_synthesis(
     card = np.bincount(attr_col[lay.idx1 >= 0], minlength=n_cols)
     # completion order: fuller columns first (fill rates equal to 2 decimals: fewer values first)
     col_order = np.lexsort((card, -np.round(fill_rate, 2))).astype(np.int64)
+    tolerance = None if noise_sd_by_len is None else match_tolerance(noise_sd_by_len)
+    require(
+        tolerance is None or len(tolerance) >= R,
+        f"noise_sd_by_len needs one value per length 1..{R}, got {noise_sd_by_len!r}",
+    )
     settings = RunSettings(
         use_synthetic_counts=params.use_synthetic_counts,
         percentile=params.weight_selection_percentile / 100.0,
@@ -189,7 +205,16 @@ def plan_synthesis(
         col_order=col_order,
         fill_rate=fill_rate,
     )
-    job = BatchJob(lay, settings, bool(params.complete_records), n_cols, total_budget)
+    job = BatchJob(
+        lay,
+        settings,
+        bool(params.complete_records),
+        n_cols,
+        total_budget,
+        bool(params.match_aggregates),
+        float(cycle),
+        None if tolerance is None else tuple(t * f / batches for t in tolerance),
+    )
     return SynthesisPlan(job, batches, target)
 
 
@@ -222,6 +247,9 @@ class BatchJob:
     complete_records: bool
     n_cols: int
     total_budget: int
+    match_aggregates: bool
+    cycle: float
+    match_tolerance: tuple[float, ...] | None
 
 
 def run_batch(
@@ -231,7 +259,10 @@ def run_batch(
     report: Callable[[int], None] | None = None,
 ) -> list[NDArray[np.int64]]:
     """One batch: its own budgets, synthetic counts and fill counters; ``report(done)`` after
-    each chunk (records made, or attribute budget used without a target)."""
+    each chunk (records made, or attribute budget used without a target). With
+    ``job.match_aggregates`` the batch's records are then matched to the batch's (scaled)
+    aggregates (:func:`sds_core.synthesis.matching.match_records`, drawing from ``b_rng``), so a
+    batch run on a cluster's worker gives the same records as here."""
     kernel = synthesize_records_ordered if job.complete_records else synthesize_records
     work = new_work_state(job.lay.budget, job.lay.counts.size, job.lay.triples.count, job.n_cols)
     chunks: list[NDArray[np.int64]] = []
@@ -251,6 +282,12 @@ def run_batch(
             report(job.total_budget - int(work.counters[BUDGET_LEFT]) if b_target is None else made)
         if work.counters[STATUS] == DONE:
             break
+    if job.match_aggregates and chunks:
+        ids = np.concatenate(chunks)
+        # a target asks for target / cycle times the counts of one budget cycle
+        scale = 1.0 if b_target is None else b_target / job.cycle
+        match_records(ids, job.lay, rng=b_rng, tolerance_by_len=job.match_tolerance, scale=scale)
+        chunks = [ids]
     return chunks
 
 

@@ -90,6 +90,20 @@ class SynthesisParams:
         "replay.",
         privacy=_POST_PROCESSING,
     )
+    match_aggregates: bool = param(
+        True,
+        kind=bool,
+        doc="After synthesis, a local search moves the records' cells towards the DP counts: each "
+        "cell takes the value (or empty) that most lowers the squared gap between the records' "
+        "1- and 2-way counts and the DP counts (gaps within one published noise standard "
+        "deviation are free), among the values whose every combination with the record's other "
+        "attributes is reported; a value further below its DP 1-count may also empty the one "
+        "cell that blocks it (sds_core.synthesis.matching). Keeps the guarantee (no unreported "
+        "combination of length <= R) and the record count; the records then agree with the "
+        "published counts within their noise far more often (docs/synthesis.md measures it). "
+        "False = the records as built before issue 22.",
+        privacy=_POST_PROCESSING,
+    )
     reconcile_one_way: bool = param(
         False,
         kind=bool,

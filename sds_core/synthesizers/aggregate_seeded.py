@@ -8,6 +8,7 @@ this adapter makes SDS selectable by name like every other synthesizer.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, make_dataclass
 from typing import Any, ClassVar
@@ -26,9 +27,14 @@ from sds_core.synthesizers.base import FitResult, SynthesizerSpend, check_epsilo
 
 @dataclass(frozen=True, slots=True, eq=False)
 class AggregateSeededModel:
-    """The DP model: the DP aggregates (every field publishable)."""
+    """The DP model: the DP aggregates and their noise (every field publishable).
+
+    ``noise_sd_by_len``: the noise standard deviation of one count of each length (σ_k·√Δ_k),
+    which synthesis uses to leave gaps within the noise alone (None: unknown).
+    """
 
     aggregates: AggregateSet
+    noise_sd_by_len: tuple[float, ...] | None = None
 
     @property
     def domain(self) -> Domain:
@@ -132,7 +138,12 @@ class AggregateSeeded(_DpOptions):  # type: ignore[misc]  # a base generated fro
         result = dp_aggregate(
             table, self.dp_params(epsilon, delta), rnd, release_label=release_label
         )
-        self._model = AggregateSeededModel(result.aggregates)
+        rep = result.report
+        noise = tuple(
+            float(s) * math.sqrt(max(int(a), 0))
+            for s, a in zip(rep.sigma_by_len, rep.allowed_sensitivity_by_len, strict=True)
+        )
+        self._model = AggregateSeededModel(result.aggregates, noise)
         self._multi_value = table.multi_value_columns
         notes: Mapping[str, object] = dict(result.private_notes)
         return FitResult(
@@ -151,5 +162,9 @@ class AggregateSeeded(_DpOptions):  # type: ignore[misc]  # a base generated fro
             return PreparedTable(self._model.domain, empty, self._multi_value)
         params = SynthesisParams() if n is None else SynthesisParams(target_number_of_records=n)
         return synthesize(
-            self._model.aggregates, params, rng=rng, multi_value_columns=self._multi_value
+            self._model.aggregates,
+            params,
+            rng=rng,
+            multi_value_columns=self._multi_value,
+            noise_sd_by_len=self._model.noise_sd_by_len,
         )

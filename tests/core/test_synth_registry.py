@@ -52,7 +52,9 @@ def test_seed_synthesizers_are_registered() -> None:
 
 
 def test_aggregate_seeded_equals_dp_aggregate_plus_synthesize() -> None:
-    """fit/sample give exactly dp_aggregate + synthesize(SynthesisParams()) with the same key."""
+    """fit/sample give exactly dp_aggregate + synthesize(SynthesisParams()) with the same key
+    (and the aggregates' published noise, which matching reads)."""
+    from sds_core.evaluation.agreement import count_sd_by_len
     from sds_core.marginals.engine import dp_aggregate
     from sds_core.marginals.params import DpParams
     from sds_core.synthesis.generator import SynthesisParams, synthesize
@@ -71,7 +73,13 @@ def test_aggregate_seeded_equals_dp_aggregate_plus_synthesize() -> None:
     assert fit.model.aggregates.to_text_dict() == ref.aggregates.to_text_dict()
     assert fit.privacy_report == ref.report.to_dict()
     ours = synth.sample(None, rng=np.random.default_rng(8))
-    theirs = synthesize(ref.aggregates, SynthesisParams(), rng=np.random.default_rng(8))
+    sd = count_sd_by_len(ref.report.sigma_by_len, ref.report.allowed_sensitivity_by_len)
+    theirs = synthesize(
+        ref.aggregates,
+        SynthesisParams(),
+        rng=np.random.default_rng(8),
+        noise_sd_by_len=[sd[k] for k in sorted(sd)],
+    )
     assert ours.domain == theirs.domain
     assert np.array_equal(ours.codes, theirs.codes)
     assert synth.sample(0, rng=np.random.default_rng(0)).n_records == 0

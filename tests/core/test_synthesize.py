@@ -124,8 +124,13 @@ def test_completion_fills_columns_the_reference_leaves_empty() -> None:
     agg = _agg(dom, counts, 2, n=20)
     for seed in range(3):
         rng = np.random.default_rng(seed)
-        plain = SynthesisParams(complete_records=False, target_number_of_records=20)
-        full = SynthesisParams(complete_records=True, target_number_of_records=20)
+        # the generator alone (matching would empty some b1 cells: (a1, b1) has 5, not 10)
+        plain = SynthesisParams(
+            complete_records=False, target_number_of_records=20, match_aggregates=False
+        )
+        full = SynthesisParams(
+            complete_records=True, target_number_of_records=20, match_aggregates=False
+        )
         assert (synthesize(agg, plain, rng=rng).codes < 0).sum() > 0
         completed = synthesize(agg, full, rng=rng)
         assert completed.n_records == 20
@@ -207,11 +212,15 @@ def test_parallel_batches_replay_and_split_the_target() -> None:
         rng=np.random.default_rng(4),
     )
     assert not np.array_equal(one.codes, a.codes)
-    # without a target each of B batches uses its ceil(count / B) budgets once
+    # without a target each of B batches uses its ceil(count / B) budgets once (the generator
+    # alone: matching moves cells afterwards)
     c1 = agg.counts_of(1).counts
     for batches in (1, 3):
         p = SynthesisParams(
-            use_synthetic_counts=False, complete_records=False, parallel_batches=batches
+            use_synthetic_counts=False,
+            complete_records=False,
+            parallel_batches=batches,
+            match_aggregates=False,
         )
         out = synthesize(agg, p, rng=np.random.default_rng(1))
         assert int((out.codes >= 0).sum()) == batches * int(np.ceil(c1 / batches).sum())
@@ -237,10 +246,11 @@ def test_percentile_weight_beyond_reporting_length(percentile: int, p_c1: float)
         "B:b1;C:c2": 30,
     }
     agg = _agg(dom, counts, 2, n=200)  # every column fill rate 1: ties go by cardinality
-    params = SynthesisParams(
+    params = SynthesisParams(  # the generator's weights alone, without matching
         use_synthetic_counts=False,
         target_number_of_records=1,
         weight_selection_percentile=percentile,
+        match_aggregates=False,
     )
     n, hits = 600, 0
     for seed in range(n):
