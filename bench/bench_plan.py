@@ -16,7 +16,9 @@ bench/out/plan-cache.jsonl so a rerun only computes what is missing (--fresh rec
 An ``sds:`` method is an explicit SDS configuration: ``R`` (reporting length), ``props``
 (sigma_proportions p_1:...:p_R), ``synth`` (records, records+1way, model), ``fab`` (adaptive η_2:...
 for lengths 2..R), ``np`` (record-count ε share), ``qp`` (percentile share), ``iters`` (model
-iterations). ``plan`` is :func:`sds_core.marginals.plan.plan_sds` applied to the DP record count.
+iterations), ``tree`` (``pairs``: the model's pair-dependence structure; ``g``: G-statistic),
+``cells`` (the model's max_model_cells).
+``plan`` is :func:`sds_core.marginals.plan.plan_sds` applied to the DP record count.
 """
 
 from __future__ import annotations
@@ -53,7 +55,13 @@ from sds_core.marginals.engine import (
 )
 from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
 from sds_core.marginals.privacy_report import PrivacyReport
-from sds_core.synthesis.consistent import AggregateNoise, ModelParams, fit_aggregates, records_of
+from sds_core.synthesis.consistent import (
+    DEFAULT_MAX_MODEL_CELLS,
+    AggregateNoise,
+    ModelParams,
+    fit_aggregates,
+    records_of,
+)
 from sds_core.synthesis.generator import SynthesisParams, synthesize
 from sds_core.synthesizers import create
 
@@ -109,6 +117,8 @@ class SdsConfig:
     params: DpParams
     synthesis: str = "records"
     iterations: int = 100
+    structure: str = "g-statistic"
+    max_model_cells: int = DEFAULT_MAX_MODEL_CELLS
 
     def key(self) -> str:
         """Canonical text of the configuration (the cache key)."""
@@ -119,6 +129,12 @@ class SdsConfig:
             f"sds:R={p.reporting_length},props={props},synth={self.synthesis},fab={fab},"
             f"np={p.number_of_records_epsilon_proportion:g},"
             f"qp={p.percentile_epsilon_proportion:g},iters={self.iterations}"
+            + (",tree=pairs" if self.structure == "pair-dependence" else "")
+            + (
+                f",cells={self.max_model_cells}"
+                if self.max_model_cells != DEFAULT_MAX_MODEL_CELLS
+                else ""
+            )
         )
 
 
@@ -140,8 +156,13 @@ def parse_config(spec: str, epsilon: float) -> SdsConfig:
         kwargs["number_of_records_epsilon_proportion"] = float(fields["np"])
     if "qp" in fields:
         kwargs["percentile_epsilon_proportion"] = float(fields["qp"])
+    structure = {"pairs": "pair-dependence", "g": "g-statistic"}[fields.get("tree", "g")]
     return SdsConfig(
-        DpParams(**kwargs), fields.get("synth", "records"), int(fields.get("iters", 100))
+        DpParams(**kwargs),
+        fields.get("synth", "records"),
+        int(fields.get("iters", 100)),
+        structure,
+        int(fields.get("cells", DEFAULT_MAX_MODEL_CELLS)),
     )
 
 
@@ -180,7 +201,12 @@ def aggregate_after_count(table: PreparedTable, params: DpParams, seed: int, cou
 
 
 def synthesize_release(
-    release: SdsRelease, synthesis: str, seed: int, iterations: int = 100
+    release: SdsRelease,
+    synthesis: str,
+    seed: int,
+    iterations: int = 100,
+    structure: str = "g-statistic",
+    max_model_cells: int = DEFAULT_MAX_MODEL_CELLS,
 ) -> PreparedTable:
     """Records (optionally 1-way reconciled) or the consistent model's sample, N̂ records."""
     aggregates, rep = release.aggregates, release.report
@@ -195,7 +221,9 @@ def synthesize_release(
         noise = AggregateNoise.from_release(
             rep.sigma_by_len, rep.allowed_sensitivity_by_len, rep.threshold_by_len
         )
-        model = fit_aggregates(aggregates, noise, ModelParams(iterations=iterations))
+        model = fit_aggregates(
+            aggregates, noise, ModelParams(iterations=iterations, structure=structure)
+        )
         return records_of(model, aggregates, n, rng=rng)
     raise ValueError(f"unknown synthesis {synthesis!r}")
 
@@ -223,7 +251,7 @@ def run_sds(ds: DataSet, seed: int, config: SdsConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     release = aggregate(ds.original, config.params, seed)
     t1 = time.perf_counter()
-    table = synthesize_release(release, config.synthesis, seed, config.iterations)
+    table = synthesize_release(release, config.synthesis, seed, config.iterations, config.structure)
     t2 = time.perf_counter()
     return {
         "tvd": tvds(ds.original, table),
@@ -255,7 +283,9 @@ def run_plan(ds: DataSet, seed: int) -> tuple[str, Callable[[], dict[str, Any]]]
         t0 = time.perf_counter()
         release = aggregate_after_count(ds.original, config.params, seed, count)
         t1 = time.perf_counter()
-        table = synthesize_release(release, config.synthesis, seed, config.iterations)
+        table = synthesize_release(
+            release, config.synthesis, seed, config.iterations, config.structure
+        )
         t2 = time.perf_counter()
         return {
             "tvd": tvds(ds.original, table),
