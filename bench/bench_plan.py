@@ -79,6 +79,7 @@ ALL_SETS = (
     "1m-binned-4",
 )
 SIZES = {"10k": 10_000, "100k": 100_000, "1m": 1_000_000}
+_MODEL_CELLS: list[int] = []  # cells of the last fitted model (reported beside its result)
 DEFAULT_METHODS = ("default", "plan", "aim", "mst", "independent")
 
 
@@ -221,9 +222,11 @@ def synthesize_release(
         noise = AggregateNoise.from_release(
             rep.sigma_by_len, rep.allowed_sensitivity_by_len, rep.threshold_by_len
         )
-        model = fit_aggregates(
-            aggregates, noise, ModelParams(iterations=iterations, structure=structure)
+        params = ModelParams(
+            iterations=iterations, structure=structure, max_model_cells=max_model_cells
         )
+        model = fit_aggregates(aggregates, noise, params)
+        _MODEL_CELLS[:] = [model.tree.cells]
         return records_of(model, aggregates, n, rng=rng)
     raise ValueError(f"unknown synthesis {synthesis!r}")
 
@@ -251,12 +254,20 @@ def run_sds(ds: DataSet, seed: int, config: SdsConfig) -> dict[str, Any]:
     t0 = time.perf_counter()
     release = aggregate(ds.original, config.params, seed)
     t1 = time.perf_counter()
-    table = synthesize_release(release, config.synthesis, seed, config.iterations, config.structure)
+    table = synthesize_release(
+        release,
+        config.synthesis,
+        seed,
+        config.iterations,
+        config.structure,
+        config.max_model_cells,
+    )
     t2 = time.perf_counter()
     return {
         "tvd": tvds(ds.original, table),
         "agree1": one_way_agreement(release, table),
         "seconds": [round(t1 - t0, 2), round(t2 - t1, 2)],
+        "model_cells": _MODEL_CELLS.pop() if _MODEL_CELLS else None,
         "n_hat": release.aggregates.protected_number_of_records,
         "released": {k: len(c) for k, c in release.aggregates.by_len.items()},
         "allowed": list(release.report.allowed_sensitivity_by_len),
@@ -277,25 +288,40 @@ def run_plan(ds: DataSet, seed: int) -> tuple[str, Callable[[], dict[str, Any]]]
         delta=DELTA,
         n_columns=ds.original.domain.n_columns,
     )
-    config = SdsConfig(plan.dp_params(base), plan.synthesis)
+    config = SdsConfig(
+        plan.dp_params(base),
+        plan.synthesis,
+        plan.model_iterations,
+        plan.model_structure,
+        plan.max_model_cells,
+    )
 
     def go() -> dict[str, Any]:
         t0 = time.perf_counter()
         release = aggregate_after_count(ds.original, config.params, seed, count)
+        final = plan.after_aggregation(release.aggregates)  # records or the model above R = 2
         t1 = time.perf_counter()
         table = synthesize_release(
-            release, config.synthesis, seed, config.iterations, config.structure
+            release,
+            final.synthesis,
+            seed,
+            config.iterations,
+            config.structure,
+            config.max_model_cells,
         )
         t2 = time.perf_counter()
         return {
             "tvd": tvds(ds.original, table),
             "agree1": one_way_agreement(release, table),
             "seconds": [round(t1 - t0, 2), round(t2 - t1, 2)],
+            "model_cells": _MODEL_CELLS.pop() if _MODEL_CELLS else None,
             "n_hat": release.aggregates.protected_number_of_records,
-            "plan": plan.reason,
+            "synthesis": final.synthesis,
+            "plan": final.reason,
         }
 
-    return f"plan[{config.key()}]", go
+    after = "" if plan.reporting_length < 3 else ",after=excess"  # synthesis chosen after
+    return f"plan[{config.key()}{after}]", go
 
 
 def run_registry(ds: DataSet, seed: int, name: str) -> dict[str, Any]:
@@ -442,7 +468,8 @@ def main() -> None:
                         f"  {name} seed {seed} {key}: TVD {hit['tvd'][0]:.4f} "
                         f"{hit['tvd'][1]:.4f} {hit['tvd'][2]:.4f} "
                         f"agree {hit.get('agree1', float('nan')):.3f} "
-                        f"s {hit.get('seconds')} load {hit['load']}",
+                        f"s {hit.get('seconds')} cells {hit.get('model_cells')} "
+                        f"load {hit['load']}",
                         file=sys.stderr,
                         flush=True,
                     )
