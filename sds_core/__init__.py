@@ -12,7 +12,8 @@ evaluator):
 - ``marginals``: the DP marginals engine stage by stage (``engine``: protect the record count,
   plan, aggregate each length, finalize), its parameters, the ``AggregateSet`` it publishes, the
   privacy report, combinations, contribution bounding, normalization, exact counts, and its
-  compiled kernels (``_kernels``, ``_count_kernels``);
+  compiled kernels (``_kernels``, ``_count_kernels``), and the SDS plan (``plan``: R, the split
+  and the synthesis chosen from the DP record count);
 - ``synthesis``: aggregate-seeded synthesis (``generator``), the aggregates' flat ``layout`` and
   the compiled kernels (``_completion_kernel``: default; ``_reference_kernel``: pac-synth's mode),
   the optional 1-way reconciliation of the records (``reconcile``), and the consistent model
@@ -54,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "PreparedTable": "sds_core.data.table",
     "PrivacyReport": "sds_core.marginals.privacy_report",
     "RecordCountStep": "sds_core.marginals.steps",
+    "SdsPlan": "sds_core.marginals.plan",
     "ReleaseRandomness": "sds_core.dp.randomness",
     "SdsInputError": "sds_core.errors",
     "SdsInternalError": "sds_core.errors",
@@ -78,6 +80,7 @@ _EXPORTS: dict[str, str] = {
     "marginal_fidelity": "sds_core.evaluation.metrics",
     "plan_budget": "sds_core.dp.accounting",
     "plan_release": "sds_core.marginals.engine",
+    "plan_sds": "sds_core.marginals.plan",
     "prepare": "sds_core.data.preparation",
     "protect_record_count": "sds_core.marginals.engine",
     "publishable_evaluation": "sds_core.evaluation.metrics",
@@ -115,6 +118,7 @@ __all__ = [
     "ReleaseRandomness",
     "SdsInputError",
     "SdsInternalError",
+    "SdsPlan",
     "StageSpend",
     "SynthesisParams",
     "Synthesizer",
@@ -136,6 +140,7 @@ __all__ = [
     "marginal_fidelity",
     "plan_budget",
     "plan_release",
+    "plan_sds",
     "prepare",
     "protect_record_count",
     "publishable_evaluation",
@@ -186,6 +191,7 @@ if TYPE_CHECKING:
     )
     from sds_core.marginals.exact_counts import exact_aggregates, record_sensitivities
     from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
+    from sds_core.marginals.plan import SdsPlan, plan_sds
     from sds_core.marginals.privacy_report import PrivacyReport
     from sds_core.marginals.steps import LengthStep, RecordCountStep
     from sds_core.synthesis.generator import synthesize

@@ -6,7 +6,8 @@ the protected record count. Each length's counts are Gaussian measurements of th
 marginals (noise σ_k·√Δ_k); a candidate combination that was suppressed is a censored
 measurement (its noisy count fell below the threshold), not a zero; the protected count fixes
 the total. The model is a junction tree of cliques of up to four columns chosen from the aggregates
-(:func:`choose_tree`), fitted by :func:`sds_core.model.estimation.fit_model`, then sampled.
+(:func:`choose_tree`, or :mod:`sds_core.synthesis.dependence`), fitted by
+:func:`sds_core.model.estimation.fit_model`, then sampled.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ from sds_core.model.structure import (
     JunctionTree,
     check_model_size,
 )
+from sds_core.synthesis.dependence import pair_dependence, tree_by_pairs
 
 DEFAULT_MAX_CLIQUE_CELLS = 1_000_000
 DEFAULT_MAX_MODEL_CELLS = 1_500_000
+MODEL_STRUCTURES = ("g-statistic", "pair-dependence")
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +115,13 @@ class ModelParams:
         iterations: most mirror-descent iterations. Few on purpose: the fit's likelihood
             keeps improving on the noise of the aggregates while the records' error grows
             again after ~100 iterations (docs/consistent-model.md); stopping early regularises.
+        structure: how the cliques are chosen. ``"g-statistic"`` (:func:`choose_tree`): the
+            largest G-statistic of each column with a separator, from the published tables of
+            the clique. ``"pair-dependence"`` (:mod:`sds_core.synthesis.dependence`): the
+            pairs whose published 2-way tables are furthest from independence net of noise,
+            counted in records; better when R = 2 (no published table wider than a pair) or
+            a high-cardinality column makes noisy pairs look significant (docs/benchmarks.md,
+            issue 22). Needs R >= 2 (with R = 1 both are the same).
     """
 
     max_clique_cells: int = DEFAULT_MAX_CLIQUE_CELLS
@@ -119,6 +129,7 @@ class ModelParams:
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
     max_clique_columns: int = 4
     iterations: int = 100
+    structure: str = "g-statistic"
 
     def __post_init__(self) -> None:
         for name in ("max_clique_cells", "max_model_cells", "max_model_bytes", "iterations"):
@@ -128,6 +139,10 @@ class ModelParams:
         width = self.max_clique_columns
         if isinstance(width, bool) or not isinstance(width, int) or not 2 <= width <= 4:
             raise SdsInputError(f"model max_clique_columns must be 2, 3 or 4, got {width!r}")
+        if self.structure not in MODEL_STRUCTURES:
+            raise SdsInputError(
+                f"model structure must be one of {MODEL_STRUCTURES}, got {self.structure!r}"
+            )
 
 
 class _Published:
@@ -278,6 +293,28 @@ def choose_tree(published: _Published, params: ModelParams, reporting_length: in
     return JunctionTree(sizes, tuple(cliques), tuple(parents))
 
 
+def _tree(
+    published: _Published, params: ModelParams, reporting_length: int, noise: AggregateNoise
+) -> JunctionTree:
+    """The model's junction tree by ``params.structure``."""
+    if params.structure == "g-statistic" or reporting_length < 2:
+        return choose_tree(published, params, reporting_length)
+    d = len(published.cards)
+    weights = pair_dependence(
+        d,
+        published.full_table,
+        lambda pair: int(published.published(pair).sum()),
+        noise.sigma_by_len[1] if len(noise.sigma_by_len) > 1 else 0.0,
+    )
+    return tree_by_pairs(
+        weights,
+        tuple(c + 1 for c in published.cards),
+        max_clique_columns=params.max_clique_columns,
+        max_clique_cells=params.max_clique_cells,
+        max_model_cells=params.max_model_cells,
+    )
+
+
 def measurements(
     published: _Published, tree: JunctionTree, noise: AggregateNoise
 ) -> list[Measurement]:
@@ -423,7 +460,7 @@ def fit_aggregates(
         )
     aggregates, _ = published_domain(aggregates)
     published = _Published(aggregates)
-    tree = choose_tree(published, params, aggregates.reporting_length)
+    tree = _tree(published, params, aggregates.reporting_length, noise)
     check_model_size(
         tree.sizes,
         tree.cliques,
