@@ -13,7 +13,15 @@ from prefect import task
 from release_store.cluster.session import counting_backend
 from release_store.config.core_objects import dp_params
 from release_store.run import progress, stages
-from release_store.run.release_run import ProtectedCount, ReleaseRun, SensitiveTable
+from release_store.config.core_objects import PROVISIONAL_REPORTING_LENGTH
+from release_store.config.release_params import ReleaseParams
+from release_store.run.adaptive import planned_params
+from release_store.run.release_run import (
+    ProtectedCount,
+    ReleaseRun,
+    SensitiveTable,
+    planned_charges,
+)
 from release_store.run.stage_log import by_length_text, finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals import engine
@@ -32,7 +40,7 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
         worst_case_model_bytes(
             table.value.domain,
             ModelParams(max_model_bytes=run.params.max_model_bytes),
-            run.params.reporting_length,
+            run.params.reporting_length or PROVISIONAL_REPORTING_LENGTH,
         )
 
     def compute() -> int:
@@ -53,6 +61,38 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
         resumed=resumed,
     )
     return protected
+
+
+@task(name=stages.PLAN, **SENSITIVE)
+def plan_aggregation(
+    run: ReleaseRun, table: SensitiveTable[PreparedTable], protected_n: ProtectedCount
+) -> dict[str, Any]:
+    """The SDS plan from the DP record count: the parameters the release runs with from here
+    (R, split, synthesis) and the plan for the manifest. Post-processing: nothing is charged
+    or drawn; the ledger's not-yet-charged stages get the planned shares within the reserved
+    total. The table is read for its number of columns only (public: the header's)."""
+    progress.stage("plan (R, split and synthesis from the DP record count)")
+    resumed = finished(run, stages.PLAN)
+
+    def compute() -> dict[str, Any]:
+        planned, plan = planned_params(run.params, protected_n.value, table.value.domain.n_columns)
+        return {"params": planned.model_dump(mode="json"), "plan": plan}
+
+    done = run.stage(stages.PLAN, compute)
+    planned = ReleaseParams.model_validate(done["params"])
+    if planned != run.params:  # the stages still to charge get the planned shares
+        run.ledger().revise_plan(
+            run.release_id, planned_charges(planned), flow_run_id=run.flow_run_id
+        )
+    plan = done["plan"]
+    stage_done(
+        task_logger(),
+        run,
+        stages.PLAN,
+        plan["reason"] if plan else "no SDS plan (a registry synthesizer)",
+        resumed=resumed,
+    )
+    return done
 
 
 @task(name=stages.AGGREGATE, task_run_name="aggregate-{k}", **SENSITIVE)

@@ -52,12 +52,25 @@ def synthesis_epsilon(params: ReleaseParams) -> float:
     return params.epsilon - binning_epsilon(params)
 
 
+PROVISIONAL_REPORTING_LENGTH = 3
+"""R of the budget reservation when the SDS plan chooses it (the DpParams default): the plan
+then revises the not-yet-charged stages within the same total (``Ledger.revise_plan``)."""
+
+
 def dp_params(params: ReleaseParams) -> DpParams:
-    """The core DpParams of a release (δ always explicit, fixed before reading the data)."""
+    """The core DpParams of a release (δ always explicit, fixed before reading the data).
+
+    An empty ``reporting_length`` (the SDS plan chooses it after the DP record count) is the
+    provisional :data:`PROVISIONAL_REPORTING_LENGTH`; ``sigma_proportions`` is a custom split.
+    """
+    from sds_core.marginals.params import AccuracyMode
+
+    split = params.sigma_proportions
     return DpParams(
         epsilon=synthesis_epsilon(params),
         delta=params.resolved_delta(),
-        reporting_length=params.reporting_length,
+        reporting_length=params.reporting_length or PROVISIONAL_REPORTING_LENGTH,
+        **({"accuracy_mode": AccuracyMode.custom(split)} if split else {}),
         percentile_percentage=params.percentile_percentage,
         percentile_epsilon_proportion=params.percentile_epsilon_proportion,
         number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,

@@ -50,6 +50,13 @@ one declaration (default, bounds, description)."""
 RELEASE_OVERRIDES: dict[str, dict[str, Any]] = {
     "record_limit": {"ge": 1},  # the form has no "0 = all rows": leave it empty for all rows
     "resolution": {"default": 100},  # releases compare counts in bins of 100 (core: SDS's 10)
+    "reporting_length": {  # empty: the SDS plan chooses R from the DP record count
+        "default": None,
+        "description": "R: the longest combination of attributes the DP aggregates count. "
+        "Empty (the default): the SDS plan chooses 2 or 3 from the DP record count "
+        "(release_store.run.adaptive; post-processing of a DP output, no budget). Privacy: a "
+        "longer R spreads the same budget over more combinations, so each count is noisier.",
+    },
 }
 """Where a release deliberately differs from the core declaration (and nowhere else)."""
 

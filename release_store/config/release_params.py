@@ -7,6 +7,8 @@ Keys that set a core parameter take their declaration from :mod:`release_store.c
 
 from __future__ import annotations
 
+import math
+
 from pathlib import PurePath
 from typing import Any, Literal
 
@@ -64,18 +66,26 @@ class ReleaseParams(BaseModel):
     delimiter: str = Field(",", min_length=1, max_length=1, description="CSV field delimiter.")
     epsilon: float = core_field("epsilon")
     delta: float | None = core_field("delta")
-    reporting_length: int = core_field("reporting_length")
+    reporting_length: int | None = core_field("reporting_length")
     percentile_percentage: int = core_field("percentile_percentage")
     percentile_epsilon_proportion: float = core_field("percentile_epsilon_proportion")
     number_of_records_epsilon_proportion: float = core_field("number_of_records_epsilon_proportion")
     synthesizer: str = Field(
         "aggregate-seeded", description=f"Synthesizer: one of {', '.join(SYNTHESIZERS)}."
     )
-    synthesis: Literal["records", "model"] = Field(
-        "records",
+    synthesis: Literal["records", "model"] | None = Field(
+        None,
         description="aggregate-seeded only: 'records' builds records from the DP aggregates "
         "(SDS); 'model' fits one consistent distribution to them and samples it (post-processing, "
-        "no extra budget; docs/consistent-model.md).",
+        "no extra budget; docs/consistent-model.md). Empty (the default): the SDS plan chooses "
+        "from the DP record count.",
+    )
+    sigma_proportions: list[float] | None = Field(
+        None,
+        description="aggregate-seeded only: the split of the marginals' budget between lengths, "
+        "one relative noise scale p_k per length 1..R (σ_k = p_k·σ; a length's budget is "
+        "proportional to 1/p_k²). Empty (the default): the SDS plan chooses. Privacy: none, "
+        "the total is the same; it decides which lengths are counted more precisely.",
     )
     reconcile_one_way: bool = core_field("reconcile_one_way")
     max_model_bytes: int = Field(
@@ -177,6 +187,24 @@ class ReleaseParams(BaseModel):
         return name
 
     @model_validator(mode="after")
+    def _split(self) -> ReleaseParams:
+        props = self.sigma_proportions
+        if props is not None:
+            if not props or not all(math.isfinite(p) and p > 0 for p in props):
+                raise ValueError(f"sigma_proportions must be numbers > 0, got {props}")
+            if self.reporting_length is not None and len(props) != self.reporting_length:
+                raise ValueError(
+                    f"sigma_proportions needs one value per length 1..reporting_length "
+                    f"({self.reporting_length}), got {len(props)}"
+                )
+            if self.reporting_length is None:
+                raise ValueError(
+                    "sigma_proportions needs reporting_length (one value per length); set both "
+                    "or neither"
+                )
+        return self
+
+    @model_validator(mode="after")
     def _model_mode(self) -> ReleaseParams:
         if self.synthesis == "model" and self.synthesizer != "aggregate-seeded":
             raise ValueError(
@@ -184,7 +212,7 @@ class ReleaseParams(BaseModel):
                 f"{self.synthesizer!r}; remove it or use synthesizer = 'aggregate-seeded'"
             )
         if self.reconcile_one_way and (
-            self.synthesizer != "aggregate-seeded" or self.synthesis != "records"
+            self.synthesizer != "aggregate-seeded" or self.synthesis == "model"
         ):
             raise ValueError(
                 "reconcile_one_way adjusts the records of synthesizer = 'aggregate-seeded' with "

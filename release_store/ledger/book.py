@@ -282,7 +282,7 @@ class Ledger:
             if existing is not None:
                 same = (
                     existing.dataset == dataset
-                    and existing.planned == plan
+                    and self._reserved_plan(conn, release_id) == plan
                     and self._total(conn, release_id) == total
                 )
                 if not same:
@@ -339,6 +339,66 @@ class Ledger:
                     "delta": str(total[1]),
                     "flow_run_id": flow_run_id,
                     "detail": detail,
+                },
+            )
+            return self._reservation(conn, release_id)  # type: ignore[return-value]
+
+        return self._write(body)
+
+    def revise_plan(
+        self,
+        release_id: str,
+        planned: Sequence[PlannedCharge],
+        *,
+        flow_run_id: str | None = None,
+    ) -> Reservation:
+        """Replace the per-stage plan of an open reservation, within the same total.
+
+        The SDS plan (``release_store.run.adaptive``) chooses the reporting length and the split
+        between lengths from the DP record count, after the ``count`` stage: the stages not yet
+        charged get new shares, the release's (epsilon, delta) stays what was reserved. Recorded
+        as a chained ``plan`` row; the reservation's ``planned`` is then the latest plan.
+        Idempotent: the current plan again writes nothing (a resumed release).
+
+        Raises:
+            LedgerConflictError: no open reservation, or a charged stage whose share would
+                change or vanish.
+            SdsInputError: an invalid plan, or one whose shares exceed the reserved total.
+        """
+        check_name("release id", release_id)
+
+        def body(conn: Conn) -> Reservation:
+            res = self._reservation(conn, release_id)
+            if res is None or res.status != "open":
+                raise LedgerConflictError(
+                    f"release {release_id!r} has no open reservation whose plan could be revised"
+                )
+            total = self._total(conn, release_id)
+            # the stage shares must fit in the reserved total (validate_plan refuses more)
+            plan, _ = validate_plan(planned, float(total[0]), float(total[1]))
+            if plan == res.planned:
+                return res
+            new = {p.stage: p for p in plan}
+            moved = sorted(
+                s for s in self._charged(conn, release_id)
+                if new.get(s) != next(p for p in res.planned if p.stage == s)
+            )
+            if moved:
+                raise LedgerConflictError(
+                    f"release {release_id!r} already charged {moved}: a revised plan must keep "
+                    "their shares"
+                )
+            append_row(
+                conn,
+                self.url,
+                {
+                    "kind": "plan",
+                    "dataset": res.dataset,
+                    "release_id": release_id,
+                    "epsilon": str(total[0]),
+                    "delta": str(total[1]),
+                    "flow_run_id": flow_run_id,
+                    "detail": {"planned": [asdict(p) for p in plan]},
                 },
             )
             return self._reservation(conn, release_id)  # type: ignore[return-value]
@@ -664,7 +724,13 @@ class Ledger:
         closed = conn.execute(
             "SELECT mechanism FROM ledger WHERE kind = 'close' AND release_id = ?", (release_id,)
         ).fetchone()
-        plan = tuple(PlannedCharge(**p) for p in json.loads(row["detail"])["planned"])
+        revised = conn.execute(  # the latest revision of the plan (revise_plan), if any
+            "SELECT detail FROM ledger WHERE kind = 'plan' AND release_id = ? "
+            "ORDER BY seq DESC LIMIT 1",
+            (release_id,),
+        ).fetchone()
+        detail = row["detail"] if revised is None else revised[0]
+        plan = tuple(PlannedCharge(**p) for p in json.loads(detail)["planned"])
         return Reservation(
             row["dataset"],
             release_id,
@@ -717,6 +783,14 @@ class Ledger:
                     spent[i] += part[i]
                     held[i] += rest[i]
         return life, spent, held
+
+    @staticmethod
+    def _reserved_plan(conn: Conn, release_id: str) -> tuple[PlannedCharge, ...]:
+        """The plan the release was reserved with (before any revision)."""
+        row = conn.execute(
+            "SELECT detail FROM ledger WHERE kind = 'reserve' AND release_id = ?", (release_id,)
+        ).fetchone()
+        return tuple(PlannedCharge(**p) for p in json.loads(row[0])["planned"])
 
     @staticmethod
     def _policy(conn: Conn, dataset: str) -> ReleasePolicy | None:

@@ -7,9 +7,10 @@ charge, closing does nothing, and nothing is ever written, so a replay spends no
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from release_store.ledger.values import CancelResult, ChargeRow, Reservation
+from release_store.ledger.values import CancelResult, ChargeRow, PlannedCharge, Reservation
 from sds_core.errors import SdsInternalError
 
 __all__ = ["ReplayLedger"]
@@ -37,6 +38,16 @@ class ReplayLedger:
         self._same_release(release_id)
         rows = {r.stage for r in self.recorded}
         (self.replayed if stage in rows else self.unrecorded).append(stage)
+
+    def revise_plan(
+        self, release_id: str, planned: Sequence[PlannedCharge], *, flow_run_id: str | None = None
+    ) -> Reservation:
+        """Check a plan revision: the release recorded this plan (else it counts as a
+        difference: the replay plans another spend); nothing is written."""
+        self._same_release(release_id)
+        if tuple(planned) != self.reservation.planned:
+            self.unrecorded.append("plan")
+        return self.reservation
 
     def charges(self, dataset: str | None = None, release_id: str | None = None) -> list[ChargeRow]:
         """The recorded charge rows (what the release's manifest lists as its privacy spend)."""

@@ -25,6 +25,7 @@ __all__ = [
     "FIT",
     "INGEST",
     "NORMALIZE",
+    "PLAN",
     "PREPARE",
     "PUBLISH",
     "SYNTHESIZE",
@@ -44,6 +45,7 @@ VALIDATE = "validate"
 BINNING = "binning"
 PREPARE = "prepare"
 COUNT = "count"
+PLAN = "plan"
 AGGREGATE = "aggregate"
 NORMALIZE = "normalize"
 SYNTHESIZE = "synthesize"
@@ -96,6 +98,11 @@ _FIXED = {
         StageSpec(BINNING, "DP quantile bin edges of numeric columns", True, True, True, True),
         StageSpec(PREPARE, "SDS preprocessing into integer codes", sensitive=True),
         StageSpec(COUNT, "the DP record count", True, True, True, True),
+        StageSpec(
+            PLAN,
+            "the SDS plan: R, split and synthesis from the DP record count (no spend)",
+            checkpoint=True,
+        ),
         StageSpec(NORMALIZE, "rounding, missing parents, child <= parent", checkpoint=True),
         StageSpec(SYNTHESIZE, "aggregate-seeded synthesis", draws=True, checkpoint=True),
         StageSpec(FIT, "fit a registry synthesizer and sample", True, True, True, True),
@@ -130,7 +137,7 @@ def release_stages(
     """The stages of one release, in order (``binning`` only with DP quantile bins).
 
     >>> release_stages(2)[:6]
-    ('budget', 'ingest', 'validate', 'prepare', 'count', 'aggregate-1')
+    ('budget', 'ingest', 'validate', 'prepare', 'count', 'plan')
     >>> release_stages(3, aggregate_seeded=False)[4]
     'fit'
     >>> release_stages(2, dp_binning=True)[3]
@@ -139,6 +146,7 @@ def release_stages(
     middle = (
         (
             COUNT,
+            PLAN,
             *(aggregate_stage(k) for k in range(1, reporting_length + 1)),
             NORMALIZE,
             SYNTHESIZE,

@@ -1,0 +1,62 @@
+"""The SDS plan of a running release: its reporting length, split and synthesis, chosen from the
+DP record count (``plan`` stage, between ``count`` and ``aggregate-1``).
+
+:func:`sds_core.marginals.plan.plan_sds` reads only the DP record count N̂, the release's public
+(ε, δ) and the number of columns, so the choice is post-processing of a DP output and costs no
+budget (docs/privacy.md). Values the user set (``reporting_length``, ``synthesis``,
+``sigma_proportions``) are kept; with both ``reporting_length`` and ``synthesis`` set nothing is
+chosen and the release runs as configured. The release's parameters become the planned ones
+(:func:`planned_params`), and the ledger's per-stage plan follows within the reserved total.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from release_store.config.core_objects import dp_params
+from release_store.config.release_params import ReleaseParams
+from sds_core.marginals.params import AccuracyMode, DpParams
+
+__all__ = ["planned_params"]
+
+
+def planned_params(
+    params: ReleaseParams, protected_n: int, n_columns: int
+) -> tuple[ReleaseParams, dict[str, Any] | None]:
+    """The parameters the release runs with after the plan, and the plan (for the manifest).
+
+    A registry synthesizer has no SDS plan: ``(params, None)``.
+    """
+    from sds_core.marginals.plan import plan_sds
+
+    if params.synthesizer != "aggregate-seeded":
+        return params, None
+    pinned = params.reporting_length is not None and params.synthesis is not None
+    split = params.sigma_proportions
+    mode: AccuracyMode | None = None
+    if split:
+        mode = AccuracyMode.custom(split)
+    elif pinned:
+        mode = DpParams().accuracy_mode  # a configuration that pins R and synthesis: as today
+    dp = dp_params(params)
+    plan = plan_sds(
+        protected_n,
+        epsilon=dp.epsilon,
+        delta=float(params.resolved_delta()),
+        n_columns=n_columns,
+        number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,
+        reporting_length=params.reporting_length,
+        accuracy_mode=mode,
+        synthesis=params.synthesis,
+    )
+    r = plan.reporting_length
+    default = DpParams(reporting_length=r).accuracy_mode.proportions(r)
+    custom = None if tuple(plan.sigma_proportions) == default else list(plan.sigma_proportions)
+    planned = params.model_copy(
+        update={
+            "reporting_length": r,
+            "synthesis": plan.synthesis,
+            "sigma_proportions": split if split else custom,
+        }
+    )
+    return ReleaseParams.model_validate(planned.model_dump()), plan.as_dict()
