@@ -230,6 +230,8 @@ def aggregate_length(
         record_key=rnd.record_key(f"{prefix}/bounding"),
     )
     cands = candidates.attrs
+    if k == 1 and not declared:
+        cands, counts = _bounded_universe(cands, counts)
     invariant(0 <= allowed <= upper, f"percentile returned {allowed} outside 0..{upper}")
     spend = next(s for s in plan.stage_spends() if s.stage == stage)
     if declared and k == 1 and allowed == 0:  # sensitivity 0: nothing can be released
@@ -262,6 +264,22 @@ def aggregate_length(
     threshold = _length_threshold(k, sigma, allowed, plan, params)
     survivors = CombinationCounts(*_survivors(cands, counts, noise, threshold))
     return LengthStep(k, survivors, allowed, threshold, cands.shape[0], spend)
+
+
+def _bounded_universe(
+    cands: NDArray[np.int32], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int32], NDArray[np.int64]]:
+    """V_1 after contribution bounding: the values some record still holds (count > 0).
+
+    The DP set union (Gopi et al. 2020; the paper's V_1 = union of the *truncated* W_u) needs
+    it: a value a record dropped by bounding and no other record holds must not be a
+    candidate, else it is noised and can pass ρ_1, which spends δ/2 on Δ_1 new values only.
+    Both counting backends return the same bounded counts, so this is written once, here.
+    """
+    kept = counts > 0
+    if bool(kept.all()):
+        return cands, counts
+    return np.ascontiguousarray(cands[kept]), np.ascontiguousarray(counts[kept])
 
 
 def _survivors(
