@@ -51,9 +51,9 @@ def variant(name: str, n_columns: int) -> Iterator[None]:
         engine._bounded_universe = lambda cands, counts: (cands, counts)  # type: ignore[assignment]
     if name == "threshold-d":
 
-        def threshold(k, sigma, allowed, plan, params):  # type: ignore[no-untyped-def]
+        def threshold(k, sigma, allowed, plan, params, n_cols):  # type: ignore[no-untyped-def]
             if k != 1:
-                return keep_threshold(k, sigma, allowed, plan, params)
+                return keep_threshold(k, sigma, allowed, plan, params, n_cols)
             tail = -math.expm1(math.log1p(-plan.delta / 2) / n_columns)  # d new values
             z = -engine._NORMAL.inv_cdf(tail)
             return 1.0 + sigma * math.sqrt(allowed) * z + engine.DISCRETE_SHIFT
