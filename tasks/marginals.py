@@ -13,6 +13,7 @@ from prefect import task
 from release_store.cluster.session import counting_backend
 from release_store.config.core_objects import dp_params
 from release_store.run import progress, stages
+from release_store.run.claims import delta_detail
 from release_store.run.release_run import ProtectedCount, ReleaseRun, SensitiveTable
 from release_store.run.stage_log import by_length_text, finished, stage_done
 from sds_core.data.table import PreparedTable
@@ -27,6 +28,8 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
     resumed = finished(run, stages.COUNT)
+    if not resumed:  # refused before the first charge: the samplers' part of δ must fit
+        delta_detail(run.params, table.value.domain.n_columns)
     if run.params.synthesis == "model" and not resumed:
         # the consistent model's largest possible size, refused before the first charge
         worst_case_model_bytes(
@@ -93,7 +96,9 @@ def aggregate_length(
             "private_notes": dict(step.private_notes),
         }
 
-    done = run.stage(name, compute)
+    # aggregate-1's δ share pays the 1-tuple threshold and the samplers: its charge says how
+    detail = delta_detail(run.params, table.value.domain.n_columns) if k == 1 else None
+    done = run.stage(name, compute, detail=detail)
     progress.advance(k, run.params.reporting_length)
     stage_done(
         task_logger(),

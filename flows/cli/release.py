@@ -113,7 +113,17 @@ def _run(params: Any, root: Path, *, quiet: bool, verbose: bool) -> None:
 
     params = ledger_password(params)  # before the pre-flight reads the ledger
     preflight_checks(params)
+    seeded_warning(params)
     launch(params, root, quiet=quiet, verbose=verbose)
+
+
+def seeded_warning(params: Any) -> None:
+    """Warn once, on stderr, that a release made with ``seed`` is not private."""
+    from release_store.run.claims import not_private_reason
+
+    reason = not_private_reason(params)
+    if reason is not None:
+        warn(reason)
 
 
 def preflight_checks(params: Any) -> None:
@@ -142,7 +152,9 @@ def resume(
     from release_store.run.resume import resume_params
 
     root = home_dir(home)
-    launch(resume_params(root, release_id, ledger), root, quiet=quiet, verbose=verbose)
+    params = resume_params(root, release_id, ledger)
+    seeded_warning(params)
+    launch(params, root, quiet=quiet, verbose=verbose)
 
 
 def cancel(release_id: str, home: HomeOpt = None, ledger: LedgerOpt = None) -> None:

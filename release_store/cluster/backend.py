@@ -32,6 +32,7 @@ from sds_core.data.partitions import (
 from sds_core.data.preparation import match_key
 from sds_core.data.readers import cell_text
 from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.data.text import matching_column
 from sds_core.errors import SdsInputError
 from sds_core.marginals import backend as core
 from sds_core.marginals.aggregates import AggregateSet
@@ -277,7 +278,7 @@ class DaskBackend:
         if params.record_limit:
             ddf = _head(client, ddf, int(params.record_limit))
         if params.subject_id is not None:
-            name = _matching_column(list(ddf.columns), params.subject_id)
+            name = matching_column(list(ddf.columns), params.subject_id)
             ddf = ddf.assign(_sds_subject_key=ddf[name].map(_subject_key, meta=(name, "str")))
             ddf = ddf.set_index("_sds_subject_key", drop=True, sort=True)
         delayed_parts = ddf.to_delayed()
@@ -577,15 +578,6 @@ def _subject_key(value: Any) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return ""
     return match_key(cell_text(value))
-
-
-def _matching_column(columns: list[str], name: str) -> str:
-    hits = [c for c in columns if match_key(str(c)) == match_key(name)]
-    if not hits:
-        raise SdsInputError(
-            f"PrepareParams.subject_id: unknown column {name!r}; available columns: {columns}"
-        )
-    return str(hits[0])
 
 
 def _head(client: Any, ddf: Any, n: int) -> Any:

@@ -14,7 +14,7 @@ import json
 import math
 import os
 import socket
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
@@ -354,11 +354,14 @@ class Ledger:
         delta: float | None = None,
         rho: float | None = None,
         flow_run_id: str | None = None,
+        detail: Mapping[str, Any] | None = None,
     ) -> ChargeRow:
         """Charge one planned stage, right before it draws noise; at most once per stage.
 
         A repeated charge of the same (release, stage) returns the existing row. Amounts given
         here must equal the plan's (a check that the stage draws what was reserved).
+        ``detail`` (JSON) is recorded with a new charge, in the hash chain: ``aggregate-1``
+        records where the release's δ goes (docs/ledger.md).
 
         Raises:
             LedgerConflictError: no reservation, stage not in the plan, amounts differ from the
@@ -413,6 +416,7 @@ class Ledger:
                     "delta": str(dec(p.delta)),
                     "rho": None if p.rho is None else repr(p.rho),
                     "flow_run_id": flow_run_id,
+                    "detail": None if detail is None else dict(detail),
                 },
             )
             return ChargeRow.from_row(row)

@@ -7,6 +7,7 @@ Used by :mod:`release_store.ledger.book`; stdlib only.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -57,10 +58,14 @@ class ChargeRow:
     flow_run_id: str | None
     prev_hash: str
     hash: str
+    detail: dict[str, Any] | None = None
+    """What the stage recorded with its charge (``aggregate-1``: where the release's δ goes,
+    docs/ledger.md); None on every other charge and on charges written before it existed."""
 
     @classmethod
     def from_row(cls, r: Any) -> ChargeRow:
         """Build from a `ledger` table row."""
+        detail = r["detail"]
         return cls(
             seq=r["seq"],
             dataset=r["dataset"],
@@ -74,6 +79,7 @@ class ChargeRow:
             flow_run_id=r["flow_run_id"],
             prev_hash=r["prev_hash"],
             hash=r["hash"],
+            detail=json.loads(detail) if detail else None,
         )
 
 

@@ -18,6 +18,7 @@ from typing import Any
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.synthesis import write_synthetic
 from release_store.report.inputs import recorded_noise
+from release_store.run.claims import privacy_claims
 from release_store.run.release_run import ReleaseRun
 from release_store.run.stages import PUBLISH, stage_record
 from release_store.run.workdir import now
@@ -221,6 +222,7 @@ def write_release(
                 for c in charges
             ],
             "noise": noise,
+            **privacy_claims(run.params, aggregates.domain.n_columns),  # seeded? effective δ
         },
         "input": {
             "name": PurePath(run.params.input).name,  # never the local path

@@ -28,6 +28,14 @@ _EVAL_SOURCE = (
 )
 
 
+def not_private_banner(manifest: dict[str, Any]) -> str:
+    """The page's first line when the release is not private (seeded: ``privacy.not_private``,
+    :data:`release_store.run.claims.SEEDED_WARNING`), else nothing."""
+    reason = manifest.get("privacy", {}).get("not_private")
+    style = "background:#fde8e8;border-left:4px solid #c0392b;padding:.5em .8em;font-weight:bold"
+    return f"<p role='alert' style='{style}'>{esc(reason)}</p>" if reason else ""
+
+
 def template(name: str) -> str:
     """A template file (CSS, JS) shipped in ``release_store/report/templates``."""
     return (resources.files("release_store.report") / "templates" / name).read_text(
@@ -498,7 +506,8 @@ def report_html(inputs: ReportInputs) -> bytes:
         f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>DP release {rid}</title><style>{template('report.css')}</style></head><body>"
-        f"<h1>DP release {rid}</h1><p class='meta'>Dataset {esc(m['dataset'])} · created "
+        + not_private_banner(m)  # a seeded release says so first
+        + f"<h1>DP release {rid}</h1><p class='meta'>Dataset {esc(m['dataset'])} · created "
         f"{created} · <a href='explorer.html'>open the aggregate explorer</a></p>"
         + summary(inputs)
         + f"<nav class='toc'><ul>{''.join(toc)}<li><a href='#details'>Details</a></li></ul></nav>"

@@ -1,6 +1,7 @@
 """One running release: ReleaseRun, the stage registry, the private workdir, logs, progress.
 
 - ``release_run``: :class:`ReleaseRun`, :class:`SensitiveTable`, the reservation;
+- ``claims``: what a release may claim: where its δ goes, the seeded-release warning;
 - ``stages``: the stage registry: order, charge/draw/resume behaviour, timeline;
 - ``workdir``: the release key, checkpoints, private state and manifest writes;
 - ``stage_log``: one DP-safe log line per stage;
@@ -31,6 +32,7 @@ _EXPORTS: dict[str, str] = {
     "ReleaseRun": "release_store.run.release_run",
     "Reporter": "release_store.run.progress",
     "RichProgress": "release_store.run.progress",
+    "SEEDED_WARNING": "release_store.run.claims",
     "SYNTHESIZE": "release_store.run.stages",
     "SensitiveTable": "release_store.run.release_run",
     "StageLogger": "release_store.run.stage_log",
@@ -44,11 +46,14 @@ _EXPORTS: dict[str, str] = {
     "binning_spend": "release_store.run.release_run",
     "by_length_text": "release_store.run.stage_log",
     "charged_text": "release_store.run.stage_log",
+    "delta_detail": "release_store.run.claims",
     "finished": "release_store.run.stage_log",
     "gate_text": "release_store.run.stage_log",
     "noise_scales": "release_store.run.release_run",
+    "not_private_reason": "release_store.run.claims",
     "now": "release_store.run.workdir",
     "planned_charges": "release_store.run.release_run",
+    "privacy_claims": "release_store.run.claims",
     "registry_synthesizer": "release_store.run.release_run",
     "release_stages": "release_store.run.stages",
     "reporting": "release_store.run.progress",
@@ -73,6 +78,7 @@ __all__ = [
     "NORMALIZE",
     "PREPARE",
     "PUBLISH",
+    "SEEDED_WARNING",
     "SYNTHESIZE",
     "VALIDATE",
     "VALIDATE_OUTPUT",
@@ -91,11 +97,14 @@ __all__ = [
     "binning_spend",
     "by_length_text",
     "charged_text",
+    "delta_detail",
     "finished",
     "gate_text",
     "noise_scales",
+    "not_private_reason",
     "now",
     "planned_charges",
+    "privacy_claims",
     "registry_synthesizer",
     "release_stages",
     "reporting",
@@ -117,6 +126,12 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from release_store.run.claims import (
+        SEEDED_WARNING,
+        delta_detail,
+        not_private_reason,
+        privacy_claims,
+    )
     from release_store.run.progress import (
         Reporter,
         RichProgress,

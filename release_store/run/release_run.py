@@ -125,14 +125,20 @@ class ReleaseRun:
         return self.dirs.randomness(self.params.seed)
 
     def stage(
-        self, name: str, compute: Callable[[], T], *, charges: Iterable[str] | None = None
+        self,
+        name: str,
+        compute: Callable[[], T],
+        *,
+        charges: Iterable[str] | None = None,
+        detail: Mapping[str, Any] | None = None,
     ) -> T:
         """Run stage ``name`` once per release, as the stage registry says.
 
         A finished stage returns its checkpoint. Otherwise the stage is charged first (its own
-        planned charge, or the ledger stages in ``charges``), then ``compute`` runs (drawing from
-        the release key), then its result is checkpointed; a crash in between leaves the charge
-        in place and a resumed stage redraws the same noise from the same key.
+        planned charge, with ``detail`` recorded on it, or the ledger stages in ``charges``),
+        then ``compute`` runs (drawing from the release key), then its result is checkpointed;
+        a crash in between leaves the charge in place and a resumed stage redraws the same noise
+        from the same key.
         """
         entry = stages.spec(name)
         if entry.checkpoint:
@@ -142,7 +148,8 @@ class ReleaseRun:
         if entry.charges:
             ledger = self.ledger()
             for charged in [name] if charges is None else list(charges):
-                ledger.charge(self.release_id, charged, flow_run_id=self.flow_run_id)
+                own = detail if charged == name else None
+                ledger.charge(self.release_id, charged, flow_run_id=self.flow_run_id, detail=own)
         result = compute()
         if os.environ.get(KILL_ENV) == name:
             os.kill(os.getpid(), signal.SIGKILL)

@@ -134,7 +134,7 @@ def forecast(
         allowed.append(likely)
         ranges.append((0, upper))
         thresholds.append(
-            length_threshold(k, sigma, likely, plan, params) if likely > 0 else math.inf
+            length_threshold(k, sigma, likely, plan, params, n_columns) if likely > 0 else math.inf
         )
     described = noise_description(plan, allowed, thresholds)
     lengths = []
