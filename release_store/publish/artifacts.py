@@ -17,6 +17,7 @@ from typing import Any
 
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.synthesis import write_synthetic
+from release_store.inputs.commitment import input_fingerprint
 from release_store.report.inputs import recorded_noise
 from release_store.run.release_run import ReleaseRun
 from release_store.run.stages import PUBLISH, stage_record
@@ -217,7 +218,10 @@ def write_release(
         },
         "input": {
             "name": PurePath(run.params.input).name,  # never the local path
-            "sha256": input_sha256,
+            # a keyed commitment, never the plain hash (a replay of an older release: as it was)
+            **input_fingerprint(
+                run.dirs.commitment_key(run.params.seed, create=run.replay is None), input_sha256
+            ),
             "rows": int(aggregates.protected_number_of_records),
             "rows_note": "DP (noisy) record count; the true count is never published",
         },
