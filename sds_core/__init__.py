@@ -19,7 +19,8 @@ evaluator):
   of the published aggregates (``consistent``, ``synthesis = "model"``);
 - ``model``: one distribution fitted to noisy and censored marginals (junction tree, belief
   propagation, Private-PGM's mirror descent, controlled-rounding sampler, size check);
-- ``evaluation``: utility and risk metrics, and their publishable subset;
+- ``evaluation``: utility and risk metrics (not DP), the agreement of the DP aggregates and the
+  synthetic records (from published values);
 - ``synthesizers``: every synthesizer behind one ``fit``/``sample`` interface, by name.
 
 The public API is what this module exports; it is loaded lazily, so ``import sds_core`` is cheap.
@@ -80,7 +81,6 @@ _EXPORTS: dict[str, str] = {
     "plan_release": "sds_core.marginals.engine",
     "prepare": "sds_core.data.preparation",
     "protect_record_count": "sds_core.marginals.engine",
-    "publishable_evaluation": "sds_core.evaluation.metrics",
     "record_sensitivities": "sds_core.marginals.exact_counts",
     "register": "sds_core.synthesizers",
     "synthesize": "sds_core.synthesis.generator",
@@ -138,7 +138,6 @@ __all__ = [
     "plan_release",
     "prepare",
     "protect_record_count",
-    "publishable_evaluation",
     "record_sensitivities",
     "register",
     "synthesize",
@@ -169,11 +168,7 @@ if TYPE_CHECKING:
     from sds_core.dp.percentile import dp_percentile
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.errors import SdsInputError, SdsInternalError
-    from sds_core.evaluation.metrics import (
-        evaluate_release,
-        marginal_fidelity,
-        publishable_evaluation,
-    )
+    from sds_core.evaluation.metrics import evaluate_release, marginal_fidelity
     from sds_core.evaluation.params import EvaluationParams
     from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
     from sds_core.marginals.engine import (

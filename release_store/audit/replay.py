@@ -550,6 +550,5 @@ def _artifact_stage(name: str, *, aggregate_seeded: bool) -> str:
         return stages.NORMALIZE if aggregate_seeded else stages.FIT
     if name.startswith("synthetic."):
         return stages.SYNTHESIZE if aggregate_seeded else stages.FIT
-    return {"evaluation.json": stages.EVALUATE, "validation.json": stages.VALIDATE_OUTPUT}.get(
-        name, stages.PUBLISH
-    )
+    # evaluation.json is the agreement of the published files, computed at publish
+    return {"validation.json": stages.VALIDATE_OUTPUT}.get(name, stages.PUBLISH)
