@@ -55,6 +55,8 @@ NOISE = {
     ],
     "how_to_read": "read me",
 }
+
+
 def make_inputs(noise: dict | None = NOISE) -> ReportInputs:
     """Report inputs of a hand-made release (R = 2) with a budget, noise and its agreement."""
     dp = AggregateSet.from_text_dict(DOMAIN, DP, 2, protected_number_of_records=103, is_dp=True)
