@@ -14,7 +14,7 @@ from release_store.inputs.preflight import check_budget
 from release_store.ledger.book import Ledger, PlannedCharge
 from release_store.ledger.values import BudgetExceededError, PolicyExceededError
 from sds_core.errors import SdsInputError
-from tests.pipeline.conftest import run_cli
+from tests.helpers import run_cli
 
 PLAN = [PlannedCharge("count", "laplace", 0.5), PlannedCharge("k1", "laplace", 1.5)]
 
