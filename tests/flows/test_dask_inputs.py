@@ -316,7 +316,7 @@ def test_output_gate_on_chunks_fails_like_the_gx_gate(tmp_path: Path, client: An
         ]
     )
     labels = dict(zip(table.domain.columns, table.domain.labels, strict=True))
-    schema = output_schema(declared, labels)
+    schema = output_schema(declared, list(labels), labels)
     with pytest.raises(SchemaValidationError) as dask_error:
         validate_chunks(chunked, schema, private_dir=tmp_path / "dask")
     with pytest.raises(SchemaValidationError) as gx_error:
