@@ -23,7 +23,7 @@ from release_store.workspace.home import MANIFEST
 from sds_core.data.text import match_key
 from sds_core.errors import SdsInputError
 
-__all__ = ["ReleasePlan", "make_plan", "releases_left"]
+__all__ = ["ReleasePlan", "make_plan"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -104,17 +104,10 @@ def make_plan(
         target_ci=target_ci,
         forecast=predicted,
         budget=budget,
-        releases_left=None if budget is None else releases_left(budget, params.epsilon),
+        releases_left=None
+        if budget is None
+        else budget.releases_left(params.epsilon, params.resolved_delta()),
     )
-
-
-def releases_left(budget: BudgetStatus, epsilon: float) -> int:
-    """How many more releases of ``epsilon`` the dataset's remaining ε pays for (the runway),
-    within its per-release policy (0 when ``epsilon`` is over the policy)."""
-    policy = budget.policy
-    if policy is not None and policy.max_epsilon is not None and epsilon > policy.max_epsilon:
-        return 0
-    return max(0, int(budget.epsilon_remaining / epsilon * (1 + 1e-12)))
 
 
 def _columns(params: ReleaseParams) -> tuple[list[str], str]:

@@ -71,7 +71,7 @@ def aggregates_parquet(
     sd = np.full(len(frame), np.nan)
     for k, value in (noise_sd_by_len or {}).items():
         sd[lengths == k] = value
-    half = pd.array(np.round(Z_95 * sd, 6), dtype="Float64")  # NaN (no description): null
+    half = pd.Series(np.round(Z_95 * sd, 6), index=frame.index, dtype="Float64")  # NaN: null
     frame.insert(3, HALF_WIDTH_COLUMN, half)  # after length, combination, count
     return parquet_bytes(frame)
 
