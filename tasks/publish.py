@@ -47,10 +47,11 @@ def publish_release(
 ) -> str:
     """Publish and sign the release; returns its directory.
 
-    ``noise`` is the manifest's ``privacy.noise``
-    (:func:`release_store.run.release_run.noise_scales`: σ_k, Δ_k, threshold and noise_sd per
-    length, the record count's scale); None rebuilds it
-    from the aggregate-k checkpoints.
+    ``input_sha256`` is published only as a keyed commitment, and ``evaluation`` (computed from
+    the sensitive data) only in the private custodian report. ``noise`` is the manifest's
+    ``privacy.noise`` (:func:`release_store.run.release_run.noise_scales`: σ_k, Δ_k, threshold
+    and noise_sd per length, the record count's scale); None rebuilds it from the aggregate-k
+    checkpoints.
     """
     progress.stage("publish")
     signing_key(run.home)  # created or read before the release turns complete, so it can fail
