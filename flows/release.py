@@ -154,7 +154,7 @@ def run_stages(
 
     # --- validate output, evaluate --------------------------------------------------------------
     with timeline.run(stages.VALIDATE_OUTPUT):
-        output_summary = call(validate_output, run=run, synthetic=synthetic)
+        output_summary = call(validate_output, run=run, synthetic=synthetic, aggregates=aggregates)
     with timeline.run(stages.EVALUATE):
         evaluation = call(
             evaluate,

@@ -20,6 +20,8 @@ from tasks.options import SENSITIVE, task_logger
 def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
     """Read the input (only the used columns); returns the table handle and its sha256.
 
+    The sha256 stays private (the prepare stage's state, the publish stage's commitment).
+
     With the Dask executor the handle is a :class:`~release_store.cluster.inputs.DaskInput`
     (Arrow parts on the workers), else an Arrow table in this process.
     """
@@ -45,6 +47,8 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
         task_logger(),
         run,
         stages.INGEST,
-        f"read {len(table.column_names)} columns of the input{where} (sha256 {digest[:16]}…)",
+        # no hash of the input here: the plain sha256 would let anyone who sees the log confirm
+        # a guessed file; the manifest publishes a keyed commitment instead
+        f"read {len(table.column_names)} columns of the input{where}",
     )
     return SensitiveTable(table), digest

@@ -1,6 +1,7 @@
 """The sensitive input before any charge: reading, pre-flight, schema checks, the GX gate.
 
 - ``ingest``: reading CSV/Parquet inputs as text columns, with precise errors;
+- ``commitment``: the input's published fingerprint, a keyed commitment (HMAC-SHA256);
 - ``preflight``: checks the CLI runs before Prefect or GX load;
 - ``schema_checks``: the declared schema's checks, evaluated with Arrow;
 - ``gate``: the validation gate: the GX suite on the input and on the synthetic output;
@@ -15,6 +16,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "COMMITMENT_SCHEME": "release_store.inputs.commitment",
     "Check": "release_store.inputs.schema_checks",
     "FLOAT_RE": "release_store.inputs.schema_checks",
     "GateResult": "release_store.inputs.gate",
@@ -27,6 +29,7 @@ _EXPORTS: dict[str, str] = {
     "check_budget": "release_store.inputs.preflight",
     "check_column_names": "release_store.inputs.preflight",
     "check_input_path": "release_store.inputs.ingest",
+    "commitment_key": "release_store.inputs.commitment",
     "checked_view": "release_store.inputs.schema_checks",
     "csv_digest": "release_store.inputs.ingest",
     "dataset_digest": "release_store.inputs.ingest",
@@ -35,6 +38,9 @@ _EXPORTS: dict[str, str] = {
     "describe_failure": "release_store.inputs.schema_checks",
     "failure_message": "release_store.inputs.schema_checks",
     "failure_text": "release_store.inputs.schema_checks",
+    "fingerprint_matches": "release_store.inputs.commitment",
+    "input_commitment": "release_store.inputs.commitment",
+    "input_fingerprint": "release_store.inputs.commitment",
     "input_headers": "release_store.inputs.ingest",
     "input_schema": "release_store.inputs.schema_checks",
     "numeric_view": "release_store.inputs.schema_checks",
@@ -62,6 +68,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "COMMITMENT_SCHEME",
     "FLOAT_RE",
     "INTEGER_RE",
     "MAX_LINE_BYTES",
@@ -75,6 +82,7 @@ __all__ = [
     "check_column_names",
     "check_input_path",
     "checked_view",
+    "commitment_key",
     "csv_digest",
     "dataset_digest",
     "dataset_files",
@@ -82,6 +90,9 @@ __all__ = [
     "describe_failure",
     "failure_message",
     "failure_text",
+    "fingerprint_matches",
+    "input_commitment",
+    "input_fingerprint",
     "input_headers",
     "input_schema",
     "numeric_view",
@@ -117,6 +128,13 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from release_store.inputs.commitment import (
+        COMMITMENT_SCHEME,
+        commitment_key,
+        fingerprint_matches,
+        input_commitment,
+        input_fingerprint,
+    )
     from release_store.inputs.gate import (
         GateResult,
         output_schema,

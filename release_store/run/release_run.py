@@ -285,7 +285,8 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
     """Reserve the whole release's (ε, δ) before any data is read; refuse if it does not fit.
 
     Also refuses a release id that is complete or was closed, and a resumed release whose
-    parameters changed; creates the workspace, the release key and the running manifest.
+    parameters changed; creates the workspace, the release key, the input commitment key and
+    the running manifest.
     """
     home = resolve_home(params.home)
     release_id = params.release_id or new_release_id(params.dataset)
@@ -345,6 +346,7 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
     if params.seed is not None:
         atomic_write_json(dirs.private_dir / "seed.json", {"seed": params.seed}, private=True)
     run.randomness()
+    dirs.commitment_key(params.seed)  # the published input fingerprint's key, next to it
     if manifest is None:
         public = params.public_dict() | {"release_id": release_id}
         dirs.write_manifest(

@@ -123,7 +123,7 @@ def test_report_draws_every_chart(browser: Any, released: Path) -> None:
             assert f"fig-oneway-{i}" not in by_id
             assert page.page.locator(f"#oneway-none-{i}").count() == 1
     assert by_id["fig-pair-tvd"]["drawn"] == 2 * _pairs_with_data(agg, syn)
-    for fig in ("fig-noise", "fig-budget", "fig-preservation-count", "fig-error-length"):
+    for fig in ("fig-noise", "fig-budget", "fig-within-noise", "fig-error-length"):
         assert fig in by_id
 
 
