@@ -44,10 +44,15 @@ def client() -> Iterator[Any]:
 @pytest.fixture
 def three() -> Iterator[Any]:
     """A LocalCluster of 3 worker processes for one flow test: after its two kills one worker
-    is left even when no nanny manages to restart its worker (a loaded machine: the restarted
-    process may not come up in time, and the nanny then gives up; the release then runs on the
-    survivors, or fails resumably if none is left: it never waits forever)."""
+    is left even when no killed worker comes back. A LocalCluster closes a nanny when no worker
+    of its name is back ``distributed.deploy.lost-worker-timeout`` (15 s) after the old one
+    left, and on a loaded machine a restarted worker takes longer: with 2 workers both kills
+    then cost a worker for good and the lost results waited for one forever (now the release
+    fails resumably after ``NO_WORKER_TIMEOUT_S``). The timeout is raised here too."""
+    import dask
+
     with (
+        dask.config.set({"distributed.deploy.lost-worker-timeout": "600s"}),
         distributed.LocalCluster(
             n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None
         ) as cluster,
