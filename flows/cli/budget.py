@@ -100,23 +100,26 @@ def budget_show(
     from rich.table import Table
 
     from release_store.ledger.book import Ledger
+    from release_store.ledger.budget_view import BudgetView
 
     book = Ledger.open(home_dir(home), ledger)
-    rows = [book.budget(dataset)] if dataset else book.datasets()
-    rows = [r for r in rows if r is not None]
-    if dataset and not rows:
+    names = [dataset] if dataset else [r.dataset for r in book.datasets()]
+    views = [v for v in (BudgetView.load(book, n) for n in names) if v is not None]
+    if dataset and not views:
         raise fail(
             f"dataset {dataset!r} has no budget; set one with `sds budget set {dataset} "
             "--epsilon E`",
             1,
         )
     if as_json:
-        echo_json([r.to_dict() for r in rows])
+        echo_json([v.payload() for v in views])
         return
     table = Table(
-        "dataset", "ε lifetime", "ε spent", "ε reserved", "ε left", "δ left", "per-release policy"
-    )
-    for r in rows:
+        "dataset", "ε lifetime", "ε spent", "ε reserved", "ε left", "δ left", "runway",
+        "per-release policy",
+    )  # fmt: skip
+    for view in views:
+        r, last = view.status, view.last_release
         table.add_row(
             r.dataset,
             f"{r.epsilon_lifetime:.6g}",
@@ -124,6 +127,7 @@ def budget_show(
             f"{r.epsilon_reserved:.6g}",
             f"{r.epsilon_remaining:.6g}",
             f"{r.delta_remaining:.3g}",
+            "no release yet" if last is None else f"{view.runway} × ε {last.epsilon:.6g}",
             "none" if r.policy is None else f"{r.policy.describe()} ({r.policy.set_by})",
         )
     Console().print(table)

@@ -32,6 +32,7 @@ from release_store.inputs.schema_checks import (
     view_columns,
 )
 from release_store.ledger.values import BudgetExceededError, PolicyExceededError
+from release_store.workspace.encoding import HALF_WIDTH_COLUMN
 from sds_core.data.text import match_key, normalize_text
 from sds_core.data.zeros import ALL_COLUMNS, zero_shares
 from sds_core.errors import SdsInputError
@@ -183,11 +184,12 @@ def check_column_names(params: ReleaseParams, headers: list[str]) -> None:
     released = params.use_columns or [
         h for h in headers if not params.subject_id or match_key(h) != match_key(params.subject_id)
     ]
-    clash = [c for c in released if normalize_text(c) in TABLE_COLUMNS]
+    own = (*TABLE_COLUMNS, HALF_WIDTH_COLUMN)
+    clash = [c for c in released if normalize_text(c) in own]
     if clash:
         raise SdsInputError(
             f"input column(s) {clash} have the names of aggregates.parquet's own columns "
-            f"{list(TABLE_COLUMNS)}, next to which every released column gets a column of its "
+            f"{list(own)}, next to which every released column gets a column of its "
             "values: rename them in the input's header, or leave them out with use_columns"
         )
     keys = {match_key(h) for h in headers}

@@ -10,8 +10,8 @@ hash-chained by :mod:`release_store.ledger.chain`. Rules in docs/ledger.md.
 from __future__ import annotations
 
 import getpass
-import math
 import json
+import math
 import os
 import socket
 from collections.abc import Callable, Sequence

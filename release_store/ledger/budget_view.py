@@ -94,6 +94,18 @@ class BudgetView:
         return cls(status, tuple((r, ledger.spent(r.release_id)) for r in recent))
 
     @property
+    def last_release(self) -> Reservation | None:
+        """The newest release that was not cancelled: the size the runway counts in."""
+        return next((r for r, _ in self.releases if r.status != "cancelled"), None)
+
+    @property
+    def runway(self) -> int | None:
+        """How many more releases of the last release's (ε, δ) the budget pays for (None: no
+        release yet)."""
+        last = self.last_release
+        return None if last is None else self.status.releases_left(last.epsilon, last.delta)
+
+    @property
     def remaining_share(self) -> float:
         """The smaller of the ε and δ shares of the lifetime budget still available (0..1)."""
         s = self.status
@@ -125,6 +137,17 @@ class BudgetView:
             {"entry": name, "ε": _eps(e), "δ": _delta(d), "status": note, "at": ""}
             for name, e, d, note in budget
         ]
+        last = self.last_release
+        if last is not None:
+            rows.append(
+                {
+                    "entry": "runway",
+                    "ε": _eps(last.epsilon),
+                    "δ": _delta(last.delta),
+                    "status": f"{self.runway} more release(s) of the last release's size",
+                    "at": "",
+                }
+            )
         for res, spent in self.releases:
             eps, delta = spent if spent is not None else (0.0, 0.0)
             rows.append(
@@ -140,15 +163,24 @@ class BudgetView:
 
     def description(self) -> str:
         """One markdown paragraph for the artifact's description."""
-        s = self.status
+        s, last = self.status, self.last_release
+        runway = (
+            ""
+            if last is None
+            else f"It pays for {self.runway} more release(s) of the last one's size "
+            f"(ε {_eps(last.epsilon)}). "
+        )
         return (
             f"Privacy budget of dataset **{s.dataset}**: ε {_eps(s.epsilon_remaining)} of "
             f"{_eps(s.epsilon_lifetime)} left ({self.remaining_share:.0%} of the lifetime "
-            f"budget), δ {_delta(s.delta_remaining)} of {_delta(s.delta_lifetime)}. "
+            f"budget), δ {_delta(s.delta_remaining)} of {_delta(s.delta_lifetime)}. {runway}"
             f"Last {len(self.releases)} releases below, newest first. From the ledger "
             "(`sds budget show`, `sds audit --verify`)."
         )
 
     def payload(self) -> dict[str, Any]:
         """The payload of the ``sds.budget.*`` events (public accounting numbers only)."""
-        return self.status.to_dict() | {"remaining_share": round(self.remaining_share, 6)}
+        return self.status.to_dict() | {
+            "remaining_share": round(self.remaining_share, 6),
+            "releases_left": self.runway,
+        }

@@ -158,6 +158,23 @@ class BudgetStatus:
         """Plain dict (for --json); ``policy`` is None when the dataset has none."""
         return asdict(self)
 
+    def releases_left(self, epsilon: float, delta: float = 0.0) -> int:
+        """The runway: how many more releases of (``epsilon``, ``delta``) the remaining budget
+        pays for, within the per-release policy (0 when a release of that size is over it).
+
+        >>> BudgetStatus("d", 20, 1e-5, 4, 1e-6, 0, 0, 16, 9e-6).releases_left(4.0)
+        4
+        """
+        if not epsilon > 0:
+            raise SdsInputError(f"a release's ε must be > 0 to count the runway, got {epsilon!r}")
+        policy = self.policy
+        if policy is not None and policy.refusal(self.dataset, "planned", epsilon, delta):
+            return 0
+        left = int(self.epsilon_remaining / epsilon * (1 + 1e-12))
+        if delta > 0:
+            left = min(left, int(self.delta_remaining / delta * (1 + 1e-12)))
+        return max(0, left)
+
 
 @dataclass(frozen=True, slots=True)
 class CancelResult:

@@ -184,9 +184,15 @@ def test_manifest_describes_the_noise_as_the_ledger_charged_it(released: Path) -
 
 
 def test_aggregates_and_synthetic_shapes(released: Path) -> None:
-    """aggregates.parquet has length/combination/count + one column per input column."""
+    """aggregates.parquet has length/combination/count, the 95% noise half-width of each count
+    (1.96 × its length's noise_sd in the manifest), and one column per input column."""
     agg = pd.read_parquet(released / "aggregates.parquet")
-    assert list(agg.columns[:3]) == ["length", "combination", "count"]
+    assert list(agg.columns[:4]) == ["length", "combination", "count", "noise_half_width_95"]
+    noise = json.loads((released / "manifest.json").read_text())["privacy"]["noise"]
+    for entry in noise["by_length"]:
+        widths = agg.loc[agg["length"] == entry["length"], "noise_half_width_95"]
+        assert widths.notna().all() and len(widths) > 0
+        assert widths.eq(round(1.959963984540054 * entry["noise_sd"], 6)).all()
     assert {"sex", "age", "educ", "married", "inc_cat"} <= set(agg.columns)
     assert set(agg["length"]) <= {1, 2}
     tsv = (released / "aggregates.tsv").read_text().splitlines()
@@ -357,6 +363,8 @@ def test_registry_synthesizer_release(
     assert "fit" in [s["name"] for s in m["stages"]]
     noise = m["privacy"]["noise"]
     assert noise["by_length"] == [] and noise["record_count"] is None and noise["how_to_read"]
+    agg = pd.read_parquet(Path(out.strip().splitlines()[-1]) / "aggregates.parquet")
+    assert agg["noise_half_width_95"].isna().all()  # no per-length noise described: no bar
     rows = charges(home)
     assert rows and all(r.stage.startswith("histogram-1way") for r in rows)
     assert math.fsum(r.epsilon for r in rows) <= 2.0 + 1e-12

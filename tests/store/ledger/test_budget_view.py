@@ -48,6 +48,7 @@ def test_view_rows_show_budget_then_newest_releases(ledger: Ledger) -> None:
         "spent",
         "reserved",
         "remaining",
+        "runway",
         "release r2",
         "release r1",
     ]
@@ -61,6 +62,27 @@ def test_view_rows_show_budget_then_newest_releases(ledger: Ledger) -> None:
     assert "ε 6 of 10 left (60%" in view.description()
 
 
+def test_runway_counts_releases_of_the_last_size(ledger: Ledger) -> None:
+    """The runway is remaining ε over the last release's ε (6 / 2 = 3), within the policy,
+    in the rows, the description, the events' payload and `sds budget show`."""
+    view = BudgetView.load(ledger, "pums")
+    assert view is not None and view.runway == 3
+    runway = next(r for r in view.rows() if r["entry"] == "runway")
+    assert runway["ε"] == "2" and runway["status"].startswith("3 more release(s)")
+    assert "pays for 3 more release(s)" in view.description()
+    assert view.payload()["releases_left"] == 3
+    ledger.set_budget("pums", epsilon=10.0, delta=1e-5, max_epsilon_per_release=1.0)
+    assert BudgetView.load(ledger, "pums").runway == 0  # type: ignore[union-attr]
+    fresh = Ledger.open(ledger.path.parent / "other")  # type: ignore[union-attr]
+    fresh.set_budget("new", epsilon=5.0, delta=1e-5)
+    view = BudgetView.load(fresh, "new")
+    assert (
+        view is not None
+        and view.runway is None
+        and "runway" not in {r["entry"] for r in view.rows()}
+    )
+
+
 def test_view_of_unknown_dataset_is_none(ledger: Ledger) -> None:
     """A dataset without a budget has no dashboard."""
     assert BudgetView.load(ledger, "nope") is None
@@ -69,7 +91,7 @@ def test_view_of_unknown_dataset_is_none(ledger: Ledger) -> None:
 def test_view_keeps_only_the_last_releases(ledger: Ledger) -> None:
     """``last`` bounds the release rows (the budget rows always stay)."""
     view = BudgetView.load(ledger, "pums", last=1)
-    assert view is not None and [r["entry"] for r in view.rows()][4:] == ["release r2"]
+    assert view is not None and [r["entry"] for r in view.rows()][4:] == ["runway", "release r2"]
 
 
 def test_remaining_share_is_the_smaller_of_epsilon_and_delta(tmp_path: Path) -> None:
