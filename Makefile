@@ -39,9 +39,10 @@ release: setup
 test: setup postgres chromium
 	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
-## Everything but tests/e2e (real servers, browser, PostgreSQL, kills) and the statistical audit.
+## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
+## the other slow tests (whole releases with model/mst/aim, the pac-synth comparison, ...).
 test-fast: setup postgres
-	$(PY) -m pytest -q -m "not e2e and not statistical" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py
