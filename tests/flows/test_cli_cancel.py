@@ -40,8 +40,9 @@ def test_a_cancelled_release_is_not_resumed(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """A release that failed computing aggregate-2 (count, aggregate-1 and aggregate-2 charged:
-    a stage is charged before it draws; its reservation stays open), then `sds cancel`: `sds resume` refuses it, naming why and the fix, and
-    charges nothing more; no release directory looks complete."""
+    a stage is charged before it draws; its reservation stays open), then `sds cancel`:
+    `sds resume` refuses it, naming why and the fix, and charges nothing more; no release
+    directory looks complete."""
     from sds_core.marginals import engine
 
     real = engine.aggregate_length
