@@ -35,12 +35,14 @@ chromium:
 release: setup
 	$(VENV)/bin/sds release examples/pums_ca_10k.csv --config examples/release.toml --home $(SDS_HOME)
 
-## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py).
+## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py): what CI runs.
 test: setup postgres chromium
 	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
+## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
+## the other slow tests (whole releases with model/mst/aim, the pac-synth comparison, ...).
 test-fast: setup postgres
-	$(PY) -m pytest -q -m "not slow and not server and not browser" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py

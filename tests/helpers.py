@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import prefect  # noqa: F401  (configure Prefect logging on the real stderr, not a CliRunner buffer)
+import pytest
 
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLE = PROJECT / "examples" / "pums_ca_10k.csv"
@@ -108,3 +109,24 @@ def complete_releases(home: Path) -> list[Path]:
         if root.is_dir()
         else []
     )
+
+
+CHROMIUM = Path(os.environ.get("SDS_CHROMIUM", "/usr/bin/chromium"))
+
+
+def system_chromium() -> str:
+    """Debian's Chromium, driven through Playwright by the browser tests (no browser download).
+
+    One rule for every browser test: `make test` (and so CI) installs both, so a missing one
+    FAILS the test, naming the fix; `make test-fast` runs no browser test.
+    """
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.fail("playwright is not installed: run `make setup` (pip install -e '.[browser]')")
+    if not CHROMIUM.is_file():
+        pytest.fail(
+            f"{CHROMIUM} (Debian's chromium) is not installed: run `make chromium` as root "
+            "(apt-get install chromium), or point SDS_CHROMIUM at a Chromium binary"
+        )
+    return str(CHROMIUM)

@@ -13,7 +13,7 @@ import pytest
 
 from release_store.report.explorer import explorer_html
 from release_store.report.inputs import BudgetSnapshot, ReportInputs, count_sd, sd_by_len
-from release_store.report.page import report_html
+from release_store.report.page import report_html, unpublished_columns
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.evaluation.agreement import agreement, agreement_summary
@@ -137,6 +137,34 @@ def test_pages_are_self_contained_and_escape_labels() -> None:
         assert set(re.findall(r"https?://[^\s\"'<]+", page)) <= {"http://www.w3.org/2000/svg"}
         assert page.count("</script>") == page.count("<script")  # no label closes a script
         assert "a</script><b>x" not in page
+
+
+@pytest.mark.parametrize("synthetic_holds_one", [False, True])
+def test_unpublished_columns_note_names_only_wholly_unreported_columns(
+    synthetic_holds_one: bool,
+) -> None:
+    """A column none of whose values has a DP count and no synthetic record holds: one note
+    (its name escaped), no 1-way chart; a column with any published or synthetic value: none."""
+    assert unpublished_columns(make_inputs()) == ""  # every column of the hand-made release
+    domain = Domain((*DOMAIN.columns, "D<i>"), (*DOMAIN.labels, ("d1", "d2")))
+    records = np.column_stack([RECORDS, np.full(len(RECORDS), -1, dtype=np.int32)])
+    if synthetic_holds_one:
+        records[0, 3] = 1
+    dp = AggregateSet.from_text_dict(domain, DP, 2, protected_number_of_records=103, is_dp=True)
+    base = make_inputs()
+    inputs = ReportInputs(
+        base.manifest, base.budget, base.evaluation, agreement(dp, PreparedTable(domain, records)),
+        len(records),
+    )  # fmt: skip
+    note = unpublished_columns(inputs)
+    page = report_html(inputs).decode()
+    if synthetic_holds_one:
+        assert note == "" and "fig-oneway-3" in figures(page)
+    else:
+        assert note.count("<p class='note'") == 1 and "id='oneway-none-3'" in note
+        assert "<b>D&lt;i&gt;</b>: no value of this column is reported" in note
+        assert note in page and "fig-oneway-3" not in figures(page)
+    assert "oneway-none-0" not in page and "oneway-none-2" not in page
 
 
 def test_unpublished_value_is_never_written() -> None:
