@@ -48,6 +48,13 @@ def plan(
             help="Solve the smallest ε whose length-1 95% interval half-width is at most this."
         ),
     ] = None,
+    period: Annotated[
+        str | None,
+        typer.Option(
+            help="A periodic dataset (config period_column): the period to plan (its budget "
+            "and runway)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
@@ -69,6 +76,7 @@ def plan(
             "epsilon": epsilon,
             "delta": delta,
             "reporting_length": reporting_length,
+            "period": period,
             "home": str(root),
             "ledger": ledger,
         },

@@ -4,7 +4,8 @@
 - ``preflight``: checks the CLI runs before Prefect or GX load;
 - ``schema_checks``: the declared schema's checks, evaluated with Arrow;
 - ``gate``: the validation gate: the GX suite on the input and on the synthetic output;
-- ``gx_suite``: running the GX suite, in a worker process when one runs.
+- ``gx_suite``: running the GX suite, in a worker process when one runs;
+- ``periods``: the rows of one period of a periodic dataset; each subject in one period.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -22,12 +23,14 @@ _EXPORTS: dict[str, str] = {
     "MAX_LINE_BYTES": "release_store.inputs.ingest",
     "NUMERIC_SUFFIX": "release_store.inputs.schema_checks",
     "PARQUET_SUFFIXES": "release_store.inputs.ingest",
+    "PeriodFilter": "release_store.inputs.periods",
     "Preflight": "release_store.inputs.preflight",
     "SchemaValidationError": "release_store.inputs.schema_checks",
     "check_budget": "release_store.inputs.preflight",
     "check_column_names": "release_store.inputs.preflight",
     "check_input_path": "release_store.inputs.ingest",
     "checked_view": "release_store.inputs.schema_checks",
+    "count_each_subject_once": "release_store.inputs.periods",
     "csv_digest": "release_store.inputs.ingest",
     "dataset_digest": "release_store.inputs.ingest",
     "dataset_files": "release_store.inputs.ingest",
@@ -52,6 +55,7 @@ _EXPORTS: dict[str, str] = {
     "schema_checks": "release_store.inputs.schema_checks",
     "schema_failures": "release_store.inputs.schema_checks",
     "schema_frame": "release_store.inputs.gate",
+    "select_period": "release_store.inputs.periods",
     "start_worker": "release_store.inputs.gx_suite",
     "stop_worker": "release_store.inputs.gx_suite",
     "table_check_fails": "release_store.inputs.schema_checks",
@@ -69,12 +73,14 @@ __all__ = [
     "PARQUET_SUFFIXES",
     "Check",
     "GateResult",
+    "PeriodFilter",
     "Preflight",
     "SchemaValidationError",
     "check_budget",
     "check_column_names",
     "check_input_path",
     "checked_view",
+    "count_each_subject_once",
     "csv_digest",
     "dataset_digest",
     "dataset_files",
@@ -99,6 +105,7 @@ __all__ = [
     "schema_checks",
     "schema_failures",
     "schema_frame",
+    "select_period",
     "start_worker",
     "stop_worker",
     "table_check_fails",
@@ -147,6 +154,7 @@ if TYPE_CHECKING:
         read_table,
         read_table_with_digest,
     )
+    from release_store.inputs.periods import PeriodFilter, count_each_subject_once, select_period
     from release_store.inputs.preflight import (
         Preflight,
         check_budget,

@@ -32,6 +32,7 @@ from release_store.run import stages
 from release_store.run.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace.home import new_release_id, resolve_home
 from release_store.workspace.manifest import Manifest, discard_incomplete
+from release_store.workspace.subjects import SubjectRecord
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError, SdsInternalError
 
@@ -82,7 +83,8 @@ class ReleaseRun:
 
     A replay (``sds audit RELEASE_ID --replay``, :mod:`release_store.audit.replay`) sets ``replay``:
     ``home`` is then a throwaway directory holding a copy of the release key, and the ledger is
-    the release's recorded charges, read-only, so running the stages again spends nothing.
+    the release's recorded charges, read-only, so running the stages again spends nothing;
+    ``source_home`` is the release's own home (its subject record is read, never written).
     """
 
     params: ReleaseParams
@@ -90,6 +92,7 @@ class ReleaseRun:
     home: str
     flow_run_id: str | None = None
     replay: ReplayLedger | None = None
+    source_home: str | None = None
 
     @property
     def dataset(self) -> str:
@@ -119,6 +122,11 @@ class ReleaseRun:
         return (
             self.replay if self.replay is not None else Ledger.open(self.home, self.params.ledger)
         )
+
+    def subject_record(self) -> SubjectRecord:
+        """Which period each subject of the dataset counts in (a periodic release with a
+        subject id); a replay reads its release's own home's record."""
+        return SubjectRecord(self.source_home or self.home, self.dataset)
 
     def randomness(self) -> ReleaseRandomness:
         """The release key (stored in the private workspace on first use)."""
@@ -319,7 +327,11 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             f"release {release_id!r} was started with other parameters; resume it with "
             f"`sds resume {release_id}` (same parameters) or start a new release id"
         )
-    if ledger.budget(run.dataset) is None and params.default_budget is not None:
+    if (
+        ledger.budget(run.dataset) is None
+        and params.default_budget is not None
+        and params.period is None  # a period's budget is set per period, never by default
+    ):
         ledger.set_budget(
             run.dataset,
             epsilon=params.default_budget.epsilon,
@@ -332,6 +344,7 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
         epsilon=run.epsilon,
         delta=run.delta,
         flow_run_id=flow_run_id,
+        period=params.period,
     )
     dirs.paths.create(exist_ok=True)
     atomic_write_json(saved, kept, private=True)
