@@ -251,9 +251,9 @@ class BudgetView:
                     "entry": f"period {p.period}",
                     "ε": _eps(p.epsilon_spent + p.epsilon_reserved),
                     "δ": _delta(p.delta_spent + p.delta_reserved),
-                    "status": f"spent and reserved; ε {_eps(p.epsilon_remaining)} δ "
-                    f"{_delta(p.delta_remaining)} left"
-                    + ("" if runway is None else f", {runway} more release(s) of its last size"),
+                    "status": f"spent and reserved; left: ε {_eps(p.epsilon_remaining)}, δ "
+                    f"{_delta(p.delta_remaining)}"
+                    + ("" if runway is None else f"; {runway} more release(s) of its last size"),
                     "at": "",
                 }
             )
