@@ -125,8 +125,35 @@ class ReleaseRun:
 
     def subject_record(self) -> SubjectRecord:
         """Which period each subject of the dataset counts in (a periodic release with a
-        subject id); a replay reads its release's own home's record."""
-        return SubjectRecord(self.source_home or self.home, self.dataset)
+        subject id); a replay reads its release's own home's record.
+
+        Raises:
+            SdsInputError: the home has no record of the dataset's subjects while other periods
+                of it have spent (the record was lost, or they were released from another
+                home): counting their subjects again would break the per-subject guarantee.
+        """
+        record = SubjectRecord(self.source_home or self.home, self.dataset)
+        if self.replay is not None or record.exists():
+            return record
+        ledger = self.ledger()
+        if not isinstance(ledger, Ledger):  # a replay's recorded charges (handled above)
+            raise SdsInternalError("a release's ledger is not a Ledger")
+        spent = [
+            r.period
+            for r in ledger.reservations(self.dataset)
+            if r.period not in (None, self.params.period)
+            and (ledger.spent(r.release_id) or (0.0, 0.0)) != (0.0, 0.0)
+        ]
+        if spent:
+            raise SdsInputError(
+                f"dataset {self.dataset!r} has released period(s) {sorted(set(spent))} with "
+                f"spend, but this home has no record of which period their subjects count in "
+                f"({record.dir}): it was removed, or those periods were released from another "
+                "home. Restore that folder from a backup of the home (or release from the home "
+                "that holds it); without it, their subjects would count again in this period. "
+                "Nothing was charged."
+            )
+        return record
 
     def randomness(self) -> ReleaseRandomness:
         """The release key (stored in the private workspace on first use)."""

@@ -207,3 +207,44 @@ def test_the_flow_refuses_an_absent_period_and_charges_nothing(
     assert ledger.charges() == []
     assert ledger.reservation("r1").status == "cancelled"  # type: ignore[union-attr]
     assert ledger.budget("monthly", "2026-09").epsilon_remaining == 4.0  # type: ignore[union-attr]
+
+
+def test_a_lost_subject_record_is_refused_once_other_periods_spent(
+    tmp_path: Path, tiny_csv: Path
+) -> None:
+    """With a subject id, ingest assigns the period's subjects before any charge; if the record
+    is gone while another period has spent, the next period is refused (its subjects could
+    count twice) and nothing is charged."""
+    import shutil
+
+    from tasks.ingest import read_input
+
+    data = write_periodic_csv(
+        tiny_csv,
+        tmp_path / "monthly.csv",
+        {"2026-09": range(50), "2026-10": range(50, 100)},
+        subjects={"2026-09": range(50), "2026-10": range(25, 75)},
+    )
+    config = tmp_path / "monthly.toml"
+    config.write_text(periodic_config(subject=True))
+    home = tmp_path / "home"
+    home.mkdir()
+    ledger = Ledger.open(home)
+    ledger.set_budget("monthly", epsilon=4.0, delta=1e-3, per_period=True)
+    sep = reserve(_params(data, config, home, period="2026-09"))  # type: ignore[arg-type]
+    table, _ = read_input.fn(sep)
+    assert table.value.num_rows == 50
+    assert sep.subject_record().periods() == {"2026-09": 50}
+    ledger.charge(sep.release_id, "count")  # the period has spent
+    octo = reserve(  # type: ignore[arg-type]
+        _params(data, config, home, period="2026-10", release_id="r2")
+    )
+    table, _ = read_input.fn(octo)
+    assert table.value.num_rows == 25  # s25..s49 count in September
+    shutil.rmtree(home / "private" / "_periods")
+    nov = reserve(  # type: ignore[arg-type]
+        _params(data, config, home, period="2026-10", release_id="r3")
+    )
+    with pytest.raises(SdsInputError, match=r"no record of which period.*Restore that folder"):
+        read_input.fn(nov)
+    assert ledger.charges(release_id="r3") == []
