@@ -127,22 +127,44 @@ class ReleaseRun:
         """Which period each subject of the dataset counts in (a periodic release with a
         subject id); a replay reads its release's own home's record.
 
+        Releases of different periods run one after another: the record's assignments then
+        happen in the order the releases ran (public), never in an order set by how long each
+        took to read its input.
+
         Raises:
-            SdsInputError: the home has no record of the dataset's subjects while other periods
-                of it have spent (the record was lost, or they were released from another
-                home): counting their subjects again would break the per-subject guarantee.
+            SdsInputError: a release of another period of the dataset is still open; or the
+                home has no record of the dataset's subjects while other periods of it have
+                spent (the record was lost, or they were released from another home): counting
+                their subjects again would break the per-subject guarantee.
         """
         record = SubjectRecord(self.source_home or self.home, self.dataset)
-        if self.replay is not None or record.exists():
+        if self.replay is not None:
             return record
         ledger = self.ledger()
         if not isinstance(ledger, Ledger):  # a replay's recorded charges (handled above)
             raise SdsInternalError("a release's ledger is not a Ledger")
-        spent = [
-            r.period
+        others = [
+            r
             for r in ledger.reservations(self.dataset)
-            if r.period not in (None, self.params.period)
-            and (ledger.spent(r.release_id) or (0.0, 0.0)) != (0.0, 0.0)
+            if r.period not in (None, self.params.period) and r.release_id != self.release_id
+        ]
+        running = sorted(
+            f"{r.release_id} (period {r.period})" for r in others if r.status == "open"
+        )
+        if running:
+            raise SdsInputError(
+                f"release(s) {', '.join(running)} of dataset {self.dataset!r} are still open: "
+                "releases of different periods of a dataset with a subject id run one after "
+                "another, so that each subject counts in the period released first. Finish "
+                "them with `sds resume RELEASE_ID` or abandon them with `sds cancel "
+                "RELEASE_ID`, then release this period again. Nothing was charged."
+            )
+        if record.exists():
+            return record
+        spent = [
+            str(r.period)
+            for r in others
+            if (ledger.spent(r.release_id) or (0.0, 0.0)) != (0.0, 0.0)
         ]
         if spent:
             raise SdsInputError(

@@ -17,6 +17,7 @@ from release_store.inputs.preflight import preflight
 from release_store.ledger.book import Ledger
 from release_store.ledger.values import BudgetExceededError, PeriodMismatchError
 from release_store.run.release_run import reserve
+from release_store.workspace.subjects import SubjectRecord
 from sds_core.errors import SdsInputError, SdsInternalError
 from tests.helpers import periodic_config, write_periodic_csv
 
@@ -209,12 +210,12 @@ def test_the_flow_refuses_an_absent_period_and_charges_nothing(
     assert ledger.budget("monthly", "2026-09").epsilon_remaining == 4.0  # type: ignore[union-attr]
 
 
-def test_a_lost_subject_record_is_refused_once_other_periods_spent(
+def test_subject_periods_run_one_at_a_time_and_need_their_record(
     tmp_path: Path, tiny_csv: Path
 ) -> None:
-    """With a subject id, ingest assigns the period's subjects before any charge; if the record
-    is gone while another period has spent, the next period is refused (its subjects could
-    count twice) and nothing is charged."""
+    """With a subject id, ingest assigns the period's subjects before any charge; while another
+    period's release is open, or if the record is gone while another period has spent, the
+    release is refused (its subjects could count by timing, or twice) and nothing is charged."""
     import shutil
 
     from tasks.ingest import read_input
@@ -234,13 +235,18 @@ def test_a_lost_subject_record_is_refused_once_other_periods_spent(
     sep = reserve(_params(data, config, home, period="2026-09"))  # type: ignore[arg-type]
     table, _ = read_input.fn(sep)
     assert table.value.num_rows == 50
-    assert sep.subject_record().periods() == {"2026-09": 50}
+    assert SubjectRecord(home, "monthly").periods() == {"2026-09": 50}
     ledger.charge(sep.release_id, "count")  # the period has spent
     octo = reserve(  # type: ignore[arg-type]
         _params(data, config, home, period="2026-10", release_id="r2")
     )
+    with pytest.raises(SdsInputError, match=r"r1 \(period 2026-09\) of dataset 'monthly' are"):
+        read_input.fn(octo)  # September's release is still open: periods run one at a time
+    assert SubjectRecord(home, "monthly").periods() == {"2026-09": 50}  # none to October
+    ledger.cancel(sep.release_id)  # abandoned after its count: its spend stays
     table, _ = read_input.fn(octo)
     assert table.value.num_rows == 25  # s25..s49 count in September
+    ledger.cancel(octo.release_id)
     shutil.rmtree(home / "private" / "_periods")
     nov = reserve(  # type: ignore[arg-type]
         _params(data, config, home, period="2026-10", release_id="r3")
