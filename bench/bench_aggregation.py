@@ -117,13 +117,13 @@ def _release_imports(imports: str) -> None:
     if imports == "worker":
         import fastapi.encoders  # noqa: F401
         import great_expectations.expectations  # noqa: F401
-        import release_store.progress  # noqa: F401
         import rich.console  # noqa: F401
         from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: F401
 
         import flows.release  # noqa: F401
+        import release_store.run.progress  # noqa: F401
         from flows import cli  # noqa: F401
-        from release_store import gx_suite  # noqa: F401
+        from release_store.inputs import gx_suite  # noqa: F401
     import numba  # noqa: F401
 
     import sds_core.data.preparation

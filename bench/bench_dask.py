@@ -12,7 +12,9 @@ then runs, each in its own subprocess so peak RSS is its own:
 
 Both print the time of each stage and a sha256 of the DP aggregates (equal for equal seeds).
 ``--synthesize N`` then builds N synthetic records from the DP aggregates (post-processing; with
-Dask its batches run on the workers, as ``--executor dask`` does) and times it too.
+Dask on the workers, left there in chunks as ``--executor dask`` does:
+``synthesize_on_cluster``) and times it too; the sha256 of the records (codes in row order,
+the chunks gathered after timing) is equal in both modes.
 ``--write DIR`` only writes the part files into DIR and keeps them (for a later ``--data DIR``).
 Before timing, both load the compiled kernels on a 300-row warm-up (the Dask one on every
 worker), as a long-running process or cluster has them; ``--cold`` leaves that out.
@@ -27,6 +29,7 @@ worker), as a long-running process or cluster has them; ``--cold`` leaves that o
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import os
@@ -138,7 +141,7 @@ def run(
     else:
         from distributed import Client, LocalCluster
 
-        from release_store.cluster.backend import DaskBackend
+        from release_store.cluster.backend import DaskBackend, Placement
 
         cluster = LocalCluster(
             n_workers=workers,
@@ -158,6 +161,7 @@ def run(
         cpu = CpuClock(client)
         t0 = time.perf_counter()
         data = DaskBackend.from_parquet(client, str(folder), params)
+        data = dataclasses.replace(data, placement=Placement())  # as a release's session
     times["read + prepare"] = time.perf_counter() - t0
     cpu.lap("read + prepare")
     dp = DpParams(epsilon=4.0, delta=1e-9, reporting_length=reporting_length)
@@ -183,27 +187,40 @@ def run(
     )
     times["finalize"] = time.perf_counter() - t0
     cpu.lap("finalize")
-    n_synthetic = None
+    n_synthetic: int | None = None
+    synthetic_digest: Any = None
     if synthesize:  # post-processing of the DP aggregates, as the release's synthesize stage
         import numpy as np
 
         from sds_core.synthesis.generator import synthesize as synthesize_records
         from sds_core.synthesis.params import SynthesisParams
 
-        batch_map = None
-        if client is not None:
-            from release_store.cluster.backend import cluster_batch_map
-
-            batch_map = cluster_batch_map(client)
+        params = SynthesisParams(target_number_of_records=synthesize)
         t0 = time.perf_counter()
-        synthetic = synthesize_records(
-            agg,
-            SynthesisParams(target_number_of_records=synthesize),
-            rng=np.random.default_rng(0),
-            batch_map=batch_map,
-        )
-        times["synthesize"] = time.perf_counter() - t0
-        n_synthetic = synthetic.n_records
+        if client is None:
+            synthetic = synthesize_records(agg, params, rng=np.random.default_rng(0))
+            times["synthesize"] = time.perf_counter() - t0
+            n_synthetic = synthetic.n_records
+            synthetic_digest = hashlib.sha256(synthetic.codes.tobytes())
+        else:  # as --executor dask: the shuffled records left on the workers in chunks
+            from distributed import wait
+
+            from release_store.cluster.synthesis import chunks, synthesize_on_cluster
+
+            chunked = synthesize_on_cluster(
+                client,
+                agg,
+                params,
+                rng=np.random.default_rng(0),
+                multi_value_columns=(),
+                part_records=None,
+            )
+            wait(list(chunked.parts))
+            times["synthesize"] = time.perf_counter() - t0
+            n_synthetic = chunked.n_records
+            synthetic_digest = hashlib.sha256()
+            for chunk in chunks(chunked):  # row order, one chunk at a time (not timed)
+                synthetic_digest.update(chunk.codes.tobytes())
     out: dict[str, Any] = {
         "mode": mode,
         "records": data.n_records,
@@ -220,6 +237,7 @@ def run(
     }
     if n_synthetic is not None:
         out["synthetic records"] = n_synthetic
+        out["synthetic digest"] = synthetic_digest.hexdigest()[:16]
     if client is not None:
         peaks = client.run(lambda: resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
         out["worker peak MiB"] = sorted(round(v) for v in peaks.values())

@@ -23,7 +23,8 @@ from typing import Any
 from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
-from release_store.cluster.backend import DaskBackend, cluster_session
+from release_store.cluster.backend import DaskBackend
+from release_store.cluster.session import cluster_session
 from release_store.config.core_objects import dp_binned_columns
 from release_store.config.release_params import ReleaseParams
 from release_store.run import progress, stages

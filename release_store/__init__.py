@@ -1,13 +1,22 @@
 """The release store: everything a release keeps outside the DP core, without Prefect.
 
-``params`` (the ``ReleaseParams`` model and config files), ``ledger`` (+ ``ledger_chain``,
-``ledger_types``: the privacy-budget ledger), ``workspace`` (``$SDS_HOME`` layout, manifests),
-``workdir`` (a release's key, checkpoints and state), ``run`` (the running release and its
-noise description), ``stages`` (the stage registry and timeline), ``ingest`` (reading inputs),
-``preflight`` (the checks the CLI runs before Prefect or GX load), ``schema_checks`` (the
-schema's checks, in Arrow), ``validation`` (the Great Expectations gate; ``gx_suite`` runs its
-suite, in a worker process when one runs), ``publishing`` (the artifacts, report and manifest;
-``artifact_encoding`` turns tables into bytes; ``report``, ``explorer``, ``report_inputs``,
-``charts``), ``replay``, ``signing``, ``audit``, ``progress`` and ``compare``. It imports neither
-``tasks`` nor ``flows``.
+One package per concept, in the order they may import each other (tests/test_import_graph.py):
+
+- ``workspace``: the home on disk (layout and ids, atomic writes, manifests, integrity, artifact
+  bytes);
+- ``ledger``: the privacy-budget ledger (budgets and policies, reservations, charges, the hash
+  chain, backends, the dashboard);
+- ``config``: a release's parameters (ReleaseParams, config files, the declared schema, the
+  conversion to ``sds_core`` objects);
+- ``inputs``: the sensitive input before any charge (reading, pre-flight, schema checks, the GX
+  gate) and ``sds plan``;
+- ``run``: one running release (ReleaseRun, the stage registry, the private workdir, resume,
+  stage logs, progress);
+- ``cluster``: the Dask executor;
+- ``report``: report.html and explorer.html, from published values only;
+- ``publish``: the publish stage's files;
+- ``audit``: audits after the fact (the home's audit, replay, signatures);
+- ``compare``: ``sds evaluate`` outside a release (NOT DP).
+
+It imports neither ``tasks`` nor ``flows``; this module imports nothing.
 """

@@ -6,8 +6,8 @@ from typing import Any
 
 from prefect import task
 
-from release_store.cluster.backend import session_client
 from release_store.cluster.inputs import open_input
+from release_store.cluster.session import session_client
 from release_store.config.core_objects import gate_columns
 from release_store.inputs.ingest import read_release_input
 from release_store.inputs.periods import PeriodFilter, count_each_subject_once

@@ -10,7 +10,7 @@ from typing import Any
 
 from prefect import task
 
-from release_store.cluster.backend import counting_backend
+from release_store.cluster.session import counting_backend
 from release_store.config.core_objects import dp_params
 from release_store.run import progress, stages
 from release_store.run.release_run import ProtectedCount, ReleaseRun, SensitiveTable

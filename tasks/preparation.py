@@ -15,6 +15,7 @@ from release_store.cluster.inputs import (
     prepare_parts,
     zero_counts_shares,
 )
+from release_store.cluster.session import session_backend
 from release_store.config.core_objects import dp_binned_columns, prepare_params
 from release_store.inputs.preflight import zero_warning
 from release_store.run import progress, stages
@@ -106,7 +107,7 @@ def prepare_table(
     core = prepare_params(params, dp_edges, table.value.column_names)
     prepared: PreparedTable | DaskBackend
     if isinstance(table.value, DaskInput):  # on the workers; the driver merges labels only
-        prepared = prepare_parts(table.value, core)
+        prepared = session_backend(params, prepare_parts(table.value, core))
         fp = fingerprint_parts(prepared)
     else:
         prepared = prepare(table.value, core)

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from prefect import task
 
-from release_store.cluster.backend import DaskBackend, session_client, synthesis_batch_map
+from release_store.cluster.backend import DaskBackend
 from release_store.cluster.inputs import whole_table
-from release_store.cluster.synthesis import StoredSynthetic, synthesize_on_cluster
+from release_store.cluster.session import session_backend, session_client
+from release_store.cluster.synthesis import (
+    StoredSynthetic,
+    synthesize_gathered,
+    synthesize_on_cluster,
+)
 from release_store.config.core_objects import synthesis_epsilon
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, registry_synthesizer
@@ -37,7 +42,8 @@ def synthesize_records(
     to the aggregates and their published ``noise``, sampled. The table is read only for its
     multi-value column declarations (a preparation setting). With the Dask executor the
     records (``synthesis = "records"``) stay on the workers, in chunks checkpointed one file
-    each (:mod:`release_store.cluster.synthesis`); else one ``PreparedTable`` here.
+    each (:mod:`release_store.cluster.synthesis`); with ``reconcile_one_way`` those chunks are
+    gathered here and reconciled; else one ``PreparedTable`` made here.
     """
     progress.stage(
         "synthesize (synthetic records)"
@@ -72,16 +78,23 @@ def synthesize_records(
                 params=ModelParams(max_model_bytes=run.params.max_model_bytes),
                 multi_value_columns=table.value.multi_value_columns,
             )
+        params = SynthesisParams(
+            target_number_of_records=run.params.synthetic_records or default_target(aggregates),
+            reconcile_one_way=run.params.reconcile_one_way,
+        )
+        rng = run.randomness().generator(f"{run.release_id}/synthesis")
+        mv = table.value.multi_value_columns
+        if client is not None:  # executor "dask": the batches on the workers, gathered here
+            return synthesize_gathered(
+                client,
+                aggregates,
+                params,
+                rng=rng,
+                multi_value_columns=mv,
+                progress=progress.advance,
+            )
         return synthesize(
-            aggregates,
-            SynthesisParams(
-                target_number_of_records=run.params.synthetic_records or default_target(aggregates),
-                reconcile_one_way=run.params.reconcile_one_way,
-            ),
-            rng=run.randomness().generator(f"{run.release_id}/synthesis"),
-            multi_value_columns=table.value.multi_value_columns,
-            progress=progress.advance,
-            batch_map=synthesis_batch_map(run.params),  # executor "dask": batches on the workers
+            aggregates, params, rng=rng, multi_value_columns=mv, progress=progress.advance
         )
 
     synthetic = run.stage(stages.SYNTHESIZE, compute)
@@ -122,7 +135,8 @@ def _synthesize_on_cluster(
         return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir, stages.SYNTHESIZE)
 
     stored = run.stage(stages.SYNTHESIZE, compute)
-    return made[0] if made else stored.load(client, run.dirs.checkpoint_dir)
+    chunked = made[0] if made else stored.load(client, run.dirs.checkpoint_dir)
+    return session_backend(run.params, chunked)
 
 
 @task(name=stages.FIT, **SENSITIVE)

@@ -175,12 +175,23 @@ def alive(pid: int) -> bool:
     return True
 
 
-def healthy(port: int, timeout: float = 2.0) -> bool:
+def healthy(port: int, timeout: float = 2.0, home: Path | None = None) -> bool:
+    """Whether a Prefect server answers on ``port``; with ``home``, whether it is *that home's*
+    server: it must accept the home's credential on an authenticated endpoint. (Another home's
+    server, or any other, that took the port first answers 401 and is not mistaken for ours.)
+    """
+    import base64
+
+    auth = None if home is None else api_auth(home)
+    path = "/api/health" if auth is None else "/api/admin/version"
+    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}")
+    if auth is not None:
+        token = base64.b64encode(auth.encode()).decode()
+        request.add_header("Authorization", f"Basic {token}")
     try:
-        url = f"http://127.0.0.1:{port}/api/health"
-        with urllib.request.urlopen(url, timeout=timeout) as r:
+        with urllib.request.urlopen(request, timeout=timeout) as r:
             return bool(r.status == 200)
-    except OSError:
+    except OSError:  # refused, timed out, or an HTTPError (401: not this home's server)
         return False
 
 
@@ -205,7 +216,7 @@ def status(home: Path) -> ServerInfo | None:
         with contextlib.suppress(OSError):
             (server_dir(home) / STATE_FILE).unlink()
         return None
-    return ServerInfo(**{**asdict(info), "healthy": healthy(info.port)})
+    return ServerInfo(**{**asdict(info), "healthy": healthy(info.port, home=Path(home))})
 
 
 def _free_port() -> int:
@@ -292,16 +303,20 @@ def wait_healthy(info: ServerInfo, timeout: float = 300.0) -> ServerInfo:
     """Block until the server answers; raise ``RuntimeError`` with its log if it cannot start."""
     end = time.monotonic() + timeout
     while time.monotonic() < end:
-        if healthy(info.port):
+        if healthy(info.port, home=Path(info.home)):
             return ServerInfo(**{**asdict(info), "healthy": True})
         if not alive(info.pid):
             break
         time.sleep(0.2)
     log = server_dir(Path(info.home)) / LOG_FILE
     tail = log.read_text(errors="replace")[-2000:] if log.is_file() else ""
+    what = (
+        f"did not answer within {timeout:.0f} s"
+        if alive(info.pid)
+        else f"stopped before it answered (its supervisor, pid {info.pid}, exited)"
+    )
     raise RuntimeError(
-        f"the local Prefect server for {info.home} did not start within {timeout:.0f} s "
-        f"(log {log}): {tail.strip()[-500:]}"
+        f"the local Prefect server for {info.home} {what} (log {log}): {tail.strip()[-500:]}"
     )
 
 

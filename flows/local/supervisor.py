@@ -163,7 +163,8 @@ def supervise(
         if child.poll() is not None:
             reason = f"server exited with status {child.returncode}"
             break
-        if worker_due and (worker_after is None or not alive(worker_after)) and healthy(port):
+        release_done = worker_after is None or not alive(worker_after)
+        if worker_due and release_done and healthy(port, home=home):
             worker, worker_due = _start_worker(home, port), False
         if build_due and not worker_due and (worker is None or ping(home) is not None):
             builder, build_due = start_template_build(), False

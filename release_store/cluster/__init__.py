@@ -1,6 +1,8 @@
 """The Dask executor: counting backend, cluster session, input and records on the workers.
 
 - ``backend``: ``DaskBackend``: the counting backend over partitions on the workers;
+- ``session``: the release's cluster session: the client it connects, the counting backend it
+  serves the stages, the ``Placement`` cache its backends share;
 - ``inputs``: the input read, validated and prepared on the workers;
 - ``synthesis``: the synthetic records on the workers: synthesis, checkpoint, gate, publish.
 
@@ -13,31 +15,32 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
-    "ADDRESS_ENV": "release_store.cluster.backend",
+    "ADDRESS_ENV": "release_store.cluster.session",
     "CHUNK_ROWS": "release_store.cluster.synthesis",
-    "CONNECT_TIMEOUT_S": "release_store.cluster.backend",
+    "CONNECT_TIMEOUT_S": "release_store.cluster.session",
     "CSV_BLOCKSIZE": "release_store.cluster.inputs",
     "DaskBackend": "release_store.cluster.backend",
     "DaskClusterError": "release_store.cluster.backend",
     "DaskInput": "release_store.cluster.inputs",
     "GROUP_RECORDS": "release_store.cluster.backend",
     "LOOKUP_RECORDS": "release_store.cluster.backend",
-    "ROWS_PER_PARTITION": "release_store.cluster.backend",
+    "Placement": "release_store.cluster.backend",
+    "ROWS_PER_PARTITION": "release_store.cluster.session",
     "ROW_GROUP": "release_store.cluster.synthesis",
     "StoredSynthetic": "release_store.cluster.synthesis",
     "chunk_bounds": "release_store.cluster.synthesis",
     "chunks": "release_store.cluster.synthesis",
-    "cluster_batch_map": "release_store.cluster.backend",
-    "cluster_session": "release_store.cluster.backend",
+    "cluster_session": "release_store.cluster.session",
     "column_numbers": "release_store.cluster.inputs",
-    "connect": "release_store.cluster.backend",
-    "counting_backend": "release_store.cluster.backend",
+    "connect": "release_store.cluster.session",
+    "counting_backend": "release_store.cluster.session",
     "fingerprint_parts": "release_store.cluster.inputs",
     "open_input": "release_store.cluster.inputs",
     "output_columns": "release_store.cluster.synthesis",
     "prepare_parts": "release_store.cluster.inputs",
-    "session_client": "release_store.cluster.backend",
-    "synthesis_batch_map": "release_store.cluster.backend",
+    "session_backend": "release_store.cluster.session",
+    "session_client": "release_store.cluster.session",
+    "synthesize_gathered": "release_store.cluster.synthesis",
     "synthesize_on_cluster": "release_store.cluster.synthesis",
     "validate_chunks": "release_store.cluster.synthesis",
     "validate_parts": "release_store.cluster.inputs",
@@ -58,10 +61,10 @@ __all__ = [
     "DaskBackend",
     "DaskClusterError",
     "DaskInput",
+    "Placement",
     "StoredSynthetic",
     "chunk_bounds",
     "chunks",
-    "cluster_batch_map",
     "cluster_session",
     "column_numbers",
     "connect",
@@ -70,8 +73,9 @@ __all__ = [
     "open_input",
     "output_columns",
     "prepare_parts",
+    "session_backend",
     "session_client",
-    "synthesis_batch_map",
+    "synthesize_gathered",
     "synthesize_on_cluster",
     "validate_chunks",
     "validate_parts",
@@ -90,19 +94,11 @@ def __getattr__(name: str) -> Any:
 
 if TYPE_CHECKING:
     from release_store.cluster.backend import (
-        ADDRESS_ENV,
-        CONNECT_TIMEOUT_S,
         GROUP_RECORDS,
         LOOKUP_RECORDS,
-        ROWS_PER_PARTITION,
         DaskBackend,
         DaskClusterError,
-        cluster_batch_map,
-        cluster_session,
-        connect,
-        counting_backend,
-        session_client,
-        synthesis_batch_map,
+        Placement,
     )
     from release_store.cluster.inputs import (
         CSV_BLOCKSIZE,
@@ -115,6 +111,16 @@ if TYPE_CHECKING:
         whole_table,
         zero_counts_shares,
     )
+    from release_store.cluster.session import (
+        ADDRESS_ENV,
+        CONNECT_TIMEOUT_S,
+        ROWS_PER_PARTITION,
+        cluster_session,
+        connect,
+        counting_backend,
+        session_backend,
+        session_client,
+    )
     from release_store.cluster.synthesis import (
         CHUNK_ROWS,
         ROW_GROUP,
@@ -122,6 +128,7 @@ if TYPE_CHECKING:
         chunk_bounds,
         chunks,
         output_columns,
+        synthesize_gathered,
         synthesize_on_cluster,
         validate_chunks,
         write_synthetic,

@@ -12,8 +12,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import os
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,41 +38,6 @@ from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.candidates import CandidateSet
 from sds_core.marginals.declared_tuples import reencode
 from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS
-from sds_core.synthesis.generator import BatchJob, BatchMap
-
-ADDRESS_ENV = "SDS_DASK_ADDRESS"
-CONNECT_TIMEOUT_S = 10.0
-
-
-def connect(address: str | None, *, timeout: float = CONNECT_TIMEOUT_S) -> Any:
-    """A ``distributed.Client``: to the scheduler at ``address`` (else ``$SDS_DASK_ADDRESS``), or
-    to an embedded ``LocalCluster`` sized to the machine when neither is set.
-
-    Raises:
-        SdsInputError: the address is malformed or no scheduler answers there within
-            ``timeout`` seconds (raised before the release reads or charges anything).
-    """
-    from distributed import Client, LocalCluster
-
-    address = address or os.environ.get(ADDRESS_ENV) or None
-    if address is None:
-        cluster = LocalCluster(  # type: ignore[no-untyped-call]
-            processes=True, threads_per_worker=1, dashboard_address=None
-        )
-        return Client(cluster)  # type: ignore[no-untyped-call]
-    if "://" not in address and ":" not in address:
-        raise SdsInputError(
-            f"dask_address {address!r} is not a scheduler address; give it as tcp://host:8786 "
-            f"(--dask-address or ${ADDRESS_ENV})"
-        )
-    try:
-        return Client(address, timeout=timeout)  # type: ignore[no-untyped-call]
-    except (OSError, TimeoutError, ValueError) as e:
-        raise SdsInputError(
-            f"no Dask scheduler answers at dask_address {address!r} ({type(e).__name__}: {e}); "
-            "start one (`dask scheduler` and `dask worker <address>`), fix --dask-address / "
-            f"${ADDRESS_ENV}, or drop it for an embedded LocalCluster"
-        ) from e
 
 
 class DaskClusterError(RuntimeError):
@@ -143,6 +107,51 @@ rows does not repay bigger tables (10M rows, 5M a worker, length 3: 0.9 s to bui
 sized for 1M, 1.1-1.3 s for 5M with twice the memory). Never changes a count."""
 
 
+def _placed_groups(client: Any, parts: Sequence[Any]) -> list[tuple[str, list[int]]]:
+    """The partitions grouped by the worker holding them, asked of the scheduler (two round
+    trips); a partition no worker holds yet, or lost, is in the group ``""``."""
+    from distributed import wait
+
+    try:
+        # placed (read, prepared, re-coded) before asking where. `wait` waits on the
+        # *current* client's loop, another client's when the caller holds one (`with
+        # Client()` in a notebook or a test): waiting there binds this client's futures to
+        # the wrong loop, and a lost partition's re-gather fails with a RuntimeError
+        with client.as_current():
+            wait(list(parts))  # type: ignore[no-untyped-call]
+        held = client.who_has(list(parts))
+    except Exception as e:
+        if not _lost(e):
+            raise
+        held = {}
+    by_worker: dict[str, list[int]] = {}
+    for i, part in enumerate(parts):
+        workers = sorted(held.get(part.key, ()))
+        by_worker.setdefault(workers[0] if workers else "", []).append(i)
+    return sorted(by_worker.items(), key=lambda item: item[1][0])
+
+
+class Placement:
+    """Where the workers hold each set of partitions (:func:`_placed_groups`), asked of the
+    scheduler once per set (keyed by the partitions' keys) instead of once per length.
+
+    A mutable cache, so it lives outside the frozen :class:`DaskBackend` values: the cluster
+    session owns one (:mod:`release_store.cluster.session`) and hands it to every backend it
+    serves. A stale entry (a worker lost since) only moves tasks; it never changes a result.
+    """
+
+    def __init__(self) -> None:
+        self._groups: dict[tuple[str, ...], list[tuple[str, list[int]]]] = {}
+
+    def groups(self, client: Any, parts: Sequence[Any]) -> list[tuple[str, list[int]]]:
+        """The groups of ``parts``: asked once, then from the cache."""
+        keys = tuple(str(part.key) for part in parts)
+        cached = self._groups.get(keys)
+        if cached is None:
+            cached = self._groups[keys] = _placed_groups(client, parts)
+        return cached
+
+
 @dataclass(frozen=True, eq=False)
 class DaskBackend:
     """Record partitions (``PreparedTable`` futures) on a Dask cluster.
@@ -157,7 +166,9 @@ class DaskBackend:
         multi_value_columns: the partitions' multi-value column declarations (from a reader).
         group_records: the fewest records worth a counting group of their own (one task per
             worker holding partitions, fewer when each would count less: ``_fewer_groups``).
-        placement: cache of :meth:`_groups` by partition keys (asked once, not per length).
+        placement: the cluster session's :class:`Placement` (where the workers hold each set
+            of partitions, asked once per set, not per length), shared by every backend of the
+            session; None: asked at every call. Not part of the value (never changes a result).
     """
 
     client: Any
@@ -168,9 +179,7 @@ class DaskBackend:
     chunk_records: int = DEFAULT_CHUNK_RECORDS
     multi_value_columns: tuple[MultiValueColumn, ...] = ()
     group_records: int = LOOKUP_RECORDS
-    placement: dict[tuple[str, ...], list[tuple[str, list[int]]]] = field(
-        default_factory=dict, compare=False, repr=False
-    )
+    placement: Placement | None = field(default=None, compare=False, repr=False)
 
     @classmethod
     def from_partitions(
@@ -433,35 +442,12 @@ class DaskBackend:
 
     def _groups(self) -> list[tuple[str, list[int]]]:
         """The partitions grouped by the worker holding them (in partition order within a
-        group): one counting task per worker. Asked once per set of partitions (two round
-        trips); a worker lost since then only moves its tasks (``allow_other_workers``).
-        Grouping never changes a result."""
-        keys = tuple(str(part.key) for part in self.parts)
-        cached = self.placement.get(keys)
-        if cached is None:
-            cached = self.placement[keys] = self._placed_groups()
-        return cached
-
-    def _placed_groups(self) -> list[tuple[str, list[int]]]:
-        from distributed import wait
-
-        try:
-            # placed (read, prepared, re-coded) before asking where. `wait` waits on the
-            # *current* client's loop, another client's when the caller holds one (`with
-            # Client()` in a notebook or a test): waiting there binds this client's futures to
-            # the wrong loop, and a lost partition's re-gather fails with a RuntimeError
-            with self.client.as_current():
-                wait(list(self.parts))  # type: ignore[no-untyped-call]
-            held = self.client.who_has(list(self.parts))
-        except Exception as e:
-            if not _lost(e):
-                raise
-            held = {}
-        by_worker: dict[str, list[int]] = {}
-        for i, part in enumerate(self.parts):
-            workers = sorted(held.get(part.key, ()))
-            by_worker.setdefault(workers[0] if workers else "", []).append(i)
-        return sorted(by_worker.items(), key=lambda item: item[1][0])
+        group): one counting task per worker; from the session's :class:`Placement` when the
+        backend has one. A worker lost since then only moves its tasks
+        (``allow_other_workers``). Grouping never changes a result."""
+        if self.placement is not None:
+            return self.placement.groups(self.client, self.parts)
+        return _placed_groups(self.client, self.parts)
 
     def map_reduce(
         self, fn: Callable[..., Any], combine: Callable[[Any, Any], Any], /, **kwargs: Any
@@ -615,90 +601,3 @@ def _head(client: Any, ddf: Any, n: int) -> Any:
         keep.append(part if length <= left else part.head(left, compute=False, npartitions=1))
         left -= length
     return dd.concat(keep) if len(keep) > 1 else keep[0]  # type: ignore[no-untyped-call]
-
-
-# ---------------------------------------------------------------- the release's cluster session
-@dataclass
-class _Session:
-    client: Any
-    partitions: int | None
-    backends: dict[int, tuple[PreparedTable, DaskBackend]]
-
-
-_SESSIONS: dict[str, _Session] = {}
-ROWS_PER_PARTITION = 1_000_000
-
-
-@contextmanager
-def cluster_session(params: Any) -> Iterator[None]:
-    """With ``params.executor == "dask"``: connect (a bad address raises here, before the
-    release charges anything) and serve :func:`counting_backend` for ``params.release_id``
-    until the block ends; then close the client (and an embedded cluster). Else nothing."""
-    if getattr(params, "executor", "local") != "dask":
-        yield
-        return
-    client = connect(params.dask_address)
-    key = str(params.release_id)
-    _SESSIONS[key] = _Session(client, params.dask_partitions, {})
-    try:
-        yield
-    finally:
-        _SESSIONS.pop(key, None)
-        embedded = getattr(client, "cluster", None)
-        client.close()
-        if embedded is not None:
-            embedded.close()
-
-
-def session_client(params: Any) -> Any:
-    """The ``distributed.Client`` of this release's cluster session, or None (executor local,
-    or outside :func:`cluster_session`)."""
-    session = _SESSIONS.get(str(getattr(params, "release_id", "")))
-    if getattr(params, "executor", "local") != "dask" or session is None:
-        return None
-    return session.client
-
-
-def counting_backend(params: Any, table: PreparedTable | DaskBackend) -> core.CountingBackend:
-    """The counting backend of this release: local, the table read and prepared on the
-    cluster (a :class:`DaskBackend` already), or the table's partitions on the session's
-    cluster (scattered once per table, reused by every stage)."""
-    if isinstance(table, DaskBackend):
-        return table
-    session = _SESSIONS.get(str(params.release_id))
-    if getattr(params, "executor", "local") != "dask" or session is None:
-        return core.LocalBackend(table)
-    cached = session.backends.get(id(table))
-    if cached is not None and cached[0] is table:
-        return cached[1]
-    workers = max(1, len(session.client.scheduler_info().get("workers", {})))
-    n_parts = session.partitions or max(2 * workers, -(-table.n_records // ROWS_PER_PARTITION))
-    backend = DaskBackend.from_table(session.client, table, min(n_parts, max(1, table.n_records)))
-    session.backends[id(table)] = (table, backend)
-    return backend
-
-
-def cluster_batch_map(client: Any) -> BatchMap:
-    """A :data:`~sds_core.synthesis.generator.BatchMap` running each synthesis batch as one task
-    on the cluster (post-processing of the DP aggregates; the layout is sent once per worker)."""
-
-    def batch_map(
-        run: Callable[..., list[NDArray[np.int64]]],
-        jobs: list[BatchJob],
-        rngs: list[np.random.Generator],
-        targets: list[Any],
-    ) -> list[list[NDArray[np.int64]]]:
-        [job] = client.scatter([jobs[0]], broadcast=True, hash=False)
-        futures = client.map(run, [job] * len(rngs), rngs, targets, pure=False)
-        result: list[list[NDArray[np.int64]]] = client.gather(futures)
-        return result
-
-    return batch_map
-
-
-def synthesis_batch_map(params: Any) -> BatchMap | None:
-    """The batch map of this release's cluster session, or None (local threads)."""
-    session = _SESSIONS.get(str(getattr(params, "release_id", "")))
-    if getattr(params, "executor", "local") != "dask" or session is None:
-        return None
-    return cluster_batch_map(session.client)

@@ -10,6 +10,8 @@ chunks into the same ``synthetic.parquet`` (parts) and ``synthetic.csv`` bytes a
 from __future__ import annotations
 
 import copy
+import dataclasses
+import functools
 import hashlib
 import io
 import itertools
@@ -31,6 +33,7 @@ from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis.generator import batch_codes, plan_synthesis
 from sds_core.synthesis.params import SynthesisParams
+from sds_core.synthesis.reconcile import reconcile_one_way
 
 CHUNK_ROWS = 1 << 20
 """Records per chunk: pyarrow's default Parquet row group, so that publish writes each part
@@ -68,11 +71,12 @@ def synthesize_on_cluster(
 
     The same batches, batch seeds and shuffle (``rng.permutation`` of all records, drawn here
     after the batch seeds, as locally): chunk ``[lo, hi)`` of the result holds the local table's
-    rows ``lo..hi-1``. The permutation is drawn on a worker from a copy of ``rng`` (whose state
-    after the call is unspecified: a release draws nothing more from it), so no per-record array
-    reaches the driver, and every chunk is a task graph the cluster can recompute. Not for
-    ``reconcile_one_way`` (it reads the whole table; the caller synthesizes locally then).
-    ``progress(done, target)`` is called as batches finish (records of the finished batches).
+    rows ``lo..hi-1``. The permutation is drawn on a worker from a copy of ``rng``, so no
+    per-record array reaches the driver, and every chunk is a task graph the cluster can
+    recompute; ``rng`` is left in the state the local run's shuffle leaves it (what
+    :func:`synthesize_gathered` reconciles with). Not for ``reconcile_one_way`` (it reads the
+    whole table: :func:`synthesize_gathered`). ``progress(done, target)`` is called as batches
+    finish (records of the finished batches).
     """
     if params.reconcile_one_way:
         raise SdsInternalError("synthesize_on_cluster: reconcile_one_way needs the whole table")
@@ -105,6 +109,7 @@ def synthesize_on_cluster(
     # the shuffle drawn on a worker from a copy of the generator: a task, not scattered data,
     # so a chunk lost with its worker is recomputed from its tasks
     shuffled = client.submit(_permutation, copy.deepcopy(rng), n, pure=False)
+    rng.bit_generator.state = client.submit(_second, shuffled, pure=False).result()
     bounds = chunk_bounds(n, part_records)
     chunks = []
     for lo, hi in bounds:
@@ -127,19 +132,51 @@ def synthesize_on_cluster(
     )
 
 
+def synthesize_gathered(
+    client: Any,
+    aggregates: AggregateSet,
+    params: SynthesisParams,
+    *,
+    rng: np.random.Generator,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    progress: Callable[[int, int], None] | None = None,
+) -> PreparedTable:
+    """:func:`~sds_core.synthesis.generator.synthesize`'s table in this process, its batches
+    made on the cluster: the chunks of :func:`synthesize_on_cluster` gathered in row order,
+    then ``reconcile_one_way`` here when asked (it reads the whole table), drawing from ``rng``
+    where the local run does. The same bytes as the local table."""
+    chunked = synthesize_on_cluster(
+        client,
+        aggregates,
+        dataclasses.replace(params, reconcile_one_way=False),
+        rng=rng,
+        multi_value_columns=multi_value_columns,
+        part_records=None,
+        progress=progress,
+    )
+    codes = [table.codes for table in chunks(chunked)]
+    del chunked
+    whole = np.concatenate(codes) if codes else np.zeros((0, aggregates.domain.n_columns), np.int32)
+    table = PreparedTable(aggregates.domain, whole, multi_value_columns)
+    if params.reconcile_one_way:
+        table = reconcile_one_way(table, aggregates, rng=rng)
+    return table
+
+
 def _value(value: Any) -> Any:
     """On a worker: ``value`` itself (data carried by a recomputable task)."""
     return value
 
 
-def _permutation(rng: np.random.Generator, n: int) -> NDArray[np.int64]:
-    """On a worker: the local run's shuffle of the ``n`` records (same generator state)."""
-    return rng.permutation(n)
+def _permutation(rng: np.random.Generator, n: int) -> tuple[NDArray[np.int64], dict[str, Any]]:
+    """On a worker: the local run's shuffle of the ``n`` records (same generator state), and
+    the generator's state after it."""
+    return rng.permutation(n), dict(rng.bit_generator.state)
 
 
-def _slice(perm: NDArray[np.int64], lo: int, hi: int) -> NDArray[np.int64]:
+def _slice(shuffled: tuple[NDArray[np.int64], Any], lo: int, hi: int) -> NDArray[np.int64]:
     """On a worker: the global rows chunk ``[lo, hi)`` takes."""
-    return perm[lo:hi].copy()
+    return shuffled[0][lo:hi].copy()
 
 
 def _batch_and_state(
@@ -319,12 +356,11 @@ ROW_GROUP = 1 << 20
 
 def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None) -> list[str]:
     """``synthetic.parquet`` (one file, or a directory of parts) and ``synthetic.csv`` of the
-    records on the workers, streamed one chunk at a time: the bytes of
+    records on the workers, streamed one chunk at a time into atomic file streams (this
+    process holds a chunk and at most one row group): the bytes of
     :func:`~release_store.workspace.encoding.synthetic_files` of the whole table. Returns the
     part names (none: one file)."""
     import shutil
-
-    import pyarrow.parquet as pq
 
     from release_store.workspace.encoding import (
         SYNTHETIC_PARQUET,
@@ -344,16 +380,32 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
         target.unlink(missing_ok=True)
         target.mkdir()
     paths = [target] if not names else [out / n for n in names]
-    ends = np.cumsum(rows).tolist()
     empty = _no_records(synthetic)
     empty_frame = to_frame(empty, empty_value="", join_multi_value_columns=True)
     header = synthetic_csv(empty, empty_frame)
+    pieces = chunks(synthetic)
 
     def write_all(csv: Any) -> None:
         csv.write(header)
+        done = 0
+        for path, end in zip(paths, itertools.accumulate(rows), strict=True):
+            atomic_write_stream(
+                path, functools.partial(write_part, csv=csv, pieces=pieces, done=done, end=end)
+            )
+            done = end
+        if next(pieces, None) is not None:
+            raise SdsInternalError("synthetic chunks beyond the last parquet part (bug)")
+
+    def write_part(
+        parquet: Any, *, csv: Any, pieces: Iterator[PreparedTable], done: int, end: int
+    ) -> None:
+        """One part's chunks (global rows ``done..end-1``): their CSV rows after the header,
+        their Parquet row groups of ROW_GROUP records from the part's first row, as
+        ``write_table`` of the whole part (a chunk never straddles two parts: chunk_bounds)."""
+        import pyarrow.parquet as pq
+
         pending: list[pa.Table] = []
-        held, part, done = 0, 0, 0
-        buf = io.BytesIO()
+        held = 0
         writer: Any = None
 
         def flush(rows_out: int) -> None:
@@ -361,12 +413,15 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
             whole = pa.concat_tables(pending).combine_chunks()
             group, rest = whole.slice(0, rows_out), whole.slice(rows_out)
             if writer is None:
-                writer = pq.ParquetWriter(buf, group.schema)
+                writer = pq.ParquetWriter(parquet, group.schema)
             writer.write_table(group)
             pending = [rest] if rest.num_rows else []
             held -= rows_out
 
-        for table in chunks(synthetic):
+        while True:  # at least one chunk a part (a table of no records: one empty chunk)
+            table = next(pieces, None)
+            if table is None:
+                raise SdsInternalError("synthetic chunks end before the last parquet part (bug)")
             frame = to_frame(table, empty_value="", join_multi_value_columns=True)
             body = synthetic_csv(table, frame)
             if not body.startswith(header):
@@ -378,16 +433,15 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
             del frame, body, table
             while held >= ROW_GROUP:  # row groups from the part's first row, as write_table
                 flush(ROW_GROUP)
-            if done == ends[part]:  # a chunk never straddles two parts (chunk_bounds)
-                if held or writer is None:
-                    if not pending:
-                        pending.append(pa.Table.from_pandas(empty_frame, preserve_index=False))
-                    flush(held)
-                writer.close()
-                atomic_write_bytes(paths[part], buf.getvalue())
-                buf, writer, part = io.BytesIO(), None, part + 1
-            elif done > ends[part]:
+            if done == end:
+                break
+            if done > end:
                 raise SdsInternalError("a synthetic chunk straddles two parquet parts (bug)")
+        if held or writer is None:
+            if not pending:
+                pending.append(pa.Table.from_pandas(empty_frame, preserve_index=False))
+            flush(held)
+        writer.close()
 
     atomic_write_stream(out / "synthetic.csv", write_all)
     return names

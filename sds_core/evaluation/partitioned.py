@@ -4,14 +4,15 @@ result as :func:`~sds_core.evaluation.metrics.evaluate_release` of the whole tab
 The sensitive side is reduced to sums: its exact aggregates, the counts of records holding a
 unique or rare combination (:func:`partition_risk`) and the cell counts of its 1..3-way marginals
 (:func:`partition_marginals`); every ratio is then computed from those integers as locally. The
-synthetic records are a ``PreparedTable`` here or, as large as the input, partitions of their
-own (:class:`PartitionedTable`), reduced to sums the same way.
+synthetic records, partitions of their own (:class:`PartitionedTable`, as large as the input) or
+a ``PreparedTable`` here (one partition: :class:`OnePartition`), are reduced to sums the same way.
 """
 
 from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 import numpy as np
@@ -27,7 +28,6 @@ from sds_core.evaluation.metrics import (
     aggregate_metrics,
     record_risk_counts,
     risk_lookups,
-    risk_metrics,
     risk_summary,
 )
 from sds_core.evaluation.params import EvaluationParams
@@ -65,6 +65,32 @@ class PartitionedTable(Protocol):
     ) -> T: ...
 
     def exact_aggregates(self, reporting_length: int) -> AggregateSet: ...
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class OnePartition:
+    """A table in this process as a :class:`PartitionedTable` of one partition (how
+    :func:`evaluate_partitioned` sums local synthetic records: the partitions' one path)."""
+
+    table: PreparedTable
+
+    @property
+    def domain(self) -> Domain:
+        """The table's domain."""
+        return self.table.domain
+
+    @property
+    def n_records(self) -> int:
+        """The table's record count."""
+        return self.table.n_records
+
+    def map_reduce(self, fn: Callable[..., T], combine: Callable[[T, T], T], /, **kwargs: Any) -> T:
+        """``fn`` of the one partition (nothing to combine)."""
+        return fn(self.table, **kwargs)
+
+    def exact_aggregates(self, reporting_length: int) -> AggregateSet:
+        """The table's exact aggregates."""
+        return exact_aggregates(self.table, reporting_length)
 
 
 def partition_risk(table: PreparedTable, lookups: RiskLookups) -> tuple[int, int]:
@@ -218,26 +244,6 @@ def partition_fidelity_cells(
     return marginal_cells(codes, cards, max_order)
 
 
-def fidelity_coding(
-    domain: Domain, synthetic: PreparedTable
-) -> tuple[list[int], NDArray[np.int64]]:
-    """The joint coding of :func:`~sds_core.evaluation.metrics.marginal_fidelity`: per column the
-    sensitive labels, ``""``, then the synthetic's other labels; returns the cardinalities and
-    the synthetic codes (columns x records) in it."""
-    s = column_codes(synthetic)
-    require(
-        list(domain.columns) == list(s),
-        f"original and synthetic columns differ: {list(domain.columns)} vs {list(s)}",
-    )
-    cards, rows = [], []
-    for labels, col in zip(domain.labels, domain.columns, strict=True):
-        union = {lab: i for i, lab in enumerate([*labels, ""])}
-        mapping = np.asarray([union.setdefault(lab, len(union)) for lab in s[col][0]], np.int64)
-        cards.append(max(len(union), 1))
-        rows.append(mapping[s[col][1]] if mapping.size else np.asarray(s[col][1], np.int64))
-    return cards, np.asarray(rows, dtype=np.int64).reshape(len(cards), synthetic.n_records)
-
-
 def fidelity_from_cells(
     domain: Domain,
     n_o: int,
@@ -304,21 +310,15 @@ def evaluate_partitioned(
     lookups = risk_lookups(sensitive, resolution=k)
     unique, rare = map_reduce(partition_risk, add_pairs, lookups=lookups)
     top = min(order, domain.n_columns)
-    if isinstance(synthetic, PreparedTable):
-        synth = exact_aggregates(synthetic, R)
-        synthetic_risk = risk_metrics(synth, synthetic, resolution=k)
-        cards, codes_s = fidelity_coding(domain, synthetic)
-        synth_cells = marginal_cells(codes_s, cards, order)
-        del codes_s
-    else:
-        synth = synthetic.exact_aggregates(R)
-        s_lookups = risk_lookups(synth, resolution=k)
-        s_unique, s_rare = synthetic.map_reduce(partition_risk, add_pairs, lookups=s_lookups)
-        synthetic_risk = risk_summary(s_lookups, synthetic.n_records, s_unique, s_rare)
-        cards, mappings = fidelity_mappings(domain, synthetic.domain)
-        synth_cells = synthetic.map_reduce(
-            partition_fidelity_cells, add_cells, mappings=mappings, cards=cards, max_order=order
-        )
+    parts = OnePartition(synthetic) if isinstance(synthetic, PreparedTable) else synthetic
+    cards, mappings = fidelity_mappings(domain, parts.domain)
+    synth = parts.exact_aggregates(R)
+    s_lookups = risk_lookups(synth, resolution=k)
+    s_unique, s_rare = parts.map_reduce(partition_risk, add_pairs, lookups=s_lookups)
+    synthetic_risk = risk_summary(s_lookups, parts.n_records, s_unique, s_rare)
+    synth_cells = parts.map_reduce(
+        partition_fidelity_cells, add_cells, mappings=mappings, cards=cards, max_order=order
+    )
     cells = map_reduce(partition_marginals, add_cells, cards=cards, max_order=top)
     return {
         "differentially_private": False,

@@ -73,7 +73,6 @@ def synthesize(
     rng: np.random.Generator,
     progress: Callable[[int, int], None] | None = None,
     multi_value_columns: tuple[MultiValueColumn, ...] = (),
-    batch_map: BatchMap | None = None,
 ) -> PreparedTable:
     """Synthesize records from ``aggregates`` alone (aggregate-seeded synthesis, spec §2.1).
 
@@ -85,8 +84,6 @@ def synthesize(
             the target, or the total attribute budget (with ``done`` in attributes used) when
             no target is given.
         multi_value_columns: passed through to the result (for re-joining on output).
-        batch_map: with B > 1 batches, runs them (e.g. on a cluster's workers) instead of this
-            process's threads; the records are identical (same batch seeds, batch order).
 
     Returns:
         A PreparedTable over ``aggregates.domain`` (codes, -1 = empty), rows shuffled.
@@ -108,19 +105,14 @@ def synthesize(
 
         chunks = run_batch(job, rng, target, report)
     else:
-        targets = plan.targets
-        if batch_map is not None:  # e.g. one task per batch on a cluster (same seeds, same order)
-            by_batch = batch_map(run_batch, [job] * batches, rng.spawn(batches), targets)
-            chunks = [chunk for batch in by_batch for chunk in batch]
-        else:
-            chunks = _run_parallel(
-                job,
-                rng.spawn(batches),
-                targets,
-                done,
-                progress,
-                total_budget * batches if target is None else target,
-            )
+        chunks = _run_parallel(
+            job,
+            rng.spawn(batches),
+            plan.targets,
+            done,
+            progress,
+            total_budget * batches if target is None else target,
+        )
     codes = records_to_codes(chunks, domain)
     codes = codes[rng.permutation(codes.shape[0])]
     table = PreparedTable(domain, codes, multi_value_columns)
@@ -230,14 +222,6 @@ class BatchJob:
     complete_records: bool
     n_cols: int
     total_budget: int
-
-
-BatchMap = Callable[
-    [Callable[..., list[NDArray[np.int64]]], list[BatchJob], list[np.random.Generator], list[Any]],
-    list[list[NDArray[np.int64]]],
-]
-"""``batch_map(run_batch, jobs, rngs, targets)`` -> each batch's chunks, in batch order (a
-cluster's ``map``); batches are independent, so where they run never changes the records."""
 
 
 def run_batch(

@@ -167,6 +167,24 @@ def test_synthetic_chunks_on_the_workers_release_like_local(
     ]
 
 
+def test_reconciled_release_on_dask_like_local(
+    tmp_path: Path, prefect_server: str, on_client: Any
+) -> None:
+    """``reconcile_one_way``: the chunks made on the workers, gathered and reconciled on the
+    driver, give the local release's records and evaluation."""
+    csv = tmp_path / "tiny.csv"
+    _frame().to_csv(csv, index=False)
+    config = tmp_path / "reconcile.toml"
+    config.write_text("reconcile_one_way = true\n" + TINY_CONFIG)
+    hashes = {}
+    for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
+        rel = _release(csv, config, tmp_path / name, *extra)
+        hashes[name] = {n: sha256_file(rel / n) for n in (*COMPARED, "synthetic.csv")}
+    assert hashes["local"] == hashes["dask"]
+    ran = on_client.run_on_scheduler(lambda dask_scheduler: set(dask_scheduler.task_prefixes))
+    assert {"batch_and_state", "assemble"} <= ran
+
+
 def _failures(text: str) -> list[str]:
     found = re.search(r"expectation\(s\)\): (.*?)\. (Full details|Fix the data)", text, re.S)
     assert found, text

@@ -12,7 +12,8 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.backend import DaskBackend, connect  # noqa: E402
+from release_store.cluster.backend import DaskBackend  # noqa: E402
+from release_store.cluster.session import connect  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.declared import DeclaredDomain  # noqa: E402
@@ -113,19 +114,3 @@ def test_bad_or_unreachable_address_is_a_clear_error(address: str, match: str) -
     """A malformed address or one where nothing listens raises SdsInputError naming the fix."""
     with pytest.raises(SdsInputError, match=match):
         connect(address, timeout=2)
-
-
-def test_synthesis_batches_on_the_workers_equal_threads(client: Any) -> None:
-    """3 synthesis batches run as cluster tasks give the records the local threads give."""
-    from release_store.cluster.backend import cluster_batch_map
-    from sds_core.synthesis.generator import SynthesisParams, synthesize
-
-    agg = dp_aggregate(
-        _table(3000, 4), DpParams(reporting_length=3), ReleaseRandomness.from_seed(1)
-    )
-    params = SynthesisParams(target_number_of_records=5000, parallel_batches=3)
-    local = synthesize(agg.aggregates, params, rng=np.random.default_rng(8))
-    remote = synthesize(
-        agg.aggregates, params, rng=np.random.default_rng(8), batch_map=cluster_batch_map(client)
-    )
-    assert np.array_equal(local.codes, remote.codes) and local.n_records == 5000

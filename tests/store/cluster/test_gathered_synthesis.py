@@ -1,0 +1,91 @@
+"""One synthesis path on the cluster (release_store/cluster/synthesis.py): the chunks of
+``synthesize_on_cluster``, gathered and reconciled here when asked (``synthesize_gathered``), are
+the local ``synthesize``'s records byte for byte, and leave the generator where it does."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+
+distributed = pytest.importorskip("distributed")
+
+from release_store.cluster.synthesis import (  # noqa: E402
+    synthesize_gathered,
+    synthesize_on_cluster,
+)
+from sds_core.data.domain import Domain  # noqa: E402
+from sds_core.data.table import PreparedTable  # noqa: E402
+from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
+from sds_core.marginals.aggregates import AggregateSet  # noqa: E402
+from sds_core.marginals.engine import dp_aggregate  # noqa: E402
+from sds_core.marginals.params import DpParams  # noqa: E402
+from sds_core.synthesis.generator import synthesize  # noqa: E402
+from sds_core.synthesis.params import SynthesisParams  # noqa: E402
+
+CARDS = (2, 3, 5, 8, 4, 6, 12)
+
+
+@pytest.fixture(scope="module")
+def aggregates() -> AggregateSet:
+    """DP aggregates of a skewed 3,000-record table with empty cells (R = 3, small ε: the
+    thresholds drop combinations, so the records fall short of the DP 1-counts)."""
+    rng = np.random.default_rng(4)
+    codes = np.stack([np.minimum(rng.geometric(0.3, 3000) - 1, c - 1) for c in CARDS], axis=1)
+    codes = codes.astype(np.int32)
+    codes[rng.random(codes.shape) < 0.3] = -1
+    dom = Domain(
+        tuple(f"C{i}" for i in range(len(CARDS))),
+        tuple(tuple(f"v{j:02d}" for j in range(c)) for c in CARDS),
+    )
+    table = PreparedTable(dom, codes)
+    params = DpParams(epsilon=0.5, reporting_length=3)
+    return dp_aggregate(table, params, ReleaseRandomness.from_seed(1)).aggregates
+
+
+@pytest.mark.parametrize("batches", [1, 3])
+@pytest.mark.parametrize("reconcile", [False, True], ids=["plain", "reconciled"])
+def test_gathered_chunks_are_the_local_records(
+    client: Any, aggregates: AggregateSet, batches: int, reconcile: bool
+) -> None:
+    """Batches on the workers, chunks gathered (and reconciled here): the local table."""
+    params = SynthesisParams(
+        target_number_of_records=5000, parallel_batches=batches, reconcile_one_way=reconcile
+    )
+    local = synthesize(aggregates, params, rng=np.random.default_rng(8))
+    got = synthesize_gathered(
+        client, aggregates, params, rng=np.random.default_rng(8), multi_value_columns=()
+    )
+    assert got.n_records == local.n_records == 5000
+    assert got.domain == local.domain
+    assert got.codes.dtype == local.codes.dtype
+    assert got.codes.tobytes() == local.codes.tobytes()
+    if reconcile:  # the reconciliation did change records (the comparison covers it)
+        plain = synthesize(
+            aggregates,
+            SynthesisParams(target_number_of_records=5000, parallel_batches=batches),
+            rng=np.random.default_rng(8),
+        )
+        assert not np.array_equal(plain.codes, local.codes)
+
+
+@pytest.mark.parametrize("batches", [1, 3])
+def test_cluster_synthesis_leaves_the_generator_where_the_local_run_does(
+    client: Any, aggregates: AggregateSet, batches: int
+) -> None:
+    """After the chunks are made the generator's state is the local run's after its shuffle
+    (what the reconciliation then draws from)."""
+    params = SynthesisParams(target_number_of_records=3000, parallel_batches=batches)
+    local_rng, cluster_rng = np.random.default_rng(3), np.random.default_rng(3)
+    synthesize(aggregates, params, rng=local_rng)
+    chunked = synthesize_on_cluster(
+        client,
+        aggregates,
+        params,
+        rng=cluster_rng,
+        multi_value_columns=(),
+        part_records=1000,
+    )
+    assert len(chunked.parts) == 3 and chunked.n_records == 3000
+    assert cluster_rng.bit_generator.state == local_rng.bit_generator.state
