@@ -62,6 +62,7 @@ def plan(
     """Plan a release: per length, the noise, interval and threshold it would have; its cost
     and how many such releases the budget still pays for. Charges nothing."""
     from release_store.config import build_params, load_config
+    from release_store.config.periods import resolve_period
     from release_store.inputs.plan import make_plan
 
     cfg = load_config(config) if config is not None else {}
@@ -81,7 +82,7 @@ def plan(
             "ledger": ledger,
         },
     )
-    found = make_plan(params, records=records, target_ci=target_ci)
+    found = make_plan(resolve_period(params), records=records, target_ci=target_ci)
     if as_json:
         echo_json(found.to_dict())
         return

@@ -115,7 +115,8 @@ class ReleaseParams(BaseModel):
         None,
         min_length=1,
         description="Release only the rows whose period_column holds this value (e.g. 2026-10), "
-        "charging that period's budget; required when the dataset's budget is per period.",
+        "charging that period's budget; required when the dataset's budget is per period. "
+        "'previous-month' names the month before the run's scheduled start (UTC) as YYYY-MM.",
     )
     record_limit: int | None = core_field("record_limit")
     table_schema: TableSchema | None = Field(

@@ -139,3 +139,40 @@ def test_replay_leaves_out_what_the_release_left_out(released: dict) -> None:
     assert code == 0, err + out
     assert json.loads(out)["identical"] is True
     assert record.path.read_bytes() == before
+
+
+def test_the_flow_resolves_previous_month_before_reserving(
+    tmp_path: Path, tiny_csv: Path, prefect_server: str
+) -> None:
+    """The release flow (what a monthly deployment runs) with `period: previous-month` releases
+    the month before its scheduled start: the ledger, the private parameters and the manifest
+    hold that month, never the rule."""
+    from datetime import UTC, datetime
+
+    from flows.release import release
+    from release_store.config import build_params, load_config
+    from release_store.config.periods import previous_month
+
+    month = previous_month(datetime.now(UTC))  # the run is scheduled now
+    data = write_periodic_csv(
+        tiny_csv,
+        tmp_path / "monthly.csv",
+        {month: range(200), "1999-01": range(200, 400)},
+        subjects={month: range(200), "1999-01": range(200, 400)},
+    )
+    config = tmp_path / "monthly.toml"
+    config.write_text(periodic_config())
+    home = tmp_path / "home"
+    home.mkdir()
+    Ledger.open(home).set_budget("monthly", epsilon=2.0, delta=1e-3, per_period=True)
+    params = build_params(
+        load_config(config),
+        {"input": str(data), "home": str(home), "period": "previous-month", "seed": 3},
+    )
+    folder = Path(release(params))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["parameters"]["period"] == month
+    [reservation] = Ledger.open(home).reservations()
+    assert reservation.period == month
+    private = json.loads((home / "private" / folder.name / "params.json").read_text())
+    assert private["period"] == month
