@@ -234,10 +234,15 @@ def summary_markdown(
         + " |",
     ]
     if isinstance(budget, dict):
+        of = (
+            "dataset budget"
+            if budget.get("period") is None
+            else f"budget of period {budget['period']} (per period)"
+        )
         lines += [
-            f"| dataset budget before this release | ε = {budget['epsilon_before']:.6g}"
+            f"| {of} before this release | ε = {budget['epsilon_before']:.6g}"
             f" of {budget['epsilon_lifetime']:.6g} |",
-            f"| dataset budget left after it | ε = {budget['epsilon_after']:.6g} |",
+            f"| {of} left after it | ε = {budget['epsilon_after']:.6g} |",
         ]
     for r in rows:
         if r["tvd_mean"] is not None:

@@ -130,3 +130,37 @@ def system_chromium() -> str:
             "(apt-get install chromium), or point SDS_CHROMIUM at a Chromium binary"
         )
     return str(CHROMIUM)
+
+
+def periodic_config(*, subject: bool = False) -> str:
+    """``TINY_CONFIG`` for the periodic copy of the tiny data (:func:`write_periodic_csv`):
+    dataset ``monthly``, ``period_column = "month"``, the tiny columns released (``pid`` is not),
+    no default budget (``sds budget set monthly --epsilon E --per-period`` sets one); with
+    ``subject``, ``pid`` is the subject id."""
+    head, tables = TINY_CONFIG.split("\n[budget]", 1)
+    extra = 'period_column = "month"\n' + f"use_columns = {COLUMNS!r}\n".replace("'", '"')
+    schema = tables.split("[schema]", 1)[1]
+    if subject:  # the gate checks the subject id's column too
+        extra += 'subject_id = "pid"\n'
+        schema += '\n[[schema.columns]]\nname = "pid"\nnullable = false\n'
+    return head.replace('dataset = "tiny"', 'dataset = "monthly"') + extra + "\n[schema]" + schema
+
+
+def write_periodic_csv(
+    tiny_csv: Path, path: Path, periods: dict[str, range], *, subjects: dict[str, range]
+) -> Path:
+    """The tiny data with a ``month`` column first and a subject id ``pid``: period ``p`` holds
+    the tiny rows ``periods[p]`` with subjects ``s{i}`` for i in ``subjects[p]`` (one row
+    each), so a subject in two periods' ranges has rows in both."""
+    import csv
+
+    with open(tiny_csv, newline="") as f:
+        rows = list(csv.reader(f))
+    header, data = rows[0], rows[1:]
+    with open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["month", "pid", *header])
+        for period, span in periods.items():
+            for i, j in zip(span, subjects[period], strict=True):
+                writer.writerow([period, f"s{j}", *data[i % len(data)]])
+    return path

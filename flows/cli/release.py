@@ -77,6 +77,7 @@ def _cli_type(annotation: Any) -> type:
 def release(input: str, **options: Any) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
     from release_store.config import build_params, load_config
+    from release_store.config.periods import resolve_period
     from release_store.inputs.ingest import check_input_path
     from release_store.workspace.home import new_release_id
     from sds_core.errors import SdsInputError
@@ -95,7 +96,7 @@ def release(input: str, **options: Any) -> None:
         "ledger": ledger,
         "input": str(Path(input).expanduser().absolute()),
     }
-    params = build_params(cfg, overrides)
+    params = resolve_period(build_params(cfg, overrides))  # previous-month: now, once
     check_input_path(params.input)  # before any budget is reserved or Prefect started
     root = home_dir(params.home)
     params = params.model_copy(

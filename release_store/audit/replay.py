@@ -392,6 +392,7 @@ class RecordedRelease:
                 self.release_id,
                 str(tmp),
                 replay=ReplayLedger(self.reservation, self.charges),
+                source_home=str(self.home),
             )
             run.dirs.paths.create()
             key = (self.dirs.private_dir / KEY_FILE).read_bytes()

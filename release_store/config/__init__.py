@@ -5,7 +5,8 @@
 - ``loading``: reading a TOML config; one paragraph per parameter error;
 - ``release_params``: ``ReleaseParams`` and :func:`build_params`;
 - ``core_objects``: ReleaseParams -> DpParams, PrepareParams, declared domains, spends;
-- ``doc_tables``: docs/pipeline.md's parameter tables from the same declarations.
+- ``doc_tables``: docs/pipeline.md's parameter tables from the same declarations;
+- ``periods``: relative periods (``previous-month``) resolved before anything is reserved.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -23,6 +24,7 @@ _EXPORTS: dict[str, str] = {
     "ColumnSchema": "release_store.config.schema",
     "ID_PATTERN": "release_store.config.schema",
     "LifetimeBudget": "release_store.config.release_params",
+    "RELATIVE_PERIODS": "release_store.config.periods",
     "RELEASE_OVERRIDES": "release_store.config.fields",
     "ReleaseParams": "release_store.config.release_params",
     "SYNTHESIZERS": "release_store.config.fields",
@@ -39,6 +41,8 @@ _EXPORTS: dict[str, str] = {
     "gate_columns": "release_store.config.core_objects",
     "load_config": "release_store.config.loading",
     "prepare_params": "release_store.config.core_objects",
+    "previous_month": "release_store.config.periods",
+    "resolve_period": "release_store.config.periods",
     "synthesis_epsilon": "release_store.config.core_objects",
     "synthesizer_domains": "release_store.config.core_objects",
 }
@@ -48,6 +52,7 @@ __all__ = [
     "CORE_CLASSES",
     "CORE_KEYS",
     "ID_PATTERN",
+    "RELATIVE_PERIODS",
     "RELEASE_OVERRIDES",
     "SYNTHESIZERS",
     "BinSpec",
@@ -67,6 +72,8 @@ __all__ = [
     "gate_columns",
     "load_config",
     "prepare_params",
+    "previous_month",
+    "resolve_period",
     "synthesis_epsilon",
     "synthesizer_domains",
 ]
@@ -99,5 +106,6 @@ if TYPE_CHECKING:
         core_field,
     )
     from release_store.config.loading import CONFIG_RENAMES, describe_validation_error, load_config
+    from release_store.config.periods import RELATIVE_PERIODS, previous_month, resolve_period
     from release_store.config.release_params import LifetimeBudget, ReleaseParams, build_params
     from release_store.config.schema import ID_PATTERN, BinSpec, ColumnSchema, TableSchema

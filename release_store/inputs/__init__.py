@@ -5,7 +5,8 @@
 - ``preflight``: checks the CLI runs before Prefect or GX load;
 - ``schema_checks``: the declared schema's checks, evaluated with Arrow;
 - ``gate``: the validation gate: the GX suite on the input and on the synthetic output;
-- ``gx_suite``: running the GX suite, in a worker process when one runs.
+- ``gx_suite``: running the GX suite, in a worker process when one runs;
+- ``periods``: the rows of one period of a periodic dataset; each subject in one period.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -24,6 +25,7 @@ _EXPORTS: dict[str, str] = {
     "MAX_LINE_BYTES": "release_store.inputs.ingest",
     "NUMERIC_SUFFIX": "release_store.inputs.schema_checks",
     "PARQUET_SUFFIXES": "release_store.inputs.ingest",
+    "PeriodFilter": "release_store.inputs.periods",
     "Preflight": "release_store.inputs.preflight",
     "SchemaValidationError": "release_store.inputs.schema_checks",
     "check_budget": "release_store.inputs.preflight",
@@ -31,6 +33,7 @@ _EXPORTS: dict[str, str] = {
     "check_input_path": "release_store.inputs.ingest",
     "commitment_key": "release_store.inputs.commitment",
     "checked_view": "release_store.inputs.schema_checks",
+    "count_each_subject_once": "release_store.inputs.periods",
     "csv_digest": "release_store.inputs.ingest",
     "dataset_digest": "release_store.inputs.ingest",
     "dataset_files": "release_store.inputs.ingest",
@@ -58,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "schema_checks": "release_store.inputs.schema_checks",
     "schema_failures": "release_store.inputs.schema_checks",
     "schema_frame": "release_store.inputs.gate",
+    "select_period": "release_store.inputs.periods",
     "start_worker": "release_store.inputs.gx_suite",
     "stop_worker": "release_store.inputs.gx_suite",
     "table_check_fails": "release_store.inputs.schema_checks",
@@ -76,6 +80,7 @@ __all__ = [
     "PARQUET_SUFFIXES",
     "Check",
     "GateResult",
+    "PeriodFilter",
     "Preflight",
     "SchemaValidationError",
     "check_budget",
@@ -83,6 +88,7 @@ __all__ = [
     "check_input_path",
     "checked_view",
     "commitment_key",
+    "count_each_subject_once",
     "csv_digest",
     "dataset_digest",
     "dataset_files",
@@ -110,6 +116,7 @@ __all__ = [
     "schema_checks",
     "schema_failures",
     "schema_frame",
+    "select_period",
     "start_worker",
     "stop_worker",
     "table_check_fails",
@@ -165,6 +172,7 @@ if TYPE_CHECKING:
         read_table,
         read_table_with_digest,
     )
+    from release_store.inputs.periods import PeriodFilter, count_each_subject_once, select_period
     from release_store.inputs.preflight import (
         Preflight,
         check_budget,

@@ -77,6 +77,7 @@ class BudgetSnapshot:
     epsilon_after: float
     delta_after: float
     epsilon_reserved_elsewhere: float
+    period: str | None = None  # a periodic release: the budget is this period's (per period)
 
     @property
     def epsilon_spent_before(self) -> float:
@@ -95,7 +96,7 @@ def budget_snapshot(run: ReleaseRun) -> BudgetSnapshot | None:
     if not isinstance(ledger, Ledger):
         recorded = (run.dirs.manifest() or {}).get("dataset_budget")
         return BudgetSnapshot(**recorded) if isinstance(recorded, dict) else None
-    status = ledger.budget(run.dataset)
+    status = ledger.budget(run.dataset, run.params.period)
     if status is None:
         return None
     return BudgetSnapshot(
@@ -108,6 +109,7 @@ def budget_snapshot(run: ReleaseRun) -> BudgetSnapshot | None:
         epsilon_after=status.epsilon_remaining,
         delta_after=status.delta_remaining,
         epsilon_reserved_elsewhere=status.epsilon_reserved,
+        period=status.period,
     )
 
 

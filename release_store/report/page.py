@@ -96,7 +96,18 @@ def summary(inputs: ReportInputs) -> str:
         f"<p><b>Protected record count:</b> {rows:,}.{rows_note}</p>",
     ]
     b = inputs.budget
-    if b is not None:
+    if b is not None and b.period is not None:
+        parts.append(
+            f"<p><b>Period {esc(b.period)}:</b> this release holds only the rows of period "
+            f"<b>{esc(b.period)}</b> and is paid from that period's own budget, ε = "
+            f"{_eps(b.epsilon_lifetime)} (δ = {_delta(b.delta_lifetime)}) per period (periods "
+            f"hold disjoint records: parallel composition). Before this release ε = "
+            f"{_eps(b.epsilon_before)} of it was left; this release spent ε = "
+            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); ε = "
+            f"{_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for this period "
+            "(from the ledger, at publication time).</p>"
+        )
+    elif b is not None:
         parts.append(
             f"<p><b>Privacy budget of the dataset:</b> lifetime ε = {_eps(b.epsilon_lifetime)} "
             f"(δ = {_delta(b.delta_lifetime)}). Before this release ε = "
@@ -131,7 +142,9 @@ def privacy_figures(inputs: ReportInputs) -> list[Figure]:
         out.append(
             Figure(
                 "fig-budget",
-                "Lifetime budget of the dataset (ε)",
+                "Lifetime budget of the dataset (ε)"
+                if b.period is None
+                else f"Budget of period {b.period} (ε)",
                 stacked(
                     [
                         ("spent or held before", b.epsilon_spent_before),

@@ -32,6 +32,7 @@ from release_store.run import stages
 from release_store.run.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace.home import new_release_id, resolve_home
 from release_store.workspace.manifest import Manifest, discard_incomplete
+from release_store.workspace.subjects import SubjectRecord
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError, SdsInternalError
 
@@ -82,7 +83,8 @@ class ReleaseRun:
 
     A replay (``sds audit RELEASE_ID --replay``, :mod:`release_store.audit.replay`) sets ``replay``:
     ``home`` is then a throwaway directory holding a copy of the release key, and the ledger is
-    the release's recorded charges, read-only, so running the stages again spends nothing.
+    the release's recorded charges, read-only, so running the stages again spends nothing;
+    ``source_home`` is the release's own home (its subject record is read, never written).
     """
 
     params: ReleaseParams
@@ -90,6 +92,7 @@ class ReleaseRun:
     home: str
     flow_run_id: str | None = None
     replay: ReplayLedger | None = None
+    source_home: str | None = None
 
     @property
     def dataset(self) -> str:
@@ -119,6 +122,60 @@ class ReleaseRun:
         return (
             self.replay if self.replay is not None else Ledger.open(self.home, self.params.ledger)
         )
+
+    def subject_record(self) -> SubjectRecord:
+        """Which period each subject of the dataset counts in (a periodic release with a
+        subject id); a replay reads its release's own home's record.
+
+        Releases of different periods run one after another: the record's assignments then
+        happen in the order the releases ran (public), never in an order set by how long each
+        took to read its input.
+
+        Raises:
+            SdsInputError: a release of another period of the dataset is still open; or the
+                home has no record of the dataset's subjects while other periods of it have
+                spent (the record was lost, or they were released from another home): counting
+                their subjects again would break the per-subject guarantee.
+        """
+        record = SubjectRecord(self.source_home or self.home, self.dataset)
+        if self.replay is not None:
+            return record
+        ledger = self.ledger()
+        if not isinstance(ledger, Ledger):  # a replay's recorded charges (handled above)
+            raise SdsInternalError("a release's ledger is not a Ledger")
+        others = [
+            r
+            for r in ledger.reservations(self.dataset)
+            if r.period not in (None, self.params.period) and r.release_id != self.release_id
+        ]
+        running = sorted(
+            f"{r.release_id} (period {r.period})" for r in others if r.status == "open"
+        )
+        if running:
+            raise SdsInputError(
+                f"release(s) {', '.join(running)} of dataset {self.dataset!r} are still open: "
+                "releases of different periods of a dataset with a subject id run one after "
+                "another, so that each subject counts in the period released first. Finish "
+                "them with `sds resume RELEASE_ID` or abandon them with `sds cancel "
+                "RELEASE_ID`, then release this period again. Nothing was charged."
+            )
+        if record.exists():
+            return record
+        spent = [
+            str(r.period)
+            for r in others
+            if (ledger.spent(r.release_id) or (0.0, 0.0)) != (0.0, 0.0)
+        ]
+        if spent:
+            raise SdsInputError(
+                f"dataset {self.dataset!r} has released period(s) {sorted(set(spent))} with "
+                f"spend, but this home has no record of which period their subjects count in "
+                f"({record.dir}): it was removed, or those periods were released from another "
+                "home. Restore that folder from a backup of the home (or release from the home "
+                "that holds it); without it, their subjects would count again in this period. "
+                "Nothing was charged."
+            )
+        return record
 
     def randomness(self) -> ReleaseRandomness:
         """The release key (stored in the private workspace on first use)."""
@@ -327,7 +384,11 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             f"release {release_id!r} was started with other parameters; resume it with "
             f"`sds resume {release_id}` (same parameters) or start a new release id"
         )
-    if ledger.budget(run.dataset) is None and params.default_budget is not None:
+    if (
+        ledger.budget(run.dataset) is None
+        and params.default_budget is not None
+        and params.period is None  # a period's budget is set per period, never by default
+    ):
         ledger.set_budget(
             run.dataset,
             epsilon=params.default_budget.epsilon,
@@ -340,6 +401,7 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
         epsilon=run.epsilon,
         delta=run.delta,
         flow_run_id=flow_run_id,
+        period=params.period,
     )
     dirs.paths.create(exist_ok=True)
     atomic_write_json(saved, kept, private=True)

@@ -111,8 +111,9 @@ def _wait_served(proc: subprocess.Popen, names: list[str], timeout: float = 180)
 def test_prefect_yaml_deploys(
     server: tuple[str, dict[str, str]], tiny_csv: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
-    """`prefect deploy` registers the deployments with a schema-enforced form and a cron, and
-    the Dask variant with its executor and scheduler address."""
+    """`prefect deploy` registers the deployments with a schema-enforced form and a cron, the
+    Dask variant with its executor and scheduler address, and the monthly release of the
+    previous month."""
     url, env = server
     env = {
         **env,
@@ -121,6 +122,8 @@ def test_prefect_yaml_deploys(
         "SDS_CONFIG": str(tiny_config),
         "SDS_HOME": str(tmp_path / "home"),
         "SDS_DASK_ADDRESS": "tcp://127.0.0.1:8786",
+        "SDS_MONTHLY_INPUT": str(tmp_path / "monthly.csv"),
+        "SDS_MONTHLY_CONFIG": str(PROJECT / "examples" / "monthly.toml"),
     }
     prefect = [sys.executable, "-m", "prefect", "--no-prompt"]
     subprocess.run(
@@ -156,6 +159,10 @@ def test_prefect_yaml_deploys(
     assert "epsilon" in json.dumps(deployments["on-demand-release"]["parameter_openapi_schema"])
     dask = deployments["dask-release"]["parameters"]["params"]
     assert dask["executor"] == "dask" and dask["dask_address"] == "tcp://127.0.0.1:8786"
+    monthly = deployments["monthly-release"]
+    assert monthly["schedules"][0]["schedule"]["cron"] == "0 3 1 * *"
+    assert monthly["parameters"]["params"]["period"] == "previous-month"
+    assert monthly["parameters"]["params"]["config"].endswith("examples/monthly.toml")
 
 
 def test_served_deployment_runs_and_exhausted_budget_fails(
