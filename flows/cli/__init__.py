@@ -7,6 +7,7 @@
 - ``ledger``: ``ledger migrate``;
 - ``report``: ``report``;
 - ``evaluate``: ``evaluate`` (outside a release, not DP);
+- ``deploy``: ``deploy`` (the scheduled and on-demand deployments of a home);
 - ``common``: the shared options, the error handling (:class:`~flows.cli.common.SdsTyper`)
   and the output.
 
@@ -19,7 +20,7 @@ become one paragraph on stderr and a non-zero exit; on success the last line pri
 
 from __future__ import annotations
 
-from flows.cli import audit, budget, evaluate, ledger, release, report, server
+from flows.cli import audit, budget, deploy, evaluate, ledger, release, report, server
 from flows.cli.common import SdsTyper
 from flows.console import quick_exit
 
@@ -37,6 +38,7 @@ app.add_typer(server.server_app, name="server")
 app.command("report")(report.report_command)
 app.add_typer(ledger.ledger_app, name="ledger")
 app.command()(evaluate.evaluate)
+app.command("deploy")(deploy.deploy_command)
 
 
 def main() -> None:  # pragma: no cover - the console entry point
