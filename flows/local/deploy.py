@@ -20,17 +20,26 @@ from typing import Any
 from sds_core.errors import SdsInputError
 
 __all__ = [
-    "DEPLOYMENTS",
     "LOCKED_VARIABLES",
+    "YAML_DEPLOYMENTS",
     "DeployResult",
     "DeploySettings",
     "deploy",
+    "deployment_names",
     "locked_template",
     "pin_settings",
 ]
 
-DEPLOYMENTS = ("scheduled-release", "on-demand-release")
-"""The deployments ``sds deploy`` registers (and ``deployments/prefect.yaml`` declares)."""
+YAML_DEPLOYMENTS = ("scheduled-release", "on-demand-release")
+"""The deployments of ``deployments/prefect.yaml`` whose pin files ``--no-register`` writes
+(its ``dask-release`` takes a copy of the on-demand one with the executor added)."""
+
+
+def deployment_names(dataset: str) -> tuple[str, str]:
+    """The scheduled and on-demand deployments of a dataset: a home (one work pool) can
+    deploy several datasets, each with its own pin files."""
+    return f"scheduled-{dataset}", f"on-demand-{dataset}"
+
 
 LOCKED_VARIABLES: dict[str, Any] = {
     "type": "object",
@@ -199,9 +208,29 @@ def _ensure_pool(client: Any, name: str, home: Path) -> str:
     return "updated"  # e.g. the package was installed in another virtual environment
 
 
-def _register(pool: str, schedule: Any) -> tuple[str, ...]:
-    """The scheduled and on-demand deployments, from the installed package; returns their
-    full names."""
+def _check_names(client: Any, names: tuple[str, ...], pool: str) -> None:
+    """Refuse to take over a deployment of the same name that another pool (home) serves."""
+    from prefect.exceptions import ObjectNotFound
+
+    from flows.deployed import deployed_release
+
+    for name in names:
+        full = f"{deployed_release.name}/{name}"
+        try:
+            existing = client.read_deployment_by_name(full)
+        except ObjectNotFound:
+            continue
+        if existing.work_pool_name != pool:
+            raise SdsInputError(
+                f"deployment {full} already exists for work pool {existing.work_pool_name!r} "
+                f"(another home), not {pool!r}; deploy this dataset from that home, or delete "
+                f"the deployment first (`prefect deployment delete {full}`)"
+            )
+
+
+def _register(names: tuple[str, str], pool: str, schedule: Any) -> tuple[str, ...]:
+    """The scheduled and on-demand deployments ``names``, from the installed package;
+    returns their full names."""
     from prefect.client.orchestration import get_client
     from prefect.client.schemas.actions import DeploymentUpdate
     from prefect.types.entrypoint import EntrypointType
@@ -213,25 +242,26 @@ def _register(pool: str, schedule: Any) -> tuple[str, ...]:
         "entrypoint_type": EntrypointType.MODULE_PATH,
         "enforce_parameter_schema": True,
     }
+    scheduled, on_demand = names
     made: dict[str, Any] = {
-        "scheduled-release": deployed_release.to_deployment(
-            "scheduled-release",
+        scheduled: deployed_release.to_deployment(
+            scheduled,
             schedules=[schedule],
             description="Scheduled DP release with the settings pinned by `sds deploy`.",
             tags=["dp-release", "scheduled"],
             **common,
         ),
-        "on-demand-release": deployed_release.to_deployment(
-            "on-demand-release",
+        on_demand: deployed_release.to_deployment(
+            on_demand,
             description="DP release on demand (Run > Custom run): ε, δ and the synthesis "
             "options; input, dataset and ledger are pinned by `sds deploy`.",
             tags=["dp-release", "on-demand"],
             **common,
         ),
     }
-    names = []
+    registered = []
     with get_client(sync_client=True) as client:
-        for name in DEPLOYMENTS:
+        for name in names:
             deployment_id = made[name].apply()
             # a run's parameters may hold ``options`` and nothing else: the flow's schema lists
             # it, and this closes the top level as RunOptions closes its own fields
@@ -242,8 +272,8 @@ def _register(pool: str, schedule: Any) -> tuple[str, ...]:
                     parameter_openapi_schema={**schema, "additionalProperties": False}
                 ),
             )
-            names.append(f"{deployed_release.name}/{name}")
-    return tuple(names)
+            registered.append(f"{deployed_release.name}/{name}")
+    return tuple(registered)
 
 
 def deploy(settings: DeploySettings) -> DeployResult:
@@ -268,8 +298,12 @@ def deploy(settings: DeploySettings) -> DeployResult:
 
     home = resolve_home(settings.home)
     values = pin_settings(settings)
-    built = deployed_params(home, Pins(pin_path(home, DEPLOYMENTS[0]), values), RunOptions())
+    built = deployed_params(home, Pins(home / "sds-deploy", values), RunOptions())
     require_budget(built.params)
+    dataset = built.params.dataset or ""
+    names = deployment_names(dataset) if settings.register else YAML_DEPLOYMENTS
+    for name in names:
+        pin_path(home, name)  # a valid file name
     api_url = _api_url(home)
     prefect_environment(home)  # before Prefect is imported
     schedule = _schedule(settings.cron, settings.timezone)
@@ -277,6 +311,8 @@ def deploy(settings: DeploySettings) -> DeployResult:
     from prefect.client.orchestration import get_client
 
     with get_client(sync_client=True) as client:
+        if settings.register:
+            _check_names(client, names, settings.pool)
         pool_action = _ensure_pool(client, settings.pool, home)
     stamp = datetime.now(UTC).isoformat(timespec="seconds")
     pins = tuple(
@@ -287,9 +323,7 @@ def deploy(settings: DeploySettings) -> DeployResult:
             f"written by `sds deploy` at {stamp}. A run of the deployment cannot change them;\n"
             "edit this file (keep it 0600) or run sds deploy again to change them.",
         )
-        for name in DEPLOYMENTS
+        for name in names
     )
-    deployments = _register(settings.pool, schedule) if settings.register else ()
-    return DeployResult(
-        api_url, settings.pool, pool_action, pins, deployments, built.params.dataset or ""
-    )
+    deployments = _register(names, settings.pool, schedule) if settings.register else ()
+    return DeployResult(api_url, settings.pool, pool_action, pins, deployments, dataset)

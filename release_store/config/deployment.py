@@ -91,11 +91,13 @@ class RunOptions(BaseModel):
         if isinstance(data, dict):
             pinned = sorted(k for k in data if k in PINNED)
             if pinned:
+                one = len(pinned) == 1
                 raise ValueError(
-                    f"{', '.join(repr(k) for k in pinned)} "
-                    f"{'is' if len(pinned) == 1 else 'are'} pinned by the deployment (its pin "
-                    f"file {HOME_ENV}/{PIN_DIR}/<deployment>.toml, written by the custodian with "
-                    "`sds deploy`); a run cannot change it: remove it from the run's parameters"
+                    f"{', '.join(repr(k) for k in pinned)} {'is' if one else 'are'} pinned by "
+                    f"the deployment (its pin file {HOME_ENV}/{PIN_DIR}/<deployment>.toml, "
+                    "written by the custodian with `sds deploy`); a run cannot change "
+                    f"{'it' if one else 'them'}: remove {'it' if one else 'them'} from the "
+                    "run's parameters"
                 )
         return data
 
