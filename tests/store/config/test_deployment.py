@@ -209,3 +209,14 @@ def test_no_budget_is_refused_and_none_is_created(home: Path, config: Path) -> N
     assert Ledger.open(home).budget("tiny") is None
     Ledger.open(home).set_budget("tiny", epsilon=5, delta=1e-5)
     require_budget(params)
+
+
+def test_a_deployed_release_resumes_without_its_config(home: Path, config: Path) -> None:
+    """The parameters kept for `sds resume` name no config: they read back the same after the
+    config file has changed or gone."""
+    params = deployed_params(home, _pins(home, config), RunOptions(epsilon=1.0)).params
+    kept = params.private_dict()
+    assert kept["config"] is None
+    config.unlink()
+    again = ReleaseParams.model_validate({**kept, "seed": None})
+    assert again.private_dict() == kept
