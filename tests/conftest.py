@@ -5,11 +5,13 @@ Environment variables must be set before anything imports prefect.
 
 from __future__ import annotations
 
+import csv
 import os
 import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 _HOME = tempfile.mkdtemp(prefix="sds-test-prefect-")
 os.environ.update(
@@ -28,6 +30,7 @@ os.environ.update(
         "SDS_SERVER": "temporary",
         # homes' servers migrate their own database (test_server_template turns templates on)
         "SDS_PREFECT_TEMPLATE": "off",
+        "SDS_TEST": "1",
     }
 )
 os.environ.pop("SDS_LEDGER_URL", None)  # tests choose their ledger explicitly
@@ -93,3 +96,56 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
         return f"sqlite:///{tmp_path / 'ledger.sqlite'}"
     url: str = request.getfixturevalue("pg_url")
     return url
+
+
+@pytest.fixture(scope="session")
+def prefect_server() -> Iterator[str]:
+    """A temporary Prefect server for the whole session; yields its API URL."""
+    from prefect.settings import PREFECT_API_URL
+    from prefect.testing.utilities import prefect_test_harness
+
+    with prefect_test_harness(server_startup_timeout=180):
+        yield str(PREFECT_API_URL.value())
+
+
+@pytest.fixture(scope="session")
+def tiny_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """First N_ROWS rows of the example data, 5 columns (written once per session)."""
+    from tests.helpers import COLUMNS, EXAMPLE, N_ROWS
+
+    path = tmp_path_factory.mktemp("data") / "tiny.csv"
+    with open(EXAMPLE, newline="") as f, open(path, "w", newline="") as out:
+        reader = csv.DictReader(f)
+        writer = csv.writer(out)
+        writer.writerow(COLUMNS)
+        for i, row in enumerate(reader):
+            if i == N_ROWS:
+                break
+            writer.writerow([row[c] for c in COLUMNS])
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The release config matching ``tiny_csv``."""
+    from tests.helpers import TINY_CONFIG
+
+    path = tmp_path_factory.mktemp("config") / "tiny.toml"
+    path.write_text(TINY_CONFIG)
+    return path
+
+
+@pytest.fixture(scope="module")
+def client() -> Iterator[Any]:
+    """An in-process Dask cluster of 2 single-thread workers (the Dask backend tests)."""
+    distributed = pytest.importorskip("distributed")
+    with distributed.Client(
+        processes=False, n_workers=2, threads_per_worker=1, dashboard_address=None
+    ) as c:
+        yield c
+
+
+@pytest.fixture
+def home(tmp_path: Path) -> Path:
+    """A fresh SDS home."""
+    return tmp_path / "home"

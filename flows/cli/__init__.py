@@ -1,6 +1,7 @@
 """The ``sds`` command line (typer + rich), one module per command group.
 
 - ``release``: ``release``, ``resume``, ``cancel`` (the options are ReleaseParams' fields);
+- ``plan``: ``plan`` (a release's noise and cost before anything is spent);
 - ``budget``: ``budget set|show``;
 - ``server``: ``server start|stop|status``;
 - ``audit``: ``audit`` (``--verify``, ``--replay``), ``verify``, ``sign``, ``signing-key``;
@@ -20,7 +21,11 @@ become one paragraph on stderr and a non-zero exit; on success the last line pri
 
 from __future__ import annotations
 
-from flows.cli import audit, budget, deploy, evaluate, ledger, release, report, server
+from typing import Annotated
+
+import typer
+
+from flows.cli import audit, budget, deploy, evaluate, ledger, plan, release, report, server
 from flows.cli.common import SdsTyper
 from flows.console import quick_exit
 
@@ -28,10 +33,39 @@ __all__ = ["app", "main"]
 
 app = SdsTyper(
     name="sds",
+    add_completion=True,  # --install-completion / --show-completion (bash, zsh, fish, PowerShell)
     help="Differentially private data releases (SDS marginals + synthetic data) with a "
     "privacy-budget ledger.",
 )
+
+
+def _version(value: bool) -> None:
+    """``--version``: the installed package's version (package metadata: nothing imported)."""
+    if value:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            typer.echo(f"sds-release {version('sds-release')}")
+        except PackageNotFoundError:  # run from a checkout that was never installed
+            typer.echo("sds-release (not installed: run `pip install -e .`)")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        ),
+    ] = False,
+) -> None:
+    """Differentially private data releases (SDS marginals + synthetic data) with a
+    privacy-budget ledger."""
+
+
 release.register(app)
+app.command()(plan.plan)
 app.add_typer(budget.budget_app, name="budget")
 audit.register(app)
 app.add_typer(server.server_app, name="server")
@@ -44,7 +78,7 @@ app.command("deploy")(deploy.deploy_command)
 def main() -> None:  # pragma: no cover - the console entry point
     """Entry point of ``sds`` and ``python -m flows.cli``: the app, then :func:`quick_exit`."""
     try:
-        app()
+        app(prog_name="sds")  # also under `python -m flows.cli`: completion keys on it
         code: int | str | None = 0
     except SystemExit as e:  # typer/click end every command this way
         code = e.code

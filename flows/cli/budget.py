@@ -21,20 +21,43 @@ def budget_set(
     dataset: str,
     epsilon: Annotated[float, typer.Option(help="Lifetime ε.")],
     delta: Annotated[float, typer.Option(help="Lifetime δ.")] = 1e-5,
+    max_epsilon_per_release: Annotated[
+        float | None,
+        typer.Option(
+            help="Policy: no release of the dataset may spend more ε than this, whatever is "
+            "left (CLI, deployments and library alike). Kept when not given."
+        ),
+    ] = None,
+    max_delta_per_release: Annotated[
+        float | None,
+        typer.Option(help="Policy: no release of the dataset may spend more δ than this."),
+    ] = None,
+    clear_policy: Annotated[
+        bool, typer.Option("--clear-policy", help="Remove the per-release policy.")
+    ] = False,
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
 ) -> None:
-    """Set a dataset's lifetime (ε, δ) budget."""
+    """Set a dataset's lifetime (ε, δ) budget and, optionally, its per-release policy."""
     from release_store.ledger.book import Ledger
     from release_store.workspace.home import validate_id
 
     root = home_dir(home)
     validate_id(dataset, "dataset id")
-    st = Ledger.open(root, ledger).set_budget(dataset, epsilon=epsilon, delta=delta)
+    st = Ledger.open(root, ledger).set_budget(
+        dataset,
+        epsilon=epsilon,
+        delta=delta,
+        max_epsilon_per_release=max_epsilon_per_release,
+        max_delta_per_release=max_delta_per_release,
+        clear_policy=clear_policy,
+    )
     typer.echo(
         f"{dataset}: lifetime ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g}, "
         f"remaining ε={st.epsilon_remaining:.6g} δ={st.delta_remaining:.3g}"
     )
+    if st.policy is not None:
+        typer.echo(f"{dataset}: policy {st.policy.describe()} (set by {st.policy.set_by})")
     if os.environ.get("PREFECT_API_URL"):  # a real server: refresh its budget dashboard
         _budget_to_prefect(root, dataset, ledger)
 
@@ -90,7 +113,9 @@ def budget_show(
     if as_json:
         echo_json([r.to_dict() for r in rows])
         return
-    table = Table("dataset", "ε lifetime", "ε spent", "ε reserved", "ε left", "δ left")
+    table = Table(
+        "dataset", "ε lifetime", "ε spent", "ε reserved", "ε left", "δ left", "per-release policy"
+    )
     for r in rows:
         table.add_row(
             r.dataset,
@@ -99,5 +124,6 @@ def budget_show(
             f"{r.epsilon_reserved:.6g}",
             f"{r.epsilon_remaining:.6g}",
             f"{r.delta_remaining:.3g}",
+            "none" if r.policy is None else f"{r.policy.describe()} ({r.policy.set_by})",
         )
     Console().print(table)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -35,8 +36,28 @@ def server_start(
     except RuntimeError as e:
         raise fail(str(e), 1) from None
     typer.echo(info.describe())
-    typer.echo(f"PREFECT_API_URL={info.api_url}")
+    _client_lines(root, info)
     typer.echo(_runner_line(local_server.wait_worker(info)))
+
+
+def _client_lines(root: Path, info: Any) -> None:
+    """The environment a client of the home's server needs, one ``KEY=VALUE`` line each (a
+    shell can ``export`` them), and where the credential lives."""
+    from flows.local.server import AUTH_ENV, AUTH_FILE, client_env
+
+    env = client_env(root, info)
+    for key, value in env.items():
+        typer.echo(f"{key}={value}")
+    if AUTH_ENV in env:
+        typer.echo(
+            f"# the server requires basic authentication: {AUTH_ENV} above, from "
+            f"{root / AUTH_FILE} (mode 0600); the UI asks for it once"
+        )
+    else:
+        typer.echo(
+            f"# the server requires basic authentication, and this user cannot read its "
+            f"credential ({root / AUTH_FILE}): ask the home's owner"
+        )
 
 
 def _runner_line(answer: dict[str, Any] | None) -> str:
@@ -75,5 +96,5 @@ def server_status(home: HomeOpt = None) -> None:
         raise typer.Exit(1)
     state = "answering" if info.healthy else "starting"
     typer.echo(f"{state}: {info.describe()}")
-    typer.echo(f"PREFECT_API_URL={info.api_url}")
+    _client_lines(root, info)
     typer.echo(_runner_line(ping(root)))

@@ -19,6 +19,8 @@ from typing import Any
 
 from sds_core.errors import SdsInputError
 
+AUTH_ENV = "PREFECT_API_AUTH_STRING"
+
 __all__ = [
     "LOCKED_VARIABLES",
     "YAML_DEPLOYMENTS",
@@ -73,10 +75,13 @@ class DeployResult:
     pins: tuple[Path, ...]
     deployments: tuple[str, ...]
     dataset: str
+    auth_file: Path | None = None  # the home's server: its credential, which a worker needs
 
     def worker_command(self) -> str:
-        """The one line that starts a worker for the pool."""
-        return f"PREFECT_API_URL={self.api_url} prefect worker start --pool {self.pool}"
+        """The one line that starts a worker for the pool (the credential read from its file,
+        never printed)."""
+        auth = "" if self.auth_file is None else f'{AUTH_ENV}="$(cat {self.auth_file})" '
+        return f"PREFECT_API_URL={self.api_url} {auth}prefect worker start --pool {self.pool}"
 
 
 def locked_template(home: Path, python: str | None = None) -> dict[str, Any]:
@@ -147,9 +152,10 @@ def _schedule(cron: str, timezone: str) -> Any:
     return Cron(cron, timezone=timezone)
 
 
-def _api_url(home: Path) -> str:
+def _api_server(home: Path) -> tuple[str, Path | None]:
     """The Prefect server the deployments go to: ``PREFECT_API_URL``, else the home's running
-    server (``sds server start``).
+    server (``sds server start``), whose client environment (URL, credential) is set here;
+    returns the URL and, for the home's server, its credential file.
 
     Raises:
         SdsInputError: neither.
@@ -158,7 +164,7 @@ def _api_url(home: Path) -> str:
 
     url = os.environ.get("PREFECT_API_URL")
     if url:
-        return url
+        return url, None
     info = local_server.status(home)
     if info is None:
         raise SdsInputError(
@@ -166,8 +172,9 @@ def _api_url(home: Path) -> str:
             f"start the home's with `sds server start --home {home}` (it keeps running, as a "
             "schedule needs)"
         )
-    os.environ["PREFECT_API_URL"] = info.api_url
-    return info.api_url
+    env = local_server.client_env(home, info)
+    os.environ.update(env)
+    return info.api_url, home / local_server.AUTH_FILE if AUTH_ENV in env else None
 
 
 def _ensure_pool(client: Any, name: str, home: Path) -> str:
@@ -304,7 +311,7 @@ def deploy(settings: DeploySettings) -> DeployResult:
     names = deployment_names(dataset) if settings.register else YAML_DEPLOYMENTS
     for name in names:
         pin_path(home, name)  # a valid file name
-    api_url = _api_url(home)
+    api_url, auth_file = _api_server(home)
     prefect_environment(home)  # before Prefect is imported
     schedule = _schedule(settings.cron, settings.timezone)
 
@@ -326,4 +333,4 @@ def deploy(settings: DeploySettings) -> DeployResult:
         for name in names
     )
     deployments = _register(names, settings.pool, schedule) if settings.register else ()
-    return DeployResult(api_url, settings.pool, pool_action, pins, deployments, dataset)
+    return DeployResult(api_url, settings.pool, pool_action, pins, deployments, dataset, auth_file)

@@ -92,7 +92,7 @@ def _api_server(home: Path) -> Any:
             home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, worker_after=os.getpid()
         )
         warn(f"started a {info.describe()}. Later releases reuse it.")
-    os.environ["PREFECT_API_URL"] = info.api_url
+    os.environ.update(local_server.client_env(home, info))  # the URL and the home's credential
     os.environ.setdefault("PREFECT_HOME", str(local_server.server_dir(home)))
     local_server.touch(home)
     return info

@@ -15,6 +15,7 @@ import contextlib
 import fcntl
 import json
 import os
+import secrets
 import signal
 import socket
 import subprocess
@@ -29,10 +30,14 @@ from pathlib import Path
 from flows.local.handoff import ping, worker_enabled
 
 __all__ = [
+    "AUTH_ENV",
+    "AUTH_FILE",
     "DEFAULT_IDLE_MINUTES",
     "SERVER_SETTINGS",
     "ServerInfo",
     "alive",
+    "api_auth",
+    "client_env",
     "healthy",
     "read_record",
     "server_dir",
@@ -93,6 +98,54 @@ class ServerInfo:
             f"database {server_dir(Path(self.home)) / 'prefect.db'}); it {when}; stop it with "
             f"`sds server stop --home {self.home}`"
         )
+
+
+AUTH_FILE = Path("private") / "_prefect" / "api-auth"
+"""The home's API credential (``sds:<random>``, mode 0600, in the private part of the home): the
+home's server requires it (``PREFECT_SERVER_API_AUTH_STRING``) and every ``sds`` client of that
+server sends it (``PREFECT_API_AUTH_STRING``). Made when the home's server first starts."""
+AUTH_ENV = "PREFECT_API_AUTH_STRING"
+
+
+def api_auth(home: Path, *, create: bool = False) -> str | None:
+    """The home's API credential (``user:password`` for basic authentication), or None when the
+    home has none yet and ``create`` is false, or when this user cannot read it.
+
+    Created with ``create``: 32 random bytes, written 0600 in a 0700 directory, atomically (a
+    concurrent creator's file wins).
+    """
+    path = Path(home) / AUTH_FILE
+    try:
+        return path.read_text(encoding="ascii").strip() or None
+    except FileNotFoundError:
+        if not create:
+            return None
+    except OSError:
+        return None
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.chmod(path.parent, 0o700)
+    value = f"sds:{secrets.token_urlsafe(32)}"
+    tmp = path.with_name(f".{path.name}.{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(value + "\n")
+    try:
+        os.link(tmp, path)  # fails if another process made it first: theirs is the credential
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    return path.read_text(encoding="ascii").strip()
+
+
+def client_env(home: Path, info: ServerInfo) -> dict[str, str]:
+    """What a client of the home's server needs in its environment: the URL and, when this user
+    can read it, the credential."""
+    out = {"PREFECT_API_URL": info.api_url}
+    auth = api_auth(home)
+    if auth is not None:
+        out[AUTH_ENV] = auth
+    return out
 
 
 def server_dir(home: Path) -> Path:
@@ -188,6 +241,7 @@ def start(
         if running is not None:
             return running
         port = port or _free_port()
+        api_auth(home, create=True)  # before the supervisor reads it
         d = server_dir(home)
         log = open(d / LOG_FILE, "ab")  # handed to the detached process, closed here
         try:

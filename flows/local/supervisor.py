@@ -25,10 +25,13 @@ from pathlib import Path
 
 from flows.local.handoff import ping, worker_enabled
 from flows.local.server import (
+    AUTH_ENV,
+    AUTH_FILE,
     LAST_USED_FILE,
     SERVER_SETTINGS,
     STATE_FILE,
     alive,
+    api_auth,
     healthy,
     read_record,
     server_dir,
@@ -71,6 +74,8 @@ def _server_env(home: Path, port: int) -> dict[str, str]:
     env["PREFECT_SERVER_API_HOST"] = "127.0.0.1"
     env["PREFECT_SERVER_API_PORT"] = str(port)
     env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{port}/api"
+    env["PREFECT_SERVER_API_AUTH_STRING"] = _auth(home)  # every request but /health needs it
+    env.pop(AUTH_ENV, None)
     if not user_database():
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = DB_URL  # the server runs in server_dir
     return env
@@ -81,6 +86,7 @@ def _start_worker(home: Path, port: int) -> subprocess.Popen[bytes] | None:
     if not worker_enabled():
         return None
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
+    env[AUTH_ENV] = _auth(home)  # the runner is a client of the home's server
     return subprocess.Popen(
         [
             sys.executable,
@@ -94,6 +100,14 @@ def _start_worker(home: Path, port: int) -> subprocess.Popen[bytes] | None:
         env=env,
         stdin=subprocess.DEVNULL,
     )
+
+
+def _auth(home: Path) -> str:
+    """The home's API credential (made by :func:`flows.local.server.start` before us)."""
+    value = api_auth(home, create=True)
+    if value is None:  # pragma: no cover - the supervisor runs as the home's owner
+        raise RuntimeError(f"cannot read the API credential {home / AUTH_FILE}")
+    return value
 
 
 def _stop_child(child: subprocess.Popen[bytes] | None) -> None:

@@ -31,7 +31,8 @@ from release_store.inputs.schema_checks import (
     table_check_fails,
     view_columns,
 )
-from release_store.ledger.values import BudgetExceededError
+from release_store.ledger.values import BudgetExceededError, PolicyExceededError
+from release_store.workspace.encoding import HALF_WIDTH_COLUMN
 from sds_core.data.text import match_key, normalize_text
 from sds_core.data.zeros import ALL_COLUMNS, zero_shares
 from sds_core.errors import SdsInputError
@@ -116,6 +117,7 @@ def check_budget(params: ReleaseParams) -> None:
     Raises:
         BudgetExceededError: no budget for the dataset, or less left than the release needs;
             the texts are those of :meth:`release_store.ledger.book.Ledger.reserve`.
+        PolicyExceededError: the release asks for more than the dataset's per-release policy.
         LedgerMovedError: the ledger was migrated (``sds ledger migrate``), as reserving would.
         SdsInputError: the ledger URL is not supported or the ledger cannot be opened.
     """
@@ -148,6 +150,13 @@ def check_budget(params: ReleaseParams) -> None:
             f"`sds budget set {dataset} --epsilon E --delta D`"
         )
     need = (params.epsilon, params.resolved_delta())
+    refusal = (
+        None
+        if status is None or status.policy is None
+        else status.policy.refusal(dataset, release_id, *need)
+    )
+    if refusal is not None:
+        raise PolicyExceededError(refusal)
     over = [n > lft * (1 + _TOLERANCE) + 1e-15 for n, lft in zip(need, left, strict=True)]
     if any(over):
         short = " and ".join(name for name, o in zip(("epsilon", "delta"), over, strict=True) if o)
@@ -175,11 +184,12 @@ def check_column_names(params: ReleaseParams, headers: list[str]) -> None:
     released = params.use_columns or [
         h for h in headers if not params.subject_id or match_key(h) != match_key(params.subject_id)
     ]
-    clash = [c for c in released if normalize_text(c) in TABLE_COLUMNS]
+    own = (*TABLE_COLUMNS, HALF_WIDTH_COLUMN)
+    clash = [c for c in released if normalize_text(c) in own]
     if clash:
         raise SdsInputError(
             f"input column(s) {clash} have the names of aggregates.parquet's own columns "
-            f"{list(TABLE_COLUMNS)}, next to which every released column gets a column of its "
+            f"{list(own)}, next to which every released column gets a column of its "
             "values: rename them in the input's header, or leave them out with use_columns"
         )
     keys = {match_key(h) for h in headers}

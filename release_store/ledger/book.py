@@ -9,9 +9,14 @@ hash-chained by :mod:`release_store.ledger.chain`. Rules in docs/ledger.md.
 
 from __future__ import annotations
 
+import getpass
 import json
+import math
+import os
+import socket
 from collections.abc import Callable, Sequence
 from dataclasses import asdict
+from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from pathlib import Path
 from typing import Any, TypeVar
@@ -34,6 +39,8 @@ from release_store.ledger.values import (
     ChargeRow,
     LedgerConflictError,
     PlannedCharge,
+    PolicyExceededError,
+    ReleasePolicy,
     Reservation,
     check_name,
     dec,
@@ -123,18 +130,53 @@ class Ledger:
         return self._store.read(body)
 
     # -- budgets ---------------------------------------------------------------------------
-    def set_budget(self, dataset: str, *, epsilon: float, delta: float) -> BudgetStatus:
+    def set_budget(
+        self,
+        dataset: str,
+        *,
+        epsilon: float,
+        delta: float,
+        max_epsilon_per_release: float | None = None,
+        max_delta_per_release: float | None = None,
+        clear_policy: bool = False,
+        set_by: str | None = None,
+    ) -> BudgetStatus:
         """Set a dataset's lifetime (epsilon, delta); recorded as a chained ``budget`` row.
 
+        The row also holds the dataset's per-release policy (:class:`ReleasePolicy`), so it is in
+        the hash chain: the limits given here, else the policy the dataset already has (raising a
+        budget keeps its policy), else none; ``clear_policy`` removes it. ``set_by`` (default:
+        this process's user@host) is recorded with it.
+
         Raises:
-            SdsInputError: epsilon not finite and > 0, delta not in [0, 1), or the new budget is
-                below what is already spent plus reserved.
+            SdsInputError: epsilon not finite and > 0, delta not in [0, 1), a per-release limit
+                not > 0 or above the lifetime budget, or the new budget is below what is already
+                spent plus reserved.
         """
         check_name("dataset", dataset)
         check_amount("--epsilon", epsilon)
         check_amount("--delta", delta, upper=1.0)
         if epsilon <= 0:
             raise SdsInputError(f"--epsilon must be > 0, got {epsilon!r}")
+        for name, limit, life in (
+            ("--max-epsilon-per-release", max_epsilon_per_release, epsilon),
+            ("--max-delta-per-release", max_delta_per_release, delta),
+        ):
+            if limit is None:
+                continue
+            check_amount(name, limit, upper=1.0 if "delta" in name else math.inf)
+            if not limit > 0 or limit > life:
+                raise SdsInputError(
+                    f"{name} must be > 0 and at most the lifetime budget ({life:g}), got "
+                    f"{limit!r}; a per-release limit above the lifetime budget limits nothing"
+                )
+        if clear_policy and (max_epsilon_per_release or max_delta_per_release):
+            raise SdsInputError(
+                "--clear-policy removes the per-release policy: do not combine it with "
+                "--max-epsilon-per-release or --max-delta-per-release"
+            )
+        given = max_epsilon_per_release is not None or max_delta_per_release is not None
+        who = set_by or _user_at_host()
 
         def body(conn: Conn) -> BudgetStatus | None:
             exact = self._exact(conn, dataset)
@@ -147,16 +189,37 @@ class Ledger:
                         f"delta={delta}): (epsilon={float(used[0])}, delta={float(used[1])}) is "
                         "already spent or reserved; choose a budget at least that large"
                     )
-            append_row(
-                conn,
-                self.url,
-                {
-                    "kind": "budget",
-                    "dataset": dataset,
-                    "epsilon": str(dec(epsilon)),
-                    "delta": str(dec(delta)),
-                },
-            )
+            previous = None if exact is None else self._policy(conn, dataset)
+            if given:
+                policy: ReleasePolicy | None = ReleasePolicy(
+                    max_epsilon_per_release,
+                    max_delta_per_release,
+                    who,
+                    datetime.now(UTC).isoformat(timespec="seconds"),
+                )
+            else:
+                policy = None if clear_policy else previous
+            if policy is not None:
+                for name, limit, life in (
+                    ("epsilon", policy.max_epsilon, epsilon),
+                    ("delta", policy.max_delta, delta),
+                ):
+                    if limit is not None and limit > life:
+                        raise SdsInputError(
+                            f"the per-release {name} policy of dataset {dataset!r} "
+                            f"({limit:g}) is above the new lifetime {name} ({life:g}); give a "
+                            "new --max-epsilon-per-release/--max-delta-per-release or "
+                            "--clear-policy"
+                        )
+            row: dict[str, Any] = {
+                "kind": "budget",
+                "dataset": dataset,
+                "epsilon": str(dec(epsilon)),
+                "delta": str(dec(delta)),
+            }
+            if policy is not None:
+                row["detail"] = {"policy": policy.to_dict()}
+            append_row(conn, self.url, row)
             return self._status(conn, dataset)
 
         return self._write(body)  # type: ignore[return-value]
@@ -241,6 +304,14 @@ class Ledger:
                     f"dataset {dataset!r} has no privacy budget; set one with "
                     f"`sds budget set {dataset} --epsilon E --delta D`"
                 )
+            policy = self._policy(conn, dataset)
+            refusal = (
+                None
+                if policy is None
+                else policy.refusal(dataset, release_id, float(total[0]), float(total[1]))
+            )
+            if refusal is not None:
+                raise PolicyExceededError(refusal)
             life, spent, held = exact
             with localcontext() as ctx:
                 ctx.prec = 60
@@ -647,6 +718,18 @@ class Ledger:
                     held[i] += rest[i]
         return life, spent, held
 
+    @staticmethod
+    def _policy(conn: Conn, dataset: str) -> ReleasePolicy | None:
+        """The per-release policy of the dataset's latest budget row (None: no policy)."""
+        last = conn.execute(
+            "SELECT detail FROM ledger WHERE kind = 'budget' AND "
+            "dataset = ? ORDER BY seq DESC LIMIT 1",
+            (dataset,),
+        ).fetchone()
+        detail = json.loads(last[0]) if last is not None and last[0] else {}
+        policy = detail.get("policy") if isinstance(detail, dict) else None
+        return None if policy is None else ReleasePolicy(**policy)
+
     def _status(self, conn: Conn, dataset: str) -> BudgetStatus | None:
         exact = self._exact(conn, dataset)
         if exact is None:
@@ -665,4 +748,14 @@ class Ledger:
             float(held[1]),
             float(left[0]),
             float(left[1]),
+            self._policy(conn, dataset),
         )
+
+
+def _user_at_host() -> str:
+    """``user@host`` of this process: who set a policy, as the ledger records it."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no login name (a container without /etc/passwd entry)
+        user = f"uid{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"

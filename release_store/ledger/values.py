@@ -23,6 +23,10 @@ class BudgetExceededError(SdsInputError):
     """A release needs more (epsilon, delta) than the dataset has left, or it has no budget."""
 
 
+class PolicyExceededError(BudgetExceededError):
+    """A release asks for more (epsilon, delta) than its dataset's per-release policy allows."""
+
+
 class LedgerConflictError(SdsInputError):
     """A call contradicts the record: other plan/amounts, unknown release/stage, closed."""
 
@@ -88,6 +92,54 @@ class Reservation:
 
 
 @dataclass(frozen=True, slots=True)
+class ReleasePolicy:
+    """A dataset's per-release limits, set with its budget (``sds budget set ...
+    --max-epsilon-per-release E [--max-delta-per-release D]``) and enforced at every reservation.
+
+    A scheduled run with a typo in its ε, or a form field, can then spend at most this much in one
+    release, whatever the dataset has left. ``set_by`` (user@host) and ``set_at`` say who set it.
+    """
+
+    max_epsilon: float | None
+    max_delta: float | None
+    set_by: str
+    set_at: str
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain dict (for --json and the ledger row's detail)."""
+        return asdict(self)
+
+    def refusal(self, dataset: str, release_id: str, epsilon: float, delta: float) -> str | None:
+        """Why a release of (epsilon, delta) breaks this policy (None: it does not)."""
+        over = [
+            f"{name}={asked:g} (at most {limit:g})"
+            for name, asked, limit in (
+                ("epsilon", epsilon, self.max_epsilon),
+                ("delta", delta, self.max_delta),
+            )
+            if limit is not None and dec(asked) > dec(limit) * (1 + _TOL)
+        ]
+        if not over:
+            return None
+        return (
+            f"release {release_id!r} asks for {' and '.join(over)} in one release, over the "
+            f"per-release policy of dataset {dataset!r} ({self.describe()}, set by {self.set_by} "
+            f"at {self.set_at}); release with a smaller --epsilon/--delta, or have the custodian "
+            f"change the policy with `sds budget set {dataset} --epsilon E "
+            "--max-epsilon-per-release E1`"
+        )
+
+    def describe(self) -> str:
+        """``ε ≤ 2 per release, δ ≤ 1e-06 per release`` (only the limits that are set)."""
+        parts = [
+            f"{name} ≤ {limit:g} per release"
+            for name, limit in (("ε", self.max_epsilon), ("δ", self.max_delta))
+            if limit is not None
+        ]
+        return ", ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
 class BudgetStatus:
     """A dataset's lifetime budget and how much is spent, reserved (not yet drawn) and left."""
 
@@ -100,9 +152,10 @@ class BudgetStatus:
     delta_reserved: float
     epsilon_remaining: float
     delta_remaining: float
+    policy: ReleasePolicy | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain dict (for --json)."""
+        """Plain dict (for --json); ``policy`` is None when the dataset has none."""
         return asdict(self)
 
 

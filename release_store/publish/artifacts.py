@@ -65,8 +65,11 @@ def write_artifacts(
     synthetic: Any,
     evaluation: dict[str, Any],
     validation: dict[str, Any],
+    noise: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Write the publishable files; returns name -> sha256.
+
+    ``noise`` (the manifest's ``privacy.noise``) gives ``aggregates.parquet`` its error bars.
 
     The synthetic files and the aggregates' TSV are encoded in a second thread while this one
     builds the aggregate table and its Parquet (Arrow's kernels and Parquet writer release the
@@ -82,7 +85,10 @@ def write_artifacts(
             syn = pool.submit(synthetic_files, synthetic, part_records=part_records)
         table = aggregates.to_arrow()
         tsv = pool.submit(aggregates_tsv, aggregates, table)
-        atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table))
+        noise_sd = {
+            int(e["length"]): float(e["noise_sd"]) for e in (noise or {}).get("by_length", [])
+        }
+        atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table, noise_sd))
         if isinstance(synthetic, DaskBackend):
             parts = streamed.result()
         else:
@@ -190,7 +196,8 @@ def write_release(
     dirs = run.dirs
     ledger = run.ledger()
     charges = ledger.charges(release_id=run.release_id)
-    hashes = write_artifacts(run, aggregates, synthetic, evaluation, validation)
+    noise = noise if noise is not None else recorded_noise(run)
+    hashes = write_artifacts(run, aggregates, synthetic, evaluation, validation, noise)
     old = dirs.manifest() or {}
     manifest = {
         "release_id": run.release_id,
@@ -213,7 +220,7 @@ def write_release(
                 }
                 for c in charges
             ],
-            "noise": noise if noise is not None else recorded_noise(run),
+            "noise": noise,
         },
         "input": {
             "name": PurePath(run.params.input).name,  # never the local path

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import re
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -50,11 +51,29 @@ def parquet_bytes(frame: pd.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-def aggregates_parquet(table: pa.Table) -> bytes:
-    """``aggregates.parquet`` from ``AggregateSet.to_arrow()`` (as its ``to_frame`` writes)."""
+Z_95 = 1.959963984540054
+"""The standard normal's 97.5% quantile: a Gaussian count lies within ±Z_95·sd 95% of the time."""
+HALF_WIDTH_COLUMN = "noise_half_width_95"
+"""``aggregates.parquet``'s error bar: half the width of each count's 95% noise interval,
+1.96 × its length's ``noise_sd`` (``manifest.json`` ``privacy.noise.by_length``); null where the
+release describes no per-length noise (registry synthesizers' measured marginals)."""
+
+
+def aggregates_parquet(
+    table: pa.Table, noise_sd_by_len: Mapping[int, float] | None = None
+) -> bytes:
+    """``aggregates.parquet`` from ``AggregateSet.to_arrow()`` (as its ``to_frame`` writes),
+    plus :data:`HALF_WIDTH_COLUMN` from the noise standard deviation of each length."""
     from sds_core.marginals.aggregates import combination_frame
 
-    return parquet_bytes(combination_frame(table))
+    frame = combination_frame(table)
+    lengths = frame["length"].to_numpy()
+    sd = np.full(len(frame), np.nan)
+    for k, value in (noise_sd_by_len or {}).items():
+        sd[lengths == k] = value
+    half = pd.array(np.round(Z_95 * sd, 6), dtype="Float64")  # NaN (no description): null
+    frame.insert(3, HALF_WIDTH_COLUMN, half)  # after length, combination, count
+    return parquet_bytes(frame)
 
 
 def _lines(*columns: pa.Array | pa.ChunkedArray, separator: str) -> bytes:

@@ -57,6 +57,7 @@ __all__ = [
     "aggregate_length",
     "dp_aggregate",
     "finalize",
+    "length_threshold",
     "plan_release",
     "privacy_report",
     "protect_record_count",
@@ -131,9 +132,12 @@ def adaptive_threshold(sigma: float, allowed: int, eta: float) -> float:
     return sigma * math.sqrt(allowed) * -_NORMAL.inv_cdf(min(eta / 2, 0.5))
 
 
-def _length_threshold(
+def length_threshold(
     k: int, sigma: float, allowed: int, plan: BudgetPlan, params: DpParams
 ) -> float:
+    """The suppression threshold of length k for Δ_k = ``allowed`` (the first threshold of
+    length 1, else the fabrication mode's fixed or adaptive one): what :func:`aggregate_length`
+    applies and what :mod:`sds_core.marginals.forecast` predicts."""
     if k == 1:
         return first_threshold(sigma, allowed, plan.delta) + DISCRETE_SHIFT
     value = params.fabrication_thresholds()[k]
@@ -259,7 +263,7 @@ def aggregate_length(
         size=counts.shape[0],
         stage=stage,
     )
-    threshold = _length_threshold(k, sigma, allowed, plan, params)
+    threshold = length_threshold(k, sigma, allowed, plan, params)
     survivors = CombinationCounts(*_survivors(cands, counts, noise, threshold))
     return LengthStep(k, survivors, allowed, threshold, cands.shape[0], spend)
 

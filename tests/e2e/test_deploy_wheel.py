@@ -14,13 +14,10 @@ import pytest
 
 from release_store.ledger.book import Ledger
 from tests.e2e.prefect_processes import prefect_server, run_logs, wait_final, worker
-from tests.pipeline import conftest as pipeline
-from tests.pipeline.conftest import PROJECT
+from tests.helpers import PROJECT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
-tiny_csv = pipeline.tiny_csv  # the pipeline tests' session fixtures: a 400-row table
-tiny_config = pipeline.tiny_config  # and its config (dataset "tiny")
 
 SOURCES = ("pyproject.toml", "README.md", "LICENSE", "sds_core", "release_store", "tasks", "flows")
 

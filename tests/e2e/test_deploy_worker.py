@@ -20,17 +20,13 @@ import pytest
 from release_store.config.deployment import PINNED, pin_path, write_pins
 from release_store.ledger.book import Ledger
 from tests.e2e.prefect_processes import prefect_server, run_logs, wait_final, worker
-from tests.pipeline import conftest as pipeline
-from tests.pipeline.conftest import PROJECT
+from tests.helpers import PROJECT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 POOL = "sds-e2e"
 ON_DEMAND = "sds-release/on-demand-tiny"
 PREFECT = [sys.executable, "-m", "prefect"]
-
-tiny_csv = pipeline.tiny_csv  # the pipeline tests' session fixtures: a 400-row table
-tiny_config = pipeline.tiny_config  # and its config (dataset "tiny", with a [budget] table)
 
 
 @dataclass(frozen=True)
@@ -272,6 +268,28 @@ def test_a_run_never_creates_a_budget(
     assert "refused before anything was read or charged" in run_logs(client, run.id)
     assert Ledger.open(deployed.home).budget("nobudget") is None
     assert not (deployed.home / "releases" / "nobudget").exists()
+
+
+def test_a_run_over_the_per_release_policy_is_refused(
+    deployed: Deployed, client: Any, tiny_csv: Path, tiny_config: Path
+) -> None:
+    """A run choosing more ε than the dataset's per-release policy allows is refused at the
+    reservation, naming the policy and who set it; nothing is read or charged."""
+    Ledger.open(deployed.home).set_budget(
+        "capped", epsilon=50.0, delta=1e-3, max_epsilon_per_release=0.5, set_by="custodian"
+    )
+    _extra_deployment("capped")
+    values = {"input": str(tiny_csv), "config": str(tiny_config), "dataset": "capped"}
+    write_pins(pin_path(deployed.home, "capped"), values, "test")
+    run = client.create_flow_run_from_deployment(
+        client.read_deployment_by_name("sds-release/capped").id,
+        parameters={"options": {"epsilon": 1.0}},
+    )
+    run = wait_final(client, run.id)
+    assert run.state.is_failed()
+    assert "at most 0.5" in run.state.message and "custodian" in run.state.message
+    assert _spent(deployed.home, "capped") == 0.0
+    assert not (deployed.home / "releases" / "capped").exists()
 
 
 def test_a_pin_file_others_can_write_is_refused(

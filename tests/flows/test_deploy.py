@@ -10,6 +10,7 @@ import pytest
 
 from flows.local.deploy import (
     LOCKED_VARIABLES,
+    DeployResult,
     DeploySettings,
     _schedule,
     deployment_names,
@@ -18,7 +19,7 @@ from flows.local.deploy import (
 )
 from release_store.ledger.book import Ledger
 from sds_core.errors import SdsInputError
-from tests.pipeline.conftest import TINY_CONFIG, run_cli
+from tests.helpers import TINY_CONFIG, run_cli
 
 
 @pytest.fixture
@@ -128,3 +129,18 @@ def test_deploy_without_a_server_says_how_to_get_one(
     )
     assert code == 2 and "PREFECT_API_URL" in err and "sds server start --home" in err
     assert not (home / "deployments").exists()
+
+
+def test_the_worker_line_reads_the_home_servers_credential_from_its_file() -> None:
+    """The printed worker command names the server and, for the home's authenticated server,
+    reads the credential from its 0600 file instead of printing it."""
+    own = DeployResult("http://h:4200/api", "sds-local", "created", (), (), "tiny")
+    assert own.worker_command() == "PREFECT_API_URL=http://h:4200/api prefect worker start " \
+        "--pool sds-local"  # fmt: skip
+    home = DeployResult(
+        "http://127.0.0.1:4200/api", "p", "unchanged", (), (), "tiny", Path("/h/private/auth")
+    )
+    assert home.worker_command() == (
+        'PREFECT_API_URL=http://127.0.0.1:4200/api PREFECT_API_AUTH_STRING="$(cat '
+        '/h/private/auth)" prefect worker start --pool p'
+    )

@@ -23,7 +23,7 @@ from release_store.config.deployment import (
 from release_store.config.release_params import ReleaseParams
 from release_store.ledger.book import Ledger
 from sds_core.errors import SdsInputError
-from tests.pipeline.conftest import TINY_CONFIG
+from tests.helpers import TINY_CONFIG
 
 NEVER_FROM_A_RUN = {
     "seed",

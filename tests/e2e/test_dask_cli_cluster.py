@@ -1,0 +1,232 @@
+"""``sds release --executor dask``: a scheduler and 2 workers started with the dask CLI on
+127.0.0.1 give the same artifact hashes as the local release; a dead address charges nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("distributed")
+
+import pyarrow.parquet as pq
+
+from release_store.workspace.files import sha256_file
+from sds_core.synthesis.generator import AUTO_BATCH_RECORDS
+from tests.helpers import PROJECT, charges, killed_cli, run_cli
+
+COMPARED = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "evaluation.json")
+DASK = Path(sys.executable).parent / "dask"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _args(csv: Path, config: Path, home: Path, rid: str, *extra: str) -> list[str]:
+    return [
+        "release",
+        str(csv),
+        "--config",
+        str(config),
+        "--home",
+        str(home),
+        "--release-id",
+        rid,
+        "--seed",
+        "11",
+        "--quiet",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def cli_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``dask scheduler`` + 2 ``dask worker`` processes on 127.0.0.1; yields the address."""
+    port = _free_port()
+    address = f"tcp://127.0.0.1:{port}"
+    logs = tmp_path_factory.mktemp("dask-logs")
+    env = {**os.environ, "PYTHONPATH": str(PROJECT)}
+    common = {"cwd": PROJECT, "env": env, "stderr": subprocess.STDOUT}
+    procs = [
+        subprocess.Popen(
+            [
+                str(DASK),
+                "scheduler",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--dashboard-address",
+                ":0",
+                "--no-show",
+            ],
+            stdout=open(logs / "scheduler.log", "w"),
+            **common,
+        )
+    ]
+    from distributed import Client
+
+    try:
+        for i in range(2):
+            procs.append(
+                subprocess.Popen(
+                    [
+                        str(DASK),
+                        "worker",
+                        address,
+                        "--nthreads",
+                        "1",
+                        "--nworkers",
+                        "1",
+                        "--host",
+                        "127.0.0.1",
+                        "--dashboard-address",
+                        ":0",
+                        "--no-nanny",
+                    ],
+                    stdout=open(logs / f"worker{i}.log", "w"),
+                    **common,
+                )
+            )
+        with Client(address, timeout=60) as c:
+            c.wait_for_workers(2, timeout=120)
+        yield address
+    finally:
+        for p in reversed(procs):
+            p.terminate()
+        for p in procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+
+def test_release_on_a_dask_cli_cluster_has_the_local_hashes(
+    tiny_csv: Path,
+    tiny_config: Path,
+    tmp_path: Path,
+    prefect_server: str,
+    cli_cluster: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Same seed and id, local vs ``--executor dask --dask-address`` vs ``--executor dask``
+    alone (an embedded LocalCluster): identical artifacts, also with ``--synthetic-records``
+    large enough for 2 synthesis batches (on the workers)."""
+    monkeypatch.delenv("SDS_DASK_ADDRESS", raising=False)
+    hashes = []
+    for name, extra in (
+        ("local", ()),
+        ("dask", ("--executor", "dask", "--dask-address", cli_cluster)),
+        ("embedded", ("--executor", "dask")),
+    ):
+        home = tmp_path / name
+        more = ("--synthetic-records", str(AUTO_BATCH_RECORDS))
+        code, out, err = run_cli(*_args(tiny_csv, tiny_config, home, "dask-same", *extra, *more))
+        assert code == 0, err
+        rel = Path(out.strip().splitlines()[-1])
+        assert pq.read_metadata(rel / "synthetic.parquet").num_rows == AUTO_BATCH_RECORDS
+        hashes.append({n: sha256_file(rel / n) for n in COMPARED})
+    assert hashes[0] == hashes[1] == hashes[2]
+    from distributed import Client
+
+    with Client(cli_cluster, timeout=30) as c:  # the counting did run on the cluster
+        ran = c.run_on_scheduler(lambda dask_scheduler: sorted(dask_scheduler.task_prefixes))
+    # the synthesis batches, then the shuffled chunks, built on the workers
+    assert {"group_counts", "group_presence", "batch_codes", "assemble"} <= set(ran)
+
+
+def test_unreachable_dask_address_fails_before_any_charge(
+    tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
+) -> None:
+    """Nothing listens at the address: a clear error naming --dask-address; no ledger charge."""
+    dead = f"tcp://127.0.0.1:{_free_port()}"
+    code, _, err = run_cli(
+        *_args(
+            tiny_csv, tiny_config, home, "dask-dead", "--executor", "dask", "--dask-address", dead
+        )
+    )
+    assert code != 0
+    assert "no Dask scheduler answers" in err and "--dask-address" in err
+    assert charges(home) == []
+
+
+@pytest.mark.slow
+def test_dask_release_killed_then_resumed_on_the_cluster_is_identical(
+    tiny_csv: Path,
+    tiny_config: Path,
+    tmp_path: Path,
+    prefect_server: str,
+    cli_cluster: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``--executor dask`` killed (SIGKILL) inside aggregate-2, then ``sds resume``d: the same
+    artifacts as an uninterrupted local release of the same id and seed, each stage charged once
+    (the resumed run loads the finished stages' checkpoints and counts the rest on the cluster)."""
+    monkeypatch.delenv("SDS_DASK_ADDRESS", raising=False)
+    rid = "dask-resume"
+    code, out, err = run_cli(*_args(tiny_csv, tiny_config, tmp_path / "local", rid))
+    assert code == 0, err
+    local = Path(out.strip().splitlines()[-1])
+    reference = {n: sha256_file(local / n) for n in COMPARED}
+
+    home = tmp_path / "dask"
+    dask_args = ("--executor", "dask", "--dask-address", cli_cluster)
+    killed_cli("aggregate-2", _args(tiny_csv, tiny_config, home, rid, *dask_args), prefect_server)
+    assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]
+    assert not list(home.glob(f"releases/*/{rid}/synthetic.parquet"))
+
+    code, out, err = run_cli("resume", rid, "--home", str(home), "--quiet")
+    assert code == 0, err
+    resumed = Path(out.strip().splitlines()[-1])
+    assert {n: sha256_file(resumed / n) for n in COMPARED} == reference
+    assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]
+    manifest = json.loads((resumed / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    assert manifest["parameters"]["executor"] == "dask"
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("kill_at", ["synthesize", "evaluate"])
+def test_dask_synthetic_chunks_killed_then_resumed_are_identical(
+    tiny_csv: Path,
+    tiny_config: Path,
+    tmp_path: Path,
+    prefect_server: str,
+    cli_cluster: str,
+    monkeypatch: pytest.MonkeyPatch,
+    kill_at: str,
+) -> None:
+    """3,500 synthetic records in 4 parts, on the workers: killed right after synthesis (its
+    chunk files written, the stage not yet recorded: re-synthesized) or after the output gate
+    (the chunks come back from their checkpoint files), then resumed: the local release's
+    bytes, nothing charged twice."""
+    monkeypatch.delenv("SDS_DASK_ADDRESS", raising=False)
+    config = tmp_path / "parts.toml"
+    config.write_text("synthetic_part_records = 1000\n" + tiny_config.read_text())
+    rid, more = "dask-chunks", ("--synthetic-records", "3500")
+    code, out, err = run_cli(*_args(tiny_csv, config, tmp_path / "local", rid, *more))
+    assert code == 0, err
+    local = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())
+
+    home = tmp_path / "dask"
+    dask_args = ("--executor", "dask", "--dask-address", cli_cluster, *more)
+    killed_cli(kill_at, _args(tiny_csv, config, home, rid, *dask_args), prefect_server)
+    assert list(home.rglob("checkpoints/synthesize/chunk-*.npy"))
+    code, out, err = run_cli("resume", rid, "--home", str(home), "--quiet")
+    assert code == 0, err
+    resumed = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())
+    skip = {"report.html"}
+    assert {n: h for n, h in resumed["artifacts"].items() if n not in skip} == {
+        n: h for n, h in local["artifacts"].items() if n not in skip
+    }
+    assert len(resumed["synthetic_parts"]["parts"]) == 4
+    assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]

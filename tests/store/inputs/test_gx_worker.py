@@ -1,0 +1,37 @@
+"""The GX worker process gives the in-process gate results (the kill test is
+tests/e2e/test_gx_worker_kill.py)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from release_store.config.schema import ColumnSchema, TableSchema
+from release_store.inputs import gx_suite
+from release_store.inputs.gate import run_gate
+
+SCHEMA = TableSchema(
+    columns=[
+        ColumnSchema(name="sex", values=["0", "1"], nullable=False),
+        ColumnSchema(name="age", type="integer", min=0, max=120),
+    ],
+    min_rows=2,
+)
+
+
+def test_worker_gives_the_in_process_results() -> None:
+    """The same table through the worker and in-process: same verdicts, summary and failures."""
+    frame = pd.DataFrame({"sex": ["0", "1", "2", "1"], "age": ["30", "x", "200", ""]})
+    here = run_gate(frame, SCHEMA, name="input")
+    gx_suite.start_worker()
+    try:
+        assert gx_suite.worker_running()
+        there = run_gate(frame, SCHEMA, name="input")
+    finally:
+        gx_suite.stop_worker()
+    assert not gx_suite.worker_running()
+    assert (there.success, there.summary, there.failures) == (
+        here.success,
+        here.summary,
+        here.failures,
+    )
+    assert not here.success and len(here.failures) == 3

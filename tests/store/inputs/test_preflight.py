@@ -1,0 +1,242 @@
+"""Pre-flight: bad inputs and parameters are refused before Prefect or GX load, charging nothing."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from release_store.config import build_params, load_config
+from release_store.config.fields import SYNTHESIZERS
+from release_store.inputs.preflight import check_budget, preflight, zero_warning
+from sds_core.errors import SdsInputError
+from tests.flows.test_bad_input import CASES, _case_file
+from tests.helpers import PROJECT, charges, complete_releases, run_cli
+
+# Loaded modules are printed at exit; a closed port as API: a flow run would fail differently
+_PROBE = (
+    "import atexit, sys\n"
+    "atexit.register(lambda: sys.stderr.write('\\nLOADED ' + ','.join(m for m in "
+    "('prefect', 'great_expectations', 'pandas', 'numba') if m in sys.modules) + '\\n'))\n"
+    "from flows.cli import app\n"
+    "app()\n"
+)
+
+
+def _cli_process(*args: str, home: Path) -> tuple[int, str, set[str]]:
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api", "SDS_HOME": str(home)}
+    done = subprocess.run(
+        [sys.executable, "-c", _PROBE, *args],
+        cwd=PROJECT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    lines = done.stderr.splitlines()
+    loaded = next((ln for ln in reversed(lines) if ln.startswith("LOADED")), "LOADED ")
+    message = "\n".join(ln for ln in lines if not ln.startswith("LOADED") and ln.strip())
+    return done.returncode, message, set(filter(None, loaded[len("LOADED ") :].split(",")))
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_bad_input_refused_before_prefect_and_gx(
+    case: str, tmp_path: Path, tiny_csv: Path, tiny_config: Path
+) -> None:
+    """Every bad file of test_bad_input: the same message, from a process that never loaded
+    Prefect, GX or numba (pandas: pyarrow imports it); nothing reserved, charged or published."""
+    home = tmp_path / "home"
+    path = _case_file(case, tmp_path, tiny_csv)
+    code, err, loaded = _cli_process(
+        "release", path, "--config", str(tiny_config), "--home", str(home), "--quiet", home=home
+    )
+    problem, fix = CASES[case]
+    assert code != 0 and problem in err and fix in err, err
+    assert err.count("sds: error:") == 1 and "Traceback" not in err
+    assert loaded <= {"pandas"}, loaded
+    assert charges(home) == [] and complete_releases(home) == []
+    assert not (home / "private").exists()  # no release was even started
+
+
+@pytest.mark.parametrize(
+    ("args", "status", "expected"),
+    [
+        (["--epsilon", "0"], 2, "parameter 'epsilon'"),
+        (["--synthesizer", "gan"], 2, "unknown synthesizer 'gan'"),
+        (["--use-columns", "sex,zip"], 1, "parameter 'use_columns' names column 'zip'"),
+        (["--sensitive-zeros", "nope"], 1, "parameter 'sensitive_zeros' names column 'nope'"),
+        (["--epsilon", "50"], 1, "needs (epsilon=50.0"),
+    ],
+)
+def test_bad_parameters_refused_before_prefect(
+    args: list[str], status: int, expected: str, tmp_path: Path, tiny_csv: Path
+) -> None:
+    """Parameter mistakes (values, synthesizer, column names, budget) are refused by a process
+    that never loads Prefect, GX or the synthesizer registry."""
+    home = tmp_path / "home"
+    assert run_cli("budget", "set", "d", "--epsilon", "10", "--home", str(home))[0] == 0
+    code, err, loaded = _cli_process(
+        "release", str(tiny_csv), "--dataset", "d", "--home", str(home), *args, home=home
+    )
+    assert code == status and expected in err, err
+    assert loaded <= {"pandas"}, loaded
+    assert charges(home) == []
+
+
+def test_zeros_of_columns_left_out_are_not_checked(tmp_path: Path, tiny_csv: Path) -> None:
+    """A config's sensitive_zeros may name columns this release leaves out (use_columns):
+    preparation ignores them, so the pre-flight does too; inside use_columns they must exist."""
+    params = build_params(
+        {},
+        {
+            "input": str(tiny_csv),
+            "dataset": "d",
+            "home": str(tmp_path),
+            "default_budget": {"epsilon": 10.0},
+            "use_columns": ["sex", "age"],
+            "sensitive_zeros": ["sex", "latino"],
+        },
+    )
+    assert set(preflight(params).zero_shares) == set()  # sex kept, age has no "0"
+    wrong = params.model_copy(update={"use_columns": ["sex", "latino"]})
+    with pytest.raises(SdsInputError, match="parameter 'use_columns' names column 'latino'"):
+        preflight(wrong)
+
+
+def test_budget_is_checked_before_the_data_is_read(tmp_path: Path, tiny_config: Path) -> None:
+    """An unaffordable release is refused with the ledger's words, even for a missing-free
+    input that would fail later: the budget comes first (release contract)."""
+    from release_store.ledger.book import Ledger
+
+    home = tmp_path / "home"
+    Ledger.open(home).set_budget("tiny", epsilon=1.0, delta=1e-3)
+    params = build_params(
+        load_config(tiny_config),
+        {"input": str(tmp_path / "never-read.csv"), "home": str(home), "release_id": "r1"},
+    )
+    with pytest.raises(SdsInputError, match=r"needs \(epsilon=2.0.*only \(epsilon=1.0"):
+        check_budget(params)
+    assert charges(home) == [] and Ledger.open(home).reservation("r1") is None
+
+
+def test_budget_check_reads_the_release_ledger_url(
+    ledger_url: str, tmp_path: Path, tiny_config: Path
+) -> None:
+    """The pre-flight reads the ledger the release names (SQLite or PostgreSQL), not the home's
+    file, and writes nothing: no reservation, no charge, no ledger file created in the home."""
+    from release_store.ledger.book import Ledger
+
+    home = tmp_path / "home"
+    home.mkdir()
+    ledger = Ledger.from_url(ledger_url)
+    ledger.set_budget("tiny", epsilon=1.0, delta=1e-3)
+    before = ledger.rows()
+    params = build_params(
+        load_config(tiny_config),
+        {
+            "input": str(tmp_path / "never-read.csv"),
+            "home": str(home),
+            "release_id": "r1",
+            "ledger": ledger_url,
+        },
+    )
+    with pytest.raises(SdsInputError, match=r"needs \(epsilon=2.0.*only \(epsilon=1.0"):
+        check_budget(params)
+    ledger.set_budget("tiny", epsilon=3.0, delta=1e-3)
+    check_budget(params)  # affordable now: passes
+    assert len(ledger.rows()) == len(before) + 1  # only the second set_budget
+    assert ledger.reservation("r1") is None and not (home / "ledger.sqlite").exists()
+
+
+def test_zero_warning_names_columns_shares_and_the_fix(tiny_csv: Path) -> None:
+    """Without sensitive_zeros the 0/1 columns are named with their share and the option."""
+    params = build_params(
+        {}, {"input": str(tiny_csv), "dataset": "d", "default_budget": {"epsilon": 10.0}}
+    )
+    found = preflight(params.model_copy(update={"home": str(Path(tiny_csv).parent / "h")}))
+    assert set(found.zero_shares) == {"sex", "married"}
+    text = zero_warning(found.zero_shares)
+    assert "sex (" in text and "married (" in text and "% of rows" in text
+    assert "--sensitive-zeros sex,married" in text and "--sensitive-zeros all" in text
+    coarse = zero_warning(found.zero_shares, coarse=True)
+    assert "%" in coarse and not any(f"{n}%" in coarse for n in range(2, 10))  # bands only
+    kept = params.model_copy(update={"sensitive_zeros": ["all"], "home": params.home})
+    assert preflight(kept).zero_shares == {}
+
+
+def test_zero_warning_printed_once_by_the_cli(
+    tmp_path: Path, tiny_csv: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The CLI's pre-flight prints the warning once on stderr; --sensitive-zeros all silences it."""
+    from flows.cli.release import preflight_checks as _preflight
+
+    params = build_params(
+        {},
+        {
+            "input": str(tiny_csv),
+            "dataset": "d",
+            "default_budget": {"epsilon": 10.0},
+            "home": str(tmp_path),
+            "release_id": "r1",
+        },
+    )
+    _preflight(params)
+    err = capsys.readouterr().err
+    assert err.count("sds: warning:") == 1 and "sex" in err and "married" in err
+    _preflight(params.model_copy(update={"sensitive_zeros": ["all"]}))
+    assert capsys.readouterr().err == ""
+
+
+def test_synthesizer_names_match_the_registry() -> None:
+    """The names parameters accept without importing the registry are the registry's names."""
+    from sds_core.synthesizers import available
+
+    assert set(SYNTHESIZERS) == {"aggregate-seeded", *available()}
+
+
+def test_zero_warning_in_the_flow_log(
+    tmp_path: Path,
+    tiny_csv: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The prepare task logs the warning once, each share as a band (the log leaves the
+    custodian's terminal: no exact figure)."""
+    import logging
+    import re
+
+    import tasks.preparation as preparation
+    from release_store.inputs.ingest import read_table
+    from release_store.run.release_run import ReleaseRun, SensitiveTable
+
+    logger = logging.getLogger("sds-test-flow-log")
+    logger.addHandler(caplog.handler)  # Prefect's logging setup may stop propagation
+    monkeypatch.setattr(preparation, "task_logger", lambda: logger)
+    params = build_params({}, {"input": str(tiny_csv), "dataset": "d", "home": str(tmp_path)})
+    run = ReleaseRun(params, "r1", str(tmp_path))
+    run.dirs.paths.create(exist_ok=True)
+    with caplog.at_level(logging.WARNING, logger=logger.name):
+        preparation.prepare_table.fn(
+            run=run, table=SensitiveTable(read_table(tiny_csv)), input_sha256="x"
+        )
+    logger.removeHandler(caplog.handler)
+    [text] = {r.getMessage() for r in caplog.records if r.name == logger.name}
+    assert "column" in text and "sex (" in text and "married (" in text
+    shares = re.findall(r"\(([^()]*) of rows\)", text)
+    assert shares and set(shares) <= {"under 1%", "1-10%", "10-50%", "over 50%"}
+
+
+def test_columns_named_like_the_aggregate_table_are_refused(tmp_path: Path) -> None:
+    """aggregates.parquet has its own length/combination/count columns next to one column per
+    released input column: an input column of the same name is refused before any work, and
+    passes when use_columns leaves it out."""
+    data = tmp_path / "t.csv"
+    data.write_text("a,count\n" + "".join(f"{i % 3},{i % 5}\n" for i in range(50)))
+    base = {"input": str(data), "dataset": "d", "home": str(tmp_path),
+            "default_budget": {"epsilon": 10.0}}  # fmt: skip
+    with pytest.raises(SdsInputError, match=r"input column\(s\) \['count'\].*rename"):
+        preflight(build_params({}, base))
+    preflight(build_params({}, {**base, "use_columns": ["a"]}))
