@@ -25,11 +25,12 @@ __all__ = ["deployed_release"]
 
 
 def _run_name() -> str:
+    """``release-<deployment>``: the dataset is known only once the pin file is read."""
     return f"release-{runtime.deployment.name or 'not-deployed'}"
 
 
 @flow(name="sds-release", flow_run_name=_run_name, persist_result=False, validate_parameters=True)
-def deployed_release(options: RunOptions | None = None) -> str:
+def deployed_release(options: RunOptions = RunOptions()) -> str:
     """Run one DP release with the deployment's pinned settings and this run's ``options``;
     returns the release directory.
 
@@ -47,7 +48,7 @@ def deployed_release(options: RunOptions | None = None) -> str:
             )
         home = deployment_home()
         pins = read_pins(pin_path(home, deployment))
-        built = deployed_params(home, pins, options or RunOptions())
+        built = deployed_params(home, pins, options)
         require_budget(built.params)
     except SdsInputError as e:
         log.error("refused before anything was read or charged: %s", e)
@@ -58,6 +59,6 @@ def deployed_release(options: RunOptions | None = None) -> str:
         "deployment %s: input, config, dataset and ledger pinned by its pin file; this run "
         "chose %s",
         deployment,
-        (options or RunOptions()).given() or "nothing (the deployment's values)",
+        options.given() or "nothing (the deployment's values)",
     )
     return release.fn(built.params)

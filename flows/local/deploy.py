@@ -17,9 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from flows.local.server import AUTH_ENV
 from sds_core.errors import SdsInputError
-
-AUTH_ENV = "PREFECT_API_AUTH_STRING"
 
 __all__ = [
     "LOCKED_VARIABLES",
