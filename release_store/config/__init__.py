@@ -7,6 +7,7 @@
 - ``core_objects``: ReleaseParams -> DpParams, PrepareParams, declared domains, spends;
 - ``doc_tables``: docs/pipeline.md's parameter tables from the same declarations;
 - ``periods``: relative periods (``previous-month``) resolved before anything is reserved.
+- ``deployment``: a deployed run's ``RunOptions``, the ``PINNED`` fields and the pin files.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -23,10 +24,12 @@ _EXPORTS: dict[str, str] = {
     "CORE_KEYS": "release_store.config.fields",
     "ColumnSchema": "release_store.config.schema",
     "ID_PATTERN": "release_store.config.schema",
+    "PINNED": "release_store.config.deployment",
     "LifetimeBudget": "release_store.config.release_params",
     "RELATIVE_PERIODS": "release_store.config.periods",
     "RELEASE_OVERRIDES": "release_store.config.fields",
     "ReleaseParams": "release_store.config.release_params",
+    "RunOptions": "release_store.config.deployment",
     "SYNTHESIZERS": "release_store.config.fields",
     "TableSchema": "release_store.config.schema",
     "binning_epsilon": "release_store.config.core_objects",
@@ -35,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "core_field": "release_store.config.fields",
     "core_table": "release_store.config.doc_tables",
     "declared_domains": "release_store.config.core_objects",
+    "deployed_params": "release_store.config.deployment",
     "describe_validation_error": "release_store.config.loading",
     "dp_binned_columns": "release_store.config.core_objects",
     "dp_params": "release_store.config.core_objects",
@@ -52,6 +56,7 @@ __all__ = [
     "CORE_CLASSES",
     "CORE_KEYS",
     "ID_PATTERN",
+    "PINNED",
     "RELATIVE_PERIODS",
     "RELEASE_OVERRIDES",
     "SYNTHESIZERS",
@@ -59,6 +64,7 @@ __all__ = [
     "ColumnSchema",
     "LifetimeBudget",
     "ReleaseParams",
+    "RunOptions",
     "TableSchema",
     "binning_epsilon",
     "build_params",
@@ -66,6 +72,7 @@ __all__ = [
     "core_field",
     "core_table",
     "declared_domains",
+    "deployed_params",
     "describe_validation_error",
     "dp_binned_columns",
     "dp_params",
@@ -97,6 +104,7 @@ if TYPE_CHECKING:
         synthesis_epsilon,
         synthesizer_domains,
     )
+    from release_store.config.deployment import PINNED, RunOptions, deployed_params
     from release_store.config.doc_tables import config_table, core_table
     from release_store.config.fields import (
         CORE_CLASSES,
