@@ -4,7 +4,8 @@
 - ``stages``: the stage registry: order, charge/draw/resume behaviour, timeline;
 - ``workdir``: the release key, checkpoints, private state and manifest writes;
 - ``stage_log``: one DP-safe log line per stage;
-- ``progress``: progress hooks and the CLI's display.
+- ``progress``: progress hooks and the CLI's display;
+- ``faults``: the test-only fault points (die or pause at a named moment of a release).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -22,7 +23,8 @@ _EXPORTS: dict[str, str] = {
     "EVALUATE": "release_store.run.stages",
     "FIT": "release_store.run.stages",
     "INGEST": "release_store.run.stages",
-    "KILL_ENV": "release_store.run.release_run",
+    "KILL_ENV": "release_store.run.faults",
+    "PAUSE_ENV": "release_store.run.faults",
     "NORMALIZE": "release_store.run.stages",
     "PREPARE": "release_store.run.stages",
     "PUBLISH": "release_store.run.stages",
@@ -44,6 +46,7 @@ _EXPORTS: dict[str, str] = {
     "binning_spend": "release_store.run.release_run",
     "by_length_text": "release_store.run.stage_log",
     "charged_text": "release_store.run.stage_log",
+    "fault_point": "release_store.run.faults",
     "finished": "release_store.run.stage_log",
     "gate_text": "release_store.run.stage_log",
     "noise_scales": "release_store.run.release_run",
@@ -71,6 +74,7 @@ __all__ = [
     "INGEST",
     "KILL_ENV",
     "NORMALIZE",
+    "PAUSE_ENV",
     "PREPARE",
     "PUBLISH",
     "SYNTHESIZE",
@@ -91,6 +95,7 @@ __all__ = [
     "binning_spend",
     "by_length_text",
     "charged_text",
+    "fault_point",
     "finished",
     "gate_text",
     "noise_scales",
@@ -117,6 +122,7 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from release_store.run.faults import KILL_ENV, PAUSE_ENV, fault_point
     from release_store.run.progress import (
         Reporter,
         RichProgress,
@@ -128,7 +134,6 @@ if TYPE_CHECKING:
         warning_line,
     )
     from release_store.run.release_run import (
-        KILL_ENV,
         ProtectedCount,
         ReleaseRun,
         SensitiveTable,
