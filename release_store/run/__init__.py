@@ -5,7 +5,8 @@
 - ``stages``: the stage registry: order, charge/draw/resume behaviour, timeline;
 - ``workdir``: the release key, checkpoints, private state and manifest writes;
 - ``stage_log``: one DP-safe log line per stage;
-- ``progress``: progress hooks and the CLI's display.
+- ``progress``: progress hooks and the CLI's display;
+- ``faults``: the test-only fault points (die or pause at a named moment of a release).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -23,7 +24,8 @@ _EXPORTS: dict[str, str] = {
     "EVALUATE": "release_store.run.stages",
     "FIT": "release_store.run.stages",
     "INGEST": "release_store.run.stages",
-    "KILL_ENV": "release_store.run.release_run",
+    "KILL_ENV": "release_store.run.faults",
+    "PAUSE_ENV": "release_store.run.faults",
     "NORMALIZE": "release_store.run.stages",
     "PREPARE": "release_store.run.stages",
     "PUBLISH": "release_store.run.stages",
@@ -47,6 +49,7 @@ _EXPORTS: dict[str, str] = {
     "by_length_text": "release_store.run.stage_log",
     "charged_text": "release_store.run.stage_log",
     "delta_detail": "release_store.run.claims",
+    "fault_point": "release_store.run.faults",
     "finished": "release_store.run.stage_log",
     "gate_text": "release_store.run.stage_log",
     "noise_scales": "release_store.run.release_run",
@@ -76,6 +79,7 @@ __all__ = [
     "INGEST",
     "KILL_ENV",
     "NORMALIZE",
+    "PAUSE_ENV",
     "PREPARE",
     "PUBLISH",
     "SEEDED_WARNING",
@@ -98,6 +102,7 @@ __all__ = [
     "by_length_text",
     "charged_text",
     "delta_detail",
+    "fault_point",
     "finished",
     "gate_text",
     "noise_scales",
@@ -132,6 +137,7 @@ if TYPE_CHECKING:
         not_private_reason,
         privacy_claims,
     )
+    from release_store.run.faults import KILL_ENV, PAUSE_ENV, fault_point
     from release_store.run.progress import (
         Reporter,
         RichProgress,
@@ -143,7 +149,6 @@ if TYPE_CHECKING:
         warning_line,
     )
     from release_store.run.release_run import (
-        KILL_ENV,
         ProtectedCount,
         ReleaseRun,
         SensitiveTable,

@@ -10,8 +10,6 @@ travels only as a :class:`SensitiveTable` handle, which refuses to be pickled or
 from __future__ import annotations
 
 import json
-import os
-import signal
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +27,7 @@ from release_store.ledger.backends import default_ledger_url, resolve_ledger_url
 from release_store.ledger.book import Ledger
 from release_store.ledger.replay import ReplayLedger
 from release_store.run import stages
+from release_store.run.faults import KILL_ENV, fault_point
 from release_store.run.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace.home import new_release_id, resolve_home
 from release_store.workspace.manifest import Manifest, discard_incomplete
@@ -47,10 +46,6 @@ __all__ = [
     "registry_synthesizer",
     "reserve",
 ]
-
-KILL_ENV = "SDS_TEST_KILL_AT"
-"""Test-only hook: a stage name (e.g. ``aggregate-2``); that stage SIGKILLs its own process
-after it was charged and computed, before its checkpoint is written (resume tests)."""
 
 T = TypeVar("T")
 
@@ -203,13 +198,13 @@ class ReleaseRun:
             if done is not None:
                 return done  # type: ignore[no-any-return]
         if entry.charges:
+            fault_point(f"charge:{name}", self.dirs.private_dir)
             ledger = self.ledger()
             for charged in [name] if charges is None else list(charges):
                 own = detail if charged == name else None
                 ledger.charge(self.release_id, charged, flow_run_id=self.flow_run_id, detail=own)
         result = compute()
-        if os.environ.get(KILL_ENV) == name:
-            os.kill(os.getpid(), signal.SIGKILL)
+        fault_point(name, self.dirs.private_dir)  # test-only: SDS_TEST_KILL_AT/PAUSE_AT
         if entry.checkpoint:
             self.dirs.save_checkpoint(name, result)
         return result
