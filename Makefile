@@ -6,7 +6,7 @@ SDS_HOME ?= .sds
 PYTHON  ?= python3
 CODE    := sds_core release_store tasks flows tests bench
 
-.PHONY: setup postgres chromium release test test-fast bench lint clean
+.PHONY: setup postgres chromium release test test-fast bench lint docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,11 +47,15 @@ test-fast: setup postgres
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py
 
-## ruff (lint and format) and mypy (strict on sds_core): CI runs this before the tests.
-lint: setup
+## ruff (lint and format), mypy (strict on sds_core) and the docs site: CI runs this first.
+lint: setup docs
 	$(VENV)/bin/ruff check $(CODE)
 	$(VENV)/bin/ruff format --check $(CODE)
 	$(VENV)/bin/mypy
 
+## The documentation site (docs/, mkdocs.yml) into .site/; --strict: a broken link fails.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .site
