@@ -6,7 +6,7 @@ SDS_HOME ?= .sds
 PYTHON  ?= python3
 CODE    := sds_core release_store tasks flows tests bench
 
-.PHONY: setup postgres chromium release test test-fast bench lint clean
+.PHONY: setup postgres chromium release test test-fast bench lint docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -35,21 +35,27 @@ chromium:
 release: setup
 	$(VENV)/bin/sds release examples/pums_ca_10k.csv --config examples/release.toml --home $(SDS_HOME)
 
-## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py).
+## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py): what CI runs.
 test: setup postgres chromium
 	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
+## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
+## the other slow tests (whole releases with model/mst/aim, the pac-synth comparison, ...).
 test-fast: setup postgres
-	$(PY) -m pytest -q -m "not slow and not server and not browser" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py
 
-## ruff (lint and format) and mypy (strict on sds_core): CI runs this before the tests.
-lint: setup
+## ruff (lint and format), mypy (strict on sds_core) and the docs site: CI runs this first.
+lint: setup docs
 	$(VENV)/bin/ruff check $(CODE)
 	$(VENV)/bin/ruff format --check $(CODE)
 	$(VENV)/bin/mypy
 
+## The documentation site (docs/, mkdocs.yml) into .site/; --strict: a broken link fails.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
+
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .site

@@ -22,12 +22,12 @@ from typing import Any
 import pandas as pd
 
 from release_store.report.explorer import explorer_html
-from release_store.report.inputs import BudgetSnapshot, ReportInputs
+from release_store.report.inputs import BudgetSnapshot, ReportInputs, sd_by_len
 from release_store.report.page import report_html
 from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
 from sds_core.dp.randomness import ReleaseRandomness
-from sds_core.evaluation.agreement import agreement
+from sds_core.evaluation.agreement import agreement, agreement_summary
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.params import DpParams
 from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
@@ -131,12 +131,14 @@ def main() -> None:
     )
     core_s = time.perf_counter() - t
     t0, c0 = time.perf_counter(), time.process_time()
+    manifest = manifest_of(aggregates, privacy)
     agree = agreement(aggregates, syn)
+    published = agreement_summary(agree, sd_by_len(manifest))  # evaluation.json's metrics
     t1, c1 = time.perf_counter(), time.process_time()
     inputs = ReportInputs(
-        manifest_of(aggregates, privacy),
+        manifest,
         BudgetSnapshot(20.0, 1e-4, 20.0, 1e-4, args.epsilon, 1e-9, 20.0 - args.epsilon, 1e-4, 0.0),
-        {},
+        published,
         agree,
         syn.n_records,
     )

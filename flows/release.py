@@ -26,6 +26,7 @@ from prefect.utilities.annotations import quote
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.session import cluster_session
 from release_store.config.core_objects import dp_binned_columns
+from release_store.config.periods import resolve_period
 from release_store.config.release_params import ReleaseParams
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, noise_scales
@@ -154,7 +155,7 @@ def run_stages(
 
     # --- validate output, evaluate --------------------------------------------------------------
     with timeline.run(stages.VALIDATE_OUTPUT):
-        output_summary = call(validate_output, run=run, synthetic=synthetic)
+        output_summary = call(validate_output, run=run, synthetic=synthetic, aggregates=aggregates)
     with timeline.run(stages.EVALUATE):
         evaluation = call(
             evaluate,
@@ -187,6 +188,8 @@ def release(params: ReleaseParams) -> str:
         progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))),
         cluster_session(params),  # executor "dask": connect first, before anything is charged
     ):
+        # a relative period (previous-month) names the period of the run's scheduled start
+        params = resolve_period(params, runtime.flow_run.scheduled_start_time)
         # --- budget: reserve (ε, δ) before the data is read -------------------------------------
         with timeline.run(stages.BUDGET):
             run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)

@@ -20,7 +20,8 @@ evaluator):
   of the published aggregates (``consistent``, ``synthesis = "model"``);
 - ``model``: one distribution fitted to noisy and censored marginals (junction tree, belief
   propagation, Private-PGM's mirror descent, controlled-rounding sampler, size check);
-- ``evaluation``: utility and risk metrics, and their publishable subset;
+- ``evaluation``: utility and risk metrics (not DP), the agreement of the DP aggregates and the
+  synthetic records (from published values);
 - ``synthesizers``: every synthesizer behind one ``fit``/``sample`` interface, by name.
 
 The public API is what this module exports; it is loaded lazily, so ``import sds_core`` is cheap.
@@ -83,7 +84,6 @@ _EXPORTS: dict[str, str] = {
     "plan_sds": "sds_core.marginals.plan",
     "prepare": "sds_core.data.preparation",
     "protect_record_count": "sds_core.marginals.engine",
-    "publishable_evaluation": "sds_core.evaluation.metrics",
     "record_sensitivities": "sds_core.marginals.exact_counts",
     "register": "sds_core.synthesizers",
     "synthesize": "sds_core.synthesis.generator",
@@ -143,7 +143,6 @@ __all__ = [
     "plan_sds",
     "prepare",
     "protect_record_count",
-    "publishable_evaluation",
     "record_sensitivities",
     "register",
     "synthesize",
@@ -174,11 +173,7 @@ if TYPE_CHECKING:
     from sds_core.dp.percentile import dp_percentile
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.errors import SdsInputError, SdsInternalError
-    from sds_core.evaluation.metrics import (
-        evaluate_release,
-        marginal_fidelity,
-        publishable_evaluation,
-    )
+    from sds_core.evaluation.metrics import evaluate_release, marginal_fidelity
     from sds_core.evaluation.params import EvaluationParams
     from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
     from sds_core.marginals.engine import (

@@ -65,7 +65,21 @@ def show_budget(
     low = view.remaining_share < share
     if low:
         emit_event(BUDGET_LOW_EVENT, resource=resource, payload=payload | {"alert_share": share})
-    if logger is not None:
+    if logger is not None and view.status.per_period:
+        s = view.status
+        logger.log(
+            logging.WARNING if low else logging.INFO,
+            "budget of dataset %s: %s; %d period(s) released%s; table artifact %r",
+            dataset,
+            s.describe_budget(),
+            len(s.periods),
+            ""
+            if s.epsilon_cap_remaining is None
+            else f", ε {s.epsilon_cap_remaining:.6g} of the cap left ({view.remaining_share:.0%}"
+            + (f", below the alert share {share:.0%})" if low else ")"),
+            key,
+        )
+    elif logger is not None:
         logger.log(
             logging.WARNING if low else logging.INFO,
             "budget of dataset %s: ε %.6g of %.6g left (%.0f%%%s); table artifact %r",

@@ -1,7 +1,7 @@
 """The ``evaluate`` task: utility and risk metrics (computed from the sensitive data, not DP).
 
-The full evaluation stays in the private checkpoint; only its publishable subset (rounded
-ratios) reaches the release files.
+The evaluation stays private: its checkpoint, and the custodian report the publish stage writes
+to the private workspace. No part of it reaches the release files.
 """
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ def evaluate(
         run,
         stages.EVALUATE,
         "utility and risk metrics computed from the sensitive data (NOT DP: kept in the private "
-        "workspace; evaluation.json publishes rounded ratios only)",
+        "workspace for the custodian report, never published)",
         resumed=resumed,
     )
     return result

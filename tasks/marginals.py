@@ -11,11 +11,11 @@ from typing import Any
 from prefect import task
 
 from release_store.cluster.session import counting_backend
-from release_store.config.core_objects import dp_params
-from release_store.run import progress, stages
-from release_store.config.core_objects import PROVISIONAL_REPORTING_LENGTH
+from release_store.config.core_objects import PROVISIONAL_REPORTING_LENGTH, dp_params
 from release_store.config.release_params import ReleaseParams
+from release_store.run import progress, stages
 from release_store.run.adaptive import planned_params
+from release_store.run.claims import delta_detail
 from release_store.run.release_run import (
     ProtectedCount,
     ReleaseRun,
@@ -35,6 +35,8 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
     resumed = finished(run, stages.COUNT)
+    if not resumed:  # refused before the first charge: the samplers' part of δ must fit
+        delta_detail(run.params, table.value.domain.n_columns)
     if run.params.synthesis == "model" and not resumed:
         # the consistent model's largest possible size, refused before the first charge
         worst_case_model_bytes(
@@ -133,7 +135,9 @@ def aggregate_length(
             "private_notes": dict(step.private_notes),
         }
 
-    done = run.stage(name, compute)
+    # aggregate-1's δ share pays the 1-tuple threshold and the samplers: its charge says how
+    detail = delta_detail(run.params, table.value.domain.n_columns) if k == 1 else None
+    done = run.stage(name, compute, detail=detail)
     progress.advance(k, run.params.reporting_length)
     stage_done(
         task_logger(),

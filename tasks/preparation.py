@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+from numpy.typing import NDArray
 from prefect import task
 
 from release_store.cluster.backend import DaskBackend
@@ -20,10 +22,11 @@ from release_store.config.core_objects import dp_binned_columns, prepare_params
 from release_store.inputs.preflight import zero_warning
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, binning_spend
-from release_store.run.stage_log import stage_done
+from release_store.run.stage_log import finished, stage_done
 from sds_core.data.decoding import fingerprint
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
+from sds_core.data.text import matching_column
 from sds_core.data.zeros import zero_shares
 from sds_core.errors import SdsInputError, SdsInternalError
 from tasks.options import SENSITIVE, task_logger
@@ -33,17 +36,18 @@ from tasks.options import SENSITIVE, task_logger
 def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[float]]:
     """DP quantile edges of every ``bins = { dp_quantiles = q }`` column: charged, then drawn.
 
-    Returns only the DP edges (published as the bins' labels); checkpointed, so a resumed
-    release reuses them and spends nothing twice.
+    With ``subject_id`` the mechanism reads one number per subject
+    (:func:`~sds_core.dp.quantiles.subject_numbers`), as the subject join keeps one record per
+    subject. The numbers are read before the charge (a missing subject id is refused with
+    nothing charged). Returns only the DP edges (published as the bins' labels); checkpointed,
+    so a resumed release reuses them and spends nothing twice.
     """
-    import numpy as np
-    import pandas as pd
-
     from sds_core.dp.quantiles import dp_quantile_edges
 
     progress.stage("binning (DP quantile bin edges)")
     cols = dp_binned_columns(run.params)
     spend = binning_spend(run.params)
+    numbers = {} if finished(run, stages.BINNING) else _binning_numbers(run, table, cols)
 
     def compute() -> dict[str, list[float]]:
         rnd = run.randomness()
@@ -52,14 +56,8 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
             q = col.bins.dp_quantiles if col.bins is not None else None
             if spend is None or q is None or col.min is None or col.max is None:
                 raise SdsInternalError(f"column {col.name!r} is not a DP-binned column")
-            if isinstance(table.value, DaskInput):  # one numeric column gathered, in row order
-                numbers = column_numbers(table.value, col.name, run.params.record_limit)
-            else:
-                raw = table.value.column(col.name).to_pylist()[: run.params.record_limit]
-                values = pd.to_numeric(pd.Series(raw, dtype="string"), errors="coerce")
-                numbers = values.dropna().to_numpy(dtype=np.float64)
             edges = dp_quantile_edges(
-                numbers,
+                numbers[col.name],
                 lower=float(col.min),
                 upper=float(col.max),
                 bins=q,
@@ -73,6 +71,35 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
         return out
 
     return run.stage(stages.BINNING, compute)
+
+
+def _binning_numbers(
+    run: ReleaseRun, table: SensitiveTable[Any], cols: list[Any]
+) -> dict[str, NDArray[np.float64]]:
+    """What the quantile mechanism reads per DP-binned column: the numbers of the first
+    ``record_limit`` rows, one per subject with ``subject_id``."""
+    import pandas as pd
+
+    from sds_core.dp.quantiles import subject_numbers
+
+    params = run.params
+    limit = params.record_limit
+    if isinstance(table.value, DaskInput):  # one numeric column gathered (per subject: minima)
+        return {c.name: column_numbers(table.value, c.name, limit, params.subject_id) for c in cols}
+    subject, subjects = params.subject_id, None
+    if subject is not None:
+        subjects = table.value.column(matching_column(table.value.column_names, subject))
+        subjects = subjects.to_pylist()[:limit]
+    out = {}
+    for col in cols:
+        raw = table.value.column(col.name).to_pylist()[:limit]
+        values = pd.to_numeric(pd.Series(raw, dtype="string"), errors="coerce")
+        parsed = values.to_numpy(dtype=np.float64, na_value=np.nan)
+        if subject is None or subjects is None:
+            out[col.name] = parsed[~np.isnan(parsed)]
+        else:
+            out[col.name] = subject_numbers(parsed, subjects, subject_column=subject)[1]
+    return out
 
 
 @task(name=stages.PREPARE, **SENSITIVE)

@@ -1,8 +1,10 @@
 """The ``publish`` task: write the release (release_store.publish.artifacts), sign it, and show it.
 
-Only DP output or public parameters: the manifest turns complete (anchored to the ledger head)
-after every artifact is on disk, then the home's key signs it. Prefect artifacts, keyed
-``<what>-<dataset>``: links to the report and the explorer, spend and by-length tables, a summary.
+Only DP output, public parameters and post-processing of them: the manifest turns complete
+(anchored to the ledger head) after every artifact is on disk, then the home's key signs it.
+Prefect artifacts, keyed ``<what>-<dataset>``: links to the report and the explorer, spend and
+by-length tables, a summary; like the release files, they are computed from the published files
+only (the evaluation against the sensitive data stays in the private custodian report).
 """
 
 from __future__ import annotations
@@ -45,10 +47,11 @@ def publish_release(
 ) -> str:
     """Publish and sign the release; returns its directory.
 
-    ``noise`` is the manifest's ``privacy.noise``
-    (:func:`release_store.run.release_run.noise_scales`: σ_k, Δ_k, threshold and noise_sd per
-    length, the record count's scale); None rebuilds it
-    from the aggregate-k checkpoints.
+    ``input_sha256`` is published only as a keyed commitment, and ``evaluation`` (computed from
+    the sensitive data) only in the private custodian report. ``noise`` is the manifest's
+    ``privacy.noise`` (:func:`release_store.run.release_run.noise_scales`: σ_k, Δ_k, threshold
+    and noise_sd per length, the record count's scale); None rebuilds it from the aggregate-k
+    checkpoints.
     """
     progress.stage("publish")
     signing_key(run.home)  # created or read before the release turns complete, so it can fail
@@ -111,8 +114,8 @@ def _prefect_artifacts(
     create_table_artifact(
         key=f"by-length-{key}"[:100],
         table=rows,
-        description=f"Noise, threshold and utility by combination length, release {rid} "
-        "(utility ratios are computed from the sensitive data: not DP)",
+        description=f"Noise, threshold and the agreement of the synthetic records with the DP "
+        f"aggregates by combination length, release {rid} (from the published files)",
     )
     noise_rows = noise_table(manifest["privacy"].get("noise") or {})
     if noise_rows:
@@ -163,7 +166,7 @@ def noise_table(noise: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _metrics(folder: Path) -> dict[str, Any]:
-    """The published evaluation metrics (evaluation.json), or {} when absent."""
+    """The published evaluation's metrics (evaluation.json), or {} when absent."""
     path = folder / "evaluation.json"
     if not path.is_file():
         return {}
@@ -171,14 +174,25 @@ def _metrics(folder: Path) -> dict[str, Any]:
     return metrics if isinstance(metrics, dict) else {}
 
 
+AGREEMENT_COLUMNS = (
+    "synthetic_combinations",
+    "synthetic_not_reported",
+    "mean_abs_error",
+    "within_noise_95_pct",
+    "tvd_mean",
+)
+"""The ``by-length`` table's columns from evaluation.json (the synthetic records vs the DP
+aggregates; see :func:`sds_core.evaluation.agreement.agreement_summary`)."""
+
+
 def by_length_rows(
     manifest: dict[str, Any], folder: Path, aggregates: AggregateSet
 ) -> list[dict[str, Any]]:
-    """One row per length: combinations reported, noise, threshold, SDS utility ratios."""
+    """One row per length: combinations reported, noise, threshold, and the agreement of the
+    synthetic records with the DP aggregates (published evaluation.json)."""
     noise = manifest["privacy"].get("noise") or {}
     entries = {int(e["length"]): e for e in noise.get("by_length") or []}
-    metrics = _metrics(folder)
-    tvd = (metrics.get("marginal_fidelity") or {}).get("tvd_mean_by_order") or {}
+    agreement = _metrics(folder).get("by_length") or {}
     rows = []
     for k in range(1, aggregates.reporting_length + 1):
         e = entries.get(k)
@@ -190,17 +204,8 @@ def by_length_rows(
             if e is None or e.get("threshold") is None
             else round(float(e["threshold"]), 3),
         }
-        for section, short in (
-            ("sensitive_vs_dp_aggregates", "dp"),
-            ("sensitive_vs_synthetic", "synthetic"),
-        ):
-            m = metrics.get(section) or {}
-            pres = (m.get("preservation_by_length") or {}).get(str(k)) or {}
-            by = (m.get("by_length") or {}).get(str(k)) or {}
-            row[f"preservation_{short}"] = pres.get("count_preservation")
-            row[f"suppressed_pct_{short}"] = by.get("suppressed_pct")
-            row[f"fabricated_pct_{short}"] = by.get("fabricated_pct")
-        row["tvd_mean"] = tvd.get(str(k))
+        a = agreement.get(str(k)) or {}
+        row.update({c: a.get(c) for c in AGREEMENT_COLUMNS})
         rows.append(row)
     return rows
 
@@ -229,15 +234,21 @@ def summary_markdown(
         + " |",
     ]
     if isinstance(budget, dict):
+        of = (
+            "dataset budget"
+            if budget.get("period") is None
+            else f"budget of period {budget['period']} (per period)"
+        )
         lines += [
-            f"| dataset budget before this release | ε = {budget['epsilon_before']:.6g}"
+            f"| {of} before this release | ε = {budget['epsilon_before']:.6g}"
             f" of {budget['epsilon_lifetime']:.6g} |",
-            f"| dataset budget left after it | ε = {budget['epsilon_after']:.6g} |",
+            f"| {of} left after it | ε = {budget['epsilon_after']:.6g} |",
         ]
     for r in rows:
         if r["tvd_mean"] is not None:
             lines.append(
-                f"| mean {r['length']}-way TVD (vs the sensitive data, not DP) | {r['tvd_mean']} |"
+                f"| mean {r['length']}-way TVD, synthetic records vs DP aggregates | "
+                f"{r['tvd_mean']:.4g} |"
             )
     lines += [
         "",

@@ -21,6 +21,7 @@ from release_store.run.release_run import ReleaseRun, SensitiveTable
 from release_store.run.stage_log import gate_text, stage_done
 from sds_core.data.decoding import to_frame
 from sds_core.data.table import PreparedTable
+from sds_core.marginals.aggregates import AggregateSet
 from tasks.options import SENSITIVE, task_logger
 
 
@@ -44,23 +45,20 @@ def validate_input(run: ReleaseRun, table: SensitiveTable[Any]) -> list[dict[str
 
 @task(name=stages.VALIDATE_OUTPUT, **SENSITIVE)
 def validate_output(
-    run: ReleaseRun, synthetic: PreparedTable | DaskBackend
+    run: ReleaseRun, synthetic: PreparedTable | DaskBackend, aggregates: AggregateSet
 ) -> list[dict[str, Any]]:
-    """The synthetic table against the declared schema (bins and value sets); records held on
-    the Dask workers are checked there, chunk by chunk (the same checks, with Arrow)."""
+    """The synthetic table against the declared schema: declared value sets, and for binned or
+    undeclared columns the values the DP aggregates report (never the domain found in the data,
+    whose size the published summary would reveal); records held on the Dask workers are
+    checked there, chunk by chunk (the same checks, with Arrow)."""
     summary: list[dict[str, Any]] = []
+    published = aggregates.one_way_labels()
     if run.params.table_schema is not None and isinstance(synthetic, DaskBackend):
-        labels = dict(zip(synthetic.domain.columns, synthetic.domain.labels, strict=True))
-        schema = output_schema(
-            run.params.table_schema, {c: labels.get(c, ()) for c in output_columns(synthetic)}
-        )
+        schema = output_schema(run.params.table_schema, output_columns(synthetic), published)
         summary = validate_chunks(synthetic, schema, private_dir=run.dirs.private_dir)
     elif run.params.table_schema is not None and isinstance(synthetic, PreparedTable):
         frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
-        labels = dict(zip(synthetic.domain.columns, synthetic.domain.labels, strict=True))
-        schema = output_schema(
-            run.params.table_schema, {c: labels.get(c, ()) for c in frame.columns}
-        )
+        schema = output_schema(run.params.table_schema, list(frame.columns), published)
         summary = validate_table(
             frame, schema, name="output", private_dir=run.dirs.private_dir, what="output"
         )

@@ -1,6 +1,8 @@
-"""Test-wide settings: hermetic Prefect (temporary home, no analytics, long startup timeout).
+"""Test-wide settings: hermetic Prefect (temporary home, no analytics, long startup timeout), the
+markers that follow the folders and the fixtures, and the fixtures every folder shares.
 
-Environment variables must be set before anything imports prefect.
+Environment variables must be set before anything imports prefect. The layout (tests/core,
+tests/store/<package>, tests/flows, tests/e2e) and the markers are described in tests/README.md.
 """
 
 from __future__ import annotations
@@ -57,13 +59,48 @@ except ImportError:  # pragma: no cover - absl is only there with the dev extra
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT.parent / "shared"
 SHARED_DATA = SHARED / "data"
+E2E = Path(__file__).resolve().parent / "e2e"
+SHARED_SKIP = "../shared/data is absent"
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Markers that follow where a test is and what it starts: every test under tests/e2e is
+    ``e2e``; a test on the session's Prefect test server (``prefect_server``) is ``server``;
+    a test that needs ../shared/data (``shared_data``) is ``shared``."""
+    for item in items:
+        if E2E in item.path.parents:
+            item.add_marker(pytest.mark.e2e)
+        fixtures = getattr(item, "fixturenames", ())
+        if "prefect_server" in fixtures:
+            item.add_marker(pytest.mark.server)
+        if "shared_data" in fixtures:
+            item.add_marker(pytest.mark.shared)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """A test that skips for a missing ../shared fails unless it carries ``shared`` (``-m "not
+    shared"`` must deselect every test that would skip there)."""
+    report = yield
+    if (
+        report.skipped
+        and SHARED_SKIP in str(report.longrepr)
+        and item.get_closest_marker("shared") is None
+    ):
+        report.outcome = "failed"
+        report.longrepr = (
+            f"{item.nodeid} skipped for a missing ../shared without the `shared` marker: "
+            "take the `shared_data` fixture (it adds the marker) or mark it @pytest.mark.shared"
+        )
+    return report
 
 
 @pytest.fixture(scope="session")
 def shared_data() -> Path:
     """Path of ../shared/data; skips the test when the shared folder is absent."""
     if not SHARED_DATA.is_dir():
-        pytest.skip("../shared/data is absent (only present in the development workspace)")
+        pytest.skip(f"{SHARED_SKIP} (only present in the development workspace)")
     return SHARED_DATA
 
 

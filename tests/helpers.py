@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import prefect  # noqa: F401  (configure Prefect logging on the real stderr, not a CliRunner buffer)
+import pytest
 
 PROJECT = Path(__file__).resolve().parents[1]
 EXAMPLE = PROJECT / "examples" / "pums_ca_10k.csv"
@@ -108,3 +109,58 @@ def complete_releases(home: Path) -> list[Path]:
         if root.is_dir()
         else []
     )
+
+
+CHROMIUM = Path(os.environ.get("SDS_CHROMIUM", "/usr/bin/chromium"))
+
+
+def system_chromium() -> str:
+    """Debian's Chromium, driven through Playwright by the browser tests (no browser download).
+
+    One rule for every browser test: `make test` (and so CI) installs both, so a missing one
+    FAILS the test, naming the fix; `make test-fast` runs no browser test.
+    """
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        pytest.fail("playwright is not installed: run `make setup` (pip install -e '.[browser]')")
+    if not CHROMIUM.is_file():
+        pytest.fail(
+            f"{CHROMIUM} (Debian's chromium) is not installed: run `make chromium` as root "
+            "(apt-get install chromium), or point SDS_CHROMIUM at a Chromium binary"
+        )
+    return str(CHROMIUM)
+
+
+def periodic_config(*, subject: bool = False) -> str:
+    """``TINY_CONFIG`` for the periodic copy of the tiny data (:func:`write_periodic_csv`):
+    dataset ``monthly``, ``period_column = "month"``, the tiny columns released (``pid`` is not),
+    no default budget (``sds budget set monthly --epsilon E --per-period`` sets one); with
+    ``subject``, ``pid`` is the subject id."""
+    head, tables = TINY_CONFIG.split("\n[budget]", 1)
+    extra = 'period_column = "month"\n' + f"use_columns = {COLUMNS!r}\n".replace("'", '"')
+    schema = tables.split("[schema]", 1)[1]
+    if subject:  # the gate checks the subject id's column too
+        extra += 'subject_id = "pid"\n'
+        schema += '\n[[schema.columns]]\nname = "pid"\nnullable = false\n'
+    return head.replace('dataset = "tiny"', 'dataset = "monthly"') + extra + "\n[schema]" + schema
+
+
+def write_periodic_csv(
+    tiny_csv: Path, path: Path, periods: dict[str, range], *, subjects: dict[str, range]
+) -> Path:
+    """The tiny data with a ``month`` column first and a subject id ``pid``: period ``p`` holds
+    the tiny rows ``periods[p]`` with subjects ``s{i}`` for i in ``subjects[p]`` (one row
+    each), so a subject in two periods' ranges has rows in both."""
+    import csv
+
+    with open(tiny_csv, newline="") as f:
+        rows = list(csv.reader(f))
+    header, data = rows[0], rows[1:]
+    with open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(["month", "pid", *header])
+        for period, span in periods.items():
+            for i, j in zip(span, subjects[period], strict=True):
+                writer.writerow([period, f"s{j}", *data[i % len(data)]])
+    return path

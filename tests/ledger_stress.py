@@ -8,7 +8,7 @@ real ``ReleaseRun.stage`` (charge -> draw noise from the release key -> checkpoi
 publishes like ``write_release`` (artifact, ``Ledger.complete``, complete manifest anchored to
 the ledger head). Fault points SIGKILL the process inside or between those steps.
 
-Used by tests/pipeline/test_ledger_stress.py; ``python tests/ledger_stress.py`` prints the
+Used by tests/e2e/test_ledger_stress.py; ``python tests/ledger_stress.py`` prints the
 numbers docs/ledger.md reports (both backends; starts its own PostgreSQL).
 """
 

@@ -8,6 +8,7 @@
 - ``ledger``: ``ledger migrate``;
 - ``report``: ``report``;
 - ``evaluate``: ``evaluate`` (outside a release, not DP);
+- ``deploy``: ``deploy`` (the scheduled and on-demand deployments of a home);
 - ``common``: the shared options, the error handling (:class:`~flows.cli.common.SdsTyper`)
   and the output.
 
@@ -24,7 +25,7 @@ from typing import Annotated
 
 import typer
 
-from flows.cli import audit, budget, evaluate, ledger, plan, release, report, server
+from flows.cli import audit, budget, deploy, evaluate, ledger, plan, release, report, server
 from flows.cli.common import SdsTyper
 from flows.console import quick_exit
 
@@ -71,6 +72,7 @@ app.add_typer(server.server_app, name="server")
 app.command("report")(report.report_command)
 app.add_typer(ledger.ledger_app, name="ledger")
 app.command()(evaluate.evaluate)
+app.command("deploy")(deploy.deploy_command)
 
 
 def main() -> None:  # pragma: no cover - the console entry point

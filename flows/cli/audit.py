@@ -76,6 +76,8 @@ def audit(
                 console.print(
                     f"report of {r.release_id}: {Path(r.report).as_uri()}", soft_wrap=True
                 )
+        for line in report.spend_lines():
+            console.print(line, soft_wrap=True, markup=False)
         for p in report.problems:
             console.print(f"[red]problem:[/red] {p}")
         if verify and report.ok:

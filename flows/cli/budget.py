@@ -1,4 +1,5 @@
-"""``sds budget set`` and ``sds budget show``: the lifetime privacy budget of each dataset."""
+"""``sds budget set`` and ``sds budget show``: the privacy budget of each dataset (lifetime, or
+per period with an optional lifetime cap across periods)."""
 
 from __future__ import annotations
 
@@ -13,14 +14,18 @@ from flows.cli.common import HomeOpt, JsonOpt, LedgerOpt, SdsTyper, echo_json, f
 
 __all__ = ["budget_app"]
 
-budget_app = SdsTyper(help="Lifetime privacy budgets per dataset.")
+budget_app = SdsTyper(help="Privacy budgets per dataset (lifetime, or per period).")
 
 
 @budget_app.command("set")
 def budget_set(
     dataset: str,
-    epsilon: Annotated[float, typer.Option(help="Lifetime ε.")],
-    delta: Annotated[float, typer.Option(help="Lifetime δ.")] = 1e-5,
+    epsilon: Annotated[
+        float, typer.Option(help="Lifetime ε (with --per-period: each period's ε).")
+    ],
+    delta: Annotated[
+        float, typer.Option(help="Lifetime δ (with --per-period: each period's δ).")
+    ] = 1e-5,
     max_epsilon_per_release: Annotated[
         float | None,
         typer.Option(
@@ -35,10 +40,28 @@ def budget_set(
     clear_policy: Annotated[
         bool, typer.Option("--clear-policy", help="Remove the per-release policy.")
     ] = False,
+    per_period: Annotated[
+        bool,
+        typer.Option(
+            "--per-period",
+            help="--epsilon/--delta are the budget of each period (config period_column; "
+            "sds release --period V): the periods' rows are disjoint, so their releases "
+            "compose in parallel (docs/privacy.md). Refused once the dataset spent from a "
+            "lifetime budget.",
+        ),
+    ] = False,
+    lifetime_epsilon: Annotated[
+        float | None,
+        typer.Option(
+            help="With --per-period: a cap on the ε all periods spend together (their sum), "
+            "whatever each period has left. Kept when not given.",
+        ),
+    ] = None,
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
 ) -> None:
-    """Set a dataset's lifetime (ε, δ) budget and, optionally, its per-release policy."""
+    """Set a dataset's lifetime (ε, δ) budget, or its budget per period, and optionally its
+    per-release policy."""
     from release_store.ledger.book import Ledger
     from release_store.workspace.home import validate_id
 
@@ -51,11 +74,25 @@ def budget_set(
         max_epsilon_per_release=max_epsilon_per_release,
         max_delta_per_release=max_delta_per_release,
         clear_policy=clear_policy,
+        per_period=per_period,
+        lifetime_epsilon=lifetime_epsilon,
     )
-    typer.echo(
-        f"{dataset}: lifetime ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g}, "
-        f"remaining ε={st.epsilon_remaining:.6g} δ={st.delta_remaining:.3g}"
-    )
+    if st.per_period:
+        cap = (
+            ""
+            if st.lifetime_epsilon is None
+            else f"; lifetime cap ε={st.lifetime_epsilon:.6g} across periods, "
+            f"ε={st.epsilon_cap_remaining:.6g} left"
+        )
+        typer.echo(
+            f"{dataset}: per period ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g} "
+            f"({len(st.periods)} period(s) released so far){cap}"
+        )
+    else:
+        typer.echo(
+            f"{dataset}: lifetime ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g}, "
+            f"remaining ε={st.epsilon_remaining:.6g} δ={st.delta_remaining:.3g}"
+        )
     if st.policy is not None:
         typer.echo(f"{dataset}: policy {st.policy.describe()} (set by {st.policy.set_by})")
     if os.environ.get("PREFECT_API_URL"):  # a real server: refresh its budget dashboard
@@ -115,19 +152,16 @@ def budget_show(
         echo_json([v.payload() for v in views])
         return
     table = Table(
-        "dataset", "ε lifetime", "ε spent", "ε reserved", "ε left", "δ left", "runway",
+        "dataset", "period", "budget", "ε spent", "ε reserved", "ε left", "δ left", "runway",
         "per-release policy",
     )  # fmt: skip
     for view in views:
-        r, last = view.status, view.last_release
-        table.add_row(
-            r.dataset,
-            f"{r.epsilon_lifetime:.6g}",
-            f"{r.epsilon_spent:.6g}",
-            f"{r.epsilon_reserved:.6g}",
-            f"{r.epsilon_remaining:.6g}",
-            f"{r.delta_remaining:.3g}",
-            "no release yet" if last is None else f"{view.runway} × ε {last.epsilon:.6g}",
-            "none" if r.policy is None else f"{r.policy.describe()} ({r.policy.set_by})",
+        for row in view.period_rows():
+            table.add_row(*row)
+    if any(v.status.per_period for v in views):
+        table.caption = (
+            "A per-period dataset: its first row (period *) adds up the spend of every period; "
+            "its ε/δ left and runway are those of a period not released yet. Then one row per "
+            "released period, with its runway of that period's last release size."
         )
     Console().print(table)

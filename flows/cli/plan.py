@@ -48,6 +48,13 @@ def plan(
             help="Solve the smallest ε whose length-1 95% interval half-width is at most this."
         ),
     ] = None,
+    period: Annotated[
+        str | None,
+        typer.Option(
+            help="A periodic dataset (config period_column): the period to plan (its budget "
+            "and runway)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
@@ -55,6 +62,7 @@ def plan(
     """Plan a release: per length, the noise, interval and threshold it would have; its cost
     and how many such releases the budget still pays for. Charges nothing."""
     from release_store.config import build_params, load_config
+    from release_store.config.periods import resolve_period
     from release_store.inputs.plan import make_plan
 
     cfg = load_config(config) if config is not None else {}
@@ -69,11 +77,12 @@ def plan(
             "epsilon": epsilon,
             "delta": delta,
             "reporting_length": reporting_length,
+            "period": period,
             "home": str(root),
             "ledger": ledger,
         },
     )
-    found = make_plan(params, records=records, target_ci=target_ci)
+    found = make_plan(resolve_period(params), records=records, target_ci=target_ci)
     if as_json:
         echo_json(found.to_dict())
         return

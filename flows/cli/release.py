@@ -77,6 +77,7 @@ def _cli_type(annotation: Any) -> type:
 def release(input: str, **options: Any) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
     from release_store.config import build_params, load_config
+    from release_store.config.periods import resolve_period
     from release_store.inputs.ingest import check_input_path
     from release_store.workspace.home import new_release_id
     from sds_core.errors import SdsInputError
@@ -95,7 +96,7 @@ def release(input: str, **options: Any) -> None:
         "ledger": ledger,
         "input": str(Path(input).expanduser().absolute()),
     }
-    params = build_params(cfg, overrides)
+    params = resolve_period(build_params(cfg, overrides))  # previous-month: now, once
     check_input_path(params.input)  # before any budget is reserved or Prefect started
     root = home_dir(params.home)
     params = params.model_copy(
@@ -113,7 +114,17 @@ def _run(params: Any, root: Path, *, quiet: bool, verbose: bool) -> None:
 
     params = ledger_password(params)  # before the pre-flight reads the ledger
     preflight_checks(params)
+    seeded_warning(params)
     launch(params, root, quiet=quiet, verbose=verbose)
+
+
+def seeded_warning(params: Any) -> None:
+    """Warn once, on stderr, that a release made with ``seed`` is not private."""
+    from release_store.run.claims import not_private_reason
+
+    reason = not_private_reason(params)
+    if reason is not None:
+        warn(reason)
 
 
 def preflight_checks(params: Any) -> None:
@@ -142,7 +153,9 @@ def resume(
     from release_store.run.resume import resume_params
 
     root = home_dir(home)
-    launch(resume_params(root, release_id, ledger), root, quiet=quiet, verbose=verbose)
+    params = resume_params(root, release_id, ledger)
+    seeded_warning(params)
+    launch(params, root, quiet=quiet, verbose=verbose)
 
 
 def cancel(release_id: str, home: HomeOpt = None, ledger: LedgerOpt = None) -> None:

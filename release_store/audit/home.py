@@ -42,6 +42,7 @@ class ReleaseAudit:
     problems: tuple[str, ...] = ()
     report: str | None = None  # path of report.html of a complete release
     signed_by: str | None = None  # key id of a verified signature (None: unsigned/unchecked)
+    period: str | None = None  # the period released (a dataset with a per-period budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,30 @@ class AuditReport:
         out["ok"] = self.ok
         return out
 
+    def spend_lines(self) -> list[str]:
+        """One line per dataset whose budget is per period: each period's spend and what it has
+        left (and the lifetime cap), from the ledger."""
+        out = []
+        for b in self.budgets:
+            if not b.per_period:
+                continue
+            periods = "; ".join(
+                f"period {p.period} spent ε {p.epsilon_spent:.6g} (reserved "
+                f"{p.epsilon_reserved:.6g}), ε {p.epsilon_remaining:.6g} left"
+                for p in b.periods
+            )
+            cap = (
+                ""
+                if b.lifetime_epsilon is None
+                else f"; lifetime cap ε {b.lifetime_epsilon:.6g}, ε "
+                f"{b.epsilon_cap_remaining:.6g} left across periods"
+            )
+            out.append(
+                f"dataset {b.dataset}: {b.describe_budget()}; {periods or 'no period released'}"
+                f"{cap}"
+            )
+        return out
+
     def table_rows(self) -> list[dict[str, str]]:
         """One row of strings per release, for a rich table."""
 
@@ -76,6 +101,7 @@ class AuditReport:
             {
                 "dataset": r.dataset,
                 "release": r.release_id,
+                "period": r.period or "-",
                 "status": r.status,
                 "ledger": r.ledger_status or "-",
                 "epsilon": num(r.epsilon_spent, ".6g"),
@@ -193,6 +219,12 @@ def audit_home(
                         f"manifest epsilon {claim} differs from the ledger's "
                         f"reserved epsilon {res.epsilon}"
                     )
+                recorded = (m.get("parameters") or {}).get("period")
+                if recorded != res.period:
+                    found.append(
+                        f"manifest period {recorded!r} differs from the ledger reservation's "
+                        f"period {res.period!r}"
+                    )
             found += anchor_problems(ledger, m.get("ledger_head"))
         releases.append(
             ReleaseAudit(
@@ -212,6 +244,7 @@ def audit_home(
                 if m.get("status") == "complete" and (release_dir / "report.html").is_file()
                 else None,
                 signed_by=signed_by,
+                period=res.period if res else (m.get("parameters") or {}).get("period"),
             )
         )
         problems += [f"{release_dir.parent.name}/{rid}: {p}" for p in found]
@@ -232,6 +265,7 @@ def audit_home(
                         ledger_status=res.status,
                         epsilon_spent=spent[0] if spent else None,
                         delta_spent=spent[1] if spent else None,
+                        period=res.period,
                     )
                 )
     releases.sort(key=lambda r: (r.dataset, r.created_at or "", r.release_id))

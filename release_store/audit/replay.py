@@ -24,13 +24,14 @@ from pydantic import ValidationError
 
 from release_store.cluster.synthesis import StoredSynthetic
 from release_store.config.release_params import ReleaseParams
+from release_store.inputs.commitment import fingerprint_matches
 from release_store.inputs.ingest import check_input_path, dataset_digest, dataset_files
 from release_store.ledger.book import LEDGER_FILE, Ledger
 from release_store.ledger.replay import ReplayLedger
 from release_store.ledger.values import ChargeRow, Reservation
 from release_store.run import stages
 from release_store.run.release_run import ReleaseRun, planned_charges
-from release_store.run.workdir import KEY_FILE, ReleaseDirs
+from release_store.run.workdir import COMMITMENT_KEY_FILE, KEY_FILE, ReleaseDirs
 from release_store.workspace.files import atomic_write_bytes, sha256_file
 from release_store.workspace.home import MANIFEST, find_release
 from release_store.workspace.manifest import Manifest
@@ -223,6 +224,7 @@ class RecordedRelease:
     manifest: dict[str, Any]
     private_params: dict[str, Any] | None
     seed: int | None
+    commitment_key: bytes | None
     state: dict[str, Any]
     reservation: Reservation
     charges: tuple[ChargeRow, ...]
@@ -262,6 +264,13 @@ class RecordedRelease:
                 "release's private workspace (its key), so it runs only where the release was "
                 "made or from a backup of private/<release-id>/"
             )
+        commitment_key = dirs.commitment_key(None, create=False)
+        if (manifest.get("input") or {}).get("commitment") is not None and commitment_key is None:
+            raise SdsInputError(
+                f"the input commitment key {dirs.private_dir / COMMITMENT_KEY_FILE} is missing: "
+                "the manifest publishes a keyed commitment to the input, which only that key "
+                "opens; restore private/<release-id>/ from a backup"
+            )
         if not (home / LEDGER_FILE).is_file():
             raise SdsInputError(
                 f"{home} has no ledger ({LEDGER_FILE}); a replay compares the spend with the "
@@ -283,6 +292,7 @@ class RecordedRelease:
             manifest=manifest,
             private_params=json.loads(saved.read_text()) if saved.is_file() else None,
             seed=json.loads(seed_file.read_text())["seed"] if seed_file.is_file() else None,
+            commitment_key=commitment_key,
             state=dirs.state(),
             reservation=reservation,
             charges=tuple(ledger.charges(release_id=release_id)),
@@ -300,7 +310,8 @@ class RecordedRelease:
 
     def check_input(self, path: str | Path) -> Check:
         """The input must be what the release read: its sha256 (a Parquet dataset's digest over
-        its part files, :func:`~release_store.inputs.ingest.dataset_digest`) equals the manifest's.
+        its part files, :func:`~release_store.inputs.ingest.dataset_digest`) opens the manifest's
+        input commitment (a release made before commitments: equals its ``input.sha256``).
 
         Raises:
             SdsInputError: it is not (nothing has run yet).
@@ -315,16 +326,22 @@ class RecordedRelease:
         return self.input_check(sha256_file(p), str(p))
 
     def input_check(self, sha256: str, path: str) -> Check:
-        """Compare an input fingerprint with the manifest's ``input.sha256`` (refuse if not)."""
-        recorded = (self.manifest.get("input") or {}).get("sha256")
-        if sha256 != recorded:
+        """Check an input's sha256 against the manifest's input commitment (or, for a release
+        made before commitments, its plain ``input.sha256``); refuse if it does not match.
+
+        Neither the input's hash nor the commitment key is printed: only the published
+        commitment's first characters.
+        """
+        recorded = self.manifest.get("input") or {}
+        field = "input.commitment" if recorded.get("commitment") is not None else "input.sha256"
+        shown = str(recorded.get("commitment") or recorded.get("sha256"))[:16]
+        if not fingerprint_matches(recorded, self.commitment_key, sha256):
             raise SdsInputError(
                 f"--input {path} is not the input of release {self.release_id!r}: its sha256 "
-                f"{sha256[:16]}… differs from the manifest's input.sha256 "
-                f"{str(recorded)[:16]}…; pass the exact file the release was made from "
-                "(nothing was recomputed)"
+                f"does not match the manifest's {field} {shown}…; pass the exact file the "
+                "release was made from (nothing was recomputed)"
             )
-        return Check(stages.INGEST, "input", MATCH, f"sha256 = manifest's {sha256[:16]}…")
+        return Check(stages.INGEST, "input", MATCH, f"opens the manifest's {field} {shown}…")
 
     def parameter_checks(self) -> list[Check]:
         """Published parameters against the private record made when the release started."""
@@ -346,9 +363,10 @@ class RecordedRelease:
     def replay_run(self, input_path: str | Path) -> Iterator[ReleaseRun]:
         """A :class:`ReleaseRun` for the replay, in a throwaway home removed afterwards.
 
-        The throwaway home is ``private/_replay-*`` (mode 0700, next to the key it copies);
-        it holds the key, the published manifest (so the replay keeps ``created_at``) and the
-        replay's own checkpoints and artifacts. The ledger is a :class:`ReplayLedger`.
+        The throwaway home is ``private/_replay-*`` (mode 0700, next to the keys it copies);
+        it holds the release and commitment keys, the published manifest (so the replay keeps
+        ``created_at``) and the replay's own checkpoints and artifacts. The ledger is a
+        :class:`ReplayLedger`.
 
         Raises:
             SdsInputError: the recorded parameters no longer validate in this version.
@@ -374,10 +392,15 @@ class RecordedRelease:
                 self.release_id,
                 str(tmp),
                 replay=ReplayLedger(self.reservation, self.charges),
+                source_home=str(self.home),
             )
             run.dirs.paths.create()
             key = (self.dirs.private_dir / KEY_FILE).read_bytes()
             atomic_write_bytes(run.dirs.private_dir / KEY_FILE, key, private=True)
+            if self.commitment_key is not None:  # absent: a release made before commitments
+                atomic_write_bytes(
+                    run.dirs.private_dir / COMMITMENT_KEY_FILE, self.commitment_key, private=True
+                )
             shutil.copyfile(self.dirs.paths.manifest, run.dirs.paths.manifest)
             yield run
         finally:
@@ -528,6 +551,5 @@ def _artifact_stage(name: str, *, aggregate_seeded: bool) -> str:
         return stages.NORMALIZE if aggregate_seeded else stages.FIT
     if name.startswith("synthetic."):
         return stages.SYNTHESIZE if aggregate_seeded else stages.FIT
-    return {"evaluation.json": stages.EVALUATE, "validation.json": stages.VALIDATE_OUTPUT}.get(
-        name, stages.PUBLISH
-    )
+    # evaluation.json is the agreement of the published files, computed at publish
+    return {"validation.json": stages.VALIDATE_OUTPUT}.get(name, stages.PUBLISH)

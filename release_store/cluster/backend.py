@@ -32,6 +32,7 @@ from sds_core.data.partitions import (
 from sds_core.data.preparation import match_key
 from sds_core.data.readers import cell_text
 from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.data.text import matching_column
 from sds_core.errors import SdsInputError
 from sds_core.marginals import backend as core
 from sds_core.marginals.aggregates import AggregateSet
@@ -74,10 +75,13 @@ def _result(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any])
     """The combined value of :func:`_tree`'s futures.
 
     Raises:
-        DaskClusterError: a worker died with partitions no task can recompute.
+        DaskClusterError: a worker died with partitions no task can recompute, or the cluster
+            had no running worker for :data:`NO_WORKER_TIMEOUT_S` (nothing can compute them).
     """
     try:
-        values = client.gather(futures)
+        values = _gather(client, futures)
+    except DaskClusterError:
+        raise
     except Exception as e:
         if not _lost(e):
             raise
@@ -89,6 +93,59 @@ def _result(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any])
             "so that lost partitions are re-read"
         ) from e
     return values[0] if len(values) == 1 else combine(values[0], values[1])
+
+
+NO_WORKER_TIMEOUT_S = 120.0
+"""How long a reduction waits while the scheduler has no running worker (or does not answer)
+before the stage fails with :class:`DaskClusterError`: lost results are recomputed only by
+workers, and a cluster whose workers all died (a nanny that could not restart its worker, a
+batch job that ended) would otherwise keep the release waiting forever. Long enough for a nanny
+or an adaptive cluster to bring a worker back. ``SDS_DASK_NO_WORKER_TIMEOUT_S`` overrides it."""
+NO_WORKER_TIMEOUT_ENV = "SDS_DASK_NO_WORKER_TIMEOUT_S"
+_CHECK_S = 5.0
+
+
+def _gather(client: Any, futures: list[Any]) -> list[Any]:
+    """``client.gather(futures)``, watched: every few seconds while it waits, the scheduler is
+    asked how many workers run; none (or no answer) for :data:`NO_WORKER_TIMEOUT_S` in a row
+    ends the wait. Any number of workers dying and coming back is waited for (their lost
+    results are recomputed), as long as one runs.
+
+    Raises:
+        DaskClusterError: no running worker for that long; nothing more is drawn or charged.
+        Exception: what the gather raises (a lost, cancelled or failed task).
+    """
+    import asyncio
+    import time
+    from concurrent.futures import TimeoutError as WaitTimeout
+
+    limit = float(os.environ.get(NO_WORKER_TIMEOUT_ENV) or NO_WORKER_TIMEOUT_S)
+    pending = asyncio.run_coroutine_threadsafe(
+        client.gather(futures, asynchronous=True), client.loop.asyncio_loop
+    )
+    idle_since: float | None = None
+    while True:
+        try:
+            values: list[Any] = pending.result(timeout=_CHECK_S)
+            return values
+        except WaitTimeout:
+            pass
+        try:
+            running = len(client.sync(client.scheduler.ncores_running, callback_timeout=_CHECK_S))
+        except Exception:  # the scheduler does not answer: no worker we can count on either
+            running = 0
+        now = time.monotonic()
+        idle_since = None if running else (idle_since or now)
+        if idle_since is not None and now - idle_since >= limit:
+            pending.cancel()
+            raise DaskClusterError(
+                f"the Dask cluster has had no running worker for {limit:.0f} s while this "
+                "stage waited for results its workers lost (workers that died were not "
+                f"replaced, or the scheduler at {client.scheduler.address} stopped answering). "
+                "Nothing more is drawn or charged for this stage; start workers (`dask worker "
+                "SCHEDULER_ADDRESS`) and run `sds resume RELEASE_ID`: the stage re-runs from the "
+                "checkpoints with the same key"
+            )
 
 
 def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
@@ -277,7 +334,7 @@ class DaskBackend:
         if params.record_limit:
             ddf = _head(client, ddf, int(params.record_limit))
         if params.subject_id is not None:
-            name = _matching_column(list(ddf.columns), params.subject_id)
+            name = matching_column(list(ddf.columns), params.subject_id)
             ddf = ddf.assign(_sds_subject_key=ddf[name].map(_subject_key, meta=(name, "str")))
             ddf = ddf.set_index("_sds_subject_key", drop=True, sort=True)
         delayed_parts = ddf.to_delayed()
@@ -577,15 +634,6 @@ def _subject_key(value: Any) -> str:
     if value is None or (isinstance(value, float) and value != value):
         return ""
     return match_key(cell_text(value))
-
-
-def _matching_column(columns: list[str], name: str) -> str:
-    hits = [c for c in columns if match_key(str(c)) == match_key(name)]
-    if not hits:
-        raise SdsInputError(
-            f"PrepareParams.subject_id: unknown column {name!r}; available columns: {columns}"
-        )
-    return str(hits[0])
 
 
 def _head(client: Any, ddf: Any, n: int) -> Any:

@@ -45,6 +45,7 @@ from release_store.workspace.files import atomic_write_text
 from sds_core.data.params import PrepareParams
 from sds_core.data.partitions import concatenate
 from sds_core.data.table import PreparedTable
+from sds_core.data.text import matching_column
 from sds_core.data.zeros import zero_shares
 from sds_core.errors import SdsInputError
 
@@ -276,12 +277,40 @@ def _numbers(table: pa.Table, keep: int, column: str) -> NDArray[np.float64]:
     return out
 
 
-def column_numbers(data: DaskInput, column: str, record_limit: int | None) -> NDArray[np.float64]:
-    """The numbers the DP quantile mechanism reads for ``column``, in row order: the same
-    array as locally (one float64 column reaches the driver, not the table)."""
+def _subject_numbers(
+    table: pa.Table, keep: int, column: str, subject: str
+) -> tuple[list[str], NDArray[np.float64]]:
+    """On a worker: a part's subjects and the smallest number of each in ``column``
+    (:func:`~sds_core.dp.quantiles.subject_numbers` of its first ``keep`` rows)."""
+    import pandas as pd
+
+    from sds_core.dp.quantiles import subject_numbers
+
+    raw = table.column(column).slice(0, keep).to_pylist()
+    values = pd.to_numeric(pd.Series(raw, dtype="string"), errors="coerce")
+    ids = table.column(matching_column(table.column_names, subject)).slice(0, keep).to_pylist()
+    parsed = values.to_numpy(dtype=np.float64, na_value=np.nan)
+    return subject_numbers(parsed, ids, subject_column=subject)
+
+
+def column_numbers(
+    data: DaskInput, column: str, record_limit: int | None, subject_id: str | None = None
+) -> NDArray[np.float64]:
+    """The numbers the DP quantile mechanism reads for ``column``: the same array as locally
+    (one float64 column reaches the driver, not the table). With ``subject_id`` one number per
+    subject: each part sends its subjects' minima, the driver keeps the minimum per subject
+    (subjects may span parts)."""
     keep = _limits(data, record_limit)
-    futures = data.client.map(_numbers, data.parts, keep, column=column)
-    return np.concatenate(data.client.gather(futures))
+    if subject_id is None:
+        futures = data.client.map(_numbers, data.parts, keep, column=column)
+        return np.concatenate(data.client.gather(futures))
+    from sds_core.dp.quantiles import subject_numbers
+
+    futures = data.client.map(_subject_numbers, data.parts, keep, column=column, subject=subject_id)
+    parts = data.client.gather(futures)
+    keys = [k for part_keys, _ in parts for k in part_keys]
+    minima = np.concatenate([m for _, m in parts]) if parts else np.zeros(0)
+    return subject_numbers(minima, keys, subject_column=subject_id)[1]
 
 
 def _zero_counts(

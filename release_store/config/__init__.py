@@ -5,7 +5,9 @@
 - ``loading``: reading a TOML config; one paragraph per parameter error;
 - ``release_params``: ``ReleaseParams`` and :func:`build_params`;
 - ``core_objects``: ReleaseParams -> DpParams, PrepareParams, declared domains, spends;
-- ``doc_tables``: docs/pipeline.md's parameter tables from the same declarations.
+- ``doc_tables``: docs/pipeline.md's parameter tables from the same declarations;
+- ``periods``: relative periods (``previous-month``) resolved before anything is reserved.
+- ``deployment``: a deployed run's ``RunOptions``, the ``PINNED`` fields and the pin files.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -22,9 +24,12 @@ _EXPORTS: dict[str, str] = {
     "CORE_KEYS": "release_store.config.fields",
     "ColumnSchema": "release_store.config.schema",
     "ID_PATTERN": "release_store.config.schema",
+    "PINNED": "release_store.config.deployment",
     "LifetimeBudget": "release_store.config.release_params",
+    "RELATIVE_PERIODS": "release_store.config.periods",
     "RELEASE_OVERRIDES": "release_store.config.fields",
     "ReleaseParams": "release_store.config.release_params",
+    "RunOptions": "release_store.config.deployment",
     "SYNTHESIZERS": "release_store.config.fields",
     "TableSchema": "release_store.config.schema",
     "binning_epsilon": "release_store.config.core_objects",
@@ -33,12 +38,15 @@ _EXPORTS: dict[str, str] = {
     "core_field": "release_store.config.fields",
     "core_table": "release_store.config.doc_tables",
     "declared_domains": "release_store.config.core_objects",
+    "deployed_params": "release_store.config.deployment",
     "describe_validation_error": "release_store.config.loading",
     "dp_binned_columns": "release_store.config.core_objects",
     "dp_params": "release_store.config.core_objects",
     "gate_columns": "release_store.config.core_objects",
     "load_config": "release_store.config.loading",
     "prepare_params": "release_store.config.core_objects",
+    "previous_month": "release_store.config.periods",
+    "resolve_period": "release_store.config.periods",
     "synthesis_epsilon": "release_store.config.core_objects",
     "synthesizer_domains": "release_store.config.core_objects",
 }
@@ -48,12 +56,15 @@ __all__ = [
     "CORE_CLASSES",
     "CORE_KEYS",
     "ID_PATTERN",
+    "PINNED",
+    "RELATIVE_PERIODS",
     "RELEASE_OVERRIDES",
     "SYNTHESIZERS",
     "BinSpec",
     "ColumnSchema",
     "LifetimeBudget",
     "ReleaseParams",
+    "RunOptions",
     "TableSchema",
     "binning_epsilon",
     "build_params",
@@ -61,12 +72,15 @@ __all__ = [
     "core_field",
     "core_table",
     "declared_domains",
+    "deployed_params",
     "describe_validation_error",
     "dp_binned_columns",
     "dp_params",
     "gate_columns",
     "load_config",
     "prepare_params",
+    "previous_month",
+    "resolve_period",
     "synthesis_epsilon",
     "synthesizer_domains",
 ]
@@ -90,6 +104,7 @@ if TYPE_CHECKING:
         synthesis_epsilon,
         synthesizer_domains,
     )
+    from release_store.config.deployment import PINNED, RunOptions, deployed_params
     from release_store.config.doc_tables import config_table, core_table
     from release_store.config.fields import (
         CORE_CLASSES,
@@ -99,5 +114,6 @@ if TYPE_CHECKING:
         core_field,
     )
     from release_store.config.loading import CONFIG_RENAMES, describe_validation_error, load_config
+    from release_store.config.periods import RELATIVE_PERIODS, previous_month, resolve_period
     from release_store.config.release_params import LifetimeBudget, ReleaseParams, build_params
     from release_store.config.schema import ID_PATTERN, BinSpec, ColumnSchema, TableSchema

@@ -8,7 +8,6 @@ Keys that set a core parameter take their declaration from :mod:`release_store.c
 from __future__ import annotations
 
 import math
-
 from pathlib import PurePath
 from typing import Any, Literal
 
@@ -17,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from release_store.config.fields import SYNTHESIZERS, core_field
 from release_store.config.loading import describe_validation_error, load_config
 from release_store.config.schema import ID_PATTERN, TableSchema
+from sds_core.data.text import match_key
 from sds_core.errors import SdsInputError
 from sds_core.marginals.params import release_delta
 
@@ -114,6 +114,19 @@ class ReleaseParams(BaseModel):
         description="Column identifying the person: their rows are joined into one record, so "
         "the privacy unit is the subject. Never released; needs use_columns.",
     )
+    period_column: str | None = Field(
+        None,
+        description="Column holding each row's period, a public time key such as a month "
+        "('2026-10'): the dataset is then released one period at a time (period), each from its "
+        "own budget (sds budget set DATASET --epsilon E --per-period). Never released.",
+    )
+    period: str | None = Field(
+        None,
+        min_length=1,
+        description="Release only the rows whose period_column holds this value (e.g. 2026-10), "
+        "charging that period's budget; required when the dataset's budget is per period. "
+        "'previous-month' names the month before the run's scheduled start (UTC) as YYYY-MM.",
+    )
     record_limit: int | None = core_field("record_limit")
     table_schema: TableSchema | None = Field(
         None, description="Declared schema the input is validated against before any spend."
@@ -174,6 +187,41 @@ class ReleaseParams(BaseModel):
             raise ValueError(
                 f"subject_id {self.subject_id!r} needs use_columns listing the released columns "
                 "without it (the subject id itself is never released)"
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _period_fits(self) -> ReleaseParams:
+        column = self.period_column
+        if self.period is not None and column is None:
+            raise ValueError(
+                f"period {self.period!r} selects the rows of one period, but no period_column "
+                "names the column holding each row's period: set period_column in the config "
+                '(e.g. period_column = "month"), or leave out --period'
+            )
+        if column is None:
+            return self
+        if self.period is None:
+            raise ValueError(
+                f"period_column {column!r} makes dataset {self.dataset!r} periodic: each release "
+                "releases the rows of one period; pass --period V (e.g. --period 2026-10), or "
+                "remove period_column from the config to release the whole table"
+            )
+        if self.subject_id is not None and match_key(column) == match_key(self.subject_id):
+            raise ValueError(
+                f"period_column {column!r} is also the subject_id: name the column holding each "
+                "row's period (a time key such as a month)"
+            )
+        if any(match_key(c) == match_key(column) for c in self.use_columns):
+            raise ValueError(
+                f"use_columns lists the period column {column!r}, which is never released (every "
+                f"row of a period holds the same value): remove it from use_columns"
+            )
+        if self.executor == "dask":
+            raise ValueError(
+                f"--period {self.period!r} is not supported with executor 'dask' (the period "
+                "filter and the subject record run in the flow's process): release periods with "
+                '--executor local (or executor = "local" in the config)'
             )
         return self
 

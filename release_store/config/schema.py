@@ -7,7 +7,7 @@ validation gate and the declared domains are built from it.
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -50,6 +50,8 @@ class ColumnSchema(BaseModel):
     """Declared schema of one input column (what the validation gate enforces)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+    values_are: ClassVar[str] = "declared values"
+    """What ``values`` lists, in the validation rule's words (``must be one of the N ...``)."""
 
     name: str = Field(description="Column name as it appears in the header.")
     type: Literal["categorical", "integer", "float"] = Field(

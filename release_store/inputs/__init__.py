@@ -1,10 +1,12 @@
 """The sensitive input before any charge: reading, pre-flight, schema checks, the GX gate.
 
 - ``ingest``: reading CSV/Parquet inputs as text columns, with precise errors;
+- ``commitment``: the input's published fingerprint, a keyed commitment (HMAC-SHA256);
 - ``preflight``: checks the CLI runs before Prefect or GX load;
 - ``schema_checks``: the declared schema's checks, evaluated with Arrow;
 - ``gate``: the validation gate: the GX suite on the input and on the synthetic output;
-- ``gx_suite``: running the GX suite, in a worker process when one runs.
+- ``gx_suite``: running the GX suite, in a worker process when one runs;
+- ``periods``: the rows of one period of a periodic dataset; each subject in one period.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -15,6 +17,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "COMMITMENT_SCHEME": "release_store.inputs.commitment",
     "Check": "release_store.inputs.schema_checks",
     "FLOAT_RE": "release_store.inputs.schema_checks",
     "GateResult": "release_store.inputs.gate",
@@ -22,12 +25,15 @@ _EXPORTS: dict[str, str] = {
     "MAX_LINE_BYTES": "release_store.inputs.ingest",
     "NUMERIC_SUFFIX": "release_store.inputs.schema_checks",
     "PARQUET_SUFFIXES": "release_store.inputs.ingest",
+    "PeriodFilter": "release_store.inputs.periods",
     "Preflight": "release_store.inputs.preflight",
     "SchemaValidationError": "release_store.inputs.schema_checks",
     "check_budget": "release_store.inputs.preflight",
     "check_column_names": "release_store.inputs.preflight",
     "check_input_path": "release_store.inputs.ingest",
+    "commitment_key": "release_store.inputs.commitment",
     "checked_view": "release_store.inputs.schema_checks",
+    "count_each_subject_once": "release_store.inputs.periods",
     "csv_digest": "release_store.inputs.ingest",
     "dataset_digest": "release_store.inputs.ingest",
     "dataset_files": "release_store.inputs.ingest",
@@ -35,6 +41,9 @@ _EXPORTS: dict[str, str] = {
     "describe_failure": "release_store.inputs.schema_checks",
     "failure_message": "release_store.inputs.schema_checks",
     "failure_text": "release_store.inputs.schema_checks",
+    "fingerprint_matches": "release_store.inputs.commitment",
+    "input_commitment": "release_store.inputs.commitment",
+    "input_fingerprint": "release_store.inputs.commitment",
     "input_headers": "release_store.inputs.ingest",
     "input_schema": "release_store.inputs.schema_checks",
     "numeric_view": "release_store.inputs.schema_checks",
@@ -52,6 +61,7 @@ _EXPORTS: dict[str, str] = {
     "schema_checks": "release_store.inputs.schema_checks",
     "schema_failures": "release_store.inputs.schema_checks",
     "schema_frame": "release_store.inputs.gate",
+    "select_period": "release_store.inputs.periods",
     "start_worker": "release_store.inputs.gx_suite",
     "stop_worker": "release_store.inputs.gx_suite",
     "table_check_fails": "release_store.inputs.schema_checks",
@@ -62,6 +72,7 @@ _EXPORTS: dict[str, str] = {
 }
 
 __all__ = [
+    "COMMITMENT_SCHEME",
     "FLOAT_RE",
     "INTEGER_RE",
     "MAX_LINE_BYTES",
@@ -69,12 +80,15 @@ __all__ = [
     "PARQUET_SUFFIXES",
     "Check",
     "GateResult",
+    "PeriodFilter",
     "Preflight",
     "SchemaValidationError",
     "check_budget",
     "check_column_names",
     "check_input_path",
     "checked_view",
+    "commitment_key",
+    "count_each_subject_once",
     "csv_digest",
     "dataset_digest",
     "dataset_files",
@@ -82,6 +96,9 @@ __all__ = [
     "describe_failure",
     "failure_message",
     "failure_text",
+    "fingerprint_matches",
+    "input_commitment",
+    "input_fingerprint",
     "input_headers",
     "input_schema",
     "numeric_view",
@@ -99,6 +116,7 @@ __all__ = [
     "schema_checks",
     "schema_failures",
     "schema_frame",
+    "select_period",
     "start_worker",
     "stop_worker",
     "table_check_fails",
@@ -117,6 +135,13 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from release_store.inputs.commitment import (
+        COMMITMENT_SCHEME,
+        commitment_key,
+        fingerprint_matches,
+        input_commitment,
+        input_fingerprint,
+    )
     from release_store.inputs.gate import (
         GateResult,
         output_schema,
@@ -147,6 +172,7 @@ if TYPE_CHECKING:
         read_table,
         read_table_with_digest,
     )
+    from release_store.inputs.periods import PeriodFilter, count_each_subject_once, select_period
     from release_store.inputs.preflight import (
         Preflight,
         check_budget,

@@ -10,9 +10,10 @@ first failing data row, never a value. GX is imported lazily (it costs ~6 s).
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pandas as pd
@@ -41,6 +42,7 @@ __all__ = [
     "NUMERIC_SUFFIX",
     "Check",
     "GateResult",
+    "PublishedValuesColumn",
     "SchemaValidationError",
     "output_schema",
     "run_gate",
@@ -129,13 +131,32 @@ def validate_table(
     return gate.summary
 
 
-def output_schema(schema: TableSchema, labels_by_column: dict[str, tuple[str, ...]]) -> TableSchema:
-    """Schema for the synthetic table: declared value sets, bin labels for binned columns."""
-    cols = []
-    for name, labels in labels_by_column.items():
+class PublishedValuesColumn(ColumnSchema):
+    """An output column whose allowed values are the labels the DP aggregates report for it."""
+
+    values_are: ClassVar[str] = "values the DP aggregates report for it (length 1)"
+
+
+def output_schema(
+    schema: TableSchema, columns: Sequence[str], published: Mapping[str, tuple[str, ...]]
+) -> TableSchema:
+    """Schema for the synthetic table, from public values only (``validation.json`` publishes it).
+
+    A declared column keeps its declaration (its declared values, type and range; empty cells
+    allowed). A binned or undeclared column may hold the labels the DP aggregates report for it
+    at length 1 (``published``: :meth:`AggregateSet.one_way_labels`), never the domain found in
+    the data, which also holds suppressed values: their number must not be published either.
+
+    Args:
+        schema: the declared schema.
+        columns: the synthetic table's column names, in order.
+        published: each column's labels in the DP aggregates' length-1 combinations.
+    """
+    cols: list[ColumnSchema] = []
+    for name in columns:
         decl = schema.column(name)
         if decl is None or decl.bins is not None:
-            cols.append(ColumnSchema(name=name, values=list(labels)))
+            cols.append(PublishedValuesColumn(name=name, values=list(published.get(name, ()))))
         else:
             cols.append(decl.model_copy(update={"nullable": True}))
     return TableSchema(columns=cols, min_rows=1, max_rows=None)

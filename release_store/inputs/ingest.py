@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from release_store.inputs.periods import PeriodFilter, select_period
 from sds_core.errors import SdsInputError
 
 _OTHER_DELIMITERS = (",", ";", "\t", "|")
@@ -115,16 +116,24 @@ def check_input_path(path: str | Path) -> Path:
 
 
 def read_release_input(
-    path: str | Path, *, delimiter: str, gate_columns: Sequence[str] = ()
+    path: str | Path,
+    *,
+    delimiter: str,
+    gate_columns: Sequence[str] = (),
+    period: PeriodFilter | None = None,
 ) -> tuple[pa.Table, str]:
     """The input of a release as the validation gate sees it (ingest and pre-flight alike),
     and the sha256 of exactly the bytes it was parsed from (:func:`read_table_with_digest`).
 
-    ``gate_columns`` (:func:`release_store.config.core_objects.gate_columns`): when given, only
-    those columns are kept (the gate checks them alone); empty, every column is kept and preparation
-    selects.
+    ``period`` (a periodic dataset): only the rows of that period are kept, without the period
+    column (:func:`release_store.inputs.periods.select_period`, which refuses a missing or
+    partly empty period column and a period without rows). ``gate_columns``
+    (:func:`release_store.config.core_objects.gate_columns`): when given, only those columns are
+    kept (the gate checks them alone); empty, every column is kept and preparation selects.
     """
     table, digest = read_table_with_digest(path, delimiter=delimiter)
+    if period is not None:
+        table = select_period(table, period, source=str(path))
     if gate_columns:
         kept = set(gate_columns)
         table = table.select([c for c in table.column_names if c in kept])

@@ -115,7 +115,7 @@ def _columns(params: ReleaseParams) -> tuple[list[str], str]:
     declared schema's columns; and where they came from."""
     if params.use_columns:
         return list(params.use_columns), "use_columns"
-    subject = match_key(params.subject_id) if params.subject_id else None
+    hidden = {match_key(c) for c in (params.subject_id, params.period_column) if c}
     if Path(params.input).exists():
         names = input_headers(params.input, delimiter=params.delimiter)
         source = "the input's header (no data row read)"
@@ -127,7 +127,7 @@ def _columns(params: ReleaseParams) -> tuple[list[str], str]:
             f"input {params.input!r} does not exist and the config declares no schema: give "
             "the path of the input (only its header is read) or a config with [schema]"
         )
-    return [c for c in names if match_key(c) != subject], source
+    return [c for c in names if match_key(c) not in hidden], source
 
 
 def _records(params: ReleaseParams, given: int | None) -> tuple[int | None, str]:
@@ -168,4 +168,4 @@ def _budget(params: ReleaseParams) -> BudgetStatus | None:
     path = sqlite_path(url)
     if path is not None and not path.is_file():
         return None
-    return Ledger.from_url(url).budget(str(params.dataset))
+    return Ledger.from_url(url).budget(str(params.dataset), params.period)

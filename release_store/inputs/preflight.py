@@ -1,15 +1,16 @@
 """Pre-flight checks of a release, before Prefect or Great Expectations load (the CLI runs them).
 
-In order: whether the lifetime budget can pay the release (read-only; nothing is read from the
-data before that), the input file (exists, readable, not empty, UTF-8, header, plausible
-delimiter, regular rows: :mod:`release_store.inputs.ingest`), the declared schema (the GX gate's
-checks evaluated with Arrow: :mod:`release_store.inputs.schema_checks`) and the column names the
-parameters
-mention (with ``executor = "dask"`` only the column names: the rows are read and checked on
-the workers by the flow's gate, still before any charge). Each problem is the
-``SdsInputError`` the flow would raise later, with the same text, in a fraction of a second,
-with nothing reserved or charged. It also finds the "0" cells that SDS would turn into empty
-cells (:func:`zero_warning`). No pandas, Prefect or GX import here.
+In order: whether the budget can pay the release (read-only; nothing is read from the data
+before that; a periodic release: its period's budget), the input file (exists, readable, not
+empty, UTF-8, header, plausible delimiter, regular rows: :mod:`release_store.inputs.ingest`), a
+periodic release's period (its column present and filled in every row, the period present:
+:mod:`release_store.inputs.periods`), the declared schema (the GX gate's checks evaluated with
+Arrow: :mod:`release_store.inputs.schema_checks`) and the column names the parameters mention
+(with ``executor = "dask"`` only the column names: the rows are read and checked on the workers
+by the flow's gate, still before any charge). Each problem is the ``SdsInputError`` the flow
+would raise later, with the same text, in a fraction of a second, with nothing reserved or
+charged. It also finds the "0" cells that SDS would turn into empty cells
+(:func:`zero_warning`). No pandas, Prefect or GX import here.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from pathlib import Path
 from release_store.config.core_objects import gate_columns
 from release_store.config.release_params import ReleaseParams
 from release_store.inputs.ingest import check_input_path, input_headers, read_release_input
+from release_store.inputs.periods import PeriodFilter
 from release_store.inputs.schema_checks import (
     SchemaValidationError,
     failure_message,
@@ -31,7 +33,12 @@ from release_store.inputs.schema_checks import (
     table_check_fails,
     view_columns,
 )
-from release_store.ledger.values import BudgetExceededError, PolicyExceededError
+from release_store.ledger.values import (
+    BudgetExceededError,
+    PeriodMismatchError,
+    PolicyExceededError,
+    period_refusal,
+)
 from release_store.workspace.encoding import HALF_WIDTH_COLUMN
 from sds_core.data.text import match_key, normalize_text
 from sds_core.data.zeros import ALL_COLUMNS, zero_shares
@@ -71,7 +78,12 @@ def preflight(params: ReleaseParams) -> Preflight:
     if params.executor == "dask":
         _check_headers(params, input_headers(path, delimiter=params.delimiter), gate)
         return Preflight()
-    table, _ = read_release_input(path, delimiter=params.delimiter, gate_columns=gate)
+    table, _ = read_release_input(
+        path,
+        delimiter=params.delimiter,
+        gate_columns=gate,
+        period=PeriodFilter.of(params.period_column, params.period),
+    )
     schema = input_schema(params.table_schema, gate)
     if schema is not None:
         failures = schema_failures(table, schema)
@@ -107,7 +119,8 @@ def _check_headers(params: ReleaseParams, headers: list[str], gate: list[str]) -
 
 
 def check_budget(params: ReleaseParams) -> None:
-    """Refuse, before the data is read, a release the dataset's lifetime budget cannot pay.
+    """Refuse, before the data is read, a release the dataset's budget cannot pay (a periodic
+    release: its period's budget, within the lifetime cap across periods).
 
     Reads the release's ledger (``params.ledger``, else $SDS_LEDGER_URL, else the home's SQLite
     file; SQLite or PostgreSQL) and writes nothing to it: nothing is reserved (the flow's budget
@@ -118,6 +131,8 @@ def check_budget(params: ReleaseParams) -> None:
         BudgetExceededError: no budget for the dataset, or less left than the release needs;
             the texts are those of :meth:`release_store.ledger.book.Ledger.reserve`.
         PolicyExceededError: the release asks for more than the dataset's per-release policy.
+        PeriodMismatchError: ``--period`` on a dataset with a lifetime budget, or none on a
+            dataset whose budget is per period.
         LedgerMovedError: the ledger was migrated (``sds ledger migrate``), as reserving would.
         SdsInputError: the ledger URL is not supported or the ledger cannot be opened.
     """
@@ -140,14 +155,26 @@ def check_budget(params: ReleaseParams) -> None:
             return
         status = ledger.budget(dataset)
     if status is not None:
+        mismatch = period_refusal(
+            dataset, status.per_period, params.period, status.epsilon_lifetime
+        )
+        if mismatch is not None:
+            raise PeriodMismatchError(mismatch)
+        if status.per_period and params.period is not None:
+            status = status.period_status(params.period)
+    where = f"dataset {dataset!r}"
+    if status is not None:
         left = (status.epsilon_remaining, status.delta_remaining)
         lifetime = (status.epsilon_lifetime, status.delta_lifetime)
-    elif params.default_budget is not None:
+        if status.per_period:
+            where = f"period {params.period!r} of dataset {dataset!r}"
+    elif params.default_budget is not None and params.period is None:
         left = lifetime = (params.default_budget.epsilon, params.default_budget.delta)
     else:
+        each = " --per-period" if params.period is not None else ""
         raise BudgetExceededError(
             f"dataset {dataset!r} has no privacy budget; set one with "
-            f"`sds budget set {dataset} --epsilon E --delta D`"
+            f"`sds budget set {dataset} --epsilon E --delta D{each}`"
         )
     need = (params.epsilon, params.resolved_delta())
     refusal = (
@@ -157,16 +184,30 @@ def check_budget(params: ReleaseParams) -> None:
     )
     if refusal is not None:
         raise PolicyExceededError(refusal)
+    cap_left = None if status is None else status.epsilon_cap_remaining
+    if cap_left is not None and status is not None and status.lifetime_epsilon is not None:
+        period_left = status.epsilon_lifetime - status.epsilon_spent - status.epsilon_reserved
+        if need[0] > cap_left * (1 + _TOLERANCE) + 1e-15 and need[0] <= period_left:
+            raise BudgetExceededError(
+                f"release {release_id!r} of period {params.period!r} needs "
+                f"epsilon={float(need[0])} but dataset {dataset!r} has only "
+                f"epsilon={float(cap_left)} left of its lifetime cap across periods "
+                f"(epsilon={float(status.lifetime_epsilon)}); release with a smaller --epsilon "
+                f"or raise the cap with `sds budget set {dataset} --epsilon E --per-period "
+                "--lifetime-epsilon L`"
+            )
     over = [n > lft * (1 + _TOLERANCE) + 1e-15 for n, lft in zip(need, left, strict=True)]
     if any(over):
         short = " and ".join(name for name, o in zip(("epsilon", "delta"), over, strict=True) if o)
         raise BudgetExceededError(
             f"release {release_id!r} needs (epsilon={float(need[0])}, "
-            f"delta={float(need[1])}) but dataset {dataset!r} has only "
-            f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its lifetime "
+            f"delta={float(need[1])}) but {where} has only "
+            f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its "
+            f"{'per-period budget' if status is not None and status.per_period else 'lifetime'} "
             f"(epsilon={float(lifetime[0])}, delta={float(lifetime[1])}): not enough {short}; "
             "release with a smaller --epsilon/--delta or raise the budget with "
-            f"`sds budget set {dataset} --epsilon E --delta D`"
+            f"`sds budget set {dataset} --epsilon E --delta D"
+            f"{' --per-period' if status is not None and status.per_period else ''}`"
         )
 
 

@@ -155,7 +155,7 @@ def _column_checks(col: ColumnSchema) -> list[Check]:
             Check(
                 "expect_column_values_to_be_in_set",
                 name,
-                f"must be one of the {len(col.values)} declared values",
+                f"must be one of the {len(col.values)} {col.values_are}",
                 {"column": name, "value_set": list(col.values)},
             )
         )

@@ -14,8 +14,8 @@ import json
 import math
 import os
 import socket
-from collections.abc import Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, replace
 from datetime import UTC, datetime
 from decimal import Decimal, localcontext
 from pathlib import Path
@@ -38,6 +38,7 @@ from release_store.ledger.values import (
     CancelResult,
     ChargeRow,
     LedgerConflictError,
+    PeriodMismatchError,
     PlannedCharge,
     PolicyExceededError,
     ReleasePolicy,
@@ -45,6 +46,7 @@ from release_store.ledger.values import (
     check_name,
     dec,
     partial_spend,
+    period_refusal,
     validate_plan,
 )
 from sds_core.dp.accounting import check_amount
@@ -140,24 +142,47 @@ class Ledger:
         max_delta_per_release: float | None = None,
         clear_policy: bool = False,
         set_by: str | None = None,
+        per_period: bool = False,
+        lifetime_epsilon: float | None = None,
     ) -> BudgetStatus:
-        """Set a dataset's lifetime (epsilon, delta); recorded as a chained ``budget`` row.
+        """Set a dataset's lifetime (epsilon, delta), or its budget per period; recorded as a
+        chained ``budget`` row.
 
         The row also holds the dataset's per-release policy (:class:`ReleasePolicy`), so it is in
         the hash chain: the limits given here, else the policy the dataset already has (raising a
         budget keeps its policy), else none; ``clear_policy`` removes it. ``set_by`` (default:
         this process's user@host) is recorded with it.
 
+        With ``per_period`` (epsilon, delta) is the budget of *each* period of the dataset
+        (``sds release --period V``; parallel composition, docs/privacy.md) and
+        ``lifetime_epsilon`` an optional cap on the ε all periods spend together (kept when not
+        given, like the policy). Whether a dataset's budget is per period is fixed by its first
+        spend: it can change only while nothing is spent or reserved.
+
         Raises:
             SdsInputError: epsilon not finite and > 0, delta not in [0, 1), a per-release limit
-                not > 0 or above the lifetime budget, or the new budget is below what is already
-                spent plus reserved.
+                not > 0 or above the budget, the new budget is below what is already spent plus
+                reserved (per period: by any period; the cap: by all periods together), or the
+                budget would change between lifetime and per period after a spend.
         """
         check_name("dataset", dataset)
         check_amount("--epsilon", epsilon)
         check_amount("--delta", delta, upper=1.0)
         if epsilon <= 0:
             raise SdsInputError(f"--epsilon must be > 0, got {epsilon!r}")
+        if lifetime_epsilon is not None:
+            check_amount("--lifetime-epsilon", lifetime_epsilon)
+            if not per_period:
+                raise SdsInputError(
+                    "--lifetime-epsilon caps the ε of all periods of a dataset whose budget is "
+                    "per period: add --per-period, or give the lifetime budget as --epsilon"
+                )
+            if lifetime_epsilon < epsilon:
+                raise SdsInputError(
+                    f"--lifetime-epsilon {lifetime_epsilon:g} is below the per-period budget "
+                    f"--epsilon {epsilon:g}: no period could spend its budget; give a cap of at "
+                    "least the per-period ε (or no cap)"
+                )
         for name, limit, life in (
             ("--max-epsilon-per-release", max_epsilon_per_release, epsilon),
             ("--max-delta-per-release", max_delta_per_release, delta),
@@ -179,17 +204,15 @@ class Ledger:
         who = set_by or _user_at_host()
 
         def body(conn: Conn) -> BudgetStatus | None:
-            exact = self._exact(conn, dataset)
-            if exact is not None:
-                _, spent, held = exact
-                used = (spent[0] + held[0], spent[1] + held[1])
-                if dec(epsilon) < used[0] or dec(delta) < used[1]:
-                    raise SdsInputError(
-                        f"cannot set the budget of dataset {dataset!r} to (epsilon={epsilon}, "
-                        f"delta={delta}): (epsilon={float(used[0])}, delta={float(used[1])}) is "
-                        "already spent or reserved; choose a budget at least that large"
-                    )
-            previous = None if exact is None else self._policy(conn, dataset)
+            terms = self._terms(conn, dataset)
+            usage = self._usage(conn, dataset)
+            cap = lifetime_epsilon
+            if terms is not None:
+                _check_kind_change(dataset, terms, usage, per_period=per_period)
+                if per_period and cap is None and terms.per_period:
+                    cap = None if terms.cap is None else float(terms.cap)
+                _check_not_below_use(dataset, usage, epsilon, delta, per_period, cap)
+            previous = None if terms is None else terms.policy
             if given:
                 policy: ReleasePolicy | None = ReleasePolicy(
                     max_epsilon_per_release,
@@ -217,16 +240,34 @@ class Ledger:
                 "epsilon": str(dec(epsilon)),
                 "delta": str(dec(delta)),
             }
+            detail: dict[str, Any] = {}
             if policy is not None:
-                row["detail"] = {"policy": policy.to_dict()}
+                detail["policy"] = policy.to_dict()
+            if per_period:
+                detail["per_period"] = True
+                if cap is not None:
+                    detail["lifetime_epsilon"] = str(dec(cap))
+            if detail:
+                row["detail"] = detail
             append_row(conn, self.url, row)
             return self._status(conn, dataset)
 
         return self._write(body)  # type: ignore[return-value]
 
-    def budget(self, dataset: str) -> BudgetStatus | None:
-        """The dataset's budget status, or None when no budget was ever set."""
-        return self._read(lambda conn: self._status(conn, dataset))
+    def budget(self, dataset: str, period: str | None = None) -> BudgetStatus | None:
+        """The dataset's budget status, or None when no budget was ever set.
+
+        ``period`` (a dataset with a per-period budget): the status of that period (what it
+        spent and has left). Ignored for a dataset with a lifetime budget.
+        """
+
+        def body(conn: Conn) -> BudgetStatus | None:
+            status = self._status(conn, dataset)
+            if status is None or period is None or not status.per_period:
+                return status
+            return status.period_status(period)
+
+        return self._read(body)
 
     def datasets(self) -> list[BudgetStatus]:
         """Budget status of every dataset that has a budget, sorted by name."""
@@ -252,30 +293,42 @@ class Ledger:
         epsilon: float | None = None,
         delta: float | None = None,
         flow_run_id: str | None = None,
+        period: str | None = None,
     ) -> Reservation:
         """Atomically check the budget and reserve a whole release's (epsilon, delta).
 
-        Idempotent: reserving the same release id again with the same dataset, plan and totals
-        returns the existing reservation (a resumed run).
+        Idempotent: reserving the same release id again with the same dataset, plan, totals
+        and period returns the existing reservation (a resumed run).
 
         Args:
-            dataset: the dataset id whose lifetime budget pays.
+            dataset: the dataset id whose budget pays.
             release_id: the release id (unique across datasets).
             planned: the stages that will draw noise (unique stage names, at least one).
             epsilon: the release's total epsilon (its composed guarantee); defaults to the sum of
                 the stage shares, which must not exceed it.
             delta: the release's total delta; defaults to the sum of the stage deltas.
             flow_run_id: Prefect flow-run id, recorded for audit.
+            period: the period released (``sds release --period V``): required by a dataset
+                whose budget is per period, refused by one with a lifetime budget. Recorded in
+                the reserve row's ``detail`` (chained); the release is paid from that period's
+                budget and from the lifetime cap across periods, if the dataset has one.
 
         Raises:
-            BudgetExceededError: no budget set, or the release needs more than is left.
+            BudgetExceededError: no budget set, or the release needs more than is left (of the
+                period's budget, or of the cap across periods).
+            PeriodMismatchError: a period given for a lifetime budget, or none for a per-period
+                one.
             LedgerConflictError: the release id is already reserved with something else.
-            SdsInputError: invalid plan or totals.
+            SdsInputError: invalid plan, totals or period.
         """
         check_name("dataset", dataset)
         check_name("release id", release_id)
+        if period is not None:
+            check_name("period", period)
         plan, total = validate_plan(planned, epsilon, delta)
-        detail = {"planned": [asdict(p) for p in plan]}
+        detail: dict[str, Any] = {"planned": [asdict(p) for p in plan]}
+        if period is not None:
+            detail["period"] = period
 
         def body(conn: Conn) -> Reservation:
             existing = self._reservation(conn, release_id)
@@ -283,13 +336,14 @@ class Ledger:
                 same = (
                     existing.dataset == dataset
                     and self._reserved_plan(conn, release_id) == plan
+                    and existing.period == period
                     and self._total(conn, release_id) == total
                 )
                 if not same:
                     raise LedgerConflictError(
                         f"release id {release_id!r} is already reserved with another dataset, "
-                        "plan or budget; choose a new release id (or resume with the same "
-                        "settings)"
+                        "plan, period or budget; choose a new release id (or resume with the "
+                        "same settings)"
                     )
                 if existing.status == "cancelled":
                     raise LedgerConflictError(
@@ -298,35 +352,61 @@ class Ledger:
                         "get a fresh one)"
                     )
                 return existing
-            exact = self._exact(conn, dataset)
-            if exact is None:
+            terms = self._terms(conn, dataset)
+            if terms is None:
+                each = " --per-period" if period is not None else ""
                 raise BudgetExceededError(
                     f"dataset {dataset!r} has no privacy budget; set one with "
-                    f"`sds budget set {dataset} --epsilon E --delta D`"
+                    f"`sds budget set {dataset} --epsilon E --delta D{each}`"
                 )
-            policy = self._policy(conn, dataset)
-            refusal = (
-                None
-                if policy is None
-                else policy.refusal(dataset, release_id, float(total[0]), float(total[1]))
-            )
-            if refusal is not None:
-                raise PolicyExceededError(refusal)
-            life, spent, held = exact
+            mismatch = period_refusal(dataset, terms.per_period, period, float(terms.life[0]))
+            if mismatch is not None:
+                raise PeriodMismatchError(mismatch)
+            if terms.policy is not None:
+                refusal = terms.policy.refusal(
+                    dataset, release_id, float(total[0]), float(total[1])
+                )
+                if refusal is not None:
+                    raise PolicyExceededError(refusal)
+            usage = self._usage(conn, dataset)
             with localcontext() as ctx:
                 ctx.prec = 60
+                if terms.per_period:
+                    spent, held = usage.get(period, _NOTHING)
+                else:
+                    spent, held = _total_use(usage)
+                life = terms.life
                 left = (life[0] - spent[0] - held[0], life[1] - spent[1] - held[1])
+                what = (
+                    f"period {period!r} of dataset {dataset!r}"
+                    if terms.per_period
+                    else f"dataset {dataset!r}"
+                )
+                of = "its per-period budget" if terms.per_period else "its lifetime"
+                if terms.per_period and terms.cap is not None:
+                    all_spent, all_held = _total_use(usage)
+                    cap_left = terms.cap - all_spent[0] - all_held[0]
+                    if total[0] > cap_left and total[0] <= left[0]:
+                        raise BudgetExceededError(
+                            f"release {release_id!r} of period {period!r} needs "
+                            f"epsilon={float(total[0])} but dataset {dataset!r} has only "
+                            f"epsilon={float(cap_left)} left of its lifetime cap across periods "
+                            f"(epsilon={float(terms.cap)}); release with a smaller --epsilon or "
+                            f"raise the cap with `sds budget set {dataset} --epsilon E "
+                            "--per-period --lifetime-epsilon L`"
+                        )
             if total[0] > left[0] or total[1] > left[1]:
                 short = " and ".join(
                     name for name, i in (("epsilon", 0), ("delta", 1)) if total[i] > left[i]
                 )
+                each = " --per-period" if terms.per_period else ""
                 raise BudgetExceededError(
                     f"release {release_id!r} needs (epsilon={float(total[0])}, "
-                    f"delta={float(total[1])}) but dataset {dataset!r} has only "
-                    f"(epsilon={float(left[0])}, delta={float(left[1])}) left of its lifetime "
+                    f"delta={float(total[1])}) but {what} has only "
+                    f"(epsilon={float(left[0])}, delta={float(left[1])}) left of {of} "
                     f"(epsilon={float(life[0])}, delta={float(life[1])}): not enough {short}; "
                     "release with a smaller --epsilon/--delta or raise the budget with "
-                    f"`sds budget set {dataset} --epsilon E --delta D`"
+                    f"`sds budget set {dataset} --epsilon E --delta D{each}`"
                 )
             append_row(
                 conn,
@@ -380,7 +460,8 @@ class Ledger:
                 return res
             new = {p.stage: p for p in plan}
             moved = sorted(
-                s for s in self._charged(conn, release_id)
+                s
+                for s in self._charged(conn, release_id)
                 if new.get(s) != next(p for p in res.planned if p.stage == s)
             )
             if moved:
@@ -414,11 +495,14 @@ class Ledger:
         delta: float | None = None,
         rho: float | None = None,
         flow_run_id: str | None = None,
+        detail: Mapping[str, Any] | None = None,
     ) -> ChargeRow:
         """Charge one planned stage, right before it draws noise; at most once per stage.
 
         A repeated charge of the same (release, stage) returns the existing row. Amounts given
         here must equal the plan's (a check that the stage draws what was reserved).
+        ``detail`` (JSON) is recorded with a new charge, in the hash chain: ``aggregate-1``
+        records where the release's δ goes (docs/ledger.md).
 
         Raises:
             LedgerConflictError: no reservation, stage not in the plan, amounts differ from the
@@ -473,6 +557,7 @@ class Ledger:
                     "delta": str(dec(p.delta)),
                     "rho": None if p.rho is None else repr(p.rho),
                     "flow_run_id": flow_run_id,
+                    "detail": None if detail is None else dict(detail),
                 },
             )
             return ChargeRow.from_row(row)
@@ -724,13 +809,14 @@ class Ledger:
         closed = conn.execute(
             "SELECT mechanism FROM ledger WHERE kind = 'close' AND release_id = ?", (release_id,)
         ).fetchone()
+        detail = json.loads(row["detail"])
         revised = conn.execute(  # the latest revision of the plan (revise_plan), if any
             "SELECT detail FROM ledger WHERE kind = 'plan' AND release_id = ? "
             "ORDER BY seq DESC LIMIT 1",
             (release_id,),
         ).fetchone()
-        detail = row["detail"] if revised is None else revised[0]
-        plan = tuple(PlannedCharge(**p) for p in json.loads(detail)["planned"])
+        planned = detail["planned"] if revised is None else json.loads(revised[0])["planned"]
+        plan = tuple(PlannedCharge(**p) for p in planned)
         return Reservation(
             row["dataset"],
             release_id,
@@ -740,6 +826,7 @@ class Ledger:
             closed[0] if closed else "open",
             row["created_at"],
             row["flow_run_id"],
+            detail.get("period"),
         )
 
     def _spent_and_held(
@@ -760,29 +847,45 @@ class Ledger:
             ctx.prec = 60
             return part, (total[0] - part[0], total[1] - part[1])
 
-    def _exact(
-        self, conn: Conn, dataset: str
-    ) -> tuple[list[Decimal], list[Decimal], list[Decimal]] | None:
-        """Exact (lifetime, spent, held) of a dataset as [epsilon, delta] pairs; None: no budget."""
+    def _terms(self, conn: Conn, dataset: str) -> _Terms | None:
+        """The dataset's latest budget row (None: no budget was ever set)."""
         last = conn.execute(
-            "SELECT epsilon, delta FROM ledger WHERE kind = 'budget' AND "
+            "SELECT epsilon, delta, detail FROM ledger WHERE kind = 'budget' AND "
             "dataset = ? ORDER BY seq DESC LIMIT 1",
             (dataset,),
         ).fetchone()
         if last is None:
             return None
-        life = [dec(last["epsilon"]), dec(last["delta"])]
-        spent, held = [Decimal(0), Decimal(0)], [Decimal(0), Decimal(0)]
+        detail = json.loads(last[2]) if last[2] else {}
+        detail = detail if isinstance(detail, dict) else {}
+        policy = detail.get("policy")
+        cap = detail.get("lifetime_epsilon")
+        return _Terms(
+            (dec(last[0]), dec(last[1])),
+            bool(detail.get("per_period", False)),
+            None if cap is None else dec(cap),
+            None if policy is None else ReleasePolicy(**policy),
+        )
+
+    def _usage(self, conn: Conn, dataset: str) -> dict[str | None, _Use]:
+        """Exact (spent, held) [epsilon, delta] pairs of the dataset's reservations, summed per
+        period (None: releases without a period)."""
+        usage: dict[str | None, _Use] = {}
         with localcontext() as ctx:
             ctx.prec = 60
             for (release_id,) in conn.execute(
-                "SELECT release_id FROM ledger WHERE kind = 'reserve' AND dataset = ?", (dataset,)
+                "SELECT release_id FROM ledger WHERE kind = 'reserve' AND dataset = ? ORDER BY seq",
+                (dataset,),
             ).fetchall():
+                res = self._reservation(conn, release_id)
+                assert res is not None
                 part, rest = self._spent_and_held(conn, release_id)
-                for i in (0, 1):
-                    spent[i] += part[i]
-                    held[i] += rest[i]
-        return life, spent, held
+                spent, held = usage.get(res.period, _NOTHING)
+                usage[res.period] = (
+                    (spent[0] + part[0], spent[1] + part[1]),
+                    (held[0] + rest[0], held[1] + rest[1]),
+                )
+        return usage
 
     @staticmethod
     def _reserved_plan(conn: Conn, release_id: str) -> tuple[PlannedCharge, ...]:
@@ -792,37 +895,150 @@ class Ledger:
         ).fetchone()
         return tuple(PlannedCharge(**p) for p in json.loads(row[0])["planned"])
 
-    @staticmethod
-    def _policy(conn: Conn, dataset: str) -> ReleasePolicy | None:
-        """The per-release policy of the dataset's latest budget row (None: no policy)."""
-        last = conn.execute(
-            "SELECT detail FROM ledger WHERE kind = 'budget' AND "
-            "dataset = ? ORDER BY seq DESC LIMIT 1",
-            (dataset,),
-        ).fetchone()
-        detail = json.loads(last[0]) if last is not None and last[0] else {}
-        policy = detail.get("policy") if isinstance(detail, dict) else None
-        return None if policy is None else ReleasePolicy(**policy)
-
     def _status(self, conn: Conn, dataset: str) -> BudgetStatus | None:
-        exact = self._exact(conn, dataset)
-        if exact is None:
+        terms = self._terms(conn, dataset)
+        if terms is None:
             return None
-        life, spent, held = exact
+        usage = self._usage(conn, dataset)
+        life = terms.life
         with localcontext() as ctx:
             ctx.prec = 60
-            left = [life[i] - spent[i] - held[i] for i in (0, 1)]
-        return BudgetStatus(
-            dataset,
-            float(life[0]),
-            float(life[1]),
-            float(spent[0]),
-            float(spent[1]),
-            float(held[0]),
-            float(held[1]),
-            float(left[0]),
-            float(left[1]),
-            self._policy(conn, dataset),
+            spent, held = _total_use(usage)
+            cap_left = None if terms.cap is None else terms.cap - spent[0] - held[0]
+
+            def left_of(use: _Use) -> tuple[Decimal, Decimal]:
+                eps = life[0] - use[0][0] - use[1][0]
+                if cap_left is not None:
+                    eps = min(eps, cap_left)
+                return eps, life[1] - use[0][1] - use[1][1]
+
+            left = left_of(_NOTHING if terms.per_period else (spent, held))
+
+        def status(
+            period: str | None, use: _Use, remaining: tuple[Decimal, Decimal]
+        ) -> BudgetStatus:
+            return BudgetStatus(
+                dataset,
+                float(life[0]),
+                float(life[1]),
+                float(use[0][0]),
+                float(use[0][1]),
+                float(use[1][0]),
+                float(use[1][1]),
+                float(remaining[0]),
+                float(remaining[1]),
+                policy=terms.policy,
+                per_period=terms.per_period,
+                period=period,
+                lifetime_epsilon=None if terms.cap is None else float(terms.cap),
+                epsilon_cap_remaining=None if cap_left is None else float(cap_left),
+            )
+
+        periods = tuple(
+            status(name, use, left_of(use))
+            for name, use in sorted(
+                ((n, u) for n, u in usage.items() if n is not None), key=lambda nu: nu[0]
+            )
+            if terms.per_period
+        )
+        return replace(status(None, (spent, held), left), periods=periods)
+
+
+_Use = tuple[tuple[Decimal, Decimal], tuple[Decimal, Decimal]]
+"""(spent, held), each an exact (epsilon, delta) pair."""
+
+_NOTHING: _Use = ((Decimal(0), Decimal(0)), (Decimal(0), Decimal(0)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Terms:
+    """A dataset's latest budget row: the (epsilon, delta) budget (lifetime, or of each period
+    when ``per_period``), the cap across periods and the per-release policy."""
+
+    life: tuple[Decimal, Decimal]
+    per_period: bool
+    cap: Decimal | None
+    policy: ReleasePolicy | None
+
+
+def _total_use(usage: dict[str | None, _Use]) -> _Use:
+    """(spent, held) of every reservation of a dataset together (60-digit sums)."""
+    spent, held = [Decimal(0), Decimal(0)], [Decimal(0), Decimal(0)]
+    with localcontext() as ctx:
+        ctx.prec = 60
+        for part, rest in usage.values():
+            for i in (0, 1):
+                spent[i] += part[i]
+                held[i] += rest[i]
+    return (spent[0], spent[1]), (held[0], held[1])
+
+
+def _used(use: _Use) -> tuple[Decimal, Decimal]:
+    with localcontext() as ctx:
+        ctx.prec = 60
+        return use[0][0] + use[1][0], use[0][1] + use[1][1]
+
+
+def _check_kind_change(
+    dataset: str, terms: _Terms, usage: dict[str | None, _Use], *, per_period: bool
+) -> None:
+    """Refuse turning a budget from lifetime into per period (or back) once anything is spent
+    or reserved: earlier spend cannot be apportioned to periods."""
+    if terms.per_period == per_period:
+        return
+    used = _used(_total_use(usage))
+    if used[0] <= 0 and used[1] <= 0:
+        return
+    if per_period:
+        raise SdsInputError(
+            f"--per-period: dataset {dataset!r} has already spent (epsilon={float(used[0])}, "
+            f"delta={float(used[1])}) from its lifetime budget, and that spend cannot be "
+            "split into periods; release the periods under a new dataset id (e.g. "
+            f"`sds budget set {dataset}-monthly --epsilon E --per-period` and --dataset "
+            f"{dataset}-monthly), or keep the lifetime budget (leave out --per-period)"
+        )
+    raise SdsInputError(
+        f"dataset {dataset!r} has a per-period budget and its periods have spent "
+        f"(epsilon={float(used[0])}, delta={float(used[1])}); pass --per-period to change the "
+        "budget of each period (a budget cannot turn back into a lifetime budget once a "
+        "period has spent)"
+    )
+
+
+def _check_not_below_use(
+    dataset: str,
+    usage: dict[str | None, _Use],
+    epsilon: float,
+    delta: float,
+    per_period: bool,
+    cap: float | None,
+) -> None:
+    """Refuse a new budget below what is already spent plus reserved: by the dataset (a
+    lifetime budget), by any one period (per period) or by all periods together (the cap)."""
+    if per_period:
+        for period, use in usage.items():
+            used = _used(use)
+            if dec(epsilon) < used[0] or dec(delta) < used[1]:
+                raise SdsInputError(
+                    f"cannot set the per-period budget of dataset {dataset!r} to "
+                    f"(epsilon={epsilon}, delta={delta}): period {period!r} has already spent "
+                    f"or reserved (epsilon={float(used[0])}, delta={float(used[1])}); choose "
+                    "a budget at least that large"
+                )
+        used = _used(_total_use(usage))
+        if cap is not None and dec(cap) < used[0]:
+            raise SdsInputError(
+                f"cannot cap the periods of dataset {dataset!r} at --lifetime-epsilon {cap}: "
+                f"together they have already spent or reserved epsilon={float(used[0])}; choose "
+                "a cap at least that large"
+            )
+        return
+    used = _used(_total_use(usage))
+    if dec(epsilon) < used[0] or dec(delta) < used[1]:
+        raise SdsInputError(
+            f"cannot set the budget of dataset {dataset!r} to (epsilon={epsilon}, "
+            f"delta={delta}): (epsilon={float(used[0])}, delta={float(used[1])}) is "
+            "already spent or reserved; choose a budget at least that large"
         )
 
 

@@ -7,8 +7,9 @@ charge, closing does nothing, and nothing is ever written, so a replay spends no
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from release_store.ledger.values import CancelResult, ChargeRow, PlannedCharge, Reservation
 from sds_core.errors import SdsInternalError
@@ -33,7 +34,14 @@ class ReplayLedger:
     replayed: list[str] = field(default_factory=list)
     unrecorded: list[str] = field(default_factory=list)
 
-    def charge(self, release_id: str, stage: str, *, flow_run_id: str | None = None) -> None:
+    def charge(
+        self,
+        release_id: str,
+        stage: str,
+        *,
+        flow_run_id: str | None = None,
+        detail: Mapping[str, Any] | None = None,
+    ) -> None:
         """Note a stage charge: found among the recorded ones or not; nothing is written."""
         self._same_release(release_id)
         rows = {r.stage for r in self.recorded}

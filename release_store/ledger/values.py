@@ -7,9 +7,10 @@ Used by :mod:`release_store.ledger.book`; stdlib only.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from decimal import Decimal, localcontext
 from typing import Any
 
@@ -29,6 +30,11 @@ class PolicyExceededError(BudgetExceededError):
 
 class LedgerConflictError(SdsInputError):
     """A call contradicts the record: other plan/amounts, unknown release/stage, closed."""
+
+
+class PeriodMismatchError(SdsInputError):
+    """A release's ``--period`` does not fit its dataset's budget: a period of a dataset with a
+    lifetime budget, or no period for a dataset whose budget is per period."""
 
 
 def dec(value: float | str) -> Decimal:
@@ -57,10 +63,14 @@ class ChargeRow:
     flow_run_id: str | None
     prev_hash: str
     hash: str
+    detail: dict[str, Any] | None = None
+    """What the stage recorded with its charge (``aggregate-1``: where the release's δ goes,
+    docs/ledger.md); None on every other charge and on charges written before it existed."""
 
     @classmethod
     def from_row(cls, r: Any) -> ChargeRow:
         """Build from a `ledger` table row."""
+        detail = r["detail"]
         return cls(
             seq=r["seq"],
             dataset=r["dataset"],
@@ -74,6 +84,7 @@ class ChargeRow:
             flow_run_id=r["flow_run_id"],
             prev_hash=r["prev_hash"],
             hash=r["hash"],
+            detail=json.loads(detail) if detail else None,
         )
 
 
@@ -89,6 +100,7 @@ class Reservation:
     status: str  # open | completed | cancelled
     created_at: str
     flow_run_id: str | None
+    period: str | None = None  # the period released (a dataset with a per-period budget)
 
 
 @dataclass(frozen=True, slots=True)
@@ -141,7 +153,16 @@ class ReleasePolicy:
 
 @dataclass(frozen=True, slots=True)
 class BudgetStatus:
-    """A dataset's lifetime budget and how much is spent, reserved (not yet drawn) and left."""
+    """A dataset's budget and how much is spent, reserved (not yet drawn) and left.
+
+    A dataset with a **lifetime** budget: ``epsilon_lifetime``/``delta_lifetime`` are what all
+    its releases together may spend. A dataset with a **per-period** budget (``per_period``):
+    they are the budget of *each* period; ``epsilon_spent``/``epsilon_reserved`` add up every
+    period, ``epsilon_remaining``/``delta_remaining`` are what a period not released yet has
+    (the per-period budget, within the cap), ``periods`` holds one status per released period
+    (``period`` set, its own spend and what it has left), and ``lifetime_epsilon`` is the
+    optional cap on the ε of all periods together, of which ``epsilon_cap_remaining`` is left.
+    """
 
     dataset: str
     epsilon_lifetime: float
@@ -153,14 +174,39 @@ class BudgetStatus:
     epsilon_remaining: float
     delta_remaining: float
     policy: ReleasePolicy | None = None
+    per_period: bool = False
+    period: str | None = None
+    lifetime_epsilon: float | None = None
+    epsilon_cap_remaining: float | None = None
+    periods: tuple[BudgetStatus, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (for --json); ``policy`` is None when the dataset has none."""
         return asdict(self)
 
+    def period_status(self, period: str) -> BudgetStatus:
+        """The status of ``period`` of a per-period dataset (a period not released yet has
+        spent nothing and has :attr:`epsilon_remaining` left)."""
+        found = next((p for p in self.periods if p.period == period), None)
+        if found is not None:
+            return found
+        return replace(
+            self,
+            period=period,
+            epsilon_spent=0.0,
+            delta_spent=0.0,
+            epsilon_reserved=0.0,
+            delta_reserved=0.0,
+            periods=(),
+        )
+
     def releases_left(self, epsilon: float, delta: float = 0.0) -> int:
         """The runway: how many more releases of (``epsilon``, ``delta``) the remaining budget
         pays for, within the per-release policy (0 when a release of that size is over it).
+
+        Per period, this is how many more releases of that period (re-releases with late rows;
+        of a dataset's own status: of a period not released yet); :meth:`periods_left` counts
+        across periods.
 
         >>> BudgetStatus("d", 20, 1e-5, 4, 1e-6, 0, 0, 16, 9e-6).releases_left(4.0)
         4
@@ -174,6 +220,28 @@ class BudgetStatus:
         if delta > 0:
             left = min(left, int(self.delta_remaining / delta * (1 + 1e-12)))
         return max(0, left)
+
+    def periods_left(self, epsilon: float) -> int | None:
+        """How many more releases of ``epsilon`` the lifetime cap across periods pays for
+        (None: a lifetime budget, or a per-period budget without a cap: each period has its
+        own budget and nothing bounds how many periods are released)."""
+        if not epsilon > 0:
+            raise SdsInputError(f"a release's ε must be > 0 to count the runway, got {epsilon!r}")
+        if self.epsilon_cap_remaining is None:
+            return None
+        return max(0, int(self.epsilon_cap_remaining / epsilon * (1 + 1e-12)))
+
+    def describe_budget(self) -> str:
+        """``lifetime ε 20, δ 1e-05`` or ``ε 4, δ 1e-06 per period (lifetime cap ε 20)``."""
+        amounts = f"ε {self.epsilon_lifetime:.6g}, δ {self.delta_lifetime:.3g}"
+        if not self.per_period:
+            return f"lifetime {amounts}"
+        cap = (
+            ""
+            if self.lifetime_epsilon is None
+            else f" (lifetime cap ε {self.lifetime_epsilon:.6g} across periods)"
+        )
+        return f"{amounts} per period{cap}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -220,6 +288,35 @@ def partial_spend(
             eps += dec(rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta_z)))
             delta += dec(delta_z)
         return min(total[0], max(eps, shares)), min(total[1], delta)
+
+
+def period_refusal(
+    dataset: str, per_period: bool, period: str | None, epsilon: float | None = None
+) -> str | None:
+    """Why a release of ``period`` (None: of the whole dataset) does not fit a dataset whose
+    budget is per period (``per_period``) or a lifetime one; None when it fits.
+
+    ``epsilon`` (the per-period budget) only makes the text more precise.
+
+    >>> period_refusal("census", False, None) is None
+    True
+    """
+    if per_period and period is None:
+        each = "" if epsilon is None else f" (ε {epsilon:g} per period)"
+        return (
+            f"dataset {dataset!r} has a per-period budget{each}: each of its releases releases "
+            "the rows of one period; pass --period V (a value of the config's period_column) "
+            "to release period V from its own budget"
+        )
+    if not per_period and period is not None:
+        return (
+            f"--period {period!r} releases one period of a dataset whose budget is per period, "
+            f"but dataset {dataset!r} has a lifetime budget; give it a per-period budget with "
+            f"`sds budget set {dataset} --epsilon E --per-period` (refused once the dataset has "
+            "spent from its lifetime budget: then give the periodic releases a new dataset id), "
+            "or leave out --period"
+        )
+    return None
 
 
 def check_name(what: str, value: object) -> None:

@@ -1,6 +1,7 @@
 """Publishing a release: the DP artifacts, the report and the manifest, written to disk.
 
-- ``artifacts``: the publish stage's files and the manifest turning complete.
+- ``artifacts``: the publish stage's files, the private custodian report, and the manifest
+  turning complete.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -15,6 +16,7 @@ _EXPORTS: dict[str, str] = {
     "public_evaluation": "release_store.publish.artifacts",
     "synthetic_layout": "release_store.publish.artifacts",
     "write_artifacts": "release_store.publish.artifacts",
+    "write_custodian_report": "release_store.publish.artifacts",
     "write_release": "release_store.publish.artifacts",
     "write_report_and_explorer": "release_store.publish.artifacts",
 }
@@ -24,6 +26,7 @@ __all__ = [
     "public_evaluation",
     "synthetic_layout",
     "write_artifacts",
+    "write_custodian_report",
     "write_release",
     "write_report_and_explorer",
 ]
@@ -42,6 +45,7 @@ if TYPE_CHECKING:
         public_evaluation,
         synthetic_layout,
         write_artifacts,
+        write_custodian_report,
         write_release,
         write_report_and_explorer,
     )

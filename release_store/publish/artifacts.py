@@ -1,14 +1,17 @@
 """Publishing a release: the DP artifacts, the report and the manifest (no Prefect here).
 
 The last stage of the flow (``tasks/publish.py`` wraps it and adds the Prefect artifacts).
-Everything written here is DP output or public parameters: the DP aggregates, the synthetic
-records, the evaluation (marked as computed from the sensitive data), a redacted validation
-summary, and ``manifest.json`` with the sha256 of every artifact. The manifest turns
-``complete`` only after every artifact is on disk.
+Everything written to the release directory is DP output, public parameters or post-processing
+of them: the DP aggregates, the synthetic records, their agreement (``evaluation.json``), the
+validation summary, the report and explorer, and ``manifest.json`` with the sha256 of every
+artifact and a keyed commitment to the input. The evaluation against the sensitive data goes
+to the private workspace only (the custodian report). The manifest turns ``complete`` only
+after every artifact is on disk.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -17,7 +20,10 @@ from typing import Any
 
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.synthesis import write_synthetic
+from release_store.inputs.commitment import input_fingerprint
 from release_store.report.inputs import recorded_noise
+from release_store.run.claims import privacy_claims
+from release_store.run.faults import fault_point
 from release_store.run.release_run import ReleaseRun
 from release_store.run.stages import PUBLISH, stage_record
 from release_store.run.workdir import now
@@ -38,32 +44,44 @@ ARTIFACTS = (
     "aggregates.tsv",
     "synthetic.parquet",
     "synthetic.csv",
-    "evaluation.json",
     "validation.json",
-    "report.html",
-    "explorer.html",
+)
+"""The data artifacts :func:`write_artifacts` writes; ``evaluation.json``, ``report.html`` and
+``explorer.html`` follow from them (:func:`write_report_and_explorer`)."""
+
+EVALUATION_NOTE = (
+    "How the synthetic records agree with the DP aggregates, computed only from the published "
+    "files (aggregates.parquet, synthetic.parquet and manifest.json privacy.noise): "
+    "post-processing of the differentially private release, covered by its guarantee. The "
+    "evaluation against the sensitive data (SDS's preservation, suppressed and fabricated "
+    "shares, TVD against the input) is not differentially private and is never published: it "
+    "stays with the custodian (private/<release-id>/custodian-report.html)."
 )
 
 
-def public_evaluation(evaluation: Any) -> dict[str, Any]:
-    """The publishable evaluation: :func:`sds_core.evaluation.publishable.publishable_evaluation`.
+def public_evaluation(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``evaluation.json``: the agreement summary (``metrics``) with what it is computed from.
 
-    Rounded ratios only (TVD, empty shares, suppressed/fabricated %, preservation, proportional
-    error, synthetic risk); nothing that reveals the true record count or an exact count. The
-    full evaluation stays in the private workspace (checkpoint).
+    >>> public_evaluation({"by_length": {}})["computed_from_sensitive_data"]
+    False
     """
-    from sds_core.evaluation.metrics import publishable_evaluation
-
-    if not isinstance(evaluation, dict) or "marginal_fidelity" not in evaluation:
-        return {"differentially_private": False, "status": "no evaluation in this release"}
-    return publishable_evaluation(evaluation)
+    return {
+        "note": EVALUATION_NOTE,
+        "computed_from": [
+            "aggregates.parquet",
+            "synthetic.parquet",
+            "manifest.json privacy.noise",
+        ],
+        "computed_from_sensitive_data": False,
+        "differentially_private": True,
+        "metrics": metrics,
+    }
 
 
 def write_artifacts(
     run: ReleaseRun,
     aggregates: Any,
     synthetic: Any,
-    evaluation: dict[str, Any],
     validation: dict[str, Any],
     noise: dict[str, Any] | None = None,
 ) -> dict[str, str]:
@@ -98,17 +116,6 @@ def write_artifacts(
             del syn_parquet, syn_csv
         atomic_write_bytes(out / "aggregates.tsv", tsv.result())
         del table, tsv
-    atomic_write_json(
-        out / "evaluation.json",
-        {
-            "note": "utility metrics computed from the sensitive data and the DP release; NOT "
-            "differentially private; only rounded ratios that reveal neither the true "
-            "record count nor exact counts are published",
-            "computed_from_sensitive_data": True,
-            "differentially_private": False,
-            "metrics": public_evaluation(evaluation),
-        },
-    )
     atomic_write_json(out / "validation.json", validation)
     names = [n for n in ARTIFACTS if (out / n).is_file()] + parts
     return {name: sha256_file(out / name) for name in names}
@@ -156,22 +163,45 @@ def write_report_and_explorer(
     manifest: dict[str, Any],
     aggregates: Any,
     synthetic: Any,
-    evaluation: dict[str, Any],
 ) -> None:
-    """Write ``report.html`` and ``explorer.html`` and record their sha256 in ``manifest``.
+    """Write ``evaluation.json``, ``report.html`` and ``explorer.html``; record their sha256 in
+    ``manifest``.
 
-    Both are built from published values only (:mod:`release_store.report.inputs`); the
+    All three are built from published values only (:mod:`release_store.report.inputs`); the
     manifest gets ``privacy.noise`` when it has none yet.
     """
     from release_store.report.explorer import explorer_html
     from release_store.report.inputs import gather
     from release_store.report.page import report_html
 
-    inputs = gather(run, manifest, aggregates, synthetic, public_evaluation(evaluation))
+    inputs = gather(run, manifest, aggregates, synthetic)
+    out = run.dirs.release_dir
+    atomic_write_json(out / "evaluation.json", public_evaluation(inputs.evaluation))
+    manifest["artifacts"]["evaluation.json"] = sha256_file(out / "evaluation.json")
     for name, build in (("report.html", report_html), ("explorer.html", explorer_html)):
-        path = run.dirs.release_dir / name
-        atomic_write_bytes(path, build(inputs))
-        manifest["artifacts"][name] = sha256_file(path)
+        atomic_write_bytes(out / name, build(inputs))
+        manifest["artifacts"][name] = sha256_file(out / name)
+
+
+def write_custodian_report(run: ReleaseRun, manifest: dict[str, Any], evaluation: Any) -> None:
+    """The evaluation against the sensitive data, for the custodian only: ``private/<id>/``
+    ``custodian-evaluation.json`` (the full evaluation) and ``custodian-report.html``, 0600."""
+    from release_store.report.custodian import (
+        CUSTODIAN_EVALUATION,
+        CUSTODIAN_REPORT,
+        custodian_report_html,
+        evaluation_json,
+    )
+
+    dirs = run.dirs
+    ev = evaluation_json(evaluation) if isinstance(evaluation, dict) else {}
+    atomic_write_json(dirs.private_dir / CUSTODIAN_EVALUATION, ev, private=True)
+    public = Path(os.path.relpath(dirs.release_dir / "report.html", dirs.private_dir))
+    atomic_write_bytes(
+        dirs.private_dir / CUSTODIAN_REPORT,
+        custodian_report_html(manifest, ev, public.as_posix()),
+        private=True,
+    )
 
 
 def write_release(
@@ -189,15 +219,17 @@ def write_release(
     """Write artifacts, the report and the complete manifest; close the ledger reservation.
 
     ``noise`` is the release's noise description (``privacy.noise``, see
-    :func:`release_store.run.release_run.noise_scales`). Returns the complete manifest, whose last
-    stage entry is this ``publish`` stage with its own timing.
+    :func:`release_store.run.release_run.noise_scales`). ``evaluation`` (computed from the
+    sensitive data) goes only to the private custodian report. Returns the complete manifest,
+    whose last stage entry is this ``publish`` stage with its own timing.
     """
     started, t0 = utc_now(), time.perf_counter()
     dirs = run.dirs
     ledger = run.ledger()
     charges = ledger.charges(release_id=run.release_id)
     noise = noise if noise is not None else recorded_noise(run)
-    hashes = write_artifacts(run, aggregates, synthetic, evaluation, validation, noise)
+    fault_point("publish", dirs.private_dir)  # test-only (SDS_TEST_PAUSE_AT=publish)
+    hashes = write_artifacts(run, aggregates, synthetic, validation, noise)
     old = dirs.manifest() or {}
     manifest = {
         "release_id": run.release_id,
@@ -221,10 +253,14 @@ def write_release(
                 for c in charges
             ],
             "noise": noise,
+            **privacy_claims(run.params, aggregates.domain.n_columns),  # seeded? effective δ
         },
         "input": {
             "name": PurePath(run.params.input).name,  # never the local path
-            "sha256": input_sha256,
+            # a keyed commitment, never the plain hash (a replay of an older release: as it was)
+            **input_fingerprint(
+                run.dirs.commitment_key(run.params.seed, create=run.replay is None), input_sha256
+            ),
             "rows": int(aggregates.protected_number_of_records),
             "rows_note": "DP (noisy) record count; the true count is never published",
         },
@@ -233,7 +269,8 @@ def write_release(
         **synthetic_layout(synthetic.n_records, run.params.synthetic_part_records),
         "versions": collect_versions(),
     }
-    write_report_and_explorer(run, manifest, aggregates, synthetic, evaluation)
+    write_report_and_explorer(run, manifest, aggregates, synthetic)
+    write_custodian_report(run, manifest, evaluation)
     manifest["stages"] = [
         *stages,
         stage_record(PUBLISH, started, t0, artifacts=sorted(manifest["artifacts"])),

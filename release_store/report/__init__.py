@@ -1,7 +1,9 @@
-"""What a person reads: report.html and explorer.html, built from published values only.
+"""What a person reads: report.html and explorer.html, built from published values only, and
+the custodian's private report.
 
 - ``page``: ``report.html``;
 - ``explorer``: ``explorer.html``;
+- ``custodian``: ``custodian-report.html`` (private: the evaluation against the sensitive data);
 - ``inputs``: the published values the report and explorer are built from;
 - ``charts``: inline SVG charts.
 
@@ -14,6 +16,9 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
+    "CUSTODIAN_EVALUATION": "release_store.report.custodian",
+    "CUSTODIAN_REPORT": "release_store.report.custodian",
+    "agreement_figures": "release_store.report.page",
     "BudgetSnapshot": "release_store.report.inputs",
     "CSP": "release_store.report.page",
     "Figure": "release_store.report.page",
@@ -25,9 +30,11 @@ _EXPORTS: dict[str, str] = {
     "WIDTH": "release_store.report.charts",
     "budget_snapshot": "release_store.report.inputs",
     "count_sd": "release_store.report.inputs",
+    "custodian_report_html": "release_store.report.custodian",
     "details_section": "release_store.report.page",
     "distribution_figures": "release_store.report.page",
     "esc": "release_store.report.charts",
+    "evaluation_json": "release_store.report.custodian",
     "explorer_html": "release_store.report.explorer",
     "fmt_number": "release_store.report.charts",
     "gather": "release_store.report.inputs",
@@ -41,17 +48,20 @@ _EXPORTS: dict[str, str] = {
     "privacy_figures": "release_store.report.page",
     "recorded_noise": "release_store.report.inputs",
     "report_html": "release_store.report.page",
+    "sd_by_len": "release_store.report.inputs",
     "stacked": "release_store.report.charts",
     "summary": "release_store.report.page",
     "template": "release_store.report.page",
     "timing_figure": "release_store.report.page",
     "unpublished_columns": "release_store.report.page",
-    "utility_figures": "release_store.report.page",
+    "utility_figures": "release_store.report.custodian",
     "vbars": "release_store.report.charts",
 }
 
 __all__ = [
     "CSP",
+    "CUSTODIAN_EVALUATION",
+    "CUSTODIAN_REPORT",
     "MAX_VALUES",
     "PALETTE",
     "TOP_ROWS",
@@ -60,11 +70,14 @@ __all__ = [
     "Figure",
     "ReportInputs",
     "Series",
+    "agreement_figures",
     "budget_snapshot",
     "count_sd",
+    "custodian_report_html",
     "details_section",
     "distribution_figures",
     "esc",
+    "evaluation_json",
     "explorer_html",
     "fmt_number",
     "gather",
@@ -78,6 +91,7 @@ __all__ = [
     "privacy_figures",
     "recorded_noise",
     "report_html",
+    "sd_by_len",
     "stacked",
     "summary",
     "template",
@@ -108,6 +122,13 @@ if TYPE_CHECKING:
         stacked,
         vbars,
     )
+    from release_store.report.custodian import (
+        CUSTODIAN_EVALUATION,
+        CUSTODIAN_REPORT,
+        custodian_report_html,
+        evaluation_json,
+        utility_figures,
+    )
     from release_store.report.explorer import TOP_ROWS, explorer_html, payload
     from release_store.report.inputs import (
         BudgetSnapshot,
@@ -117,11 +138,13 @@ if TYPE_CHECKING:
         gather,
         laplace_half_width,
         recorded_noise,
+        sd_by_len,
     )
     from release_store.report.page import (
         CSP,
         MAX_VALUES,
         Figure,
+        agreement_figures,
         details_section,
         distribution_figures,
         noise_section,
@@ -132,5 +155,4 @@ if TYPE_CHECKING:
         template,
         timing_figure,
         unpublished_columns,
-        utility_figures,
     )

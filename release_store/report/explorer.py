@@ -17,7 +17,7 @@ import numpy as np
 
 from release_store.report.charts import esc
 from release_store.report.inputs import ReportInputs, count_sd, laplace_half_width
-from release_store.report.page import CSP, template
+from release_store.report.page import CSP, not_private_banner, template
 from sds_core.errors import SdsInputError
 
 TOP_ROWS = 50
@@ -124,7 +124,8 @@ def explorer_html(inputs: ReportInputs) -> bytes:
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>Aggregate explorer: {esc(m['release_id'])}</title>"
         f"<style>{template('explorer.css')}</style></head><body>"
-        f"<h1>Aggregate explorer</h1><p class='meta'>Release {esc(m['release_id'])} of dataset "
+        + not_private_banner(m)  # a seeded release says so first
+        + f"<h1>Aggregate explorer</h1><p class='meta'>Release {esc(m['release_id'])} of dataset "
         f"{esc(m['dataset'])} · (ε = {m['privacy']['epsilon']:.4g}, "
         f"δ = {m['privacy']['delta']:.3g})-differentially private · "
         "<a href='report.html'>release report</a></p>"

@@ -2,8 +2,9 @@
 
 The manifest (privacy spend, stages, DP record count), its noise description (or, when the
 manifest has none, the same values from the budget plan and the aggregate-k checkpoints), the
-ledger's budget of the dataset, the publishable evaluation, and the agreement of the DP
-aggregates with the synthetic records. Called by :mod:`release_store.publish.artifacts`.
+ledger's budget of the dataset, and the agreement of the DP aggregates with the synthetic
+records, summarised as the published ``evaluation.json``. Nothing here reads the sensitive
+data. Called by :mod:`release_store.publish.artifacts`.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from release_store.run.release_run import ReleaseRun, noise_scales
 from release_store.run.stages import aggregate_stage
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInternalError
-from sds_core.evaluation.agreement import Agreement, agreement
+from sds_core.evaluation.agreement import Agreement, agreement, agreement_summary
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.backend import CountingBackend
 
@@ -76,6 +77,7 @@ class BudgetSnapshot:
     epsilon_after: float
     delta_after: float
     epsilon_reserved_elsewhere: float
+    period: str | None = None  # a periodic release: the budget is this period's (per period)
 
     @property
     def epsilon_spent_before(self) -> float:
@@ -94,7 +96,7 @@ def budget_snapshot(run: ReleaseRun) -> BudgetSnapshot | None:
     if not isinstance(ledger, Ledger):
         recorded = (run.dirs.manifest() or {}).get("dataset_budget")
         return BudgetSnapshot(**recorded) if isinstance(recorded, dict) else None
-    status = ledger.budget(run.dataset)
+    status = ledger.budget(run.dataset, run.params.period)
     if status is None:
         return None
     return BudgetSnapshot(
@@ -107,6 +109,7 @@ def budget_snapshot(run: ReleaseRun) -> BudgetSnapshot | None:
         epsilon_after=status.epsilon_remaining,
         delta_after=status.delta_remaining,
         epsilon_reserved_elsewhere=status.epsilon_reserved,
+        period=status.period,
     )
 
 
@@ -117,7 +120,8 @@ class ReportInputs:
     Attributes:
         manifest: the release manifest (artifacts listed so far, privacy with ``noise``).
         budget: the dataset's budget around this release (None without a ledger budget).
-        evaluation: the publishable evaluation (rounded ratios, marked not DP).
+        evaluation: the published evaluation, ``evaluation.json``'s metrics
+            (:func:`sds_core.evaluation.agreement.agreement_summary` of ``agreement``).
         agreement: DP aggregates vs synthetic records, per combination.
         synthetic_records: number of synthetic records published.
     """
@@ -136,7 +140,7 @@ class ReportInputs:
 
     def sd_by_len(self) -> dict[int, float]:
         """Noise standard deviation of one published count, per length (SDS releases only)."""
-        return {int(e["length"]): count_sd(e) for e in self.noise.get("by_length") or []}
+        return sd_by_len(self.manifest)
 
 
 def gather(
@@ -144,22 +148,33 @@ def gather(
     manifest: dict[str, Any],
     aggregates: AggregateSet,
     synthetic: PreparedTable | CountingBackend,
-    public_evaluation: dict[str, Any],
 ) -> ReportInputs:
     """Collect the report inputs; records them in ``manifest`` where it has none yet.
 
     Adds ``privacy.noise`` when missing and ``dataset_budget`` (the budget snapshot, so that a
-    replay can rebuild the same report). ``public_evaluation`` is the publishable subset
-    (``publishing.public_evaluation``).
+    replay can rebuild the same report). The evaluation is the agreement's summary, computed
+    from the published values only.
     """
     manifest["privacy"].setdefault("noise", recorded_noise(run))
     budget = budget_snapshot(run)
     if budget is not None:
         manifest["dataset_budget"] = asdict(budget)
+    compared = agreement(aggregates, synthetic)
     return ReportInputs(
         manifest=manifest,
         budget=budget,
-        evaluation=public_evaluation,
-        agreement=agreement(aggregates, synthetic),
+        evaluation=agreement_summary(compared, sd_by_len(manifest)),
+        agreement=compared,
         synthetic_records=synthetic.n_records,
     )
+
+
+def sd_by_len(manifest: dict[str, Any]) -> dict[int, float]:
+    """Noise standard deviation of one published count per length (``privacy.noise``; empty
+    for a registry synthesizer).
+
+    >>> sd_by_len({"privacy": {"noise": {"by_length": [{"length": 1, "noise_sd": 2.5}]}}})
+    {1: 2.5}
+    """
+    noise = (manifest.get("privacy") or {}).get("noise") or {}
+    return {int(e["length"]): count_sd(e) for e in noise.get("by_length") or []}

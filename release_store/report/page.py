@@ -1,8 +1,9 @@
 """``report.html``: the human-readable release report (one self-contained file, inline SVG).
 
 A plain-language summary (what was released, the guarantee, the budget before and after, the DP
-record count), then charts, each built only from published DP values or the published evaluation
-ratios and saying under it what it is computed from. Input: :class:`ReportInputs`.
+record count), then charts, each built only from published DP values (and the published
+evaluation, itself computed from them) and saying under it what it is computed from. Input:
+:class:`ReportInputs`.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ MAX_VALUES = 25
 CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
 """Content-Security-Policy of the generated pages: nothing may be loaded from anywhere."""
 
-_EVAL_SOURCE = (
-    "evaluation.json, the published ratios of the evaluation against the "
-    "sensitive data (not differentially private; rounded, no count of the sensitive data)."
-)
+
+def not_private_banner(manifest: dict[str, Any]) -> str:
+    """The page's first line when the release is not private (seeded: ``privacy.not_private``,
+    :data:`release_store.run.claims.SEEDED_WARNING`), else nothing."""
+    reason = manifest.get("privacy", {}).get("not_private")
+    style = "background:#fde8e8;border-left:4px solid #c0392b;padding:.5em .8em;font-weight:bold"
+    return f"<p role='alert' style='{style}'>{esc(reason)}</p>" if reason else ""
 
 
 def template(name: str) -> str:
@@ -92,7 +96,18 @@ def summary(inputs: ReportInputs) -> str:
         f"<p><b>Protected record count:</b> {rows:,}.{rows_note}</p>",
     ]
     b = inputs.budget
-    if b is not None:
+    if b is not None and b.period is not None:
+        parts.append(
+            f"<p><b>Period {esc(b.period)}:</b> this release holds only the rows of period "
+            f"<b>{esc(b.period)}</b> and is paid from that period's own budget, ε = "
+            f"{_eps(b.epsilon_lifetime)} (δ = {_delta(b.delta_lifetime)}) per period (periods "
+            f"hold disjoint records: parallel composition). Before this release ε = "
+            f"{_eps(b.epsilon_before)} of it was left; this release spent ε = "
+            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); ε = "
+            f"{_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for this period "
+            "(from the ledger, at publication time).</p>"
+        )
+    elif b is not None:
         parts.append(
             f"<p><b>Privacy budget of the dataset:</b> lifetime ε = {_eps(b.epsilon_lifetime)} "
             f"(δ = {_delta(b.delta_lifetime)}). Before this release ε = "
@@ -127,7 +142,9 @@ def privacy_figures(inputs: ReportInputs) -> list[Figure]:
         out.append(
             Figure(
                 "fig-budget",
-                "Lifetime budget of the dataset (ε)",
+                "Lifetime budget of the dataset (ε)"
+                if b.period is None
+                else f"Budget of period {b.period} (ε)",
                 stacked(
                     [
                         ("spent or held before", b.epsilon_spent_before),
@@ -243,122 +260,64 @@ def pair_figure(inputs: ReportInputs) -> list[Figure]:
     ]
 
 
-def _ratio_series(
-    evaluation: dict[str, Any], section: str, field: str, keys: list[str], name: str
-) -> Series:
-    table = (evaluation.get(section) or {}).get(field) or {}
-    return Series(name, tuple(_get(table.get(k), "count_preservation") for k in keys))
-
-
-def _get(d: Any, key: str) -> float | None:
-    return float(d[key]) if isinstance(d, dict) and d.get(key) is not None else None
-
-
-def _keys(
-    ev: dict[str, Any], sections: tuple[tuple[str, str], ...], key: str, order: Any
-) -> list[str]:
-    """The keys of ``ev[section][key]`` over every section, sorted numerically by ``order``."""
-    return sorted({k for s, _ in sections for k in ((ev.get(s) or {}).get(key) or {})}, key=order)
-
-
-def _preservation_figure(
-    ev: dict[str, Any],
-    sections: tuple[tuple[str, str], ...],
-    key: str,
-    keys: list[str],
-    ticks: list[str],
-    fig_id: str,
-    title: str,
-    label: str,
-    axis_label: str = "",
-) -> Figure:
-    """Bars of SDS's preservation ratio (``ev[section][key][k]``) per k, one series a section."""
-    chart = vbars(
-        ticks,
-        [_ratio_series(ev, s, key, keys, n) for s, n in sections],
-        label=label,
-        axis_label=axis_label,
-        value_format=lambda v: f"{v:.2f}",
-        top_value=1.0,
-    )
-    return Figure(fig_id, title, chart, _EVAL_SOURCE)
-
-
-def utility_figures(inputs: ReportInputs) -> list[Figure]:
-    """SDS's preservation by count bucket and by length, mean error, suppressed/fabricated."""
-    ev, out = inputs.evaluation, []
-    sections = (
-        ("sensitive_vs_dp_aggregates", "DP aggregates"),
-        ("sensitive_vs_synthetic", "synthetic"),
-    )
-    buckets = _keys(ev, sections, "preservation_by_count", float)
-    if buckets:
-        out.append(
-            _preservation_figure(
-                ev, sections, "preservation_by_count", buckets, [f"≤{b}" for b in buckets],
-                "fig-preservation-count",
-                "Count preservation by count bucket (1 = counts preserved)",
-                "preservation by count bucket", axis_label="combinations grouped by their count",
-            )
-        )  # fmt: skip
-    lengths = _keys(ev, sections, "preservation_by_length", int)
-    if lengths:
-        out.append(
-            _preservation_figure(
-                ev, sections, "preservation_by_length", lengths, [f"length {k}" for k in lengths],
-                "fig-preservation-length", "Count preservation by combination length",
-                "preservation by length",
-            )
-        )  # fmt: skip
-        shares = (
-            ("suppressed", "Suppressed: sensitive combinations missing from the release"),
-            ("fabricated", "Fabricated: released combinations absent from the sensitive data"),
+def agreement_figures(inputs: ReportInputs) -> list[Figure]:
+    """How the synthetic records follow the DP aggregates, by length: mean error next to the
+    noise, the share within the noise's 95% interval, the k-way TVD (``evaluation.json``)."""
+    by_length = inputs.evaluation.get("by_length") or {}
+    ks = sorted((k for k, e in by_length.items() if e.get("mean_abs_error") is not None), key=int)
+    if not ks:
+        return []
+    ticks = [f"length {k}" for k in ks]
+    series = [Series("mean |synthetic − DP|", tuple(by_length[k]["mean_abs_error"] for k in ks))]
+    if any(by_length[k].get("noise_sd") is not None for k in ks):
+        series.append(
+            Series("noise standard deviation", tuple(by_length[k].get("noise_sd") for k in ks))
         )
-        for title, caption in shares:
-            field = f"{title}_pct"
-            series = [
-                Series(
-                    f"{n} {title}",
-                    tuple(
-                        _get(((ev.get(s) or {}).get("by_length") or {}).get(k), field)
-                        for k in lengths
-                    ),
-                )
-                for s, n in sections
-            ]
-            out.append(
-                Figure(
-                    f"fig-{title}",
-                    f"{caption} (%, by length)",
-                    vbars(
-                        [f"length {k}" for k in lengths],
-                        series,
-                        label=f"{title} share by length",
-                        value_format=lambda v: f"{v:.3g}",
-                    ),
-                    _EVAL_SOURCE,
-                )
-            )
-    errors = inputs.agreement.mean_abs_error_by_len()
-    sd = inputs.sd_by_len()
-    ks = [k for k in sorted(errors) if errors[k] is not None]
-    if ks:
-        series = [Series("mean |synthetic − DP|", tuple(errors[k] for k in ks))]
-        if sd:
-            series.append(Series("noise standard deviation", tuple(sd.get(k) for k in ks)))
+    out = [
+        Figure(
+            "fig-error-length",
+            "Mean error of the synthetic counts by combination length",
+            vbars(ticks, series, label="mean error by length", value_format=lambda v: f"{v:.3g}"),
+            "aggregates.parquet and synthetic.parquet (mean absolute difference "
+            "between a reported DP count and the synthetic records' count of the same "
+            "combination) and manifest.json privacy.noise (the DP noise, for scale); "
+            "evaluation.json by_length.",
+        )
+    ]
+    within = [by_length[k].get("within_noise_95_pct") for k in ks]
+    if any(v is not None for v in within):
         out.append(
             Figure(
-                "fig-error-length",
-                "Mean error of the synthetic counts by combination length",
+                "fig-within-noise",
+                "Synthetic counts within the 95% noise interval of the DP count (%, by length)",
                 vbars(
-                    [f"length {k}" for k in ks],
-                    series,
-                    label="mean error by length",
+                    ticks,
+                    [Series("within ±1.96·σ_k·√Δ_k", tuple(within))],
+                    label="share within the noise interval by length",
                     value_format=lambda v: f"{v:.3g}",
+                    top_value=100.0,
                 ),
-                "aggregates.parquet and synthetic.parquet (mean absolute difference "
-                "between a reported DP count and the synthetic records' count of the same "
-                "combination) and manifest.json privacy.noise (the DP noise, for scale).",
+                "aggregates.parquet, synthetic.parquet and manifest.json privacy.noise (the "
+                "share of reported combinations whose synthetic count differs from the DP count "
+                "by at most 1.96 noise standard deviations); evaluation.json by_length.",
+            )
+        )
+    tvd = [by_length[k].get("tvd_mean") for k in ks]
+    if any(v is not None for v in tvd):
+        out.append(
+            Figure(
+                "fig-tvd-length",
+                "Mean total variation distance of the k-column marginals, synthetic vs DP",
+                vbars(
+                    ticks,
+                    [Series("mean TVD", tuple(tvd))],
+                    label="mean TVD by length",
+                    value_format=lambda v: f"{v:.3g}",
+                    top_value=1.0,
+                ),
+                "aggregates.parquet (reported DP counts of each set of k columns, normalised) "
+                "and synthetic.parquet (the records' counts, normalised); evaluation.json "
+                "by_length.",
             )
         )
     return out
@@ -474,11 +433,12 @@ def report_html(inputs: ReportInputs) -> bytes:
         ),
         ("pairs", "Column pairs", pair_figure, ""),
         (
-            "utility",
-            "Utility against the sensitive data (SDS evaluation)",
-            utility_figures,
-            "<p class='warn'>These ratios compare the release with the sensitive data: they are "
-            "not differentially private. Only rounded ratios are published.</p>",
+            "agreement",
+            "Agreement of the synthetic records with the DP aggregates",
+            agreement_figures,
+            "<p>Computed from the published files only (also in evaluation.json), so covered by "
+            "the release's guarantee. How the release compares with the sensitive data is "
+            "measured in the custodian's private report and is never published.</p>",
         ),
         ("timing", "How long it took", timing_figure, ""),
     ]
@@ -498,7 +458,8 @@ def report_html(inputs: ReportInputs) -> bytes:
         f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
         f"<title>DP release {rid}</title><style>{template('report.css')}</style></head><body>"
-        f"<h1>DP release {rid}</h1><p class='meta'>Dataset {esc(m['dataset'])} · created "
+        + not_private_banner(m)  # a seeded release says so first
+        + f"<h1>DP release {rid}</h1><p class='meta'>Dataset {esc(m['dataset'])} · created "
         f"{created} · <a href='explorer.html'>open the aggregate explorer</a></p>"
         + summary(inputs)
         + f"<nav class='toc'><ul>{''.join(toc)}<li><a href='#details'>Details</a></li></ul></nav>"

@@ -1,10 +1,12 @@
 """One running release: ReleaseRun, the stage registry, the private workdir, logs, progress.
 
 - ``release_run``: :class:`ReleaseRun`, :class:`SensitiveTable`, the reservation;
+- ``claims``: what a release may claim: where its δ goes, the seeded-release warning;
 - ``stages``: the stage registry: order, charge/draw/resume behaviour, timeline;
 - ``workdir``: the release key, checkpoints, private state and manifest writes;
 - ``stage_log``: one DP-safe log line per stage;
-- ``progress``: progress hooks and the CLI's display.
+- ``progress``: progress hooks and the CLI's display;
+- ``faults``: the test-only fault points (die or pause at a named moment of a release).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -22,7 +24,8 @@ _EXPORTS: dict[str, str] = {
     "EVALUATE": "release_store.run.stages",
     "FIT": "release_store.run.stages",
     "INGEST": "release_store.run.stages",
-    "KILL_ENV": "release_store.run.release_run",
+    "KILL_ENV": "release_store.run.faults",
+    "PAUSE_ENV": "release_store.run.faults",
     "NORMALIZE": "release_store.run.stages",
     "PREPARE": "release_store.run.stages",
     "PUBLISH": "release_store.run.stages",
@@ -31,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "ReleaseRun": "release_store.run.release_run",
     "Reporter": "release_store.run.progress",
     "RichProgress": "release_store.run.progress",
+    "SEEDED_WARNING": "release_store.run.claims",
     "SYNTHESIZE": "release_store.run.stages",
     "SensitiveTable": "release_store.run.release_run",
     "StageLogger": "release_store.run.stage_log",
@@ -44,11 +48,15 @@ _EXPORTS: dict[str, str] = {
     "binning_spend": "release_store.run.release_run",
     "by_length_text": "release_store.run.stage_log",
     "charged_text": "release_store.run.stage_log",
+    "delta_detail": "release_store.run.claims",
+    "fault_point": "release_store.run.faults",
     "finished": "release_store.run.stage_log",
     "gate_text": "release_store.run.stage_log",
     "noise_scales": "release_store.run.release_run",
+    "not_private_reason": "release_store.run.claims",
     "now": "release_store.run.workdir",
     "planned_charges": "release_store.run.release_run",
+    "privacy_claims": "release_store.run.claims",
     "registry_synthesizer": "release_store.run.release_run",
     "release_stages": "release_store.run.stages",
     "reporting": "release_store.run.progress",
@@ -71,8 +79,10 @@ __all__ = [
     "INGEST",
     "KILL_ENV",
     "NORMALIZE",
+    "PAUSE_ENV",
     "PREPARE",
     "PUBLISH",
+    "SEEDED_WARNING",
     "SYNTHESIZE",
     "VALIDATE",
     "VALIDATE_OUTPUT",
@@ -91,11 +101,15 @@ __all__ = [
     "binning_spend",
     "by_length_text",
     "charged_text",
+    "delta_detail",
+    "fault_point",
     "finished",
     "gate_text",
     "noise_scales",
+    "not_private_reason",
     "now",
     "planned_charges",
+    "privacy_claims",
     "registry_synthesizer",
     "release_stages",
     "reporting",
@@ -117,6 +131,13 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from release_store.run.claims import (
+        SEEDED_WARNING,
+        delta_detail,
+        not_private_reason,
+        privacy_claims,
+    )
+    from release_store.run.faults import KILL_ENV, PAUSE_ENV, fault_point
     from release_store.run.progress import (
         Reporter,
         RichProgress,
@@ -128,7 +149,6 @@ if TYPE_CHECKING:
         warning_line,
     )
     from release_store.run.release_run import (
-        KILL_ENV,
         ProtectedCount,
         ReleaseRun,
         SensitiveTable,

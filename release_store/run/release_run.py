@@ -10,8 +10,6 @@ travels only as a :class:`SensitiveTable` handle, which refuses to be pickled or
 from __future__ import annotations
 
 import json
-import os
-import signal
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,9 +27,11 @@ from release_store.ledger.backends import default_ledger_url, resolve_ledger_url
 from release_store.ledger.book import Ledger
 from release_store.ledger.replay import ReplayLedger
 from release_store.run import stages
+from release_store.run.faults import KILL_ENV, fault_point
 from release_store.run.workdir import ReleaseDirs, atomic_write_json, now
 from release_store.workspace.home import new_release_id, resolve_home
 from release_store.workspace.manifest import Manifest, discard_incomplete
+from release_store.workspace.subjects import SubjectRecord
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError, SdsInternalError
 
@@ -46,10 +46,6 @@ __all__ = [
     "registry_synthesizer",
     "reserve",
 ]
-
-KILL_ENV = "SDS_TEST_KILL_AT"
-"""Test-only hook: a stage name (e.g. ``aggregate-2``); that stage SIGKILLs its own process
-after it was charged and computed, before its checkpoint is written (resume tests)."""
 
 T = TypeVar("T")
 
@@ -82,7 +78,8 @@ class ReleaseRun:
 
     A replay (``sds audit RELEASE_ID --replay``, :mod:`release_store.audit.replay`) sets ``replay``:
     ``home`` is then a throwaway directory holding a copy of the release key, and the ledger is
-    the release's recorded charges, read-only, so running the stages again spends nothing.
+    the release's recorded charges, read-only, so running the stages again spends nothing;
+    ``source_home`` is the release's own home (its subject record is read, never written).
     """
 
     params: ReleaseParams
@@ -90,6 +87,7 @@ class ReleaseRun:
     home: str
     flow_run_id: str | None = None
     replay: ReplayLedger | None = None
+    source_home: str | None = None
 
     @property
     def dataset(self) -> str:
@@ -120,19 +118,79 @@ class ReleaseRun:
             self.replay if self.replay is not None else Ledger.open(self.home, self.params.ledger)
         )
 
+    def subject_record(self) -> SubjectRecord:
+        """Which period each subject of the dataset counts in (a periodic release with a
+        subject id); a replay reads its release's own home's record.
+
+        Releases of different periods run one after another: the record's assignments then
+        happen in the order the releases ran (public), never in an order set by how long each
+        took to read its input.
+
+        Raises:
+            SdsInputError: a release of another period of the dataset is still open; or the
+                home has no record of the dataset's subjects while other periods of it have
+                spent (the record was lost, or they were released from another home): counting
+                their subjects again would break the per-subject guarantee.
+        """
+        record = SubjectRecord(self.source_home or self.home, self.dataset)
+        if self.replay is not None:
+            return record
+        ledger = self.ledger()
+        if not isinstance(ledger, Ledger):  # a replay's recorded charges (handled above)
+            raise SdsInternalError("a release's ledger is not a Ledger")
+        others = [
+            r
+            for r in ledger.reservations(self.dataset)
+            if r.period not in (None, self.params.period) and r.release_id != self.release_id
+        ]
+        running = sorted(
+            f"{r.release_id} (period {r.period})" for r in others if r.status == "open"
+        )
+        if running:
+            raise SdsInputError(
+                f"release(s) {', '.join(running)} of dataset {self.dataset!r} are still open: "
+                "releases of different periods of a dataset with a subject id run one after "
+                "another, so that each subject counts in the period released first. Finish "
+                "them with `sds resume RELEASE_ID` or abandon them with `sds cancel "
+                "RELEASE_ID`, then release this period again. Nothing was charged."
+            )
+        if record.exists():
+            return record
+        spent = [
+            str(r.period)
+            for r in others
+            if (ledger.spent(r.release_id) or (0.0, 0.0)) != (0.0, 0.0)
+        ]
+        if spent:
+            raise SdsInputError(
+                f"dataset {self.dataset!r} has released period(s) {sorted(set(spent))} with "
+                f"spend, but this home has no record of which period their subjects count in "
+                f"({record.dir}): it was removed, or those periods were released from another "
+                "home. Restore that folder from a backup of the home (or release from the home "
+                "that holds it); without it, their subjects would count again in this period. "
+                "Nothing was charged."
+            )
+        return record
+
     def randomness(self) -> ReleaseRandomness:
         """The release key (stored in the private workspace on first use)."""
         return self.dirs.randomness(self.params.seed)
 
     def stage(
-        self, name: str, compute: Callable[[], T], *, charges: Iterable[str] | None = None
+        self,
+        name: str,
+        compute: Callable[[], T],
+        *,
+        charges: Iterable[str] | None = None,
+        detail: Mapping[str, Any] | None = None,
     ) -> T:
         """Run stage ``name`` once per release, as the stage registry says.
 
         A finished stage returns its checkpoint. Otherwise the stage is charged first (its own
-        planned charge, or the ledger stages in ``charges``), then ``compute`` runs (drawing from
-        the release key), then its result is checkpointed; a crash in between leaves the charge
-        in place and a resumed stage redraws the same noise from the same key.
+        planned charge, with ``detail`` recorded on it, or the ledger stages in ``charges``),
+        then ``compute`` runs (drawing from the release key), then its result is checkpointed;
+        a crash in between leaves the charge in place and a resumed stage redraws the same noise
+        from the same key.
         """
         entry = stages.spec(name)
         if entry.checkpoint:
@@ -140,12 +198,13 @@ class ReleaseRun:
             if done is not None:
                 return done  # type: ignore[no-any-return]
         if entry.charges:
+            fault_point(f"charge:{name}", self.dirs.private_dir)
             ledger = self.ledger()
             for charged in [name] if charges is None else list(charges):
-                ledger.charge(self.release_id, charged, flow_run_id=self.flow_run_id)
+                own = detail if charged == name else None
+                ledger.charge(self.release_id, charged, flow_run_id=self.flow_run_id, detail=own)
         result = compute()
-        if os.environ.get(KILL_ENV) == name:
-            os.kill(os.getpid(), signal.SIGKILL)
+        fault_point(name, self.dirs.private_dir)  # test-only: SDS_TEST_KILL_AT/PAUSE_AT
         if entry.checkpoint:
             self.dirs.save_checkpoint(name, result)
         return result
@@ -278,7 +337,8 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
     """Reserve the whole release's (ε, δ) before any data is read; refuse if it does not fit.
 
     Also refuses a release id that is complete or was closed, and a resumed release whose
-    parameters changed; creates the workspace, the release key and the running manifest.
+    parameters changed; creates the workspace, the release key, the input commitment key and
+    the running manifest.
     """
     home = resolve_home(params.home)
     release_id = params.release_id or new_release_id(params.dataset)
@@ -319,7 +379,11 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
             f"release {release_id!r} was started with other parameters; resume it with "
             f"`sds resume {release_id}` (same parameters) or start a new release id"
         )
-    if ledger.budget(run.dataset) is None and params.default_budget is not None:
+    if (
+        ledger.budget(run.dataset) is None
+        and params.default_budget is not None
+        and params.period is None  # a period's budget is set per period, never by default
+    ):
         ledger.set_budget(
             run.dataset,
             epsilon=params.default_budget.epsilon,
@@ -332,12 +396,14 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
         epsilon=run.epsilon,
         delta=run.delta,
         flow_run_id=flow_run_id,
+        period=params.period,
     )
     dirs.paths.create(exist_ok=True)
     atomic_write_json(saved, kept, private=True)
     if params.seed is not None:
         atomic_write_json(dirs.private_dir / "seed.json", {"seed": params.seed}, private=True)
     run.randomness()
+    dirs.commitment_key(params.seed)  # the published input fingerprint's key, next to it
     if manifest is None:
         public = params.public_dict() | {"release_id": release_id}
         dirs.write_manifest(

@@ -2,8 +2,9 @@
 
 Used by the flow's tasks. Paths, ids, atomic writes and hashing come from
 :mod:`release_store.workspace` (one implementation); this module adds what only a running release
-needs: ``private/<release-id>/release.key``, one checkpoint per finished stage (sha256 recorded in
-``state.json``) and the manifest as a dict, anchored to the ledger head when it turns complete.
+needs: ``private/<release-id>/release.key`` and ``input-commitment.key``, one checkpoint per
+finished stage (sha256 recorded in ``state.json``) and the manifest as a dict, anchored to the
+ledger head when it turns complete.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from release_store.inputs.commitment import commitment_key
 from release_store.workspace.files import atomic_write_bytes, atomic_write_json, sha256_file
 from release_store.workspace.home import ReleasePaths, new_release_id, resolve_home, utc_now
 from release_store.workspace.manifest import Manifest
@@ -31,6 +33,8 @@ __all__ = [
 ]
 
 KEY_FILE = "release.key"
+COMMITMENT_KEY_FILE = "input-commitment.key"
+"""The key of the published input commitment (:mod:`release_store.inputs.commitment`)."""
 STATE_FILE = "state.json"
 
 now = utc_now
@@ -94,6 +98,19 @@ class ReleaseDirs:
         rnd = ReleaseRandomness.from_seed(seed) if seed is not None else ReleaseRandomness.fresh()
         atomic_write_bytes(p, rnd.key, private=True)
         return rnd
+
+    def commitment_key(self, seed: int | None, *, create: bool = True) -> bytes | None:
+        """The input commitment key (0600, next to the release key): loaded if stored, else
+        created (fresh, or from a test ``seed``) and stored; None when absent and not ``create``
+        (the replay of a release made before commitments)."""
+        p = self.private_dir / COMMITMENT_KEY_FILE
+        if p.is_file():
+            return p.read_bytes()
+        if not create:
+            return None
+        key = commitment_key(seed)
+        atomic_write_bytes(p, key, private=True)
+        return key
 
     # -- stage checkpoints ---------------------------------------------------------------
     def state(self) -> dict[str, Any]:

@@ -4,7 +4,8 @@
 - ``files``: atomic writes and file hashes;
 - ``manifest``: ``manifest.json`` and discarding an incomplete release;
 - ``integrity``: checks of a published release directory;
-- ``encoding``: tabular artifacts to bytes (Parquet, SDS TSV, CSV).
+- ``encoding``: tabular artifacts to bytes (Parquet, SDS TSV, CSV);
+- ``subjects``: which period each subject counts in (keyed hashes; periodic datasets).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -25,6 +26,7 @@ _EXPORTS: dict[str, str] = {
     "SIGNATURE": "release_store.workspace.home",
     "STATUSES": "release_store.workspace.home",
     "SYNTHETIC_PART": "release_store.workspace.home",
+    "SubjectRecord": "release_store.workspace.subjects",
     "aggregates_parquet": "release_store.workspace.encoding",
     "aggregates_tsv": "release_store.workspace.encoding",
     "arrow_csv_bytes": "release_store.workspace.encoding",
@@ -65,6 +67,7 @@ __all__ = [
     "SYNTHETIC_PART",
     "Manifest",
     "ReleasePaths",
+    "SubjectRecord",
     "aggregates_parquet",
     "aggregates_tsv",
     "arrow_csv_bytes",
@@ -146,3 +149,4 @@ if TYPE_CHECKING:
         verify_release,
     )
     from release_store.workspace.manifest import Manifest, collect_versions, discard_incomplete
+    from release_store.workspace.subjects import SubjectRecord

@@ -3,7 +3,7 @@
 Used by :mod:`release_store.publish.artifacts` (the publish stage). Every encoder is linear in the
 size of its output: Arrow kernels and numpy gathers over one text table per domain, no Python
 loop per row or per combination. The bytes are identical to what the earlier pandas writers
-produced (``tests/pipeline/test_publish_large.py`` holds them to that).
+produced (``tests/store/workspace/test_encoding.py`` holds them to that).
 """
 
 from __future__ import annotations

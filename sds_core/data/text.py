@@ -7,7 +7,11 @@ can apply the same rules cheaply.
 
 from __future__ import annotations
 
-__all__ = ["WHITESPACE", "match_key", "normalize_text"]
+from collections.abc import Sequence
+
+from sds_core.errors import SdsInputError
+
+__all__ = ["WHITESPACE", "match_key", "matching_column", "normalize_text"]
 
 WHITESPACE = (
     "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008"
@@ -33,3 +37,21 @@ def match_key(name: str) -> str:
     'g:sensezeros'
     """
     return name.strip(WHITESPACE).lower()
+
+
+def matching_column(columns: Sequence[str], name: str, parameter: str = "subject_id") -> str:
+    """The column of ``columns`` that ``name`` designates (trimmed, case-insensitive).
+
+    >>> matching_column(["Age", " PID "], "pid")
+    ' PID '
+
+    Raises:
+        SdsInputError: no such column (names the parameter and the available columns).
+    """
+    hits = [c for c in columns if match_key(str(c)) == match_key(name)]
+    if not hits:
+        raise SdsInputError(
+            f"PrepareParams.{parameter}: unknown column {name!r}; available columns: "
+            f"{list(columns)}"
+        )
+    return str(hits[0])

@@ -256,6 +256,26 @@ def discrete_laplace(
     )
 
 
+def tv_bound(kind: str, scale: float) -> float:
+    """A data-independent, increasing upper bound on :attr:`NoiseTable.tv_per_draw`.
+
+    The table of ``scale`` s has 2K + 1 points, K = max(1, ⌈√(2·72)·s⌉) = max(1, ⌈12s⌉) for
+    the Gaussian (⌈72s⌉ for the Laplace); each point's probability is off by < 2^-64 (two
+    floors of the 64-bit CDF), so the table is within (K + ½)·2^-64 of the truncated
+    distribution, and the truncated tails weigh < 2^-100. Hence TV ≤ (12s + 2)·2^-64
+    (Gaussian) or (72s + 2)·2^-64 (Laplace), about 4 times the exact value; unlike the exact
+    value it needs no table and grows with s, so a bound over every scale up to s is its value
+    at s.
+
+    >>> tv_bound("gaussian", 7.2) >= noise_table("gaussian", 7.2).tv_per_draw
+    True
+    """
+    if kind not in KINDS:
+        raise SdsInputError(f"noise kind must be one of {KINDS}, got {kind!r}")
+    per_unit = math.sqrt(2 * TAIL_EXPONENT) if kind == "gaussian" else TAIL_EXPONENT
+    return (per_unit * _check_scale("scale", scale) + 2.0) * 2.0**-64
+
+
 def table_delta(kind: str, scale: float, size: int) -> float:
     """Total-variation bound between ``size`` table draws and ``size`` exact draws.
 

@@ -9,10 +9,14 @@ under adding or removing a record), so the bins cost a visible ε and leak nothi
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import NDArray
 
+from sds_core.data.preparation import MISSING_ID_MESSAGE
+from sds_core.data.readers import cell_text
+from sds_core.data.text import match_key
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
 
@@ -79,6 +83,64 @@ def dp_quantile_edges(
         chosen.append(float(cand[int(np.argmax(eps_i * utility / 2 - np.log(-np.log(u))))]))
     inner = sorted(set(chosen))
     return (float(lower), *inner, float(upper))
+
+
+def subject_numbers(
+    values: NDArray[np.float64], subjects: Sequence[object], *, subject_column: str
+) -> tuple[list[str], NDArray[np.float64]]:
+    """One number per subject: what :func:`dp_quantile_edges` reads when ``subject_id`` is set.
+
+    The quantile utility has sensitivity 1 per *record*; a subject with m rows would move it by
+    m. The subject join (:func:`sds_core.data.preparation.prepare`) turns a subject's rows into
+    one record, whose binned column holds one value (rows that fall in different bins are a
+    conflict the join refuses), so the mechanism reads one number per subject too: the smallest
+    of its rows' numbers (any choice within the subject keeps sensitivity 1; the minimum does
+    not depend on row order or partitioning). Subjects without a number are left out, as rows
+    without one are.
+
+    Args:
+        values: the column's parsed numbers per row (NaN: empty or not a number).
+        subjects: the subject-id cell of each row (None: missing; matched as the join
+            matches them: as text, trimmed, case-insensitive).
+        subject_column: the subject-id column's name (messages).
+
+    Returns:
+        The subjects' keys (sorted) and their numbers, aligned. Applied again to the output of
+        several partitions it gives the same result as on the whole column (a min of minima).
+
+    Raises:
+        SdsInputError: a row without a subject id (the join refuses it as well).
+
+    >>> keys, nums = subject_numbers(np.array([5.0, 7.0, np.nan, 3.0]), ["a", "A ", "b", "c"],
+    ...                              subject_column="id")
+    >>> keys, nums.tolist()
+    (['a', 'c'], [5.0, 3.0])
+    """
+    import pandas as pd
+
+    v = np.asarray(values, dtype=np.float64)
+    if len(subjects) != v.shape[0]:
+        raise SdsInputError(
+            f"subject_numbers: {v.shape[0]} values but {len(subjects)} subject ids; pass one of "
+            "each per row"
+        )
+    cells, distinct = pd.factorize(np.asarray(subjects, dtype=object))  # missing: -1
+    texts = [match_key(cell_text(t)) for t in distinct.tolist()]
+    if (cells < 0).any() or "" in texts:
+        raise SdsInputError(
+            f"{MISSING_ID_MESSAGE} (subject_id column {subject_column!r}); fill in or drop "
+            "those rows"
+        )
+    of_text, keys = pd.factorize(np.asarray(texts, dtype=object))  # "A " and "a": one subject
+    subject = of_text[cells]
+    numeric = ~np.isnan(v)
+    smallest = np.full(len(keys), np.inf)
+    np.minimum.at(smallest, subject[numeric], v[numeric])
+    has = np.zeros(len(keys), dtype=bool)
+    has[subject[numeric]] = True
+    names = [str(k) for k in keys.tolist()]
+    order = sorted(np.flatnonzero(has).tolist(), key=names.__getitem__)
+    return [names[i] for i in order], smallest[order]
 
 
 def quantile_rho(epsilon: float, bins: int) -> float:

@@ -1,8 +1,9 @@
 """Agreement of the DP aggregates and the synthetic records, from published values only.
 
 For every combination of length 1..R that the DP aggregates report or the synthetic records
-contain: its DP count (or "not reported") and its synthetic count; and the figures the release
-report and explorer draw from them (1-way distributions, 2-way TVD per column pair, mean error).
+contain: its DP count (or "not reported") and its synthetic count; the figures the release
+report and explorer draw from them (1-way distributions, k-way TVD per column set, mean error,
+share within the noise interval) and the published ``evaluation.json`` (:func:`agreement_summary`).
 Nothing here reads the sensitive data, so everything it returns may be published.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -125,32 +127,65 @@ class Agreement:
             np.zeros(0, np.int64) if one is None else one.synthetic[rows],
         )
 
+    def marginal_tvd(self, k: int) -> dict[tuple[int, ...], float]:
+        """Total variation distance of each k-column marginal, DP aggregates vs synthetic records.
+
+        For every set of k columns (indices, ascending) that both sides count: the DP
+        distribution is the marginal's reported DP counts over their sum, the synthetic one the
+        records' counts over their sum; combinations a side lacks count 0 there.
+        """
+        la = self.by_len.get(k)
+        if la is None or len(la) == 0:
+            return {}
+        c = self.domain.n_columns
+        cols = self.domain.attribute_columns().astype(np.int64)[la.attrs]  # (m, k)
+        key = np.zeros(len(la), dtype=np.int64)
+        for j in range(k):
+            key = key * c + cols[:, j]
+        sets, inv = np.unique(key, return_inverse=True)
+        n = sets.shape[0]
+        dp = np.where(la.reported, la.dp, 0).astype(np.float64)
+        syn = la.synthetic.astype(np.float64)
+        dp_sum = np.bincount(inv, weights=dp, minlength=n)
+        syn_sum = np.bincount(inv, weights=syn, minlength=n)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            gap = np.abs(dp / dp_sum[inv] - syn / syn_sum[inv])
+        tvd = 0.5 * np.bincount(inv, weights=np.nan_to_num(gap), minlength=n)
+        out: dict[tuple[int, ...], float] = {}
+        for i in np.flatnonzero((dp_sum > 0) & (syn_sum > 0)).tolist():
+            code, columns = int(sets[i]), []
+            for _ in range(k):
+                code, col = divmod(code, c)
+                columns.append(col)
+            out[tuple(reversed(columns))] = float(tvd[i])
+        return out
+
     def pair_tvd(self) -> NDArray[np.float64]:
         """(C, C) total variation distance of each column pair's 2-way distribution.
 
-        The DP distribution is the pair's reported DP counts over their sum; the synthetic one,
-        the pair's synthetic counts over their sum. Symmetric; NaN on the diagonal and where a
-        side has no count (or R < 2).
+        :meth:`marginal_tvd` of length 2 as a matrix: symmetric; NaN on the diagonal and where
+        a side has no count (or R < 2).
         """
         c = self.domain.n_columns
         out = np.full((c, c), np.nan)
-        two = self.by_len.get(2)
-        if two is None or len(two) == 0:
-            return out
-        attr_col = self.domain.attribute_columns().astype(np.int64)
-        pair = attr_col[two.attrs[:, 0]] * c + attr_col[two.attrs[:, 1]]
-        dp = np.where(two.reported, two.dp, 0).astype(np.float64)
-        syn = two.synthetic.astype(np.float64)
-        dp_sum = np.bincount(pair, weights=dp, minlength=c * c)
-        syn_sum = np.bincount(pair, weights=syn, minlength=c * c)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gap = np.abs(dp / dp_sum[pair] - syn / syn_sum[pair])
-        tvd = 0.5 * np.bincount(pair, weights=np.nan_to_num(gap), minlength=c * c)
-        ok = (dp_sum > 0) & (syn_sum > 0)
-        flat = np.where(ok, tvd, np.nan).reshape(c, c)
-        upper = np.triu(np.ones((c, c), dtype=bool), 1)
-        out[upper] = flat[upper]
-        out.T[upper] = flat[upper]
+        for (i, j), tvd in self.marginal_tvd(2).items():
+            out[i, j] = out[j, i] = tvd
+        return out
+
+    def within_noise_share_by_len(
+        self, half_width_by_len: Mapping[int, float]
+    ) -> dict[int, float | None]:
+        """Share of the reported combinations whose synthetic count lies within ±half-width of
+        the DP count (e.g. the 95% interval of the DP noise), per length given."""
+        out: dict[int, float | None] = {}
+        for k, hw in sorted(half_width_by_len.items()):
+            la = self.by_len.get(k)
+            rep = la.reported if la is not None else np.zeros(0, dtype=bool)
+            if la is None or not rep.any():
+                out[k] = None
+                continue
+            close = np.abs(la.synthetic[rep] - la.dp[rep]) <= hw
+            out[k] = float(close.mean())
         return out
 
     def mean_abs_error_by_len(self) -> dict[int, float | None]:
@@ -336,3 +371,53 @@ def pair_within_noise_share(agreement: Agreement, sd2: float, p: float = 0.95) -
     pairs = np.flatnonzero(m)
     ok = [stat[q] <= chi2_quantile(int(m[q]), p) for q in pairs]
     return float(np.mean(ok))
+
+
+NOISE_95 = 1.959963984540054
+"""Half-width of the 95% interval of a normal noise, in standard deviations."""
+
+
+def agreement_summary(a: Agreement, sd_by_len: Mapping[int, float]) -> dict[str, Any]:
+    """The published evaluation: how the synthetic records agree with the DP aggregates.
+
+    Computed from published values only (the DP aggregates, the synthetic records and the DP
+    noise's standard deviation per length, ``sd_by_len``, empty for a registry synthesizer), so
+    it is post-processing of the release and covered by its guarantee. Per length k: the number
+    of DP combinations reported, of distinct synthetic combinations, of synthetic combinations
+    the DP aggregates do not report, the mean |synthetic − DP| over reported combinations, the
+    share of those within the DP noise's 95% interval (±1.96·sd), and the mean and max total
+    variation distance over the k-column marginals (DP vs synthetic).
+
+    >>> from sds_core.marginals.aggregates import AggregateSet
+    >>> d = Domain(("A", "B"), (("a1", "a2"), ("b1",)))
+    >>> dp = AggregateSet.from_text_dict(d, {"A:a1": 5, "A:a2": 3, "B:b1": 6}, 1, is_dp=True)
+    >>> syn = PreparedTable(d, np.array([[0, 0], [0, 0], [1, 0], [1, -1]], dtype=np.int32))
+    >>> s = agreement_summary(agreement(dp, syn), {1: 1.0})
+    >>> s["by_length"]["1"]["mean_abs_error"], s["by_length"]["1"]["within_noise_95_pct"]
+    (2.333333, 33.333333)
+    """
+    errors = a.mean_abs_error_by_len()
+    unreported = a.unreported_synthetic_by_len()
+    within = a.within_noise_share_by_len({k: NOISE_95 * sd for k, sd in sd_by_len.items()})
+    by_length: dict[str, dict[str, Any]] = {}
+    for k, la in sorted(a.by_len.items()):
+        tvd = list(a.marginal_tvd(k).values())
+        share = within.get(k)
+        sd = sd_by_len.get(k)
+        by_length[str(k)] = {
+            "dp_combinations": int(la.reported.sum()),
+            "synthetic_combinations": int((la.synthetic > 0).sum()),
+            "synthetic_not_reported": unreported[k],
+            "mean_abs_error": _rounded(errors[k]),
+            "noise_sd": _rounded(sd),
+            "within_noise_95_pct": None if share is None else _rounded(100.0 * share),
+            "marginals_compared": len(tvd),
+            "tvd_mean": _rounded(float(np.mean(tvd))) if tvd else None,
+            "tvd_max": _rounded(max(tvd)) if tvd else None,
+        }
+    return {"reporting_length": a.reporting_length, "by_length": by_length}
+
+
+def _rounded(x: float | None) -> float | None:
+    """Six decimals: readable, and the same bytes on every platform."""
+    return None if x is None else round(float(x), 6)

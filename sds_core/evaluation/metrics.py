@@ -2,7 +2,8 @@
 
 Last stage of a release, usable on any pair of tables or aggregate sets. It compares against
 the sensitive data, so nothing it returns is differentially private: every result is labelled
-``differentially_private: False`` and must stay with the data owner unless they decide otherwise.
+``differentially_private: False`` and stays with the data owner (a release writes it to the
+private custodian report, never to its published files).
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from numpy.typing import NDArray
 from sds_core.data.table import PreparedTable
 from sds_core.errors import require
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.publishable import PUBLISHABLE_NOTE, publishable_evaluation
 from sds_core.evaluation.tables import (
     column_codes,
     joint_marginal_sums,
@@ -40,14 +40,12 @@ NOT_DP_NOTE = (
     "computed from the sensitive data: NOT differentially private; do not publish without the "
     "data owner's decision"
 )
-__all__ = [  # publishable_evaluation lives in evaluate_publish, re-exported here
+__all__ = [
     "NOT_DP_NOTE",
-    "PUBLISHABLE_NOTE",
     "EvaluationParams",
     "aggregate_metrics",
     "evaluate_release",
     "marginal_fidelity",
-    "publishable_evaluation",
     "risk_metrics",
 ]
 FIRST_COUNT_BIN = 10

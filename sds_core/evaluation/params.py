@@ -14,8 +14,8 @@ from sds_core.param_fields import check_fields, documented, param
 __all__ = ["EvaluationParams"]
 
 _NOT_DP = (
-    "Not DP: evaluation reads the sensitive data; only its publishable subset leaves the "
-    "data owner."
+    "Not DP: evaluation reads the sensitive data; it stays in the private custodian report, "
+    "never in the release."
 )
 
 

@@ -121,6 +121,26 @@ class AggregateSet:
         """Combinations of length k (empty when none)."""
         return self.by_len.get(k, CombinationCounts.empty(k))
 
+    def one_way_labels(self) -> dict[str, tuple[str, ...]]:
+        """Each column's labels that the length-1 combinations report (domain order).
+
+        Of DP aggregates, these are the values a release publishes; the domain itself may hold
+        more (values found in the data whose 1-way count was suppressed), which must never be
+        published, not even as a number of values.
+
+        >>> d = Domain(("A", "B"), (("a1", "a2", "hidden"), ("b1",)))
+        >>> AggregateSet.from_text_dict(d, {"A:a2": 4, "A:a1": 5}, 1).one_way_labels()
+        {'A': ('a1', 'a2'), 'B': ()}
+        """
+        attrs = self.counts_of(1).attrs[:, 0].tolist()
+        offsets, out = self.domain.offsets, {}
+        for c, (name, labels) in enumerate(
+            zip(self.domain.columns, self.domain.labels, strict=True)
+        ):
+            lo, hi = offsets[c], offsets[c + 1]
+            out[name] = tuple(labels[a - lo] for a in attrs if lo <= a < hi)
+        return out
+
     def total_combinations(self) -> int:
         """Number of combinations over all lengths."""
         return sum(len(cc) for cc in self.by_len.values())

@@ -12,7 +12,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from math import comb
 from statistics import NormalDist
 from typing import cast
 
@@ -45,7 +44,13 @@ from sds_core.marginals.declared_tuples import (
 from sds_core.marginals.exact_counts import DEFAULT_CHUNK_RECORDS
 from sds_core.marginals.normalization import finalize_counts, round_half_away_from_zero
 from sds_core.marginals.params import DpParams
-from sds_core.marginals.privacy_report import PrivacyReport, privacy_report
+from sds_core.marginals.privacy_report import (
+    DeltaParts,
+    PrivacyReport,
+    delta_parts,
+    percentile_upper,
+    privacy_report,
+)
 from sds_core.marginals.steps import LengthStep, RecordCountStep
 
 _NORMAL = NormalDist()
@@ -61,6 +66,7 @@ __all__ = [
     "plan_release",
     "privacy_report",
     "protect_record_count",
+    "release_delta_parts",
 ]
 
 
@@ -112,8 +118,9 @@ The reference's ρ_1 makes P(Y > ρ_1 − 1) = 1 − (1 − δ/2)^{1/Δ_1} for a
 For integer X ~ N_Z(0, s²) and m >= 1: P(X >= m) <= P(Y >= m − 1), because the normaliser
 Σ_x exp(−x²/2s²) >= √(2π)·s (Poisson summation) and each term exp(−x²/2s²), x >= 1, is at most
 the integral of the density kernel over [x − 1, x]. A unique tuple survives iff 1 + X > ρ_1 + 1,
-i.e. X >= m := ⌊ρ_1 − 1⌋ + 2, so P <= P(Y >= ⌊ρ_1 − 1⌋ + 1) <= P(Y > ρ_1 − 1): the δ/2 of the
-1-tuple threshold holds for the discrete noise. (pac-synth's continuous noise needs no shift.)
+i.e. X >= m := ⌊ρ_1 − 1⌋ + 2, so P <= P(Y >= ⌊ρ_1 − 1⌋ + 1) <= P(Y > ρ_1 − 1): the 1-tuple
+threshold's δ (δ/2 less the samplers' part, :func:`release_delta_parts`) holds for the discrete
+noise. (pac-synth's continuous noise needs no shift.)
 """
 
 
@@ -132,14 +139,27 @@ def adaptive_threshold(sigma: float, allowed: int, eta: float) -> float:
     return sigma * math.sqrt(allowed) * -_NORMAL.inv_cdf(min(eta / 2, 0.5))
 
 
+def release_delta_parts(params: DpParams, plan: BudgetPlan, n_columns: int) -> DeltaParts:
+    """Where the release's δ goes (:func:`~sds_core.marginals.privacy_report.delta_parts`):
+    ρ_1 is computed at its ``threshold`` part, so the samplers' approximation fits in δ.
+
+    Raises:
+        SdsInputError: the samplers' bound does not fit in δ/2.
+    """
+    return delta_parts(
+        plan, n_columns, params.sensitivity_cap, declared=bool(params.declared_domains)
+    )
+
+
 def length_threshold(
-    k: int, sigma: float, allowed: int, plan: BudgetPlan, params: DpParams
+    k: int, sigma: float, allowed: int, plan: BudgetPlan, params: DpParams, n_columns: int
 ) -> float:
     """The suppression threshold of length k for Δ_k = ``allowed`` (the first threshold of
     length 1, else the fabrication mode's fixed or adaptive one): what :func:`aggregate_length`
     applies and what :mod:`sds_core.marginals.forecast` predicts."""
-    if k == 1:
-        return first_threshold(sigma, allowed, plan.delta) + DISCRETE_SHIFT
+    if k == 1:  # the set union's δ: δ/2 less the samplers' part (release_delta_parts)
+        parts = release_delta_parts(params, plan, n_columns)
+        return first_threshold(sigma, allowed, 2 * parts.threshold) + DISCRETE_SHIFT
     value = params.fabrication_thresholds()[k]
     if params.fabrication_mode.kind == "fixed":
         return value
@@ -213,9 +233,9 @@ def aggregate_length(
     prefix = f"{release_label}/{stage}"
     candidates = _candidates(data, k, previous)  # a recipe: built where the records are
 
-    upper = comb(data.domain.n_columns, k)
-    if params.sensitivity_cap is not None:
-        upper = min(upper, params.sensitivity_cap)
+    upper = percentile_upper(data.domain.n_columns, k, params.sensitivity_cap)
+    if k == 1:
+        release_delta_parts(params, plan, data.domain.n_columns)  # refuse before any draw
 
     def choose_allowed(histogram: NDArray[np.int64]) -> int:
         return dp_percentile_from_histogram(
@@ -234,6 +254,8 @@ def aggregate_length(
         record_key=rnd.record_key(f"{prefix}/bounding"),
     )
     cands = candidates.attrs
+    if k == 1 and not declared:
+        cands, counts = _bounded_universe(cands, counts)
     invariant(0 <= allowed <= upper, f"percentile returned {allowed} outside 0..{upper}")
     spend = next(s for s in plan.stage_spends() if s.stage == stage)
     if declared and k == 1 and allowed == 0:  # sensitivity 0: nothing can be released
@@ -263,9 +285,25 @@ def aggregate_length(
         size=counts.shape[0],
         stage=stage,
     )
-    threshold = length_threshold(k, sigma, allowed, plan, params)
+    threshold = length_threshold(k, sigma, allowed, plan, params, data.domain.n_columns)
     survivors = CombinationCounts(*_survivors(cands, counts, noise, threshold))
     return LengthStep(k, survivors, allowed, threshold, cands.shape[0], spend)
+
+
+def _bounded_universe(
+    cands: NDArray[np.int32], counts: NDArray[np.int64]
+) -> tuple[NDArray[np.int32], NDArray[np.int64]]:
+    """V_1 after contribution bounding: the values some record still holds (count > 0).
+
+    The DP set union (Gopi et al. 2020; the paper's V_1 = union of the *truncated* W_u) needs
+    it: a value a record dropped by bounding and no other record holds must not be a
+    candidate, else it is noised and can pass ρ_1, which spends δ/2 on Δ_1 new values only.
+    Both counting backends return the same bounded counts, so this is written once, here.
+    """
+    kept = counts > 0
+    if bool(kept.all()):
+        return cands, counts
+    return np.ascontiguousarray(cands[kept]), np.ascontiguousarray(counts[kept])
 
 
 def _survivors(
@@ -397,4 +435,6 @@ def dp_aggregate(
         reporting_length=params.reporting_length,
         protected_number_of_records=count.protected_number_of_records,
     )
-    return DpResult(aggregates, privacy_report(plan, count, steps), steps[0].private_notes)
+    parts = release_delta_parts(params, plan, table.domain.n_columns)
+    report = privacy_report(plan, count, steps, parts)
+    return DpResult(aggregates, report, steps[0].private_notes)

@@ -18,7 +18,7 @@ from statistics import NormalDist
 from typing import Any
 
 from sds_core.errors import SdsInputError, require
-from sds_core.marginals.engine import length_threshold, plan_release
+from sds_core.marginals.engine import length_threshold, plan_release, release_delta_parts
 from sds_core.marginals.params import DpParams
 from sds_core.marginals.privacy_report import noise_description
 
@@ -134,7 +134,7 @@ def forecast(
         allowed.append(likely)
         ranges.append((0, upper))
         thresholds.append(
-            length_threshold(k, sigma, likely, plan, params) if likely > 0 else math.inf
+            length_threshold(k, sigma, likely, plan, params, n_columns) if likely > 0 else math.inf
         )
     described = noise_description(plan, allowed, thresholds)
     lengths = []
@@ -188,14 +188,15 @@ def solve_epsilon(
         p = _with_epsilon(params, eps)
         return forecast(p, n_columns, n_nonempty).lengths[0].half_width_95
 
-    best = width(MAX_EPSILON)
+    top = _largest_epsilon(params, n_columns)
+    best = width(top)
     if best > target_half_width:
         raise SdsInputError(
-            f"no ε up to {MAX_EPSILON:g} gives a length-1 95% half-width of at most "
-            f"{target_half_width:g} (ε = {MAX_EPSILON:g} gives {best:.3g}); ask for a wider "
+            f"no ε up to {top:.3g} gives a length-1 95% half-width of at most "
+            f"{target_half_width:g} (ε = {top:.3g} gives {best:.3g}); ask for a wider "
             "interval, release fewer columns (use_columns), or lower reporting_length"
         )
-    lo, hi = 1e-4, MAX_EPSILON
+    lo, hi = 1e-4, top
     while hi / lo > 1.0005:  # the width falls as ε grows: bisect on a log scale
         mid = math.sqrt(lo * hi)
         if width(mid) <= target_half_width:
@@ -203,6 +204,31 @@ def solve_epsilon(
         else:
             lo = mid
     return float(f"{hi:.3g}") if width(float(f"{hi:.3g}")) <= target_half_width else hi
+
+
+def _largest_epsilon(params: DpParams, n_columns: int) -> float:
+    """:data:`MAX_EPSILON`, or less where the noise samplers' approximation bound
+    (:func:`~sds_core.marginals.privacy_report.delta_parts`, growing as e^ε) no longer fits in
+    δ/2: the largest ε a release with these parameters accepts, to 0.05%."""
+
+    def fits(eps: float) -> bool:
+        p = _with_epsilon(params, eps)
+        try:
+            release_delta_parts(p, plan_release(p, 1), n_columns)
+        except SdsInputError:
+            return False
+        return True
+
+    if fits(MAX_EPSILON):
+        return MAX_EPSILON
+    lo, hi = 1e-4, MAX_EPSILON
+    if not fits(lo):
+        low = _with_epsilon(params, lo)
+        release_delta_parts(low, plan_release(low, 1), n_columns)  # raises: δ too small
+    while hi / lo > 1.0005:
+        mid = math.sqrt(lo * hi)
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
 
 
 def _with_epsilon(params: DpParams, epsilon: float) -> DpParams:

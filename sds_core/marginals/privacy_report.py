@@ -2,6 +2,8 @@
 
 Assembled by :func:`sds_core.marginals.engine.dp_aggregate` from the budget plan and the stage
 outputs (record count, one step per length); re-exported by :mod:`sds_core.marginals.engine`.
+Also where δ goes (:func:`delta_parts`: the zCDP conversion, the 1-tuple threshold and the noise
+samplers' approximation), which the engine's ρ_1, the manifest and the ledger read.
 """
 
 from __future__ import annotations
@@ -11,7 +13,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sds_core.dp.accounting import BudgetPlan, StageSpend
-from sds_core.dp.noise import table_delta
+from sds_core.dp.noise import tv_bound
+from sds_core.dp.percentile import percentile_tv_bound
+from sds_core.errors import require
 from sds_core.marginals.steps import LengthStep, RecordCountStep
 
 
@@ -19,13 +23,94 @@ def _json_float(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
+def percentile_upper(n_columns: int, k: int, sensitivity_cap: int | None) -> int:
+    """The DP percentile's largest candidate Δ_k: min(C(d, k), sensitivity_cap), public.
+
+    >>> percentile_upper(11, 3, None), percentile_upper(11, 3, 40)
+    (165, 40)
+    """
+    upper = math.comb(n_columns, k)
+    return upper if sensitivity_cap is None else min(upper, sensitivity_cap)
+
+
+def sampler_bound(plan: BudgetPlan, n_columns: int, sensitivity_cap: int | None) -> float:
+    """T: how far the release's samplers may be from exact noise where one record matters.
+
+    Neighbouring inputs differ in at most Δ_k ≤ upper_k noised cells per length (after
+    contribution bounding; at k = 1 the record's own new values included) and in the record
+    count. A hybrid mechanism that draws exactly those cells from the exact distributions (the
+    others from the tables, alike on both inputs) has the exact mechanism's (ε, δ) by the same
+    proof; it is within TV T of the real one on either input, with T the sum over those cells of
+    :func:`~sds_core.dp.noise.tv_bound`, plus each length's percentile sampler
+    (:func:`~sds_core.dp.percentile.percentile_tv_bound`). Every term is data-independent: σ_k
+    and the Laplace scale come from the plan, upper_k from the column count and the cap.
+    """
+    total = tv_bound("laplace", 1.0 / plan.epsilon_records)
+    for k, sigma in enumerate(plan.sigma_by_len, start=1):
+        upper = percentile_upper(n_columns, k, sensitivity_cap)
+        total += percentile_tv_bound(upper)
+        if upper > 0:
+            total += upper * tv_bound("gaussian", sigma * math.sqrt(upper))
+    return total
+
+
+@dataclass(frozen=True)
+class DeltaParts:
+    """Where a release's δ goes; :attr:`total` (the effective δ) never exceeds the plan's δ.
+
+    Attributes:
+        zcdp: δ/2, at which the zCDP part (percentiles and counts) is converted to (ε_M, δ).
+        threshold: the 1-tuple threshold's DP set union (ρ_1 is computed at this δ):
+            δ/2 − sampler; 0 with declared domains (no data-dependent 1-tuple domain).
+        sampler: (1 + e^ε)·T, T = :func:`sampler_bound`: the table samplers' approximation of
+            exact noise, paid from the 1-tuple threshold's δ/2.
+    """
+
+    zcdp: float
+    threshold: float
+    sampler: float
+
+    @property
+    def total(self) -> float:
+        """The effective δ: the release is (ε, total)-DP with the samplers it really uses."""
+        return math.fsum((self.zcdp, self.threshold, self.sampler))
+
+    def to_dict(self) -> dict[str, float]:
+        """JSON-ready (the manifest's ``privacy.delta_parts``, a ledger charge's detail)."""
+        return {
+            "zcdp": self.zcdp,
+            "one_tuple_threshold": self.threshold,
+            "noise_sampler": self.sampler,
+        }
+
+
+def delta_parts(
+    plan: BudgetPlan, n_columns: int, sensitivity_cap: int | None, *, declared: bool
+) -> DeltaParts:
+    """The release's :class:`DeltaParts`: public (plan, column count, cap, declared or not).
+
+    Raises:
+        SdsInputError: the samplers' bound (1 + e^ε)·T does not fit in δ/2 (a huge ε, δ too
+            small, or very many columns without a sensitivity cap).
+    """
+    half = plan.delta / 2
+    sampler = (1.0 + math.exp(plan.epsilon)) * sampler_bound(plan, n_columns, sensitivity_cap)
+    require(
+        sampler < half,
+        f"the noise samplers' approximation bound (1 + e^ε)·T = {sampler:.3g} (ε = "
+        f"{plan.epsilon:g}, {n_columns} columns, sensitivity_cap {sensitivity_cap}) does not fit "
+        f"in δ/2 = {half:.3g}; use a smaller epsilon, a larger delta or a sensitivity_cap",
+    )
+    threshold = 0.0 if declared else math.nextafter(half - sampler, 0.0)  # rounded down
+    return DeltaParts(zcdp=half, threshold=threshold, sampler=sampler)
+
+
 @dataclass(frozen=True)
 class PrivacyReport:
     """What a ledger records about one DP aggregation (all values are DP or public).
 
-    ``table_delta`` is the total-variation bound of the table-based noise samplers; the
-    guarantee including it is (ε, δ + (1 + e^ε)·table_delta), see
-    :func:`sds_core.dp.noise.table_delta`.
+    ``delta_parts`` says where δ goes, the table samplers' approximation included
+    (:func:`delta_parts`); the release is (ε, effective_delta)-DP with effective_delta ≤ δ.
     Per-length tuples are indexed k−1; a threshold of inf means nothing was released.
     """
 
@@ -39,12 +124,12 @@ class PrivacyReport:
     rho_by_len: tuple[float, ...]
     spends: tuple[StageSpend, ...]
     accounting: str
-    table_delta: float
+    delta_parts: DeltaParts
 
     @property
     def effective_delta(self) -> float:
-        """δ including the noise samplers' table approximation."""
-        return self.delta + (1 + math.exp(self.epsilon)) * self.table_delta
+        """δ of the guarantee with the samplers really used (≤ δ, which the ledger charges)."""
+        return self.delta_parts.total
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready dict (inf thresholds become None)."""
@@ -52,6 +137,7 @@ class PrivacyReport:
             "epsilon": self.epsilon,
             "delta": self.delta,
             "effective_delta": self.effective_delta,
+            "delta_parts": self.delta_parts.to_dict(),
             "rho": self.rho,
             "epsilon_percentile": self.epsilon_percentile,
             "sigma_by_len": list(self.sigma_by_len),
@@ -69,19 +155,13 @@ class PrivacyReport:
                 for s in self.spends
             ],
             "accounting": self.accounting,
-            "table_delta": self.table_delta,
         }
 
 
 def privacy_report(
-    plan: BudgetPlan, count: RecordCountStep, steps: list[LengthStep]
+    plan: BudgetPlan, count: RecordCountStep, steps: list[LengthStep], parts: DeltaParts
 ) -> PrivacyReport:
-    """Assemble the report from the plan and the stage outputs."""
-    tv = table_delta("laplace", 1.0 / plan.epsilon_records, 1)
-    for st in steps:
-        if st.allowed_sensitivity > 0 and st.n_candidates > 0:
-            scale = plan.sigma_by_len[st.length - 1] * math.sqrt(st.allowed_sensitivity)
-            tv += table_delta("gaussian", scale, st.n_candidates)
+    """Assemble the report from the plan, the stage outputs and the δ parts."""
     return PrivacyReport(
         epsilon=plan.epsilon,
         delta=plan.delta,
@@ -93,7 +173,7 @@ def privacy_report(
         rho_by_len=plan.rho_by_len,
         spends=(count.spend, *(st.spend for st in steps)),
         accounting=plan.accounting,
-        table_delta=tv,
+        delta_parts=parts,
     )
 
 

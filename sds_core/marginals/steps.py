@@ -32,8 +32,9 @@ class LengthStep:
         allowed_sensitivity: Δ_k chosen by the DP percentile (DP).
         threshold: ρ_k (inf when Δ_k = 0 and nothing is released).
         n_candidates: |V_k|. For k >= 2 a function of DP outputs; for k = 1 it is the number
-            of distinct attributes in the data, which is NOT differentially private: keep it
-            out of published artifacts (with declared domains: the total declared size).
+            of distinct attributes left after contribution bounding, which is NOT
+            differentially private: keep it out of published artifacts (with declared
+            domains: the total declared size).
         spend: this length's ledger entry.
         domain: k = 1 with declared domains only: the released (DP) domain the survivors and
             all later lengths are coded in (pass it to later lengths and to :func:`finalize`).

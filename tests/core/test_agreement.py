@@ -10,7 +10,7 @@ import pytest
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError
-from sds_core.evaluation.agreement import NOT_REPORTED, agreement
+from sds_core.evaluation.agreement import NOT_REPORTED, agreement, agreement_summary
 from sds_core.marginals.aggregates import AggregateSet
 
 DOMAIN = Domain(("A", "B", "C"), (("a1", "a2"), ("b1", "b2"), ("c1", "secret")))
@@ -106,6 +106,34 @@ def test_pair_tvd_by_hand(dp: AggregateSet, synthetic: PreparedTable) -> None:
     assert math.isclose(tvd[0, 1], ab) and math.isclose(tvd[1, 0], ab)
     assert math.isclose(tvd[0, 2], ac) and math.isclose(tvd[1, 2], bc)
     assert np.isnan(np.diag(tvd)).all()
+
+
+def test_marginal_tvd_per_column_set(dp: AggregateSet, synthetic: PreparedTable) -> None:
+    """Length 1: one TVD per column; length 2: the pair TVD, keyed by column indices."""
+    a = agreement(dp, synthetic)
+    one = a.marginal_tvd(1)
+    # A: DP {a1 .6, a2 .4}, synthetic {a1 3/6, a2 3/6}; C: DP {c1: 1}, synthetic {c1: 1}
+    assert one[(0,)] == pytest.approx(0.5 * (abs(0.6 - 0.5) + abs(0.4 - 0.5)))
+    assert one[(2,)] == pytest.approx(0.0) and set(one) == {(0,), (1,), (2,)}
+    two = a.marginal_tvd(2)
+    assert set(two) == {(0, 1), (0, 2), (1, 2)}
+    assert two[(0, 2)] == pytest.approx(a.pair_tvd()[0, 2])
+    assert a.marginal_tvd(3) == {}
+
+
+def test_within_noise_share_and_summary(dp: AggregateSet, synthetic: PreparedTable) -> None:
+    """The share of reported combinations within ±half-width, and the published summary."""
+    a = agreement(dp, synthetic)
+    # length-1 errors: A:a1 3, A:a2 1, B:b1 2, B:b2 2, C:c1 4
+    assert a.within_noise_share_by_len({1: 2.0, 2: 0.5}) == {1: pytest.approx(0.6), 2: 0.0}
+    summary = agreement_summary(a, {1: 1.0})
+    one, two = summary["by_length"]["1"], summary["by_length"]["2"]
+    assert one["dp_combinations"] == 5 and one["synthetic_combinations"] == 5
+    assert one["within_noise_95_pct"] == pytest.approx(20.0)  # only A:a2's error 1 is <= 1.96
+    assert one["noise_sd"] == 1.0 and two["noise_sd"] is None
+    assert two["within_noise_95_pct"] is None  # no noise given for length 2
+    assert two["synthetic_not_reported"] == 4 and two["marginals_compared"] == 3
+    assert two["mean_abs_error"] == pytest.approx((2 + 1 + 3 + 2) / 4)
 
 
 def test_mean_abs_error_over_reported_combinations(

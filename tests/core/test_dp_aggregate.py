@@ -186,11 +186,14 @@ def test_report_and_thresholds() -> None:
     assert rep.delta == pytest.approx(default_delta(m))
     assert math.fsum(s.epsilon for s in rep.spends) == pytest.approx(4.0)
     assert [s.stage for s in rep.spends] == ["count", "aggregate-1", "aggregate-2", "aggregate-3"]
+    parts = rep.delta_parts  # ρ_1 at δ/2 less the samplers' part; all of it within δ
     assert rep.threshold_by_len[0] == pytest.approx(
-        first_threshold(rep.sigma_by_len[0], rep.allowed_sensitivity_by_len[0], rep.delta) + 1
+        first_threshold(rep.sigma_by_len[0], rep.allowed_sensitivity_by_len[0], 2 * parts.threshold)
+        + 1
     )  # + 1: the shift that keeps the δ/2 bound for discrete Gaussian noise
     assert rep.threshold_by_len[1] == 0.0  # uncontrolled: η = 1
-    assert 0 < rep.table_delta < 1e-12 and rep.effective_delta > rep.delta
+    assert 0 < parts.sampler < 1e-12 and parts.zcdp == rep.delta / 2
+    assert rep.effective_delta <= rep.delta and rep.effective_delta == pytest.approx(rep.delta)
     json.dumps(rep.to_dict())
 
 

@@ -77,10 +77,6 @@ def test_epsilon_bound_uses_delta_and_both_ends() -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True,
-    reason="issue #27 point 4: the length-1 candidates are built before contribution bounding",
-)
 def test_values_beyond_the_bound_are_not_published_more_than_delta() -> None:
     """d = 40 columns, Δ_1 = 4, audited at δ = 0.1: a record with 40 unique values must not
     get one published with probability above δ (its values beyond Δ_1 count zero but are

@@ -19,7 +19,6 @@ from sds_core.evaluation.metrics import (
     aggregate_metrics,
     evaluate_release,
     marginal_fidelity,
-    publishable_evaluation,
     risk_metrics,
 )
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
@@ -157,54 +156,6 @@ def test_evaluate_release_is_labelled_not_dp() -> None:
     assert out["sensitive_vs_synthetic"]["suppressed_pct"] == 0.0
     assert out["marginal_fidelity"]["tvd_mean_by_order"][2] == 0.0
     assert set(out) >= {"sensitive_vs_dp_aggregates", "sensitive_risk", "synthetic_risk"}
-
-
-def _leaves(d: object, path: str = "") -> dict[str, object]:
-    if isinstance(d, dict):
-        return {k: v for key, sub in d.items() for k, v in _leaves(sub, f"{path}/{key}").items()}
-    return {path: d}
-
-
-def test_publishable_evaluation_keeps_rounded_ratios_only() -> None:
-    """No record count, n_* count, mean count/error, expansion or sensitive risk; ratios rounded."""
-    import json
-
-    rng = np.random.default_rng(2)
-    n = 1237  # a record count that no kept ratio can print as a token
-    frame = pd.DataFrame({c: rng.choice(["a", "b", "c", ""], size=n) for c in "PQR"})
-    from sds_core.data.preparation import prepare
-
-    table = prepare(frame)
-    dp = exact_aggregates(table, 2)
-    dp = AggregateSet(dp.domain, 2, dp.by_len, protected_number_of_records=n + 17, is_dp=True)
-    syn = PreparedTable(table.domain, table.codes[rng.permutation(n)[: n - 100]])
-    full = evaluate_release(table, syn, dp, EvaluationParams(2, 5, 2))
-    assert full["sensitive_vs_synthetic"]["record_expansion_pct"] is not None  # it was there
-    for ev in (full, json.loads(json.dumps(full))):  # also after a checkpoint's JSON trip
-        pub = publishable_evaluation(ev)
-        assert pub["differentially_private"] is False and "NOT" in pub["note"]
-        leaves = _leaves(pub)
-        names = " ".join(leaves)
-        for gone in (
-            "expansion",
-            "mean_count",
-            "mean_error",
-            "n_sensitive",
-            "n_target",
-            "n_combinations",
-            "mean_combo_count",
-            "sensitive_risk",
-        ):
-            assert gone not in names
-        assert str(n) not in json.dumps(pub)
-        assert "/marginal_fidelity/tvd_mean_by_order/2" in leaves
-        assert "/sensitive_vs_dp_aggregates/by_length/1/suppressed_pct" in leaves
-        assert "/synthetic_risk/records_with_rare_pct" in leaves
-        for path, v in leaves.items():
-            if isinstance(v, float):
-                digits = 2 if path.endswith("/original") else (1 if "pct" in path else 3)
-                assert v == round(v, digits), path
-    assert publishable_evaluation({"status": "x"})["differentially_private"] is False
 
 
 X = pd.DataFrame({"A": ["x"]})

@@ -13,7 +13,7 @@ from sds_core.data.preparation import prepare
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
 from sds_core.marginals.engine import dp_aggregate, plan_release
-from sds_core.marginals.forecast import MAX_EPSILON, forecast, solve_epsilon
+from sds_core.marginals.forecast import forecast, solve_epsilon
 from sds_core.marginals.params import DpParams
 from sds_core.marginals.privacy_report import noise_description
 
@@ -69,7 +69,7 @@ def test_solve_epsilon_is_the_smallest_meeting_the_target() -> None:
 
 def test_solve_epsilon_refuses_an_impossible_target() -> None:
     """A target no ε ≤ 100 meets is refused with what ε = 100 gives."""
-    with pytest.raises(SdsInputError, match=rf"no ε up to {MAX_EPSILON:g}.*gives"):
+    with pytest.raises(SdsInputError, match=r"no ε up to .*gives"):
         solve_epsilon(DpParams(epsilon=1, delta=1e-6), 40, 0.01)
     with pytest.raises(SdsInputError, match="must be a number > 0"):
         solve_epsilon(DpParams(epsilon=1, delta=1e-6), 4, math.nan)

@@ -1,5 +1,6 @@
 # ruff: noqa: RUF002, RUF003  (the DP literature's notation: σ, ρ, ε, −)
-"""Statistical privacy audit of the real DP mechanisms (issue 6 item 3, dp-assurance.md §3).
+"""Statistical privacy audit of the real DP mechanisms (issue 6 item 3, dp-assurance.md §3): the
+mechanisms' privacy measured, not the `sds audit` command (tests/store/audit).
 
 Many runs on neighbouring inputs D and D′, threshold events with Clopper–Pearson bounds at a
 family-wise false-alarm rate of 1e-6, and a lower bound on the privacy parameter actually
@@ -20,6 +21,8 @@ from sds_core.dp.accounting import plan_budget
 from sds_core.dp.noise import discrete_gaussian, discrete_laplace
 from sds_core.dp.percentile import percentile_table, sample_percentile
 from sds_core.dp.randomness import ReleaseRandomness
+
+pytestmark = pytest.mark.statistical  # make test-fast skips it; make test runs it
 
 FWER = 1e-6
 ALPHAS = np.concatenate([np.linspace(1.05, 3, 40), np.geomspace(3, 400, 60)])

@@ -10,7 +10,6 @@ from __future__ import annotations
 import io
 import itertools
 import json
-import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,28 +18,31 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.helpers import COLUMNS, charges, run_cli
+from tests.helpers import COLUMNS, TINY_CONFIG, charges, run_cli, system_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
-CHROMIUM = Path(os.environ.get("SDS_CHROMIUM", "/usr/bin/chromium"))
 
 
-def _missing(what: str) -> None:
-    """Fail in CI (make test installs everything), skip elsewhere, naming the fix."""
-    message = f"{what}; run `make chromium setup` (root) or `pip install -e '.[browser]'`"
-    if os.environ.get("CI"):
-        pytest.fail(message)
-    pytest.skip(message)
+SUPPRESSED = "code"  # a column none of whose values is reported: the report says so, no chart
+ALL = [*COLUMNS, SUPPRESSED]
 
 
 @pytest.fixture(scope="module")
-def released(
-    tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path, prefect_server: str
-) -> Path:
-    """One complete release of the tiny table (R = 3, ε = 6; fixed id and seed: same noise)."""
+def released(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, prefect_server: str) -> Path:
+    """One complete release of the tiny table plus a column holding 3 values once each (every
+    1-way count of it falls below the threshold) (R = 3, ε = 6; fixed id and seed: same noise)."""
+    folder = tmp_path_factory.mktemp("browserdata")
+    frame = pd.read_csv(tiny_csv, dtype=str, keep_default_na=False)
+    frame[SUPPRESSED] = [
+        "x1" if i == 3 else "x2" if i == 50 else "x3" if i == 99 else "" for i in range(len(frame))
+    ]
+    data = folder / "tiny-code.csv"
+    frame.to_csv(data, index=False)
+    config = folder / "tiny-code.toml"
+    config.write_text(TINY_CONFIG + f'\n[[schema.columns]]\nname = "{SUPPRESSED}"\n')
     home = tmp_path_factory.mktemp("browserhome")
     code, out, err = run_cli(
-        "release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home),
+        "release", str(data), "--config", str(config), "--home", str(home),
         "--seed", "5", "--epsilon", "6", "--reporting-length", "3", "--release-id", "browser-1",
         "--quiet",
     )  # fmt: skip
@@ -55,14 +57,11 @@ def browser(released: Path) -> Iterator[Any]:
     Started after the release: Playwright's sync API runs an event loop in this thread, and a
     Prefect flow called inside a running loop would run asynchronously.
     """
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _missing("playwright is not installed")
-    if not CHROMIUM.is_file():
-        _missing(f"{CHROMIUM} (Debian's chromium) is not installed")
+    chromium = system_chromium()
+    from playwright.sync_api import sync_playwright
+
     with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=str(CHROMIUM), args=["--no-sandbox"])
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
         yield b
         b.close()
 
@@ -90,7 +89,7 @@ def _pairs_with_data(agg: pd.DataFrame, syn: pd.DataFrame) -> int:
     """Column pairs with a reported DP 2-way count and a synthetic record holding both."""
     two = agg[agg["length"] == 2]
     n = 0
-    for a, b in itertools.combinations(COLUMNS, 2):
+    for a, b in itertools.combinations(ALL, 2):
         dp = two[two[a].notna() & two[b].notna()]
         both = ((syn[a] != "") & (syn[b] != "")).any()
         n += int(len(dp) > 0 and both)
@@ -115,15 +114,19 @@ def test_report_draws_every_chart(browser: Any, released: Path) -> None:
     agg = pd.read_parquet(released / "aggregates.parquet")
     syn = pd.read_csv(released / "synthetic.csv", dtype=str, keep_default_na=False)
     assert by_id["fig-spend"]["drawn"] == len(charges(released.parents[2])) == 4
-    for i, col in enumerate(COLUMNS):  # DP + synthetic bar per published value (<= 25 shown)
+    suppressed = []
+    for i, col in enumerate(ALL):  # DP + synthetic bar per published value (<= 25 shown)
         values = set(agg.loc[agg["length"] == 1, col].dropna()) | (set(syn[col]) - {""})
         if values:
             assert by_id[f"fig-oneway-{i}"]["drawn"] == 2 * min(len(values), 25)
+            assert page.page.locator(f"#oneway-none-{i}").count() == 0
         else:  # nothing published for the column: a note says so instead of a chart
             assert f"fig-oneway-{i}" not in by_id
             assert page.page.locator(f"#oneway-none-{i}").count() == 1
+            suppressed.append(col)
+    assert suppressed == [SUPPRESSED]  # the note's branch ran, for the column built for it
     assert by_id["fig-pair-tvd"]["drawn"] == 2 * _pairs_with_data(agg, syn)
-    for fig in ("fig-noise", "fig-budget", "fig-preservation-count", "fig-error-length"):
+    for fig in ("fig-noise", "fig-budget", "fig-within-noise", "fig-error-length"):
         assert fig in by_id
 
 
@@ -167,12 +170,12 @@ def test_explorer_follows_the_selection(browser: Any, released: Path) -> None:
     # the largest reported length-3 combination, selected value by value
     three = agg[agg["length"] == 3].sort_values(["count", "combination"], ascending=[False, True])
     row = three.iloc[0]
-    chosen = [(c, row[c]) for c in COLUMNS if pd.notna(row[c])]
+    chosen = [(c, row[c]) for c in ALL if pd.notna(row[c])]
     for k in range(1, 4):
         sel = dict(chosen[:k])
         p.select_option(f"select[data-column='{chosen[k - 1][0]}']", value=chosen[k - 1][1])
         mask = agg["length"] == k
-        for c in COLUMNS:
+        for c in ALL:
             mask &= agg[c] == sel[c] if c in sel else agg[c].isna()
         assert mask.sum() == 1
         assert _count(p.inner_text("#dp-count")) == int(agg.loc[mask, "count"].iloc[0])

@@ -41,6 +41,26 @@ def client() -> Iterator[Any]:
         yield c
 
 
+@pytest.fixture
+def three() -> Iterator[Any]:
+    """A LocalCluster of 3 worker processes for one flow test: after its two kills one worker
+    is left even when no killed worker comes back. A LocalCluster closes a nanny when no worker
+    of its name is back ``distributed.deploy.lost-worker-timeout`` (15 s) after the old one
+    left, and on a loaded machine a restarted worker takes longer: with 2 workers both kills
+    then cost a worker for good and the lost results waited for one forever (now the release
+    fails resumably after ``NO_WORKER_TIMEOUT_S``). The timeout is raised here too."""
+    import dask
+
+    with (
+        dask.config.set({"distributed.deploy.lost-worker-timeout": "600s"}),
+        distributed.LocalCluster(
+            n_workers=3, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
 class KillOnce:
     """Delegates to a DaskBackend; after the first Δ_k is chosen, SIGKILLs one worker."""
 
@@ -113,8 +133,8 @@ def test_worker_killed_with_scattered_partitions_is_a_clear_error(client: Any) -
 class KillDuringMap:
     """Wraps ``dask_backend._result`` (every reduction's gather): in each target stage (the
     progress text's first word), once its first map's results are on the workers, SIGKILLs the
-    worker holding the first result, so its results and partitions are lost before the reduce
-    gathers them."""
+    worker holding the first result (another one still running), so its results and partitions
+    are lost before the reduce gathers them."""
 
     def __init__(self, targets: tuple[str, ...]) -> None:
         from release_store.cluster import backend as dask_backend
@@ -131,9 +151,10 @@ class KillDuringMap:
     def __call__(self, client: Any, futures: list[Any], combine: Any) -> Any:
         """Kill once per target stage, then reduce as the backend does."""
         if self.stage in self.targets and self.stage not in self.killed:
-            client.wait_for_workers(2, timeout=60)  # a killed worker's nanny restarted it
             with client.as_current():  # distributed.wait uses the current client
                 distributed.wait(futures)
+            running = client.sync(client.scheduler.ncores_running)
+            assert len(running) >= 2, f"a kill would leave no worker: {running}"
             holder = min(client.who_has([futures[0]])[futures[0].key])
             pid = client.run(os.getpid, workers=[holder])[holder]
             os.kill(pid, signal.SIGKILL)
@@ -144,13 +165,13 @@ class KillDuringMap:
 @pytest.mark.parametrize("kind", ["parquet", "csv"])
 def test_release_flow_survives_a_worker_killed_mid_stage(
     kind: str,
-    client: Any,
+    three: Any,
     tmp_path: Path,
     prefect_server: str,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """``sds release --executor dask`` of a 4-part Parquet dataset (or a CSV read in 4 blocks),
-    one of 2 workers SIGKILLed in aggregate-2's counting and again in the evaluation's map,
+    one of 3 workers SIGKILLed in aggregate-2's counting and again in the evaluation's map,
     after their map results were on the workers: the partitions the flow read and prepared with
     tasks are recomputed from the part files (the CSV's byte ranges), the release completes
     with the local executor's bytes, and every stage is charged exactly once."""
@@ -174,7 +195,8 @@ def test_release_flow_survives_a_worker_killed_mid_stage(
         frame.to_csv(data, index=False)
         config.write_text("dask_partitions = 4\n" + TINY_CONFIG)
         reader = "_csv_block"
-    client.wait_for_workers(2, timeout=60)
+    client = three
+    client.wait_for_workers(3, timeout=120)
     monkeypatch.setenv("SDS_DASK_ADDRESS", client.scheduler.address)
 
     def release(home: Path, *extra: str) -> Path:

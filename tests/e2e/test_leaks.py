@@ -173,7 +173,8 @@ def test_no_canary_leaks_and_private_modes(tmp_path: Path) -> None:
             assert str(home).encode() not in data and str(inputs).encode() not in data, path
     manifest = json.loads((home / "releases" / "tiny" / "leak-ok" / "manifest.json").read_text())
     assert manifest["parameters"]["input"] == "people.csv"
-    assert manifest["input"]["name"] == "people.csv" and len(manifest["input"]["sha256"]) == 64
+    assert manifest["input"]["name"] == "people.csv" and "sha256" not in manifest["input"]
+    assert len(manifest["input"]["commitment"]) == 64  # keyed: the plain hash is never published
     assert "home" not in manifest["parameters"]
 
     # private files 0600, private directories 0700 (checked on every path under private/)

@@ -111,26 +111,23 @@ def _wait_served(proc: subprocess.Popen, names: list[str], timeout: float = 180)
 def test_prefect_yaml_deploys(
     server: tuple[str, dict[str, str]], tiny_csv: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
-    """`prefect deploy` registers the deployments with a schema-enforced form and a cron, and
-    the Dask variant with its executor and scheduler address."""
+    """`prefect deploy` registers the deployments of the pinned flow with a schema-enforced
+    form of the run options only and a cron, on the locked pool `sds deploy --no-register`
+    makes (runs of it: tests/e2e/test_deploy_worker.py)."""
+    from release_store.ledger.book import Ledger
+
     url, env = server
-    env = {
-        **env,
-        "SDS_PROJECT_DIR": str(PROJECT),
-        "SDS_INPUT": str(tiny_csv),
-        "SDS_CONFIG": str(tiny_config),
-        "SDS_HOME": str(tmp_path / "home"),
-        "SDS_DASK_ADDRESS": "tcp://127.0.0.1:8786",
-    }
+    home = tmp_path / "home"
+    home.mkdir()
+    Ledger.open(home).set_budget("tiny", epsilon=10.0, delta=1e-3)
+    env = {**env, "SDS_PROJECT_DIR": str(PROJECT)}
+    pins = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "deploy", "--no-register", "--home", str(home),
+         "--input", str(tiny_csv), "--config", str(tiny_config)],
+        env=env, cwd=tmp_path, capture_output=True, timeout=300,
+    )  # fmt: skip
+    assert pins.returncode == 0, pins.stderr.decode()[-3000:]
     prefect = [sys.executable, "-m", "prefect", "--no-prompt"]
-    subprocess.run(
-        [*prefect, "work-pool", "create", "sds-local", "--type", "process"],
-        env=env,
-        cwd=PROJECT,
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
     done = subprocess.run(
         [*prefect, "deploy", "--all", "--prefect-file", "deployments/prefect.yaml"],
         env=env,
@@ -149,13 +146,18 @@ def test_prefect_yaml_deploys(
         timeout=30,
     ) as r:
         deployments = {d["name"]: d for d in json.load(r)}
+    assert set(deployments) == {"scheduled-release", "on-demand-release", "dask-release"}
     nightly = deployments["scheduled-release"]
     assert nightly["enforce_parameter_schema"] is True
     assert nightly["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
-    assert nightly["parameters"]["params"]["input"] == str(tiny_csv)
-    assert "epsilon" in json.dumps(deployments["on-demand-release"]["parameter_openapi_schema"])
-    dask = deployments["dask-release"]["parameters"]["params"]
-    assert dask["executor"] == "dask" and dask["dask_address"] == "tcp://127.0.0.1:8786"
+    for d in deployments.values():
+        assert d["entrypoint"] == "flows/deployed.py:deployed_release"
+        assert d["parameters"] == {} and d["work_pool_name"] == "sds-local"
+        options = d["parameter_openapi_schema"]["definitions"]["RunOptions"]
+        assert "epsilon" in options["properties"] and "input" not in options["properties"]
+        assert options["additionalProperties"] is False
+    monthly = deployments["monthly-release"]
+    assert monthly["schedules"][0]["schedule"]["cron"] == "0 3 1 * *"
 
 
 def test_served_deployment_runs_and_exhausted_budget_fails(

@@ -73,8 +73,10 @@ def _release(data: Path | str, config: Path, home: Path, *extra: str) -> Path:
 
 
 def _digests(rel: Path) -> tuple[dict[str, str], str]:
-    manifest = json.loads((rel / "manifest.json").read_text())
-    return {n: sha256_file(rel / n) for n in COMPARED}, manifest["input"]["sha256"]
+    """The compared artifacts' sha256 and the input digest the release read (private: the
+    manifest publishes only a commitment to it, keyed per release)."""
+    state = json.loads((rel.parents[2] / "private" / rel.name / "state.json").read_text())
+    return {n: sha256_file(rel / n) for n in COMPARED}, state["input_sha256"]
 
 
 def test_dataset_and_csv_blocks_release_like_local(
@@ -334,7 +336,7 @@ def test_output_gate_on_chunks_fails_like_the_gx_gate(tmp_path: Path, client: An
         ]
     )
     labels = dict(zip(table.domain.columns, table.domain.labels, strict=True))
-    schema = output_schema(declared, labels)
+    schema = output_schema(declared, list(labels), labels)
     with pytest.raises(SchemaValidationError) as dask_error:
         validate_chunks(chunked, schema, private_dir=tmp_path / "dask")
     with pytest.raises(SchemaValidationError) as gx_error:

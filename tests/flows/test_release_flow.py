@@ -226,31 +226,34 @@ def test_no_secret_in_the_release(released: Path) -> None:
     assert not (released / "validation-input.json").exists()
 
 
-def test_published_evaluation_has_no_true_record_count(released: Path) -> None:
-    """evaluation.json is the publishable subset: ratios only, no true n, no exact counts."""
+def test_evaluation_against_the_data_is_private(released: Path) -> None:
+    """evaluation.json holds only the agreement of the published files (marked as such); SDS's
+    evaluation against the sensitive data is in the private custodian report (0600)."""
+    import stat
+
     from release_store.workspace.integrity import forbidden_content_check
 
     home, rid = released.parents[2], released.name
-    only = home / "evaluation-only" / rid
-    only.mkdir(parents=True)
-    text = (released / "evaluation.json").read_text()
-    (only / "evaluation.json").write_text(text)
-    assert forbidden_content_check(only, secrets=[str(N_ROWS)]) == []
-    ev = json.loads(text)
-    assert ev["differentially_private"] is False and ev["computed_from_sensitive_data"] is True
-    metrics = ev["metrics"]
-    assert metrics["differentially_private"] is False
-    assert set(metrics["marginal_fidelity"]["tvd_mean_by_order"]) == {"1", "2", "3"}
-    assert "sensitive_risk" not in metrics
-    for word in (
-        "expansion",
-        "mean_count",
-        "mean_error",
-        "n_sensitive",
-        "n_target",
-        "n_combinations",
-    ):
+    assert forbidden_content_check(released, secrets=[str(N_ROWS)]) == []
+    ev = json.loads((released / "evaluation.json").read_text())
+    assert ev["computed_from_sensitive_data"] is False
+    assert ev["computed_from"] == [
+        "aggregates.parquet",
+        "synthetic.parquet",
+        "manifest.json privacy.noise",
+    ]
+    assert set(ev["metrics"]["by_length"]) == {"1", "2"}  # R = 2
+    text = json.dumps(ev["metrics"])
+    for word in ("suppressed", "fabricated", "preservation", "sensitive_risk", "expansion"):
         assert word not in text
+    private = home / "private" / rid
+    for name in ("custodian-report.html", "custodian-evaluation.json"):
+        assert stat.S_IMODE((private / name).stat().st_mode) == 0o600
+    full = json.loads((private / "custodian-evaluation.json").read_text())
+    assert set(full["marginal_fidelity"]["tvd_mean_by_order"]) == {"1", "2", "3"}
+    page = (private / "custodian-report.html").read_text()
+    assert "PRIVATE: computed from the sensitive data" in page and "fig-suppressed" in page
+    assert "custodian" not in " ".join(p.name for p in released.iterdir())
 
 
 def test_prefect_artifacts_are_created(released: Path) -> None:
@@ -289,6 +292,9 @@ def test_prefect_artifacts_are_created(released: Path) -> None:
     assert len(ours) == 1 and f"| protected (DP) record count | {rows:,} |" in ours[0]
     assert "dataset budget left after it" in ours[0]
     assert "| stage | seconds |" in ours[0] and "| count | " in ours[0]  # stage timings
+    assert "synthetic records vs DP aggregates" in ours[0] and "sensitive" not in ours[0]
+    by_length = next(d for d in by_key["by-length-tiny"] if "within_noise_95_pct" in d)
+    assert "suppressed" not in by_length and "preservation" not in by_length
     assert 100.0 in [float(d) for d in by_key["synthesize-progress-tiny"]]  # reached 100%
 
 

@@ -128,6 +128,43 @@ def test_swapped_input_is_refused_before_anything_runs(
     assert _snapshot(released) == before
 
 
+def test_input_commitment_is_keyed_and_needs_its_key(copied: Path, tiny_csv: Path) -> None:
+    """The manifest commits to the input with the private key (never its plain sha256); the
+    replay opens it, and refuses (exit 2) without the key."""
+    import hashlib
+
+    from release_store.inputs.commitment import input_commitment
+
+    release = next(copied.glob(f"releases/*/{RID}"))
+    fingerprint = json.loads((release / "manifest.json").read_text())["input"]
+    plain = hashlib.sha256(tiny_csv.read_bytes()).hexdigest()
+    key = (copied / "private" / RID / "input-commitment.key").read_bytes()
+    assert "sha256" not in fingerprint and fingerprint["commitment_scheme"] == "hmac-sha256"
+    assert fingerprint["commitment"] == input_commitment(key, plain) != plain
+    (copied / "private" / RID / "input-commitment.key").unlink()
+    code, _, err = _replay(copied, tiny_csv)
+    assert code == 2 and "input-commitment.key is missing" in err
+
+
+def test_release_made_before_commitments_still_replays(copied: Path, tiny_csv: Path) -> None:
+    """An older release published the plain input.sha256 and has no commitment key: its replay
+    checks the plain hash and rebuilds its manifest as it was (identical)."""
+    import hashlib
+
+    release = next(copied.glob(f"releases/*/{RID}"))
+    m = Manifest.load(release)
+    for field in ("commitment", "commitment_scheme", "commitment_note"):
+        del m.data["input"][field]
+    m.data["input"]["sha256"] = hashlib.sha256(tiny_csv.read_bytes()).hexdigest()
+    m.save(release)
+    (copied / "private" / RID / "input-commitment.key").unlink()
+    assert run_cli("sign", RID, "--home", str(copied))[0] == 0
+    code, report, err = _replay(copied, tiny_csv)
+    assert code == 0, (err, report and _differs(report))
+    assert report is not None and report["identical"]
+    assert not (copied / "private" / RID / "input-commitment.key").exists()
+
+
 def test_changed_parameter_is_caught(copied: Path, tiny_csv: Path) -> None:
     """ε rewritten from 2 to 1 in both records (and re-signed): the recomputation differs."""
     release = next(copied.glob(f"releases/*/{RID}"))

@@ -58,3 +58,40 @@ def test_gate_names_the_first_bad_row_of_each_rule() -> None:
     assert "column 'w': values must be a number (first failing data row 6)" in text
     good = run_gate(pa.table({"age": ["5", " 7 "], "w": ["1", ""]}), schema, name="t2")
     assert good.success, good.failures
+
+
+def test_output_schema_never_counts_the_domain_found_in_the_data() -> None:
+    """validation.json's output rules come from declared values and the DP aggregates' 1-way
+    labels: a value in the data's domain whose 1-way count was suppressed changes nothing."""
+    from release_store.inputs.gate import output_schema
+    from release_store.inputs.schema_checks import schema_checks
+    from sds_core.data.domain import Domain
+    from sds_core.marginals.aggregates import AggregateSet
+
+    declared = TableSchema(
+        columns=[
+            ColumnSchema(name="sex", values=["0", "1"]),
+            ColumnSchema(name="age", type="integer", bins={"edges": [0, 30, 121]}),
+        ]
+    )
+    counts = {"sex:0": 9, "sex:1": 8, "age:0-30": 7, "city:north": 6}
+
+    def rules(domain: Domain) -> list[dict[str, object]]:
+        published = AggregateSet.from_text_dict(domain, counts, 1, is_dp=True).one_way_labels()
+        schema = output_schema(declared, ["sex", "age", "city"], published)
+        return [
+            {"column": c.column, "rule": c.rule, "kwargs": c.kwargs}
+            for c in schema_checks(schema, ["sex", "age", "city"])
+        ]
+
+    seen = Domain(("sex", "age", "city"), (("0", "1"), ("0-30",), ("north",)))
+    with_suppressed = Domain(  # the neighbour's domain: a new age bin and city, both suppressed
+        ("sex", "age", "city"), (("0", "1"), ("0-30", "30-121"), ("Zq7", "north"))
+    )
+    assert rules(seen) == rules(with_suppressed)
+    texts = {r["column"]: r["rule"] for r in rules(with_suppressed) if "one of" in str(r["rule"])}
+    assert texts == {
+        "sex": "must be one of the 2 declared values",
+        "age": "must be one of the 1 values the DP aggregates report for it (length 1)",
+        "city": "must be one of the 1 values the DP aggregates report for it (length 1)",
+    }

@@ -12,11 +12,11 @@ import numpy as np
 import pytest
 
 from release_store.report.explorer import explorer_html
-from release_store.report.inputs import BudgetSnapshot, ReportInputs, count_sd
-from release_store.report.page import report_html
+from release_store.report.inputs import BudgetSnapshot, ReportInputs, count_sd, sd_by_len
+from release_store.report.page import report_html, unpublished_columns
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
-from sds_core.evaluation.agreement import agreement
+from sds_core.evaluation.agreement import agreement, agreement_summary
 from sds_core.marginals.aggregates import AggregateSet
 from tests.helpers import run_cli
 
@@ -55,28 +55,10 @@ NOISE = {
     ],
     "how_to_read": "read me",
 }
-EVALUATION = {
-    "differentially_private": False,
-    "marginal_fidelity": {"tvd_mean_by_order": {"1": 0.05, "2": 0.1}},
-    **{
-        section: {
-            "by_length": {"1": {"suppressed_pct": 1.0, "fabricated_pct": 0.0}, "2": {}},
-            "preservation_by_count": {
-                "10": {"count_preservation": 0.5},
-                "20": {"count_preservation": 0.8},
-            },
-            "preservation_by_length": {
-                "1": {"count_preservation": 0.99},
-                "2": {"count_preservation": 0.9},
-            },
-        }
-        for section in ("sensitive_vs_dp_aggregates", "sensitive_vs_synthetic")
-    },
-}
 
 
 def make_inputs(noise: dict | None = NOISE) -> ReportInputs:
-    """Report inputs of a hand-made release (R = 2) with a budget, noise and evaluation."""
+    """Report inputs of a hand-made release (R = 2) with a budget, noise and its agreement."""
     dp = AggregateSet.from_text_dict(DOMAIN, DP, 2, protected_number_of_records=103, is_dp=True)
     manifest = {
         "release_id": "rel-1",
@@ -98,9 +80,9 @@ def make_inputs(noise: dict | None = NOISE) -> ReportInputs:
         "artifacts": {"aggregates.parquet": "ab" * 32},
     }
     budget = BudgetSnapshot(10.0, 1e-4, 7.0, 9e-5, 1.0, 1e-6, 6.0, 8.9e-5, 0.0)
-    return ReportInputs(
-        manifest, budget, EVALUATION, agreement(dp, PreparedTable(DOMAIN, RECORDS)), len(RECORDS)
-    )
+    compared = agreement(dp, PreparedTable(DOMAIN, RECORDS))
+    evaluation = agreement_summary(compared, sd_by_len(manifest))
+    return ReportInputs(manifest, budget, evaluation, compared, len(RECORDS))
 
 
 def figures(page: str) -> dict[str, int]:
@@ -119,7 +101,8 @@ def decode(page: str) -> tuple[dict, bytes]:
 
 
 def test_report_has_every_chart_with_marks() -> None:
-    """Spend, budget, noise, one 1-way chart per column, heatmap, utility, error, timing."""
+    """Spend, budget, noise, one 1-way chart per column, heatmap, agreement, timing: and no
+    figure of the evaluation against the sensitive data (that is the custodian's, private)."""
     figs = figures(report_html(make_inputs()).decode())
     assert figs == {
         "fig-spend": 3,
@@ -129,11 +112,9 @@ def test_report_has_every_chart_with_marks() -> None:
         "fig-oneway-1": 4,
         "fig-oneway-2": 2,  # only c1 is published
         "fig-pair-tvd": 6,
-        "fig-preservation-count": 4,
-        "fig-preservation-length": 4,
-        "fig-suppressed": 2,
-        "fig-fabricated": 2,
-        "fig-error-length": 4,
+        "fig-error-length": 4,  # mean error and noise sd, two lengths
+        "fig-within-noise": 2,
+        "fig-tvd-length": 2,
         "fig-timing": 2,
     }
 
@@ -156,6 +137,34 @@ def test_pages_are_self_contained_and_escape_labels() -> None:
         assert set(re.findall(r"https?://[^\s\"'<]+", page)) <= {"http://www.w3.org/2000/svg"}
         assert page.count("</script>") == page.count("<script")  # no label closes a script
         assert "a</script><b>x" not in page
+
+
+@pytest.mark.parametrize("synthetic_holds_one", [False, True])
+def test_unpublished_columns_note_names_only_wholly_unreported_columns(
+    synthetic_holds_one: bool,
+) -> None:
+    """A column none of whose values has a DP count and no synthetic record holds: one note
+    (its name escaped), no 1-way chart; a column with any published or synthetic value: none."""
+    assert unpublished_columns(make_inputs()) == ""  # every column of the hand-made release
+    domain = Domain((*DOMAIN.columns, "D<i>"), (*DOMAIN.labels, ("d1", "d2")))
+    records = np.column_stack([RECORDS, np.full(len(RECORDS), -1, dtype=np.int32)])
+    if synthetic_holds_one:
+        records[0, 3] = 1
+    dp = AggregateSet.from_text_dict(domain, DP, 2, protected_number_of_records=103, is_dp=True)
+    base = make_inputs()
+    inputs = ReportInputs(
+        base.manifest, base.budget, base.evaluation, agreement(dp, PreparedTable(domain, records)),
+        len(records),
+    )  # fmt: skip
+    note = unpublished_columns(inputs)
+    page = report_html(inputs).decode()
+    if synthetic_holds_one:
+        assert note == "" and "fig-oneway-3" in figures(page)
+    else:
+        assert note.count("<p class='note'") == 1 and "id='oneway-none-3'" in note
+        assert "<b>D&lt;i&gt;</b>: no value of this column is reported" in note
+        assert note in page and "fig-oneway-3" not in figures(page)
+    assert "oneway-none-0" not in page and "oneway-none-2" not in page
 
 
 def test_unpublished_value_is_never_written() -> None:

@@ -6,6 +6,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import sqlite3
 import stat
 from pathlib import Path
@@ -43,17 +44,55 @@ def test_resolve_home_under_a_file(tmp_path: Path) -> None:
         ws.resolve_home(tmp_path / "f" / "home")
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root ignores directory permissions")
 def test_resolve_home_read_only(tmp_path: Path) -> None:
-    """A read-only directory is refused with SdsInputError."""
-    home = tmp_path / "ro"
+    """A read-only directory is refused with SdsInputError. Root writes anywhere, so as root
+    (CI) the check runs in a forked child that drops to the ``nobody`` user, on a directory
+    ``nobody`` owns and may not write."""
+    if os.geteuid() != 0:
+        home = tmp_path / "ro"
+        home.mkdir()
+        home.chmod(stat.S_IRUSR | stat.S_IXUSR)
+        try:
+            with pytest.raises(SdsInputError, match="not a writable directory"):
+                ws.resolve_home(home)
+        finally:
+            home.chmod(stat.S_IRWXU)
+        return
+    import pwd
+    import tempfile
+
+    nobody = pwd.getpwnam("nobody")
+    outer = Path(tempfile.mkdtemp(prefix="sds-ro-home-"))  # tmp_path is root's, 0700
+    home = outer / "ro"
     home.mkdir()
+    for path in (outer, home):
+        os.chown(path, nobody.pw_uid, nobody.pw_gid)
     home.chmod(stat.S_IRUSR | stat.S_IXUSR)
-    try:
-        with pytest.raises(SdsInputError, match="not a writable directory"):
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: no exec (root's interpreter may be unreadable to nobody)
+        answer = "accepted"
+        try:
+            os.setgroups([])
+            os.setgid(nobody.pw_gid)
+            os.setuid(nobody.pw_uid)
             ws.resolve_home(home)
+        except SdsInputError as e:
+            answer = str(e)
+        except BaseException as e:
+            answer = f"unexpected {type(e).__name__}: {e}"
+        finally:
+            os.write(write, answer.encode())
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as f:
+        answer = f.read().decode()
+    os.waitpid(pid, 0)
+    try:
+        assert "not a writable directory (Permission denied)" in answer, answer
+        assert sorted(p.name for p in home.iterdir()) == []  # no probe file left
     finally:
-        home.chmod(stat.S_IRWXU)
+        shutil.rmtree(outer)
 
 
 @pytest.mark.parametrize("value", ["../x", "a/b", "", " a", ".hidden", "a b", "x" * 129, 3])

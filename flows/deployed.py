@@ -1,0 +1,64 @@
+"""The flow deployments run: a release whose run chooses only :class:`RunOptions`.
+
+Pinned settings -> [refusal, logged in the run, before anything is read or charged] ->
+the ``release`` flow's stages. The input, config, dataset, ledger and the rest come from the
+deployment's pin file (``$SDS_HOME/deployments/<deployment>.toml``, written by ``sds deploy``);
+the home from the work pool's environment; the lifetime budget must already be in the ledger.
+"""
+
+from __future__ import annotations
+
+from prefect import flow, get_run_logger, runtime
+
+from flows.release import release
+from release_store.config.deployment import (
+    RunOptions,
+    deployed_params,
+    deployment_home,
+    pin_path,
+    read_pins,
+    require_budget,
+)
+from sds_core.errors import SdsInputError
+
+__all__ = ["deployed_release"]
+
+
+def _run_name() -> str:
+    """``release-<deployment>``: the dataset is known only once the pin file is read."""
+    return f"release-{runtime.deployment.name or 'not-deployed'}"
+
+
+@flow(name="sds-release", flow_run_name=_run_name, persist_result=False, validate_parameters=True)
+def deployed_release(options: RunOptions = RunOptions()) -> str:
+    """Run one DP release with the deployment's pinned settings and this run's ``options``;
+    returns the release directory.
+
+    The flow is named as ``release``: the UI, the automations and the budget artifacts treat
+    a deployed release as any other. A run's parameter naming a pinned field never gets here
+    (the server refuses it against the schema, else the flow's parameter validation does).
+    """
+    log = get_run_logger()
+    deployment = runtime.deployment.name
+    try:
+        if not deployment:
+            raise SdsInputError(
+                "deployed_release runs only from a deployment (it reads the deployment's pin "
+                "file); run `sds release` or the release flow instead"
+            )
+        home = deployment_home()
+        pins = read_pins(pin_path(home, deployment))
+        built = deployed_params(home, pins, options)
+        require_budget(built.params)
+    except SdsInputError as e:
+        log.error("refused before anything was read or charged: %s", e)
+        raise
+    for note in built.notes:
+        log.warning(note)
+    log.info(
+        "deployment %s: input, config, dataset and ledger pinned by its pin file; this run "
+        "chose %s",
+        deployment,
+        options.given() or "nothing (the deployment's values)",
+    )
+    return release.fn(built.params)

@@ -1,0 +1,206 @@
+"""``custodian-report.html``: the release measured against the sensitive data, for the custodian.
+
+SDS's evaluation (count preservation, suppressed and fabricated shares, TVD against the input,
+risks) reads the sensitive data, so it is not covered by the release's guarantee and is never
+published: the publish stage writes this page and the full evaluation as JSON into the private
+workspace (``private/<release-id>/``, mode 0600), beside the public report. Built with the
+public report's charts; the figures read the full evaluation (JSON form, string keys).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from release_store.report.charts import Series, esc, vbars
+from release_store.report.page import CSP, Figure, template
+
+__all__ = [
+    "CUSTODIAN_EVALUATION",
+    "CUSTODIAN_REPORT",
+    "custodian_report_html",
+    "evaluation_json",
+    "utility_figures",
+]
+
+CUSTODIAN_REPORT = "custodian-report.html"
+"""The custodian report's file name in ``private/<release-id>/``."""
+CUSTODIAN_EVALUATION = "custodian-evaluation.json"
+"""The full evaluation's file name in ``private/<release-id>/``."""
+
+_WARNING = (
+    "PRIVATE: computed from the sensitive data. These metrics are not differentially private "
+    "and are not covered by the release's guarantee (e.g. the suppressed and fabricated shares "
+    "together give the number of distinct combinations in the data). Never publish or share "
+    "them; the public report and evaluation.json are computed from the published files only."
+)
+_SOURCE = (
+    "the evaluation stage's comparison of the release with the sensitive data "
+    f"({CUSTODIAN_EVALUATION}, private; not differentially private)."
+)
+_SECTIONS = (
+    ("sensitive_vs_dp_aggregates", "DP aggregates"),
+    ("sensitive_vs_synthetic", "synthetic"),
+)
+
+
+def evaluation_json(evaluation: dict[str, Any]) -> dict[str, Any]:
+    """The evaluation as JSON values (string keys, plain numbers), as the private file holds it."""
+    import numpy as np
+
+    def plain(x: Any) -> Any:
+        if isinstance(x, np.generic):
+            return x.item()
+        raise TypeError(f"not JSON: {type(x).__name__}")
+
+    out: dict[str, Any] = json.loads(json.dumps(evaluation, default=plain))
+    return out
+
+
+def _get(d: Any, key: str) -> float | None:
+    return float(d[key]) if isinstance(d, dict) and d.get(key) is not None else None
+
+
+def _keys(ev: dict[str, Any], key: str, order: Any) -> list[str]:
+    """The keys of ``ev[section][key]`` over both sections, sorted numerically by ``order``."""
+    return sorted({k for s, _ in _SECTIONS for k in ((ev.get(s) or {}).get(key) or {})}, key=order)
+
+
+def _preservation_figure(
+    ev: dict[str, Any], key: str, keys: list[str], ticks: list[str], fig_id: str, title: str
+) -> Figure:
+    """Bars of SDS's preservation ratio (``ev[section][key][k]``) per k, one series a section."""
+    series = [
+        Series(
+            name,
+            tuple(
+                _get(((ev.get(s) or {}).get(key) or {}).get(k), "count_preservation") for k in keys
+            ),
+        )
+        for s, name in _SECTIONS
+    ]
+    chart = vbars(ticks, series, label=title, value_format=lambda v: f"{v:.2f}", top_value=1.0)
+    return Figure(fig_id, title, chart, _SOURCE)
+
+
+def utility_figures(ev: dict[str, Any]) -> list[Figure]:
+    """SDS's preservation by count bucket and by length, suppressed and fabricated shares."""
+    out = []
+    buckets = _keys(ev, "preservation_by_count", float)
+    if buckets:
+        out.append(
+            _preservation_figure(
+                ev, "preservation_by_count", buckets, [f"≤{b}" for b in buckets],
+                "fig-preservation-count",
+                "Count preservation by count bucket (1 = counts preserved)",
+            )
+        )  # fmt: skip
+    lengths = _keys(ev, "preservation_by_length", int)
+    if lengths:
+        out.append(
+            _preservation_figure(
+                ev, "preservation_by_length", lengths, [f"length {k}" for k in lengths],
+                "fig-preservation-length", "Count preservation by combination length",
+            )
+        )  # fmt: skip
+        shares = (
+            ("suppressed", "Suppressed: sensitive combinations missing from the release"),
+            ("fabricated", "Fabricated: released combinations absent from the sensitive data"),
+        )
+        for title, caption in shares:
+            field = f"{title}_pct"
+            series = [
+                Series(
+                    f"{n} {title}",
+                    tuple(
+                        _get(((ev.get(s) or {}).get("by_length") or {}).get(k), field)
+                        for k in lengths
+                    ),
+                )
+                for s, n in _SECTIONS
+            ]
+            out.append(
+                Figure(
+                    f"fig-{title}",
+                    f"{caption} (%, by length)",
+                    vbars(
+                        [f"length {k}" for k in lengths],
+                        series,
+                        label=f"{title} share by length",
+                        value_format=lambda v: f"{v:.3g}",
+                    ),
+                    _SOURCE,
+                )
+            )
+    return out
+
+
+def _num(value: Any) -> str:
+    return "" if value is None else f"{float(value):.4g}"
+
+
+def _headline(ev: dict[str, Any]) -> str:
+    """One table of the headline ratios per length: TVD, preservation, suppressed, fabricated."""
+    mf = ev.get("marginal_fidelity") or {}
+    orders = sorted({*(mf.get("tvd_mean_by_order") or {}), *_keys(ev, "by_length", int)}, key=int)
+    if not orders:
+        return "<p>This release has no evaluation against the sensitive data.</p>"
+    head = (
+        "<tr><th>length</th><th class='num'>mean TVD vs the data</th>"
+        "<th class='num'>max TVD</th>"
+        + "".join(
+            f"<th class='num'>{esc(n)}: preservation</th><th class='num'>suppressed %</th>"
+            f"<th class='num'>fabricated %</th>"
+            for _, n in _SECTIONS
+        )
+        + "</tr>"
+    )
+    rows = []
+    for k in orders:
+        cells = [
+            _num((mf.get("tvd_mean_by_order") or {}).get(k)),
+            _num((mf.get("tvd_max_by_order") or {}).get(k)),
+        ]
+        for s, _ in _SECTIONS:
+            sec = ev.get(s) or {}
+            pres = (sec.get("preservation_by_length") or {}).get(k)
+            cells.append(_num(_get(pres, "count_preservation")))
+            by = (sec.get("by_length") or {}).get(k)
+            cells += [_num(_get(by, "suppressed_pct")), _num(_get(by, "fabricated_pct"))]
+        rows.append(
+            f"<tr><td>{esc(k)}</td>" + "".join(f"<td class='num'>{c}</td>" for c in cells) + "</tr>"
+        )
+    return f"<table>{head}{''.join(rows)}</table>"
+
+
+def custodian_report_html(
+    manifest: dict[str, Any], evaluation: dict[str, Any], public_report: str
+) -> bytes:
+    """The custodian report as UTF-8 HTML (deterministic for the same inputs).
+
+    Args:
+        manifest: the release's manifest (release id, dataset, creation time).
+        evaluation: the full evaluation (:func:`evaluation_json` form).
+        public_report: the path of the public report.html, relative to this page.
+    """
+    rid = esc(manifest["release_id"])
+    figures = "".join(f.html(i) for i, f in enumerate(utility_figures(evaluation), start=1))
+    full = json.dumps(evaluation, indent=2, sort_keys=True)
+    return (
+        "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
+        f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
+        "<meta name='viewport' content='width=device-width, initial-scale=1'>"
+        f"<title>Custodian report of release {rid} (private)</title>"
+        f"<style>{template('report.css')}</style></head><body>"
+        f"<h1>Custodian report of release {rid}</h1>"
+        f"<p class='warn'><b>{esc(_WARNING)}</b></p>"
+        f"<p class='meta'>Dataset {esc(manifest['dataset'])} · created "
+        f"{esc(manifest.get('created_at', ''))} · <a href='{esc(public_report)}'>the public "
+        "report</a></p>"
+        "<h2 id='utility'>Utility against the sensitive data (SDS evaluation)</h2>"
+        + _headline(evaluation)
+        + figures
+        + "<details><summary>The full evaluation (JSON)</summary><pre>"
+        + esc(full)
+        + "</pre></details></body></html>"
+    ).encode("utf-8")

@@ -1,0 +1,178 @@
+"""Releases by period end to end (issue #23 point 2): two periods of one dataset each release with
+the full per-period budget, a spent period is refused, a subject present in both periods counts in
+only one (checked in the private workspace's record), the period shows in the manifest, the
+report, `sds budget show` and `sds audit`, and a replay leaves out what the release left out."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from release_store.ledger.book import Ledger
+from release_store.workspace.subjects import SubjectRecord
+from tests.helpers import COLUMNS, periodic_config, run_cli, write_periodic_csv
+
+SEP, OCT = "2026-09", "2026-10"
+
+
+@pytest.fixture(scope="module")
+def released(
+    tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, prefect_server: str
+) -> dict[str, object]:
+    """September (subjects s0..s199), then October (s150..s349: s150..s199 are in both), each
+    released with ε 2 from a per-period budget of ε 2; then September again."""
+    root = tmp_path_factory.mktemp("periods")
+    data = write_periodic_csv(
+        tiny_csv,
+        root / "monthly.csv",
+        {SEP: range(200), OCT: range(200, 400)},
+        subjects={SEP: range(200), OCT: range(150, 350)},
+    )
+    config = root / "monthly.toml"
+    config.write_text(periodic_config(subject=True))
+    home = root / "home"
+    code, _, err = run_cli(
+        "budget", "set", "monthly", "--epsilon", "2", "--delta", "1e-3", "--per-period",
+        "--home", str(home),
+    )  # fmt: skip
+    assert code == 0, err
+    dirs = {}
+    for period, rid in ((SEP, "sep-1"), (OCT, "oct-1")):
+        code, out, err = run_cli(
+            "release", str(data), "--config", str(config), "--home", str(home),
+            "--period", period, "--release-id", rid, "--seed", "5", "--quiet",
+        )  # fmt: skip
+        assert code == 0, err
+        dirs[period] = Path(out.strip().splitlines()[-1])
+    rows_before = len(Ledger.open(home).rows())
+    again = run_cli(
+        "release", str(data), "--config", str(config), "--home", str(home),
+        "--period", SEP, "--release-id", "sep-2", "--quiet",
+    )  # fmt: skip
+    return {
+        "home": home,
+        "data": data,
+        "dirs": dirs,
+        "again": again,
+        "rows_before": rows_before,
+    }
+
+
+def test_each_period_releases_with_its_full_budget(released: dict) -> None:
+    """Both periods spend ε 2, the whole per-period budget, and both complete."""
+    ledger = Ledger.open(released["home"])
+    status = ledger.budget("monthly")
+    assert status is not None and status.per_period
+    assert [(p.period, p.epsilon_spent) for p in status.periods] == [(SEP, 2.0), (OCT, 2.0)]
+    for period, folder in released["dirs"].items():
+        manifest = json.loads((folder / "manifest.json").read_text())
+        assert manifest["status"] == "complete"
+        assert manifest["privacy"]["epsilon"] == 2.0
+        assert manifest["parameters"]["period"] == period
+        assert manifest["parameters"]["period_column"] == "month"
+        assert manifest["dataset_budget"]["period"] == period
+
+
+def test_a_spent_period_is_refused_before_anything_is_read(released: dict) -> None:
+    """A second release of September is refused by its period's budget, nothing reserved."""
+    code, _, err = released["again"]
+    assert code == 1
+    assert "period '2026-09' of dataset 'monthly' has only (epsilon=0.0" in err
+    assert "--per-period" in err and err.count("sds: error:") == 1
+    assert len(Ledger.open(released["home"]).rows()) == released["rows_before"]
+
+
+def test_a_subject_in_both_periods_counts_in_one(released: dict) -> None:
+    """s150..s199 have rows in both months: the private record counts them in September (released
+    first); October counts only its 150 own subjects. No id is kept in clear."""
+    record = SubjectRecord(released["home"], "monthly")
+    assert record.period_of("s175") == SEP and record.period_of("s199") == SEP
+    assert record.period_of("s10") == SEP and record.period_of("s300") == OCT
+    assert record.periods() == {SEP: 200, OCT: 150}
+    for path in record.dir.iterdir():
+        assert b"s175" not in path.read_bytes()
+
+
+def test_the_period_and_subject_columns_are_never_released(released: dict) -> None:
+    """The released columns are the tiny data's; month and pid appear in no published file."""
+    folder = released["dirs"][OCT]
+    synthetic = pd.read_csv(folder / "synthetic.csv", dtype=str)
+    assert list(synthetic.columns) == COLUMNS
+    aggregates = pd.read_parquet(folder / "aggregates.parquet")
+    assert "month" not in aggregates.columns and "pid" not in aggregates.columns
+    for path in folder.iterdir():
+        if path.is_file() and path.suffix in (".csv", ".tsv", ".html", ".json"):
+            assert "s175" not in path.read_text(errors="replace")
+
+
+def test_report_budget_show_and_audit_show_the_period(
+    released: dict, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The report's one line names the period and its budget; `budget show` has a row per
+    period; `sds audit` a period column and the spend of each period; --verify is clean."""
+    monkeypatch.setenv("COLUMNS", "250")
+    report = (released["dirs"][OCT] / "report.html").read_text()
+    assert "Period 2026-10:" in report and "per period" in report
+    home = str(released["home"])
+    code, out, _ = run_cli("budget", "show", "--home", home)
+    assert code == 0 and SEP in out and OCT in out
+    code, out, err = run_cli("audit", "--verify", "--home", home)
+    assert code == 0, err + out
+    assert "period 2026-09 spent ε 2" in out and "period 2026-10 spent ε 2" in out
+    code, out, _ = run_cli("audit", "--json", "--home", home)
+    periods = {r["release_id"]: r["period"] for r in json.loads(out)["releases"]}
+    assert periods == {"sep-1": SEP, "oct-1": OCT}
+
+
+def test_replay_leaves_out_what_the_release_left_out(released: dict) -> None:
+    """`sds audit --replay` of October reads the record (never writes it) and reproduces the
+    release byte for byte."""
+    record = SubjectRecord(released["home"], "monthly")
+    before = record.path.read_bytes()
+    code, out, err = run_cli(
+        "audit", "oct-1", "--replay", "--input", str(released["data"]),
+        "--home", str(released["home"]), "--json",
+    )  # fmt: skip
+    assert code == 0, err + out
+    assert json.loads(out)["identical"] is True
+    assert record.path.read_bytes() == before
+
+
+def test_the_flow_resolves_previous_month_before_reserving(
+    tmp_path: Path, tiny_csv: Path, prefect_server: str
+) -> None:
+    """The release flow (what a monthly deployment runs) with `period: previous-month` releases
+    the month before its scheduled start: the ledger, the private parameters and the manifest
+    hold that month, never the rule."""
+    from datetime import UTC, datetime
+
+    from flows.release import release
+    from release_store.config import build_params, load_config
+    from release_store.config.periods import previous_month
+
+    month = previous_month(datetime.now(UTC))  # the run is scheduled now
+    data = write_periodic_csv(
+        tiny_csv,
+        tmp_path / "monthly.csv",
+        {month: range(200), "1999-01": range(200, 400)},
+        subjects={month: range(200), "1999-01": range(200, 400)},
+    )
+    config = tmp_path / "monthly.toml"
+    config.write_text(periodic_config())
+    home = tmp_path / "home"
+    home.mkdir()
+    Ledger.open(home).set_budget("monthly", epsilon=2.0, delta=1e-3, per_period=True)
+    params = build_params(
+        load_config(config),
+        {"input": str(data), "home": str(home), "period": "previous-month", "seed": 3},
+    )
+    folder = Path(release(params))
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert manifest["status"] == "complete" and manifest["parameters"]["period"] == month
+    [reservation] = Ledger.open(home).reservations()
+    assert reservation.period == month
+    private = json.loads((home / "private" / folder.name / "params.json").read_text())
+    assert private["period"] == month
