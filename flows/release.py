@@ -1,7 +1,7 @@
 """The ``release`` flow: one DP data release, stage by stage, as Prefect tasks.
 
 budget -> ingest -> validate (GX gate, nothing charged) -> [binning: DP quantile bin edges] ->
-prepare -> count -> aggregate k=1..R
+prepare -> count -> plan (R, split and synthesis from the DP count) -> aggregate k=1..R
 -> normalize -> synthesize (a registry synthesizer instead: fit) -> validate-output -> evaluate
 -> publish. Each task receives what it reads and returns what the next one needs; the sensitive
 table is a handle that only this flow run holds. Re-running with the same release id resumes:
@@ -27,6 +27,7 @@ from release_store.cluster.backend import DaskBackend
 from release_store.cluster.session import cluster_session
 from release_store.config.core_objects import dp_binned_columns
 from release_store.config.periods import resolve_period
+from release_store.config.planned import after_aggregation
 from release_store.config.release_params import ReleaseParams
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, noise_scales
@@ -37,7 +38,12 @@ from tasks.artifacts import show_budget
 from tasks.budget import reserve_budget
 from tasks.evaluation import evaluate
 from tasks.ingest import read_input
-from tasks.marginals import aggregate_length, count_records, normalize_aggregates
+from tasks.marginals import (
+    aggregate_length,
+    count_records,
+    normalize_aggregates,
+    plan_aggregation,
+)
 from tasks.preparation import choose_bins, prepare_table
 from tasks.progress_artifacts import ProgressArtifacts
 from tasks.publish import artifact_key, publish_release
@@ -54,8 +60,11 @@ def _run_name() -> str:
 
 @dataclass(frozen=True)
 class StageOutputs:
-    """What the data stages hand to publish: DP outputs, summaries and the evaluation."""
+    """What the data stages hand to publish: DP outputs, summaries and the evaluation, and the
+    run as the SDS plan set it (its parameters are the ones the release ran with)."""
 
+    run: ReleaseRun
+    plan: dict[str, Any] | None
     input_sha256: str
     input_summary: list[dict[str, Any]]
     output_summary: list[dict[str, Any]]
@@ -109,11 +118,17 @@ def run_stages(
     del raw
 
     by_length: dict[int, dict[str, Any]] = {}
+    plan: dict[str, Any] | None = None
     if params.synthesizer == "aggregate-seeded":
         # --- count, aggregate k = 1..R: each charged, then drawn -------------------------------
         with timeline.run(stages.COUNT):
             protected_n = call(count_records, run=run, table=table)
-        for k in range(1, params.reporting_length + 1):
+        # --- plan: R, the split and the synthesis from the DP count (post-processing) ----------
+        with timeline.run(stages.PLAN):
+            planned = call(plan_aggregation, run=run, table=table, protected_n=protected_n)
+        run = run.with_params(ReleaseParams.model_validate(planned["params"]))
+        params, plan = run.params, planned["plan"]
+        for k in range(1, params.length + 1):
             with timeline.run(stages.aggregate_stage(k)):
                 by_length[k] = call(
                     aggregate_length,
@@ -137,6 +152,9 @@ def run_stages(
                 by_length=by_length,
                 protected_n=protected_n,
             )
+        # the plan once the aggregates are known: records, or the model above length 2
+        params, plan = after_aggregation(params, plan, aggregates)
+        run = run.with_params(params)
         # the manifest's privacy.noise: what the consistent model (synthesis = "model") reads
         noise = noise_scales(params, by_length)
         with timeline.run(stages.SYNTHESIZE):
@@ -146,6 +164,7 @@ def run_stages(
                 aggregates=aggregates,
                 table=table,
                 noise=AggregateNoise.from_description(noise),
+                plan=plan,
             )
     else:
         # --- fit a registry synthesizer: all its charges, then its draws -----------------------
@@ -166,6 +185,8 @@ def run_stages(
             wait_for=[output_summary],
         )
     return StageOutputs(
+        run,
+        plan,
         input_sha256,
         input_summary,
         output_summary,
@@ -201,7 +222,7 @@ def release(params: ReleaseParams) -> str:
             with timeline.run(stages.PUBLISH):  # the manifest gets the stages before this one
                 released = _call(
                     publish_release,
-                    run=run,
+                    run=out.run,
                     input_sha256=out.input_sha256,
                     aggregates=out.aggregates,
                     synthetic=out.synthetic,
@@ -209,6 +230,7 @@ def release(params: ReleaseParams) -> str:
                     validation={"input": out.input_summary, "output": out.output_summary},
                     stages_done=list(timeline.done),
                     noise=out.noise,
+                    plan=out.plan,
                 )
         except BaseException as e:
             run.mark_failed(e, timeline.done)

@@ -48,6 +48,7 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
             run, timeline, call=lambda task, wait_for=None, **kwargs: task.fn(**kwargs)
         )
         checks[0] = recorded.input_check(out.input_sha256, params.input)  # what the task read
+        run, params = out.run, out.run.params  # as the SDS plan set them (R, split, synthesis)
 
         # --- publish into the throwaway directory: the recorded parameters and stage times ----
         recorded_stages = recorded.manifest.get("stages") or []
@@ -62,11 +63,12 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
                 validation={"input": out.input_summary, "output": out.output_summary},
                 stages=[s for s in recorded_stages if s.get("name") != stages.PUBLISH],
                 noise=out.noise,
+                plan=out.plan,
             )
 
         names = [s["name"] for s in timeline.done]
         expected = stages.release_stages(
-            params.reporting_length,
+            params.length,
             aggregate_seeded=params.synthesizer == "aggregate-seeded",
             dp_binning=bool(dp_binned_columns(params)),
         )

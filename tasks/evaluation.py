@@ -35,9 +35,7 @@ def evaluate(
     side held on the Dask workers is reduced to sums there; with the Dask executor the
     sensitive table always is, so records on the workers never meet a local table here)."""
     progress.stage("evaluate")
-    params = EvaluationParams(
-        reporting_length=run.params.reporting_length, resolution=run.params.resolution
-    )
+    params = EvaluationParams(reporting_length=run.params.length, resolution=run.params.resolution)
     resumed = finished(run, stages.EVALUATE)
     original = table.value
 

@@ -12,9 +12,9 @@ from prefect import task
 
 from release_store.cluster.session import counting_backend
 from release_store.config.core_objects import PROVISIONAL_REPORTING_LENGTH, dp_params
+from release_store.config.planned import PLANNED_FIELDS, planned_params
 from release_store.config.release_params import ReleaseParams
 from release_store.run import progress, stages
-from release_store.run.adaptive import planned_params
 from release_store.run.claims import delta_detail
 from release_store.run.release_run import (
     ProtectedCount,
@@ -78,10 +78,10 @@ def plan_aggregation(
 
     def compute() -> dict[str, Any]:
         planned, plan = planned_params(run.params, protected_n.value, table.value.domain.n_columns)
-        return {"params": planned.model_dump(mode="json"), "plan": plan}
+        return {"planned": {f: getattr(planned, f) for f in PLANNED_FIELDS}, "plan": plan}
 
     done = run.stage(stages.PLAN, compute)
-    planned = ReleaseParams.model_validate(done["params"])
+    planned = ReleaseParams.model_validate(run.params.model_dump() | done["planned"])
     if planned != run.params:  # the stages still to charge get the planned shares
         run.ledger().revise_plan(
             run.release_id, planned_charges(planned), flow_run_id=run.flow_run_id
@@ -94,7 +94,7 @@ def plan_aggregation(
         plan["reason"] if plan else "no SDS plan (a registry synthesizer)",
         resumed=resumed,
     )
-    return done
+    return {"params": planned.model_dump(mode="json"), "plan": plan}
 
 
 @task(name=stages.AGGREGATE, task_run_name="aggregate-{k}", **SENSITIVE)
@@ -112,7 +112,7 @@ def aggregate_length(
     """
     name = stages.aggregate_stage(k)
     progress.stage(f"{name} (DP combinations of length {k})")
-    progress.advance(k - 1, run.params.reporting_length)
+    progress.advance(k - 1, run.params.length)
     resumed = finished(run, name)
 
     def compute() -> dict[str, Any]:
@@ -138,7 +138,7 @@ def aggregate_length(
     # aggregate-1's δ share pays the 1-tuple threshold and the samplers: its charge says how
     detail = delta_detail(run.params, table.value.domain.n_columns) if k == 1 else None
     done = run.stage(name, compute, detail=detail)
-    progress.advance(k, run.params.reporting_length)
+    progress.advance(k, run.params.length)
     stage_done(
         task_logger(),
         run,
@@ -170,7 +170,7 @@ def normalize_aggregates(
         return engine.finalize(
             {k: step["survivors"] for k, step in by_length.items()},
             domain=by_length[1].get("domain") or table.value.domain,
-            reporting_length=run.params.reporting_length,
+            reporting_length=run.params.length,
             protected_number_of_records=protected_n.value,
         )
 

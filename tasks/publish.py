@@ -44,6 +44,7 @@ def publish_release(
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
     noise: dict[str, Any] | None = None,
+    plan: dict[str, Any] | None = None,
 ) -> str:
     """Publish and sign the release; returns its directory.
 
@@ -51,7 +52,8 @@ def publish_release(
     the sensitive data) only in the private custodian report. ``noise`` is the manifest's
     ``privacy.noise`` (:func:`release_store.run.release_run.noise_scales`: σ_k, Δ_k, threshold
     and noise_sd per length, the record count's scale); None rebuilds it from the aggregate-k
-    checkpoints.
+    checkpoints. ``plan`` is the SDS plan (R, split, synthesis chosen from the DP record count),
+    published in the manifest with its reason.
     """
     progress.stage("publish")
     signing_key(run.home)  # created or read before the release turns complete, so it can fail
@@ -65,6 +67,7 @@ def publish_release(
         validation=validation,
         stages=stages_done,
         noise=noise,
+        plan=plan,
     )
     release_dir = str(run.dirs.release_dir)
     signed_by = sign_release(run.home, release_dir)

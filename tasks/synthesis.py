@@ -6,6 +6,8 @@ Both checkpoint their records, so a resumed release neither draws nor spends twi
 
 from __future__ import annotations
 
+from typing import Any
+
 from prefect import task
 
 from release_store.cluster.backend import DaskBackend
@@ -35,6 +37,7 @@ def synthesize_records(
     aggregates: AggregateSet,
     table: SensitiveTable[PreparedTable],
     noise: AggregateNoise,
+    plan: dict[str, Any] | None = None,
 ) -> PreparedTable | DaskBackend:
     """Aggregate-seeded synthesis from the DP aggregates (post-processing, no spend).
 
@@ -43,7 +46,9 @@ def synthesize_records(
     multi-value column declarations (a preparation setting). With the Dask executor the
     records (``synthesis = "records"``) stay on the workers, in chunks checkpointed one file
     each (:mod:`release_store.cluster.synthesis`); with ``reconcile_one_way`` those chunks are
-    gathered here and reconciled; else one ``PreparedTable`` made here.
+    gathered here and reconciled; else one ``PreparedTable`` made here. The records are matched
+    to the aggregates within their published noise (``noise.sigma_by_len``); the model takes
+    its structure, iterations and size from the SDS ``plan`` when the plan chose the model.
     """
     progress.stage(
         "synthesize (synthetic records)"
@@ -57,7 +62,7 @@ def synthesize_records(
         and run.params.synthesis == "records"
         and not run.params.reconcile_one_way
     ):
-        chunked = _synthesize_on_cluster(run, client, aggregates, table)
+        chunked = _synthesize_on_cluster(run, client, aggregates, table, noise)
         stage_done(
             task_logger(),
             run,
@@ -75,7 +80,7 @@ def synthesize_records(
                 noise,
                 run.params.synthetic_records or default_target(aggregates),
                 rng=run.randomness().generator(f"{run.release_id}/synthesis"),
-                params=ModelParams(max_model_bytes=run.params.max_model_bytes),
+                params=_model_params(run, plan),
                 multi_value_columns=table.value.multi_value_columns,
             )
         params = SynthesisParams(
@@ -92,9 +97,15 @@ def synthesize_records(
                 rng=rng,
                 multi_value_columns=mv,
                 progress=progress.advance,
+                noise_sd_by_len=noise.sigma_by_len,
             )
         return synthesize(
-            aggregates, params, rng=rng, multi_value_columns=mv, progress=progress.advance
+            aggregates,
+            params,
+            rng=rng,
+            multi_value_columns=mv,
+            progress=progress.advance,
+            noise_sd_by_len=noise.sigma_by_len,
         )
 
     synthetic = run.stage(stages.SYNTHESIZE, compute)
@@ -113,6 +124,7 @@ def _synthesize_on_cluster(
     client: object,
     aggregates: AggregateSet,
     table: SensitiveTable[PreparedTable],
+    noise: AggregateNoise,
 ) -> DaskBackend:
     """The records made on the workers and checkpointed chunk by chunk; a resumed release
     sends the checkpoint's chunks back to the workers (nothing drawn twice)."""
@@ -130,6 +142,7 @@ def _synthesize_on_cluster(
             multi_value_columns=table.value.multi_value_columns,
             part_records=run.params.synthetic_part_records,
             progress=progress.advance,
+            noise_sd_by_len=noise.sigma_by_len,
         )
         made.append(synthetic)
         return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir, stages.SYNTHESIZE)
@@ -137,6 +150,19 @@ def _synthesize_on_cluster(
     stored = run.stage(stages.SYNTHESIZE, compute)
     chunked = made[0] if made else stored.load(client, run.dirs.checkpoint_dir)
     return session_backend(run.params, chunked)
+
+
+def _model_params(run: ReleaseRun, plan: dict[str, Any] | None) -> ModelParams:
+    """The consistent model's settings: the SDS plan's (structure, iterations, cells) when it
+    chose the model, else the defaults; the memory cap is the release's."""
+    if plan is None or "synthesis" not in plan["chosen"]:
+        return ModelParams(max_model_bytes=run.params.max_model_bytes)
+    return ModelParams(
+        max_model_bytes=run.params.max_model_bytes,
+        structure=plan["model_structure"],
+        iterations=plan["model_iterations"],
+        max_model_cells=plan["max_model_cells"],
+    )
 
 
 @task(name=stages.FIT, **SENSITIVE)
@@ -173,10 +199,10 @@ def fit_synthesizer(
         measured = getattr(fitted.model, "aggregates", None)
         if isinstance(measured, AggregateSet) and measured.is_dp:
             return synthetic, measured  # the synthesizer's own DP measurements (mst)
-        counts = exact_aggregates(synthetic, params.reporting_length)
+        counts = exact_aggregates(synthetic, params.length)
         published = AggregateSet(
             synthetic.domain,
-            params.reporting_length,
+            params.length,
             counts.by_len,
             synthetic.n_records,
             is_dp=True,

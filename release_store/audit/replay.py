@@ -343,11 +343,18 @@ class RecordedRelease:
             )
         return Check(stages.INGEST, "input", MATCH, f"opens the manifest's {field} {shown}…")
 
+    def unplanned_parameters(self) -> dict[str, Any]:
+        """The published parameters with the fields the SDS plan chose (the manifest's
+        ``plan.chosen``) empty again, as the release was started: a replay plans them again
+        from its DP record count, so the plan is checked too."""
+        chosen = (self.manifest.get("plan") or {}).get("chosen") or []
+        return {k: (None if k in chosen else v) for k, v in self.parameters.items()}
+
     def parameter_checks(self) -> list[Check]:
         """Published parameters against the private record made when the release started."""
         if self.private_params is None:
             return [Check("parameters", "private record", NOT_RECORDED, "no params.json")]
-        diff = _paths(self.parameters, published_form(self.private_params))
+        diff = _paths(self.unplanned_parameters(), published_form(self.private_params))
         if diff:
             return [
                 Check(
@@ -375,7 +382,7 @@ class RecordedRelease:
         tmp = Path(tempfile.mkdtemp(prefix="_replay-", dir=self.home / "private"))
         try:
             data = replay_parameters(
-                self.parameters,
+                self.unplanned_parameters(),
                 input_path=str(Path(input_path).absolute()),
                 home=str(tmp),
                 seed=self.seed,
@@ -424,9 +431,9 @@ class RecordedRelease:
         same_total = math.isclose(res.epsilon, run.epsilon, rel_tol=1e-12) and math.isclose(
             res.delta, run.delta, rel_tol=1e-12
         )
-        if plan == res.planned and same_total:
+        if plan == res.initial_plan and same_total:
             return Check(stages.BUDGET, "plan vs ledger", MATCH, f"{len(plan)} planned charges")
-        mine, reserved = {p.stage: p for p in plan}, {p.stage: p for p in res.planned}
+        mine, reserved = {p.stage: p for p in plan}, {p.stage: p for p in res.initial_plan}
         wrong = sorted(s for s in mine.keys() | reserved.keys() if mine.get(s) != reserved.get(s))
         total = "" if same_total else "the release's total (ε, δ); "
         return Check(

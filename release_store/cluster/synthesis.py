@@ -15,7 +15,7 @@ import functools
 import hashlib
 import io
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +66,7 @@ def synthesize_on_cluster(
     multi_value_columns: tuple[MultiValueColumn, ...],
     part_records: int | None,
     progress: Callable[[int, int], None] | None = None,
+    noise_sd_by_len: Sequence[float] | None = None,
 ) -> DaskBackend:
     """:func:`~sds_core.synthesis.generator.synthesize` with its records left on the workers.
 
@@ -76,11 +77,12 @@ def synthesize_on_cluster(
     recompute; ``rng`` is left in the state the local run's shuffle leaves it (what
     :func:`synthesize_gathered` reconciles with). Not for ``reconcile_one_way`` (it reads the
     whole table: :func:`synthesize_gathered`). ``progress(done, target)`` is called as batches
-    finish (records of the finished batches).
+    finish (records of the finished batches). ``noise_sd_by_len``: as for ``synthesize`` (the
+    matching's tolerance).
     """
     if params.reconcile_one_way:
         raise SdsInternalError("synthesize_on_cluster: reconcile_one_way needs the whole table")
-    plan = plan_synthesis(aggregates, params)
+    plan = plan_synthesis(aggregates, params, noise_sd_by_len)
     domain = aggregates.domain
     # the layout as a task holding it (not scattered data, which is lost with the one worker
     # holding it: a worker restarted mid-release may have missed a broadcast), so that every
@@ -140,6 +142,7 @@ def synthesize_gathered(
     rng: np.random.Generator,
     multi_value_columns: tuple[MultiValueColumn, ...],
     progress: Callable[[int, int], None] | None = None,
+    noise_sd_by_len: Sequence[float] | None = None,
 ) -> PreparedTable:
     """:func:`~sds_core.synthesis.generator.synthesize`'s table in this process, its batches
     made on the cluster: the chunks of :func:`synthesize_on_cluster` gathered in row order,
@@ -153,6 +156,7 @@ def synthesize_gathered(
         multi_value_columns=multi_value_columns,
         part_records=None,
         progress=progress,
+        noise_sd_by_len=noise_sd_by_len,
     )
     codes = [table.codes for table in chunks(chunked)]
     del chunked

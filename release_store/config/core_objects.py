@@ -70,7 +70,7 @@ def dp_params(params: ReleaseParams) -> DpParams:
         epsilon=synthesis_epsilon(params),
         delta=params.resolved_delta(),
         reporting_length=params.reporting_length or PROVISIONAL_REPORTING_LENGTH,
-        **({"accuracy_mode": AccuracyMode.custom(split)} if split else {}),
+        accuracy_mode=AccuracyMode.custom(split) if split else DpParams().accuracy_mode,
         percentile_percentage=params.percentile_percentage,
         percentile_epsilon_proportion=params.percentile_epsilon_proportion,
         number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,

@@ -54,7 +54,7 @@ RELEASE_OVERRIDES: dict[str, dict[str, Any]] = {
         "default": None,
         "description": "R: the longest combination of attributes the DP aggregates count. "
         "Empty (the default): the SDS plan chooses 2 or 3 from the DP record count "
-        "(release_store.run.adaptive; post-processing of a DP output, no budget). Privacy: a "
+        "(release_store.config.planned; post-processing of a DP output, no budget). Privacy: a "
         "longer R spreads the same budget over more combinations, so each count is noisier.",
     },
 }

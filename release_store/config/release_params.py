@@ -17,7 +17,7 @@ from release_store.config.fields import SYNTHESIZERS, core_field
 from release_store.config.loading import describe_validation_error, load_config
 from release_store.config.schema import ID_PATTERN, TableSchema
 from sds_core.data.text import match_key
-from sds_core.errors import SdsInputError
+from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals.params import release_delta
 
 
@@ -233,6 +233,31 @@ class ReleaseParams(BaseModel):
                 f"unknown synthesizer {name!r}; choose one of {', '.join(SYNTHESIZERS)}"
             )
         return name
+
+    @property
+    def length(self) -> int:
+        """R once the release runs with it: the configured ``reporting_length``, else the SDS
+        plan's (set after the ``plan`` stage; a registry synthesizer's is 3).
+
+        Raises:
+            SdsInternalError: read before the plan chose it (a bug).
+        """
+        if self.reporting_length is None:
+            raise SdsInternalError("reporting_length read before the SDS plan chose it")
+        return self.reporting_length
+
+    @model_validator(mode="before")
+    @classmethod
+    def _registry_length(cls, data: Any) -> Any:
+        """A registry synthesizer has no SDS plan: an empty reporting_length is the core's 3
+        (its evaluation's longest marginals)."""
+        if (
+            isinstance(data, dict)
+            and data.get("synthesizer", "aggregate-seeded") != "aggregate-seeded"
+            and data.get("reporting_length") is None
+        ):
+            return {**data, "reporting_length": 3}
+        return data
 
     @model_validator(mode="after")
     def _split(self) -> ReleaseParams:

@@ -3,8 +3,10 @@
 Reads the input's header (or the declared schema) and public parameters, never a data row, and
 charges nothing: per length, the noise figures of :func:`sds_core.marginals.forecast.forecast`
 (the functions a real release's noise description uses); the record count N the plan assumes
-and where it comes from; the ε that meets a target interval (``--target-ci``); and the dataset's
-budget with how many releases of this ε it still pays for.
+and where it comes from; the ε that meets a target interval (``--target-ci``); the reporting
+length, split and synthesis the SDS plan would choose for N (:mod:`release_store.config.planned`:
+a real release chooses them from its DP record count); and the dataset's budget with how many releases of this ε it still
+pays for.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from release_store.config.core_objects import dp_params, synthesis_epsilon
+from release_store.config.planned import planned_params
 from release_store.config.release_params import ReleaseParams
 from release_store.inputs.ingest import input_headers
 from release_store.ledger.book import Ledger
@@ -41,6 +44,7 @@ class ReleasePlan:
     forecast: Any  # sds_core.marginals.forecast.ReleaseForecast
     budget: BudgetStatus | None
     releases_left: int | None
+    sds_plan: dict[str, Any] | None = None  # what the SDS plan would choose for N
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (for --json)."""
@@ -56,6 +60,7 @@ class ReleasePlan:
             "forecast": self.forecast.to_dict(),
             "budget": None if self.budget is None else self.budget.to_dict(),
             "releases_left": self.releases_left,
+            "sds_plan": self.sds_plan,
             "charged": False,
         }
 
@@ -85,6 +90,9 @@ def make_plan(
     if records is not None and records < 1:
         raise SdsInputError(f"--records must be a whole number >= 1, got {records}")
     n, n_from = _records(params, records)
+    chosen = None
+    if n is not None and n >= 1:  # the R, split and synthesis a release of N records would get
+        params, chosen = planned_params(params, n, len(columns))
     if target_ci is not None:
         dp = dp_params(params)
         eps_marginals = solve_epsilon(dp, len(columns), target_ci)
@@ -107,6 +115,7 @@ def make_plan(
         releases_left=None
         if budget is None
         else budget.releases_left(params.epsilon, params.resolved_delta()),
+        sds_plan=chosen,
     )
 
 

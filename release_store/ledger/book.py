@@ -335,7 +335,7 @@ class Ledger:
             if existing is not None:
                 same = (
                     existing.dataset == dataset
-                    and self._reserved_plan(conn, release_id) == plan
+                    and existing.initial_plan == plan
                     and existing.period == period
                     and self._total(conn, release_id) == total
                 )
@@ -434,7 +434,7 @@ class Ledger:
     ) -> Reservation:
         """Replace the per-stage plan of an open reservation, within the same total.
 
-        The SDS plan (``release_store.run.adaptive``) chooses the reporting length and the split
+        The SDS plan (``release_store.config.planned``) chooses the reporting length and the split
         between lengths from the DP record count, after the ``count`` stage: the stages not yet
         charged get new shares, the release's (epsilon, delta) stays what was reserved. Recorded
         as a chained ``plan`` row; the reservation's ``planned`` is then the latest plan.
@@ -815,8 +815,12 @@ class Ledger:
             "ORDER BY seq DESC LIMIT 1",
             (release_id,),
         ).fetchone()
-        planned = detail["planned"] if revised is None else json.loads(revised[0])["planned"]
-        plan = tuple(PlannedCharge(**p) for p in planned)
+        reserved = tuple(PlannedCharge(**p) for p in detail["planned"])
+        plan = (
+            reserved
+            if revised is None
+            else tuple(PlannedCharge(**p) for p in json.loads(revised[0])["planned"])
+        )
         return Reservation(
             row["dataset"],
             release_id,
@@ -827,6 +831,7 @@ class Ledger:
             row["created_at"],
             row["flow_run_id"],
             detail.get("period"),
+            () if revised is None else reserved,
         )
 
     def _spent_and_held(
@@ -886,14 +891,6 @@ class Ledger:
                     (held[0] + rest[0], held[1] + rest[1]),
                 )
         return usage
-
-    @staticmethod
-    def _reserved_plan(conn: Conn, release_id: str) -> tuple[PlannedCharge, ...]:
-        """The plan the release was reserved with (before any revision)."""
-        row = conn.execute(
-            "SELECT detail FROM ledger WHERE kind = 'reserve' AND release_id = ?", (release_id,)
-        ).fetchone()
-        return tuple(PlannedCharge(**p) for p in json.loads(row[0])["planned"])
 
     def _status(self, conn: Conn, dataset: str) -> BudgetStatus | None:
         terms = self._terms(conn, dataset)

@@ -90,7 +90,12 @@ class ChargeRow:
 
 @dataclass(frozen=True, slots=True)
 class Reservation:
-    """A release's reservation: its total (epsilon, delta), its plan and its state."""
+    """A release's reservation: its total (epsilon, delta), its plan and its state.
+
+    ``planned`` is the current per-stage plan (the SDS plan may revise it after the DP record
+    count, within the same total: ``Ledger.revise_plan``); ``reserved_planned`` the plan the
+    release was reserved with (empty: never revised, the same as ``planned``).
+    """
 
     dataset: str
     release_id: str
@@ -101,6 +106,12 @@ class Reservation:
     created_at: str
     flow_run_id: str | None
     period: str | None = None  # the period released (a dataset with a per-period budget)
+    reserved_planned: tuple[PlannedCharge, ...] = ()
+
+    @property
+    def initial_plan(self) -> tuple[PlannedCharge, ...]:
+        """The plan the release was reserved with (before any revision)."""
+        return self.reserved_planned or self.planned
 
 
 @dataclass(frozen=True, slots=True)

@@ -215,8 +215,12 @@ def write_release(
     validation: dict[str, Any],
     stages: list[dict[str, Any]],
     noise: dict[str, Any] | None = None,
+    plan: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Write artifacts, the report and the complete manifest; close the ledger reservation.
+
+    ``plan`` (the SDS plan's choices and reason, DP or public values) becomes the manifest's
+    ``plan``.
 
     ``noise`` is the release's noise description (``privacy.noise``, see
     :func:`release_store.run.release_run.noise_scales`). ``evaluation`` (computed from the
@@ -238,6 +242,7 @@ def write_release(
         "finished_at": now(),
         "status": "running",
         "parameters": parameters,
+        **({"plan": plan} if plan is not None else {}),
         "privacy": {
             "epsilon": run.epsilon,
             "delta": run.delta,

@@ -56,7 +56,7 @@ def recorded_noise(run: ReleaseRun) -> dict[str, Any]:
     """
     lengths: dict[int, dict[str, Any]] = {}
     if run.params.synthesizer == "aggregate-seeded":
-        for k in range(1, run.params.reporting_length + 1):
+        for k in range(1, run.params.length + 1):
             step = run.dirs.load_checkpoint(aggregate_stage(k))
             if step is None:
                 raise SdsInternalError(f"publishing before stage {aggregate_stage(k)} finished")

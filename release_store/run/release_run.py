@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
@@ -88,6 +88,11 @@ class ReleaseRun:
     flow_run_id: str | None = None
     replay: ReplayLedger | None = None
     source_home: str | None = None
+
+    def with_params(self, params: ReleaseParams) -> ReleaseRun:
+        """The same release running with ``params``: the SDS plan's (``plan`` stage), which
+        only sets what the configuration left empty (R, the split, the synthesis)."""
+        return replace(self, params=params)
 
     @property
     def dataset(self) -> str:

@@ -17,7 +17,10 @@ from release_store.config.core_objects import dp_params
 from release_store.config.release_params import ReleaseParams
 from sds_core.marginals.params import AccuracyMode, DpParams
 
-__all__ = ["planned_params"]
+__all__ = ["PLANNED_FIELDS", "after_aggregation", "planned_params", "sds_plan"]
+
+PLANNED_FIELDS = ("reporting_length", "sigma_proportions", "synthesis")
+"""The ReleaseParams fields the SDS plan sets (when the configuration left them empty)."""
 
 
 def planned_params(
@@ -60,3 +63,32 @@ def planned_params(
         }
     )
     return ReleaseParams.model_validate(planned.model_dump()), plan.as_dict()
+
+
+def sds_plan(plan: dict[str, Any]) -> Any:
+    """The :class:`~sds_core.marginals.plan.SdsPlan` of a plan checkpoint (``as_dict``)."""
+    from sds_core.marginals.plan import SdsPlan
+
+    return SdsPlan(
+        **(
+            plan
+            | {
+                "sigma_proportions": tuple(plan["sigma_proportions"]),
+                "chosen": tuple(plan["chosen"]),
+            }
+        )
+    )
+
+
+def after_aggregation(
+    params: ReleaseParams, plan: dict[str, Any] | None, aggregates: Any
+) -> tuple[ReleaseParams, dict[str, Any] | None]:
+    """The plan once the DP aggregates are known (:meth:`SdsPlan.after_aggregation`): records
+    chosen by the plan at R >= 3 become the consistent model when the published longest
+    combinations hold far more than the records can. Post-processing of DP aggregates."""
+    if plan is None:
+        return params, None
+    after = sds_plan(plan).after_aggregation(aggregates)
+    if after.synthesis == params.synthesis:
+        return params, plan
+    return params.model_copy(update={"synthesis": after.synthesis}), after.as_dict()
