@@ -5,8 +5,8 @@ charges nothing: per length, the noise figures of :func:`sds_core.marginals.fore
 (the functions a real release's noise description uses); the record count N the plan assumes
 and where it comes from; the ε that meets a target interval (``--target-ci``); the reporting
 length, split and synthesis the SDS plan would choose for N (:mod:`release_store.config.planned`:
-a real release chooses them from its DP record count); and the dataset's budget with how many releases of this ε it still
-pays for.
+a real release chooses them from its DP record count); and the dataset's budget with how many
+releases of this ε it still pays for.
 """
 
 from __future__ import annotations
