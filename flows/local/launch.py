@@ -8,6 +8,7 @@ imported only where a release runs here, so a release handed to the warm runner 
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 from pathlib import Path
@@ -136,6 +137,17 @@ def launch(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> No
     _run_here(params, root, server, quiet=quiet, verbose=verbose)
 
 
+def _column_warnings(release_dir: Path) -> list[str]:
+    """The published evaluation's column warnings (records that leave a column empty or miss
+    its DP counts), said once after the release; none when it has none or cannot be read."""
+    try:
+        evaluation = json.loads((release_dir / "evaluation.json").read_text())
+    except (OSError, ValueError):
+        return []
+    metrics = evaluation.get("metrics", evaluation) if isinstance(evaluation, dict) else {}
+    return [str(w.get("message")) for w in metrics.get("warnings") or [] if isinstance(w, dict)]
+
+
 def run_handed_off(call: dict[str, Any]) -> int:
     """In a child of the warm runner (:mod:`flows.local.runner`): the release a client handed
     over, run as :func:`launch` runs it in-process; returns the exit status ``sds`` would end
@@ -200,4 +212,7 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
             )
         raise fail(f"release {params.release_id} failed: {message}", 1)
     console.print(f"[green]release {params.release_id} complete[/green]")
-    typer.echo(state.result())
+    released = state.result()
+    for line in _column_warnings(Path(str(released))):
+        warn(line)
+    typer.echo(released)

@@ -13,12 +13,18 @@ import math
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from release_store.config.release_params import ReleaseParams
 from release_store.ledger.book import Ledger
 from release_store.run.release_run import ReleaseRun, noise_scales
 from release_store.run.stages import aggregate_stage
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInternalError
-from sds_core.evaluation.agreement import Agreement, agreement, agreement_summary
+from sds_core.evaluation.agreement import (
+    Agreement,
+    agreement,
+    agreement_summary,
+    column_warnings,
+)
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.backend import CountingBackend
 
@@ -160,13 +166,36 @@ def gather(
     if budget is not None:
         manifest["dataset_budget"] = asdict(budget)
     compared = agreement(aggregates, synthetic)
+    sd = sd_by_len(manifest)
+    warnings = column_warnings(
+        compared,
+        sd,
+        protected_records=int((manifest.get("input") or {}).get("rows") or 0) or None,
+        synthetic_records=synthetic.n_records,
+        better=better_option(run.params),
+    )
     return ReportInputs(
         manifest=manifest,
         budget=budget,
-        evaluation=agreement_summary(compared, sd_by_len(manifest)),
+        evaluation=agreement_summary(compared, sd) | {"warnings": warnings},
         agreement=compared,
         synthetic_records=synthetic.n_records,
     )
+
+
+def better_option(params: ReleaseParams) -> str:
+    """What would follow the DP 1-way counts more closely than this release's synthesis."""
+    if params.synthesizer != "aggregate-seeded":
+        return (
+            'synthesizer = "aggregate-seeded" draws records matched to the DP counts of its '
+            "own aggregates"
+        )
+    if params.synthesis == "records" and not params.reconcile_one_way:
+        return (
+            'synthesis = "model" (or reconcile_one_way = true) gives records that follow the '
+            "DP counts"
+        )
+    return "a larger epsilon or fewer columns (use_columns) make the DP counts less noisy"
 
 
 def sd_by_len(manifest: dict[str, Any]) -> dict[int, float]:

@@ -95,6 +95,9 @@ def summary(inputs: ReportInputs) -> str:
         f"probability δ = {_delta(p['delta'])}.</p>",
         f"<p><b>Protected record count:</b> {rows:,}.{rows_note}</p>",
     ]
+    plan = m.get("plan")
+    if isinstance(plan, dict) and plan.get("reason"):  # the SDS plan: R, split, synthesis
+        parts.append(f"<p><b>How it was planned:</b> {esc(str(plan['reason']))}</p>")
     b = inputs.budget
     if b is not None and b.period is not None:
         parts.append(
@@ -190,6 +193,16 @@ def privacy_figures(inputs: ReportInputs) -> list[Figure]:
     return out
 
 
+def column_warning_notes(inputs: ReportInputs) -> str:
+    """One note per column whose records do not follow its DP 1-way counts (the option that
+    would do better included); the CLI prints the same lines once."""
+    return "".join(
+        f"<p class='note warning' id='warn-{esc(w['column'])}-{esc(w['kind'])}'><b>Warning, "
+        f"{esc(w['column'])}:</b> {esc(w['message'])}.</p>"
+        for w in inputs.evaluation.get("warnings") or []
+    )
+
+
 def unpublished_columns(inputs: ReportInputs) -> str:
     """A note naming the columns none of whose values the release reports (no chart for them)."""
     a = inputs.agreement
@@ -203,8 +216,12 @@ def unpublished_columns(inputs: ReportInputs) -> str:
 
 
 def distribution_figures(inputs: ReportInputs) -> list[Figure]:
-    """For each column, its 1-way counts in the DP aggregates and in the synthetic records."""
+    """For each column, its 1-way counts in the DP aggregates and in the synthetic records,
+    with the column's warnings (``evaluation.json`` ``warnings``) in its caption."""
     a = inputs.agreement
+    warned: dict[str, list[dict[str, Any]]] = {}
+    for w in inputs.evaluation.get("warnings") or []:
+        warned.setdefault(w["column"], []).append(w)
     out = []
     for c, name in enumerate(a.domain.columns):
         one = a.one_way(c)
@@ -232,7 +249,8 @@ def distribution_figures(inputs: ReportInputs) -> list[Figure]:
                     label=f"1-way distribution of {name}",
                 ),
                 "aggregates.parquet (DP counts of length 1; 'not reported' = "
-                "suppressed) and synthetic.parquet (records holding each value).",
+                "suppressed) and synthetic.parquet (records holding each value)."
+                + "".join(f" Warning: {w['message']}." for w in warned.get(name, [])),
             )
         )
     return out
@@ -429,7 +447,7 @@ def report_html(inputs: ReportInputs) -> bytes:
             "distributions",
             "Each column: DP aggregates vs synthetic records",
             distribution_figures,
-            unpublished_columns(inputs),
+            column_warning_notes(inputs) + unpublished_columns(inputs),
         ),
         ("pairs", "Column pairs", pair_figure, ""),
         (

@@ -421,3 +421,71 @@ def agreement_summary(a: Agreement, sd_by_len: Mapping[int, float]) -> dict[str,
 def _rounded(x: float | None) -> float | None:
     """Six decimals: readable, and the same bytes on every platform."""
     return None if x is None else round(float(x), 6)
+
+
+EMPTY_EXCESS = 0.10
+"""A column is flagged when its synthetic records leave it empty (or outside its published
+values) this much more often than its DP 1-way counts imply (issue 22, point 5)."""
+MIN_WITHIN_NOISE = 0.90
+"""A column is flagged when fewer of its published values than this have a synthetic count
+within the 95% noise interval of their DP count."""
+
+
+def column_warnings(
+    a: Agreement,
+    sd_by_len: Mapping[int, float],
+    *,
+    protected_records: int | None,
+    synthetic_records: int,
+    better: str,
+) -> list[dict[str, Any]]:
+    """Columns whose synthetic records do not follow their DP 1-way counts, each with a message
+    a custodian reads and the option that would do better (``better``). Published values only.
+
+    A column is flagged when its records leave it empty :data:`EMPTY_EXCESS` more often than
+    the DP counts imply (1 − Σ DP counts / the DP record count), or when fewer than
+    :data:`MIN_WITHIN_NOISE` of its published values have a synthetic count within ±1.96 noise
+    standard deviations of their DP count (``sd_by_len[1]``; no such check without it).
+
+    >>> from sds_core.marginals.aggregates import AggregateSet
+    >>> d = Domain(("A", "B"), (("a1", "a2"), ("b1",)))
+    >>> dp = AggregateSet.from_text_dict(d, {"A:a1": 50, "A:a2": 50, "B:b1": 100}, 1, is_dp=True)
+    >>> codes = np.array([[0, 0]] * 50 + [[1, -1]] * 50, dtype=np.int32)
+    >>> w = column_warnings(agreement(dp, PreparedTable(d, codes)), {1: 1.0},
+    ...                     protected_records=100, synthetic_records=100, better="X")
+    >>> [(x["column"], x["kind"]) for x in w]
+    [('B', 'empty'), ('B', 'outside_noise')]
+    """
+    out: list[dict[str, Any]] = []
+    sd = sd_by_len.get(1)
+    for c in range(a.domain.n_columns):
+        ow = a.one_way(c)
+        name = ow.column
+        if protected_records and synthetic_records > 0:
+            dp_empty = max(0.0, 1.0 - float(ow.dp.sum()) / protected_records)
+            syn_empty = max(0.0, 1.0 - float(ow.synthetic.sum()) / synthetic_records)
+            if syn_empty - dp_empty > EMPTY_EXCESS:
+                out.append(
+                    {
+                        "column": name,
+                        "kind": "empty",
+                        "value": round(syn_empty, 4),
+                        "message": f"the synthetic records leave {name} empty in "
+                        f"{syn_empty:.0%} of records where its DP counts imply {dp_empty:.0%}; "
+                        f"{better}",
+                    }
+                )
+        if sd is not None and len(ow.dp) > 0:
+            within = float(np.mean(np.abs(ow.synthetic - ow.dp) <= NOISE_95 * sd))
+            if within < MIN_WITHIN_NOISE:
+                out.append(
+                    {
+                        "column": name,
+                        "kind": "outside_noise",
+                        "value": round(within, 4),
+                        "message": f"the synthetic counts of {name} lie within the DP noise's "
+                        f"95% interval for only {within:.0%} of its {len(ow.dp)} published "
+                        f"values; {better}",
+                    }
+                )
+    return out
