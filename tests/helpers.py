@@ -25,6 +25,7 @@ TINY_CONFIG = """
 dataset = "tiny"
 epsilon = 2.0
 reporting_length = 2
+synthesis = "records"
 sensitive_zeros = ["sex", "married"]
 
 [budget]

@@ -50,7 +50,8 @@ def planned_params(
         number_of_records_epsilon_proportion=params.number_of_records_epsilon_proportion,
         reporting_length=params.reporting_length,
         accuracy_mode=mode,
-        synthesis=params.synthesis,
+        # reconcile_one_way adjusts records: the plan keeps records for it
+        synthesis=params.synthesis or ("records" if params.reconcile_one_way else None),
     )
     r = plan.reporting_length
     default = DpParams(reporting_length=r).accuracy_mode.proportions(r)

@@ -55,15 +55,20 @@ def test_dp_fields_are_release_keys_with_the_core_declaration() -> None:
         }
         bounds |= {k: v for k, v in override.items() if k in ("ge", "gt", "le", "lt")}
         assert _json_bounds(prop) == bounds, key
-        assert prop["description"] == spec.description, key
+        assert prop["description"] == override.get("description", spec.description), key
         expected = override.get("default", default)
         assert prop.get("default", ()) == (expected if expected != () else ()), key
 
 
-def test_release_overrides_are_the_two_documented_ones() -> None:
-    """Only record_limit (>= 1) and resolution (100) differ from the core declarations."""
-    assert RELEASE_OVERRIDES == {"record_limit": {"ge": 1}, "resolution": {"default": 100}}
-    assert ReleaseParams(input="x", dataset="d").resolution == 100
+def test_release_overrides_are_the_three_documented_ones() -> None:
+    """Only record_limit (>= 1), resolution (100) and reporting_length (empty: the SDS plan
+    chooses it) differ from the core declarations."""
+    assert set(RELEASE_OVERRIDES) == {"record_limit", "resolution", "reporting_length"}
+    assert RELEASE_OVERRIDES["record_limit"] == {"ge": 1}
+    assert RELEASE_OVERRIDES["resolution"] == {"default": 100}
+    assert RELEASE_OVERRIDES["reporting_length"]["default"] is None
+    p = ReleaseParams(input="x", dataset="d")
+    assert p.resolution == 100 and p.reporting_length is None
 
 
 def test_release_dp_params_equal_the_core_defaults() -> None:

@@ -36,7 +36,9 @@ def test_plan_reads_only_the_header_and_charges_nothing(header_only: Path, tmp_p
     assert code == 0, err
     assert plan["charged"] is False and len(plan["columns"]) == 11
     lengths = plan["forecast"]["by_length"]
-    assert [x["length"] for x in lengths] == [1, 2, 3]
+    # the SDS plan for N = 100,000 at ε = 4 (signal below 16,000): R = 2 and the model
+    assert [x["length"] for x in lengths] == [1, 2]
+    assert plan["sds_plan"]["reporting_length"] == 2 and plan["sds_plan"]["synthesis"] == "model"
     assert all(x["half_width_95"] > 0 and len(x["examples"]) == 3 for x in lengths)
     assert plan["records_from"] == "the schema's max_rows" and plan["records"] == 100_000
     assert plan["releases_left"] == 5  # ε = 20 left, ε = 4 a release
