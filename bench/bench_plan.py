@@ -217,7 +217,12 @@ def synthesize_release(
         params = SynthesisParams(
             target_number_of_records=n, reconcile_one_way=synthesis == "records+1way"
         )
-        return synthesize(aggregates, params, rng=rng)
+        # matched to the aggregates within their published noise, as a release does
+        sd = [
+            s * math.sqrt(max(a, 0))
+            for s, a in zip(rep.sigma_by_len, rep.allowed_sensitivity_by_len, strict=True)
+        ]
+        return synthesize(aggregates, params, rng=rng, noise_sd_by_len=sd)
     if synthesis == "model":
         noise = AggregateNoise.from_release(
             rep.sigma_by_len, rep.allowed_sensitivity_by_len, rep.threshold_by_len
