@@ -134,10 +134,7 @@ def test_synthetic_chunks_on_the_workers_release_like_local(
     csv = tmp_path / "tiny.csv"  # a CSV in 3 blocks (the replay audit reads one file)
     _frame().to_csv(csv, index=False)
     config = tmp_path / "parts.toml"
-    config.write_text(  # records (not the model the plan would choose here) on the workers
-        'synthesis = "records"\ndask_partitions = 3\nsynthetic_part_records = 1000\n'
-        + DP_BINS_CONFIG
-    )
+    config.write_text("dask_partitions = 3\nsynthetic_part_records = 1000\n" + DP_BINS_CONFIG)
     hashes, names = {}, {}
     for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
         rel = _release(csv, config, tmp_path / name, "--synthetic-records", "3500", *extra)

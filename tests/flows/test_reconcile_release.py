@@ -51,7 +51,10 @@ def test_reconciliation_with_the_model_mode_is_refused_before_anything_runs(
     tiny_csv: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
     config = tmp_path / "bad.toml"
-    config.write_text('reconcile_one_way = true\nsynthesis = "model"\n' + tiny_config.read_text())
+    config.write_text(
+        "reconcile_one_way = true\n"
+        + tiny_config.read_text().replace('synthesis = "records"', 'synthesis = "model"')
+    )
     home = tmp_path / "home"
     code, _, err = run_cli("release", str(tiny_csv), "--config", str(config), "--home", str(home))
     assert code == 2
