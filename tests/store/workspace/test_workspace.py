@@ -317,6 +317,7 @@ def test_audit_clean_and_json(tmp_path: Path) -> None:
     assert report.table_rows()[0] == {
         "dataset": "pums",
         "release": "r1",
+        "period": "-",
         "status": "complete",
         "ledger": "completed",
         "epsilon": "0.6",
