@@ -165,3 +165,12 @@ def write_periodic_csv(
             for i, j in zip(span, subjects[period], strict=True):
                 writer.writerow([period, f"s{j}", *data[i % len(data)]])
     return path
+
+
+SEEDED = "sds: warning: NOT PRIVATE"
+"""The first words of the warning a seeded release prints (release_store.run.claims)."""
+
+
+def unseeded(stderr: str) -> str:
+    """``stderr`` without the NOT PRIVATE warning of a seeded release (tests use fixed seeds)."""
+    return "".join(line for line in stderr.splitlines(True) if not line.startswith(SEEDED))

@@ -27,8 +27,8 @@ __all__ = ["PeriodFilter", "count_each_subject_once", "select_period"]
 class PeriodFilter:
     """Release the rows whose ``column`` (matched case-insensitively) holds ``period``.
 
-    >>> PeriodFilter.of(None, "2026-10") is None
-    True
+    >>> PeriodFilter.of(None, None) is None, PeriodFilter.of("month", "2026-10").period
+    (True, '2026-10')
     """
 
     column: str

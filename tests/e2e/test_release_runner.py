@@ -17,7 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import PROJECT
+from flows.local.server import AUTH_FILE
+from tests.helpers import PROJECT, unseeded
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -143,12 +144,13 @@ def test_release_through_worker_matches_in_process(
     cold_run = _sds(  # an explicit API URL: no local server, no worker, in-process
         *args, "--home", str(cold_home), "--release-id", "same-1",
         PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
+        PREFECT_API_AUTH_STRING=(home / AUTH_FILE).read_text().strip(),  # the warm home's server
     )  # fmt: skip
     assert cold_run.returncode == 0, cold_run.stderr
     warm_dir = Path(warm_run.stdout.strip().splitlines()[-1])
     cold_dir = Path(cold_run.stdout.strip().splitlines()[-1])
     assert warm_dir.name == cold_dir.name == "same-1"
-    assert warm_run.stderr == cold_run.stderr == ""
+    assert unseeded(warm_run.stderr) == unseeded(cold_run.stderr) == ""
     digests = _digests(warm_dir)
     assert {"aggregates.parquet", "synthetic.csv"} <= digests.keys()
     assert digests == _digests(cold_dir)

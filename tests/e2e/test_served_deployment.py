@@ -146,7 +146,12 @@ def test_prefect_yaml_deploys(
         timeout=30,
     ) as r:
         deployments = {d["name"]: d for d in json.load(r)}
-    assert set(deployments) == {"scheduled-release", "on-demand-release", "dask-release"}
+    assert set(deployments) == {
+        "scheduled-release",
+        "monthly-release",
+        "on-demand-release",
+        "dask-release",
+    }
     nightly = deployments["scheduled-release"]
     assert nightly["enforce_parameter_schema"] is True
     assert nightly["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
