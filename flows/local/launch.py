@@ -139,13 +139,28 @@ def launch(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> No
 
 def _column_warnings(release_dir: Path) -> list[str]:
     """The published evaluation's column warnings (records that leave a column empty or miss
-    its DP counts), said once after the release; none when it has none or cannot be read."""
+    its DP 1-way counts), said once after the release: one line per kind naming the columns
+    (the report has each beside its column); none when there are none or it cannot be read."""
     try:
         evaluation = json.loads((release_dir / "evaluation.json").read_text())
     except (OSError, ValueError):
         return []
     metrics = evaluation.get("metrics", evaluation) if isinstance(evaluation, dict) else {}
-    return [str(w.get("message")) for w in metrics.get("warnings") or [] if isinstance(w, dict)]
+    warned = [w for w in metrics.get("warnings") or [] if isinstance(w, dict)]
+    lines = []
+    for kind, what in (
+        ("empty", "leave these columns empty more often than their DP counts imply"),
+        ("outside_noise", "miss the DP 1-way counts by more than the noise for over 10% of "
+         "the values of these columns"),
+    ):  # fmt: skip
+        cols = [str(w.get("column")) for w in warned if w.get("kind") == kind]
+        if cols:
+            better = str(warned[0].get("message", "")).rsplit("; ", 1)[-1]
+            lines.append(
+                f"the synthetic records {what}: {', '.join(cols)} (report.html shows each); "
+                f"{better}"
+            )
+    return lines
 
 
 def run_handed_off(call: dict[str, Any]) -> int:
