@@ -21,7 +21,10 @@ import pyarrow.compute as pc
 from release_store.config.sources import source_name
 from sds_core.errors import SdsInputError
 
-__all__ = ["IPC_BATCH_ROWS", "read_postgres", "table_digest"]
+__all__ = ["CONNECT_TIMEOUT_S", "IPC_BATCH_ROWS", "read_postgres", "table_digest"]
+
+CONNECT_TIMEOUT_S = 10
+"""libpq's ``connect_timeout`` when the URL sets none: an unreachable host is refused in seconds."""
 
 IPC_BATCH_ROWS = 65_536
 """Rows per record batch of the IPC stream the digest is taken over (fixed: part of the digest)."""
@@ -48,7 +51,7 @@ def read_postgres(url: str, *, table: str | None, query: str | None) -> tuple[pa
 
     name = source_name(url, table=table, query=query)
     try:
-        conn = adbc.connect(url, autocommit=True)
+        conn = adbc.connect(_with_timeout(url), autocommit=True)
     except adbc.Error as e:
         raise SdsInputError(
             f"cannot connect to the input database {name} ({_message(e)}): check that the "
@@ -75,6 +78,17 @@ def read_postgres(url: str, *, table: str | None, query: str | None) -> tuple[pa
         raise SdsInputError(f"input {name} has columns but no rows; give a table with data")
     ordered = _ordered(rows, name)
     return ordered, table_digest(ordered)
+
+
+def _with_timeout(url: str) -> str:
+    """``url`` with ``connect_timeout`` (:data:`CONNECT_TIMEOUT_S`) unless it sets one.
+
+    >>> _with_timeout("postgresql://sds@db/census")
+    'postgresql://sds@db/census?connect_timeout=10'
+    """
+    if "connect_timeout=" in url:
+        return url
+    return f"{url}{'&' if '?' in url else '?'}connect_timeout={CONNECT_TIMEOUT_S}"
 
 
 def table_digest(table: pa.Table) -> str:
