@@ -45,6 +45,8 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
             delimiter=params.delimiter,
             gate_columns=gate_columns(params),
             period=PeriodFilter.of(params.period_column, params.period),
+            table=params.table,
+            query=params.query,
         )
         where = ""
         if params.period is not None:

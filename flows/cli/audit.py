@@ -39,7 +39,11 @@ def audit(
     ] = False,
     input: Annotated[
         str | None,
-        typer.Option("--input", help="With --replay: the input the release was made from."),
+        typer.Option(
+            "--input",
+            help="With --replay: the input the release was made from (a file, or the "
+            "postgresql:// URL: the table or query is the recorded one).",
+        ),
     ] = None,
     as_json: JsonOpt = False,
     home: HomeOpt = None,

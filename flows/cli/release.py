@@ -78,6 +78,7 @@ def release(input: str, **options: Any) -> None:
     """Run one DP release of INPUT; prints the release directory last."""
     from release_store.config import build_params, load_config
     from release_store.config.periods import resolve_period
+    from release_store.config.sources import is_postgres_url
     from release_store.inputs.ingest import check_input_path
     from release_store.workspace.home import new_release_id
     from sds_core.errors import SdsInputError
@@ -94,10 +95,11 @@ def release(input: str, **options: Any) -> None:
         **options,
         "home": home,
         "ledger": ledger,
-        "input": str(Path(input).expanduser().absolute()),
+        "input": input if is_postgres_url(input) else str(Path(input).expanduser().absolute()),
     }
     params = resolve_period(build_params(cfg, overrides))  # previous-month: now, once
-    check_input_path(params.input)  # before any budget is reserved or Prefect started
+    if not is_postgres_url(params.input):  # a database is read (so checked) by the pre-flight
+        check_input_path(params.input)  # before any budget is reserved or Prefect started
     root = home_dir(params.home)
     params = params.model_copy(
         update={
@@ -191,7 +193,12 @@ def _release_signature() -> inspect.Signature:
         inspect.Parameter.POSITIONAL_OR_KEYWORD,
         annotation=Annotated[
             str,
-            typer.Argument(metavar="INPUT", help="Sensitive table: CSV (header row) or Parquet."),
+            typer.Argument(
+                metavar="INPUT",
+                help="Sensitive table: CSV (header row) or Parquet file, Parquet dataset "
+                "(directory or glob), or postgresql://USER@HOST[:PORT]/DB with --table or "
+                "--query.",
+            ),
         ],
     )
     return inspect.Signature([argument, *release_options(), *shared])

@@ -24,8 +24,10 @@ from pydantic import ValidationError
 
 from release_store.cluster.synthesis import StoredSynthetic
 from release_store.config.release_params import ReleaseParams
+from release_store.config.sources import is_postgres_url, public_input, source_name
 from release_store.inputs.commitment import fingerprint_matches
 from release_store.inputs.ingest import check_input_path, dataset_digest, dataset_files
+from release_store.inputs.postgres import read_postgres
 from release_store.ledger.book import LEDGER_FILE, Ledger
 from release_store.ledger.replay import ReplayLedger
 from release_store.ledger.values import ChargeRow, Reservation
@@ -136,9 +138,10 @@ def published_form(private: Mapping[str, Any]) -> dict[str, Any]:
     {'input': 'in.csv', 'config': None}
     """
     out = {k: v for k, v in private.items() if k not in ("home", "ledger")}
-    for key in ("input", "config"):
-        if out.get(key) is not None:
-            out[key] = PurePath(out[key]).name
+    if out.get("input") is not None:
+        out["input"] = public_input(out["input"])
+    if out.get("config") is not None:
+        out["config"] = PurePath(out["config"]).name
     return out
 
 
@@ -313,9 +316,25 @@ class RecordedRelease:
         its part files, :func:`~release_store.inputs.ingest.dataset_digest`) opens the manifest's
         input commitment (a release made before commitments: equals its ``input.sha256``).
 
+        A PostgreSQL input (a ``postgresql://`` URL): the recorded ``table`` or ``query`` is
+        read from it (:func:`~release_store.inputs.postgres.read_postgres`), and the digest of
+        its ordered rows must open the commitment.
+
         Raises:
             SdsInputError: it is not (nothing has run yet).
         """
+        if is_postgres_url(str(path)):
+            table, query = self.parameters.get("table"), self.parameters.get("query")
+            if table is None and query is None:
+                raise SdsInputError(
+                    f"--input {path} is a PostgreSQL database, but release {self.release_id!r} "
+                    "was made from a file: pass that file"
+                )
+            try:
+                _, digest = read_postgres(str(path), table=table, query=query)
+            except SdsInputError as e:
+                raise SdsInputError(f"--input: {e}") from None
+            return self.input_check(digest, str(path))
         try:
             p = check_input_path(path)
             files = dataset_files(path)  # a Parquet dataset: its digest over the part files
@@ -336,6 +355,17 @@ class RecordedRelease:
         field = "input.commitment" if recorded.get("commitment") is not None else "input.sha256"
         shown = str(recorded.get("commitment") or recorded.get("sha256"))[:16]
         if not fingerprint_matches(recorded, self.commitment_key, sha256):
+            if is_postgres_url(path):
+                name = source_name(
+                    path, table=self.parameters.get("table"), query=self.parameters.get("query")
+                )
+                raise SdsInputError(
+                    f"the rows of {name} are not the input of release {self.release_id!r}: "
+                    f"their digest does not match the manifest's {field} {shown}…, so the "
+                    "table changed since the release (rows added, removed or edited) or the "
+                    "URL names another database; replay from the data as it was released "
+                    "(nothing was recomputed)"
+                )
             raise SdsInputError(
                 f"--input {path} is not the input of release {self.release_id!r}: its sha256 "
                 f"does not match the manifest's {field} {shown}…; pass the exact file the "
@@ -383,7 +413,11 @@ class RecordedRelease:
         try:
             data = replay_parameters(
                 self.unplanned_parameters(),
-                input_path=str(Path(input_path).absolute()),
+                input_path=(
+                    str(input_path)
+                    if is_postgres_url(str(input_path))
+                    else str(Path(input_path).absolute())
+                ),
                 home=str(tmp),
                 seed=self.seed,
             )

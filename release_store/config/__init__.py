@@ -7,6 +7,7 @@
 - ``core_objects``: ReleaseParams -> DpParams, PrepareParams, declared domains, spends;
 - ``doc_tables``: docs/pipeline.md's parameter tables from the same declarations;
 - ``periods``: relative periods (``previous-month``) resolved before anything is reserved.
+- ``sources``: what ``input`` names (a file or a PostgreSQL URL) and the names published;
 - ``deployment``: a deployed run's ``RunOptions``, the ``PINNED`` fields and the pin files.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
@@ -43,10 +44,14 @@ _EXPORTS: dict[str, str] = {
     "dp_binned_columns": "release_store.config.core_objects",
     "dp_params": "release_store.config.core_objects",
     "gate_columns": "release_store.config.core_objects",
+    "is_postgres_url": "release_store.config.sources",
     "load_config": "release_store.config.loading",
     "prepare_params": "release_store.config.core_objects",
     "previous_month": "release_store.config.periods",
+    "public_input": "release_store.config.sources",
     "resolve_period": "release_store.config.periods",
+    "source_name": "release_store.config.sources",
+    "source_refusal": "release_store.config.sources",
     "synthesis_epsilon": "release_store.config.core_objects",
     "synthesizer_domains": "release_store.config.core_objects",
 }
@@ -77,10 +82,14 @@ __all__ = [
     "dp_binned_columns",
     "dp_params",
     "gate_columns",
+    "is_postgres_url",
     "load_config",
     "prepare_params",
     "previous_month",
+    "public_input",
     "resolve_period",
+    "source_name",
+    "source_refusal",
     "synthesis_epsilon",
     "synthesizer_domains",
 ]
@@ -117,3 +126,9 @@ if TYPE_CHECKING:
     from release_store.config.periods import RELATIVE_PERIODS, previous_month, resolve_period
     from release_store.config.release_params import LifetimeBudget, ReleaseParams, build_params
     from release_store.config.schema import ID_PATTERN, BinSpec, ColumnSchema, TableSchema
+    from release_store.config.sources import (
+        is_postgres_url,
+        public_input,
+        source_name,
+        source_refusal,
+    )

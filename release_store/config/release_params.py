@@ -16,6 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from release_store.config.fields import SYNTHESIZERS, core_field
 from release_store.config.loading import describe_validation_error, load_config
 from release_store.config.schema import ID_PATTERN, TableSchema
+from release_store.config.sources import public_input, source_refusal
 from sds_core.data.text import match_key
 from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals.params import release_delta
@@ -42,7 +43,24 @@ class ReleaseParams(BaseModel):
     config: str | None = Field(
         None, description="TOML release config; its values fill every parameter not given here."
     )
-    input: str = Field(description="Path of the sensitive table: CSV (header row) or Parquet.")
+    input: str = Field(
+        description="The sensitive table: a CSV (header row) or Parquet file, a directory or "
+        "glob of Parquet part files, or a PostgreSQL database postgresql://USER@HOST[:PORT]/DB "
+        "(with table or query; the password in PGPASSWORD or ~/.pgpass, never in the URL)."
+    )
+    table: str | None = Field(
+        None,
+        min_length=1,
+        description="PostgreSQL input: the table or view to release (e.g. public.people, "
+        "named as in SQL). Published in the manifest; its rows are read in one READ ONLY "
+        "transaction.",
+    )
+    query: str | None = Field(
+        None,
+        min_length=1,
+        description="PostgreSQL input: one SELECT whose result is the table to release, run in "
+        "a READ ONLY transaction (a query that writes is refused). Published in the manifest.",
+    )
     dataset: str | None = Field(
         None,
         pattern=ID_PATTERN,
@@ -180,6 +198,15 @@ class ReleaseParams(BaseModel):
         return self
 
     @model_validator(mode="after")
+    def _source_readable(self) -> ReleaseParams:
+        refusal = source_refusal(
+            self.input, table=self.table, query=self.query, executor=self.executor
+        )
+        if refusal is not None:
+            raise ValueError(refusal)
+        return self
+
+    @model_validator(mode="after")
     def _subject_not_released(self) -> ReleaseParams:
         if self.subject_id is not None and (
             not self.use_columns or self.subject_id in self.use_columns
@@ -304,14 +331,15 @@ class ReleaseParams(BaseModel):
     def public_dict(self) -> dict[str, Any]:
         """Parameters as published in the manifest: no local path, no secret.
 
-        The input and config are named by file name only (the manifest's ``input.sha256``
-        identifies the input) and the seed is only marked as given. Home and ledger are where
+        The input and config are named by file name only (the manifest's ``input.commitment``
+        identifies the input; a PostgreSQL input by its URL, which holds no password) and the
+        seed is only marked as given. Home and ledger are where
         the deployment keeps its books, not properties of the release: they are left out.
         """
         out = self.private_dict()
-        for key in ("input", "config"):
-            if out[key] is not None:
-                out[key] = PurePath(out[key]).name
+        out["input"] = public_input(out["input"])
+        if out["config"] is not None:
+            out["config"] = PurePath(out["config"]).name
         out.pop("home")
         out.pop("ledger")
         return out

@@ -1,6 +1,7 @@
 """The sensitive input before any charge: reading, pre-flight, schema checks, the GX gate.
 
 - ``ingest``: reading CSV/Parquet inputs as text columns, with precise errors;
+- ``postgres``: a PostgreSQL table or read-only query as the input (Arrow batches, ordered rows);
 - ``commitment``: the input's published fingerprint, a keyed commitment (HMAC-SHA256);
 - ``preflight``: checks the CLI runs before Prefect or GX load;
 - ``schema_checks``: the declared schema's checks, evaluated with Arrow;
@@ -52,6 +53,7 @@ _EXPORTS: dict[str, str] = {
     "read_csv_block": "release_store.inputs.ingest",
     "read_dataset": "release_store.inputs.ingest",
     "read_part_file": "release_store.inputs.ingest",
+    "read_postgres": "release_store.inputs.postgres",
     "read_release_input": "release_store.inputs.ingest",
     "read_table": "release_store.inputs.ingest",
     "read_table_with_digest": "release_store.inputs.ingest",
@@ -107,6 +109,7 @@ __all__ = [
     "read_csv_block",
     "read_dataset",
     "read_part_file",
+    "read_postgres",
     "read_release_input",
     "read_table",
     "read_table_with_digest",
@@ -173,6 +176,7 @@ if TYPE_CHECKING:
         read_table_with_digest,
     )
     from release_store.inputs.periods import PeriodFilter, count_each_subject_once, select_period
+    from release_store.inputs.postgres import read_postgres
     from release_store.inputs.preflight import (
         Preflight,
         check_budget,

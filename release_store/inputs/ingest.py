@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 
+from release_store.config.sources import is_postgres_url
 from release_store.inputs.periods import PeriodFilter, select_period
 from sds_core.errors import SdsInputError
 
@@ -121,9 +122,13 @@ def read_release_input(
     delimiter: str,
     gate_columns: Sequence[str] = (),
     period: PeriodFilter | None = None,
+    table: str | None = None,
+    query: str | None = None,
 ) -> tuple[pa.Table, str]:
     """The input of a release as the validation gate sees it (ingest and pre-flight alike),
-    and the sha256 of exactly the bytes it was parsed from (:func:`read_table_with_digest`).
+    and the sha256 of exactly the bytes it was parsed from (:func:`read_table_with_digest`);
+    a PostgreSQL URL (``table`` or ``query``): its rows in order and their digest
+    (:func:`release_store.inputs.postgres.read_postgres`).
 
     ``period`` (a periodic dataset): only the rows of that period are kept, without the period
     column (:func:`release_store.inputs.periods.select_period`, which refuses a missing or
@@ -131,13 +136,18 @@ def read_release_input(
     (:func:`release_store.config.core_objects.gate_columns`): when given, only those columns are
     kept (the gate checks them alone); empty, every column is kept and preparation selects.
     """
-    table, digest = read_table_with_digest(path, delimiter=delimiter)
+    if is_postgres_url(str(path)):
+        from release_store.inputs.postgres import read_postgres
+
+        rows, digest = read_postgres(str(path), table=table, query=query)
+    else:
+        rows, digest = read_table_with_digest(path, delimiter=delimiter)
     if period is not None:
-        table = select_period(table, period, source=str(path))
+        rows = select_period(rows, period, source=str(path))
     if gate_columns:
         kept = set(gate_columns)
-        table = table.select([c for c in table.column_names if c in kept])
-    return table, digest
+        rows = rows.select([c for c in rows.column_names if c in kept])
+    return rows, digest
 
 
 def input_headers(path: str | Path, *, delimiter: str) -> list[str]:

@@ -2,7 +2,8 @@
 
 In order: whether the budget can pay the release (read-only; nothing is read from the data
 before that; a periodic release: its period's budget), the input file (exists, readable, not
-empty, UTF-8, header, plausible delimiter, regular rows: :mod:`release_store.inputs.ingest`), a
+empty, UTF-8, header, plausible delimiter, regular rows: :mod:`release_store.inputs.ingest`;
+a PostgreSQL input: server, table or read-only query, :mod:`release_store.inputs.postgres`), a
 periodic release's period (its column present and filled in every row, the period present:
 :mod:`release_store.inputs.periods`), the declared schema (the GX gate's checks evaluated with
 Arrow: :mod:`release_store.inputs.schema_checks`) and the column names the parameters mention
@@ -21,6 +22,7 @@ from pathlib import Path
 
 from release_store.config.core_objects import gate_columns
 from release_store.config.release_params import ReleaseParams
+from release_store.config.sources import is_postgres_url
 from release_store.inputs.ingest import check_input_path, input_headers, read_release_input
 from release_store.inputs.periods import PeriodFilter
 from release_store.inputs.schema_checks import (
@@ -72,10 +74,11 @@ def preflight(params: ReleaseParams) -> Preflight:
         SdsInputError: the budget cannot pay, the file is unusable, the table breaks its
             declared schema, or a parameter names a column the input does not have.
     """
-    path = check_input_path(params.input)
+    source = params.input  # a PostgreSQL URL: read (and so checked) below, after the budget
+    path = source if is_postgres_url(source) else check_input_path(source)
     check_budget(params)
     gate = gate_columns(params)
-    if params.executor == "dask":
+    if params.executor == "dask":  # never a PostgreSQL input (ReleaseParams refuses it)
         _check_headers(params, input_headers(path, delimiter=params.delimiter), gate)
         return Preflight()
     table, _ = read_release_input(
@@ -83,6 +86,8 @@ def preflight(params: ReleaseParams) -> Preflight:
         delimiter=params.delimiter,
         gate_columns=gate,
         period=PeriodFilter.of(params.period_column, params.period),
+        table=params.table,
+        query=params.query,
     )
     schema = input_schema(params.table_schema, gate)
     if schema is not None:

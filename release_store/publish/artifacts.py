@@ -15,11 +15,12 @@ import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path, PurePath
+from pathlib import Path
 from typing import Any
 
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.synthesis import write_synthetic
+from release_store.config.sources import source_name
 from release_store.inputs.commitment import input_fingerprint
 from release_store.report.inputs import recorded_noise
 from release_store.run.claims import privacy_claims
@@ -261,7 +262,8 @@ def write_release(
             **privacy_claims(run.params, aggregates.domain.n_columns),  # seeded? effective δ
         },
         "input": {
-            "name": PurePath(run.params.input).name,  # never the local path
+            # a file by its name (never the local path); a database by its URL and table
+            "name": source_name(run.params.input, table=run.params.table, query=run.params.query),
             # a keyed commitment, never the plain hash (a replay of an older release: as it was)
             **input_fingerprint(
                 run.dirs.commitment_key(run.params.seed, create=run.replay is None), input_sha256
