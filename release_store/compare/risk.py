@@ -56,7 +56,7 @@ class RiskParams:
         link_columns: the attacker's first view in the linkability attack (the second is the
             other columns); empty: the first half of the columns.
         secrets: the columns the inference attack guesses from all the others; empty: each
-            column in turn.
+            column with more than one value in the training rows, in turn.
         n_jobs: worker processes of the neighbour searches.
     """
 
@@ -174,6 +174,9 @@ def privacy_risk(
         raise SdsInputError(f"the synthetic file {synthetic} has no records to attack")
     columns = list(training.domain.columns)
     left, right, secrets = _columns(params, columns)
+    if not params.secrets:  # a column with one value is guessed right by anyone: no secret
+        one = {c for c, k in zip(columns, training.domain.cardinalities, strict=True) if k < 2}
+        secrets = [c for c in secrets if c not in one] or secrets
     tables = {
         "training": _text(training, columns, "training"),
         "control": _text(held_back, columns, "control"),
@@ -198,7 +201,8 @@ def privacy_risk(
     finally:
         shutil.rmtree(private, ignore_errors=True)
     inference = outcome["inference"]
-    worst = max(inference, key=lambda s: inference[s]["risk"])
+    # the worst informative guess (an attack no better than random guessing is no evidence)
+    worst = max(inference, key=lambda s: (inference[s]["informative"], inference[s]["risk"]))
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
