@@ -6,7 +6,7 @@ SDS_HOME ?= .sds
 PYTHON  ?= python3
 CODE    := sds_core release_store tasks flows tests bench
 
-.PHONY: setup postgres chromium release test test-fast bench lint docs clean
+.PHONY: setup postgres chromium anonymeter release test test-fast bench lint docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -31,12 +31,23 @@ chromium:
 		apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
 	else echo "make: $(CHROMIUM) is missing: install Debian's chromium (apt-get install chromium) as root" >&2; exit 1; fi
 
+## anonymeter's own environment for `sds evaluate --privacy-risk` (its pins, numpy<1.27 and
+## pyarrow<22, conflict with ours): ~250 MB, so `make setup` leaves it out; `make test` (CI) needs
+## it, and outside CI the privacy-risk test skips without it.
+ANONYMETER_VENV ?= .venv-anonymeter
+$(ANONYMETER_VENV)/.installed: requirements/anonymeter.txt
+	$(PYTHON) -m venv $(ANONYMETER_VENV)
+	$(ANONYMETER_VENV)/bin/pip install --quiet --upgrade pip
+	$(ANONYMETER_VENV)/bin/pip install --quiet -r requirements/anonymeter.txt
+	touch $@
+anonymeter: $(ANONYMETER_VENV)/.installed
+
 ## Run a real DP release of the bundled example data (PUMS sample) into $(SDS_HOME).
 release: setup
 	$(VENV)/bin/sds release examples/pums_ca_10k.csv --config examples/release.toml --home $(SDS_HOME)
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py): what CI runs.
-test: setup postgres chromium
+test: setup postgres chromium anonymeter
 	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 ## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
@@ -58,4 +69,4 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache .site
+	rm -rf $(VENV) $(ANONYMETER_VENV) .pytest_cache .ruff_cache .site

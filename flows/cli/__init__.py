@@ -7,7 +7,8 @@
 - ``audit``: ``audit`` (``--verify``, ``--replay``), ``verify``, ``sign``, ``signing-key``;
 - ``ledger``: ``ledger migrate``;
 - ``report``: ``report``;
-- ``evaluate``: ``evaluate`` (outside a release, not DP);
+- ``evaluate``: ``evaluate`` (outside a release, not DP; ``--privacy-risk``) and ``split``
+  (control rows held back before a release);
 - ``deploy``: ``deploy`` (the scheduled and on-demand deployments of a home);
 - ``common``: the shared options, the error handling (:class:`~flows.cli.common.SdsTyper`)
   and the output.
@@ -72,6 +73,7 @@ app.add_typer(server.server_app, name="server")
 app.command("report")(report.report_command)
 app.add_typer(ledger.ledger_app, name="ledger")
 app.command()(evaluate.evaluate)
+app.command()(evaluate.split)
 app.command("deploy")(deploy.deploy_command)
 
 

@@ -1,4 +1,4 @@
-"""`sds evaluate`: compare a synthetic table with the original outside a release (NOT DP).
+"""`sds evaluate`'s utility part: compare a synthetic table with the original (NOT DP).
 
 Reads both files, preprocesses them the same way (optionally as a release config did: used
 columns, sensitive zeros, declared bins), and reports the SDS aggregate metrics of
@@ -11,7 +11,68 @@ from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from release_store.config.release_params import ReleaseParams
+    from sds_core.data.params import PrepareParams
+    from sds_core.data.table import PreparedTable
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class PreparedReading:
+    """How ``sds evaluate`` reads its tables: a release config's preprocessing (used columns,
+    sensitive zeros, declared bins; None: the defaults) and the delimiters.
+
+    The original and a control set held back from it are prepared as the release prepared its
+    input; synthetic records, whose cells are already bin labels, with the original's
+    preprocessing minus the bins and the record limit.
+    """
+
+    params: ReleaseParams | None
+    original_delimiter: str
+    synthetic_delimiter: str
+
+    def prepare_original(self, path: str | Path) -> tuple[PreparedTable, PrepareParams]:
+        """The original (or its control set), prepared as the release did, and the preprocessing."""
+        from release_store.inputs.ingest import read_table
+        from sds_core.data.params import PrepareParams
+        from sds_core.data.preparation import prepare
+
+        table = read_table(path, delimiter=self.original_delimiter)
+        prep = PrepareParams()
+        if self.params is not None:
+            from release_store.config.core_objects import prepare_params
+
+            prep = prepare_params(self.params, table.column_names)
+        return prepare(table, prep), prep
+
+    def prepare_synthetic(self, path: str | Path, prep: PrepareParams) -> PreparedTable:
+        """Synthetic records, prepared with the original's ``prep`` minus bins and record limit."""
+        from release_store.inputs.ingest import read_table
+        from sds_core.data.preparation import prepare
+
+        return prepare(
+            read_table(path, delimiter=self.synthetic_delimiter),
+            dataclasses.replace(prep, binning=(), record_limit=None),
+        )
+
+
+def reading(
+    config: str | Path | None, original: str | Path, delimiter: str | None
+) -> PreparedReading:
+    """The :class:`PreparedReading` of ``config`` (None: the defaults) for ``original``.
+
+    Raises:
+        SdsInputError: the config is invalid.
+    """
+    if config is None:
+        return PreparedReading(None, delimiter or ",", delimiter or ",")
+    from release_store.config import build_params, load_config
+
+    cfg = load_config(config)
+    params = build_params(cfg, {"input": str(original), "dataset": cfg.get("dataset") or "x"})
+    return PreparedReading(params, delimiter or params.delimiter, delimiter or ",")
 
 
 def compare_tables(
@@ -42,30 +103,12 @@ def compare_tables(
     Raises:
         SdsInputError: a file cannot be read, columns differ, or a parameter is invalid.
     """
-    from release_store.inputs.ingest import read_table
-    from sds_core.data.params import PrepareParams
-    from sds_core.data.preparation import prepare
     from sds_core.evaluation.metrics import NOT_DP_NOTE, aggregate_metrics, marginal_fidelity
     from sds_core.marginals.exact_counts import exact_aggregates
 
-    prep, original_delimiter = PrepareParams(), delimiter or ","
-    params = None
-    if config is not None:
-        from release_store.config import build_params, load_config
-
-        cfg = load_config(config)
-        params = build_params(cfg, {"input": str(original), "dataset": cfg.get("dataset") or "x"})
-        original_delimiter = delimiter or params.delimiter
-    table = read_table(original, delimiter=original_delimiter)
-    if params is not None:
-        from release_store.config.core_objects import prepare_params
-
-        prep = prepare_params(params, table.column_names)
-    sensitive = prepare(table, prep)
-    synth = prepare(
-        read_table(synthetic, delimiter=delimiter or ","),
-        dataclasses.replace(prep, binning=(), record_limit=None),
-    )
+    how = reading(config, original, delimiter)
+    sensitive, prep = how.prepare_original(original)
+    synth = how.prepare_synthetic(synthetic, prep)
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,

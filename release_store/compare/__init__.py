@@ -1,0 +1,61 @@
+"""`sds evaluate` and `sds split`: the data owner's evaluation outside a release (NOT DP).
+
+- ``tables``: the utility of a synthetic table against the original (SDS aggregate metrics,
+  marginal fidelity), both prepared as the release prepared its input;
+- ``split``: ``sds split``, the control rows held back before a release (private files);
+- ``risk``: ``sds evaluate --privacy-risk``, anonymeter's singling-out, linkability and
+  inference risks of the synthetic records against the control rows, run in anonymeter's own
+  environment;
+- ``anonymeter_job``: the script run in that environment (imports nothing of the project).
+
+Public names are exported here, lazily (importing the package loads none of its modules).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS: dict[str, str] = {
+    "MIN_SIDE_ROWS": "release_store.compare.split",
+    "PreparedReading": "release_store.compare.tables",
+    "RiskParams": "release_store.compare.risk",
+    "SplitFiles": "release_store.compare.split",
+    "anonymeter_python": "release_store.compare.risk",
+    "compare_tables": "release_store.compare.tables",
+    "privacy_risk": "release_store.compare.risk",
+    "risk_summary_lines": "release_store.compare.risk",
+    "split_input": "release_store.compare.split",
+    "summary_lines": "release_store.compare.tables",
+}
+
+__all__ = [
+    "MIN_SIDE_ROWS",
+    "PreparedReading",
+    "RiskParams",
+    "SplitFiles",
+    "anonymeter_python",
+    "compare_tables",
+    "privacy_risk",
+    "risk_summary_lines",
+    "split_input",
+    "summary_lines",
+]
+
+
+def __getattr__(name: str) -> Any:
+    """Import the module that defines ``name`` on first use."""
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_EXPORTS[name]), name)
+
+
+if TYPE_CHECKING:
+    from release_store.compare.risk import (
+        RiskParams,
+        anonymeter_python,
+        privacy_risk,
+        risk_summary_lines,
+    )
+    from release_store.compare.split import MIN_SIDE_ROWS, SplitFiles, split_input
+    from release_store.compare.tables import PreparedReading, compare_tables, summary_lines
