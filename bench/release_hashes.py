@@ -31,8 +31,10 @@ Runs a fixed matrix of releases (fixed ``--seed`` and ``--release-id``, a fresh 
   left out.
 
 Cases (PUMS example, first 3000 rows, ``examples/release.toml`` unless said otherwise):
-``sds-r2/3/4`` (aggregate-seeded, R = 2, 3, 4); ``histogram-1way``; ``histogram-nway`` and
-``dirichlet-multinomial`` on 5 columns (one joint table over all 11 columns is too large);
+``sds-r2/3/4`` (aggregate-seeded, R = 2, 3, 4, records: pinned, so the SDS plan chooses
+nothing); ``sds-planned`` (R and the synthesis left to the SDS plan); ``histogram-1way``;
+``histogram-nway`` and ``dirichlet-multinomial`` on 5 columns (one joint table over all 11
+columns is too large);
 ``cathist`` and ``declared`` (aggregate-seeded on declared domains, a temporary TOML with an
 extra value never in the data) on the 8 columns that declare ``values``; ``raw-no-config``
 (no config: ``--dataset``, 4 columns, a budget set with ``sds budget set``); and
@@ -78,6 +80,7 @@ SDS = [sys.executable, "-c", "from flows.cli import app; app()"]
 BASE = ("--config", str(CONFIG), "--record-limit", "3000")
 SMALL = "sex,age,educ,married,inc_cat"
 DECLARED = "state,sex,educ,latino,black,asian,married,inc_cat"
+RECORDS = ("--synthesis", "records")  # pinned: the SDS plan chooses nothing (R set too)
 
 
 @dataclass(frozen=True)
@@ -92,9 +95,10 @@ class Case:
 
 
 CASES: dict[str, Case] = {
-    "sds-r2": Case((*BASE, "--reporting-length", "2")),
-    "sds-r3": Case((*BASE, "--reporting-length", "3")),
-    "sds-r4": Case((*BASE, "--reporting-length", "4")),
+    "sds-r2": Case((*BASE, "--reporting-length", "2", *RECORDS)),
+    "sds-r3": Case((*BASE, "--reporting-length", "3", *RECORDS)),
+    "sds-r4": Case((*BASE, "--reporting-length", "4", *RECORDS)),
+    "sds-planned": Case(BASE),  # the SDS plan chooses R, the split and the synthesis
     "histogram-1way": Case((*BASE, "--synthesizer", "histogram-1way")),
     "histogram-nway": Case((*BASE, "--synthesizer", "histogram-nway", "--use-columns", SMALL)),
     "dirichlet-multinomial": Case(
@@ -112,11 +116,14 @@ CASES: dict[str, Case] = {
             "sex,age,educ,married",
             "--reporting-length",
             "3",
+            *RECORDS,
         ),
         budget=True,
     ),
-    "resume-aggregate-2": Case((*BASE, "--reporting-length", "3"), "aggregate-2", "sds-r3"),
-    "resume-synthesize": Case((*BASE, "--reporting-length", "3"), "synthesize", "sds-r3"),
+    "resume-aggregate-2": Case(
+        (*BASE, "--reporting-length", "3", *RECORDS), "aggregate-2", "sds-r3"
+    ),
+    "resume-synthesize": Case((*BASE, "--reporting-length", "3", *RECORDS), "synthesize", "sds-r3"),
 }
 
 TIMING_RE = re.compile(r'<figure class="chart" id="fig-timing".*?</figure>', re.S)
