@@ -52,6 +52,7 @@ from sds_core.marginals.engine import (
     plan_release,
     privacy_report,
     protect_record_count,
+    release_delta_parts,
 )
 from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
 from sds_core.marginals.privacy_report import PrivacyReport
@@ -198,7 +199,8 @@ def aggregate_after_count(table: PreparedTable, params: DpParams, seed: int, cou
         reporting_length=params.reporting_length,
         protected_number_of_records=count.protected_number_of_records,
     )
-    return SdsRelease(aggregates, privacy_report(plan, count, steps))
+    parts = release_delta_parts(params, plan, table.domain.n_columns)
+    return SdsRelease(aggregates, privacy_report(plan, count, steps, parts))
 
 
 def synthesize_release(
