@@ -6,6 +6,8 @@ Both checkpoint their records, so a resumed release neither draws nor spends twi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from prefect import task
@@ -89,17 +91,11 @@ def synthesize_records(
         )
         rng = run.randomness().generator(f"{run.release_id}/synthesis")
         mv = table.value.multi_value_columns
-        if client is not None:  # executor "dask": the batches on the workers, gathered here
-            return synthesize_gathered(
-                client,
-                aggregates,
-                params,
-                rng=rng,
-                multi_value_columns=mv,
-                progress=progress.advance,
-                noise_sd_by_len=noise.sigma_by_len,
-            )
-        return synthesize(
+        # executor "dask": the batches on the workers, gathered here; else here
+        make: Callable[..., PreparedTable] = (
+            synthesize if client is None else partial(synthesize_gathered, client)
+        )
+        return make(
             aggregates,
             params,
             rng=rng,
