@@ -25,6 +25,7 @@ Runs a fixed matrix of releases (fixed ``--seed`` and ``--release-id``, a fresh 
   - ``state.json``: without each stage's ``at`` time and pickle ``sha256`` (module paths).
   - ``params.json``: without the ``home`` and ``input`` paths.
   - ``validation-*.json`` (Great Expectations results): without the random expectation ``id``.
+  - ``custodian-report.html``: as ``report.html`` (timestamps and paths replaced).
   - anything else (``seed.json``, ``release.key``) byte for byte.
 * ``ledger``: the ledger rows in order (kind, dataset, release, stage, mechanism, ε, δ, ρ,
   detail), read with sqlite3; ``seq``, ``created_at``, ``flow_run_id`` and the chain hashes are
@@ -274,6 +275,9 @@ def fingerprint(home: Path, tmp: Path) -> dict[str, str]:
             out[key] = json_hash(st)
         elif name == "params.json":
             out[key] = json_hash(drop_keys(json.loads(f.read_text()), {"home", "input"}))
+        elif name == "custodian-report.html":  # prints created_at and the home's paths
+            text = TIME_RE.sub("<TIME>", f.read_text())
+            out[key] = sha(text.replace(str(tmp), "<TMP>").replace(str(ROOT), "<ROOT>"))
         elif name.startswith("validation-") and name.endswith(".json"):
             out[key] = json_hash(drop_keys(json.loads(f.read_text()), {"id"}))
         else:
