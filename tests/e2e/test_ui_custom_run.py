@@ -165,11 +165,15 @@ def _submit_custom_run(page: Any, served: ServedHome, form: Path) -> str:
     epsilon.get_by_role("tab", name="float").click()
     epsilon.locator("input[type=number]").fill(str(EPSILON))
     page.screenshot(path=str(form), full_page=True)
-    with page.expect_response(
-        lambda r: r.request.method == "POST" and r.url.endswith("/create_flow_run")
-    ) as created:
-        page.get_by_role("button", name="Submit").click()
-    response = created.value
+    for _ in range(3):  # a busy server answers 503 (its SQLite is locked): submit again
+        with page.expect_response(
+            lambda r: r.request.method == "POST" and r.url.endswith("/create_flow_run")
+        ) as created:
+            page.get_by_role("button", name="Submit").click()
+        response = created.value
+        if response.status != 503:
+            break
+        page.wait_for_timeout(3000)
     assert response.status == 201, response.text()
     return str(response.json()["id"])
 
