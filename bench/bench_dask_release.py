@@ -207,6 +207,9 @@ def main() -> None:
         for p in cluster:
             p.terminate()
             p.wait(timeout=30)
+        if not args.home:  # the fresh home's Prefect server, started by the release
+            stop = [sys.executable, "-m", "flows.cli", "server", "stop", "--home", str(home)]
+            subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, check=False)
     result = {"executor": args.executor, "cluster": args.cluster, "data": args.data, **result}
     text = json.dumps(result, indent=1)
     print(text)
