@@ -46,8 +46,13 @@ DATA = ROOT / "examples" / "pums_ca_10k.csv"
 ZEROS = ("sex", "latino", "black", "asian", "married")
 
 
-def write_parts(folder: Path, rows: int, parts: int) -> None:
-    """``parts`` Parquet files of resampled rows (part i drawn with seed i)."""
+def write_parts(folder: Path, rows: int, parts: int, *, independent: bool = False) -> None:
+    """``parts`` Parquet files of resampled rows (part i drawn with seed i).
+
+    ``independent``: every column resampled on its own (column j of part i with seed
+    (i, j)), so nearly every row and far more 2- and 3-way combinations are distinct than in
+    a resample of whole rows (10,000 distinct rows): a high-cardinality dataset.
+    """
     import numpy as np
     import pandas as pd
     import pyarrow as pa
@@ -60,8 +65,18 @@ def write_parts(folder: Path, rows: int, parts: int) -> None:
     bounds = np.linspace(0, rows, parts + 1).astype(int)
     for i in range(parts):
         n = int(bounds[i + 1] - bounds[i])
-        take = np.random.default_rng(i).integers(0, base.num_rows, n)
-        pq.write_table(base.take(take), folder / f"part-{i:04d}.parquet")
+        if independent:
+            table = pa.table(
+                {
+                    name: base[name].take(
+                        np.random.default_rng((i, j)).integers(0, base.num_rows, n)
+                    )
+                    for j, name in enumerate(base.column_names)
+                }
+            )
+        else:
+            table = base.take(np.random.default_rng(i).integers(0, base.num_rows, n))
+        pq.write_table(table, folder / f"part-{i:04d}.parquet")
 
 
 def _peak_mib() -> float:
@@ -254,6 +269,11 @@ def main() -> None:
     ap.add_argument("--reporting-length", type=int, default=3)
     ap.add_argument("--modes", nargs="+", default=["local", "dask"], choices=["local", "dask"])
     ap.add_argument("--data", type=Path, help="existing part-file directory (skip writing)")
+    ap.add_argument(
+        "--independent",
+        action="store_true",
+        help="with --write: resample each column on its own (high-cardinality combinations)",
+    )
     ap.add_argument("--cold", action="store_true", help="no kernel warm-up before timing")
     ap.add_argument(
         "--synthesize",
@@ -290,7 +310,7 @@ def main() -> None:
         return
     if args.write:
         t0 = time.perf_counter()
-        write_parts(args.write, args.rows, args.parts)
+        write_parts(args.write, args.rows, args.parts, independent=args.independent)
         size = sum(f.stat().st_size for f in args.write.glob("*.parquet"))
         print(
             f"# wrote {args.rows} rows in {args.parts} parts to {args.write}: "

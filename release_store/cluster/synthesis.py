@@ -31,7 +31,7 @@ from sds_core.data.domain import Domain
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals.aggregates import AggregateSet
-from sds_core.synthesis.generator import batch_codes, plan_synthesis
+from sds_core.synthesis.generator import BatchJob, SynthesisPlan, batch_codes, plan_synthesis
 from sds_core.synthesis.params import SynthesisParams
 from sds_core.synthesis.reconcile import reconcile_one_way
 
@@ -82,29 +82,33 @@ def synthesize_on_cluster(
     """
     if params.reconcile_one_way:
         raise SdsInternalError("synthesize_on_cluster: reconcile_one_way needs the whole table")
-    plan = plan_synthesis(aggregates, params, noise_sd_by_len)
     domain = aggregates.domain
-    # the layout as a task holding it (not scattered data, which is lost with the one worker
-    # holding it: a worker restarted mid-release may have missed a broadcast), so that every
-    # chunk can be recomputed from its tasks
-    job = client.submit(_value, plan.job, pure=False)
-    if plan.batches == 1:  # the run draws from rng itself: its state comes back with the codes
-        first = client.submit(_batch_and_state, job, rng, plan.target, domain, pure=False)
+    # the plan is built on a worker, from the aggregates, by a task (not scattered data, which
+    # is lost with the one worker holding it: a worker restarted mid-release may have missed a
+    # broadcast), so that every chunk can be recomputed from its tasks; its layout (hundreds of
+    # MB at millions of DP combinations) never reaches the driver, which reads the batch count
+    # and targets only
+    planned = client.submit(plan_synthesis, aggregates, params, noise_sd_by_len, pure=False)
+    n_batches, target, targets = client.submit(_plan_shape, planned, pure=False).result()
+    job = client.submit(_plan_job, planned, pure=False)
+    del planned
+    if n_batches == 1:  # the run draws from rng itself: its state comes back with the codes
+        first = client.submit(_batch_and_state, job, rng, target, domain, pure=False)
         batches = [client.submit(_first, first, pure=False)]
         rng.bit_generator.state = client.submit(_second, first, pure=False).result()
     else:
-        rngs = rng.spawn(plan.batches)
+        rngs = rng.spawn(n_batches)
         batches = client.map(
-            batch_codes, [job] * plan.batches, rngs, plan.targets, domain=domain, pure=False
+            batch_codes, [job] * n_batches, rngs, targets, domain=domain, pure=False
         )
-    if progress is not None and plan.target is not None:
+    if progress is not None and target is not None:
         from distributed import as_completed
 
-        wanted = dict(zip((b.key for b in batches), plan.targets, strict=True))
+        wanted = dict(zip((b.key for b in batches), targets, strict=True))
         made = 0
         for finished in as_completed(batches):  # type: ignore[no-untyped-call]
             made += wanted.get(finished.key) or 0
-            progress(made, plan.target)
+            progress(made, target)
     sizes = [int(s) for s in client.gather(client.map(len, batches))]
     starts = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
     n = int(starts[-1])
@@ -167,9 +171,14 @@ def synthesize_gathered(
     return table
 
 
-def _value(value: Any) -> Any:
-    """On a worker: ``value`` itself (data carried by a recomputable task)."""
-    return value
+def _plan_shape(plan: SynthesisPlan) -> tuple[int, int | None, list[int | None]]:
+    """On a worker: the plan's batch count, record target and per-batch targets."""
+    return plan.batches, plan.target, plan.targets
+
+
+def _plan_job(plan: SynthesisPlan) -> BatchJob:
+    """On a worker: the plan's batch job (the layout the batches share)."""
+    return plan.job
 
 
 def _permutation(rng: np.random.Generator, n: int) -> tuple[NDArray[np.int64], dict[str, Any]]:
@@ -229,6 +238,23 @@ def chunks(synthetic: DaskBackend) -> Iterator[PreparedTable]:
     for part in synthetic.parts:
         table: PreparedTable = part.result()
         yield table
+
+
+ENCODE_ROWS = 1 << 18
+"""Records publish decodes to text at a time (a quarter of a chunk): their frame of strings,
+CSV rows and Arrow table, several times the size of their codes, are what the driver holds."""
+
+
+def slices(tables: Iterator[PreparedTable], rows: int | None = None) -> Iterator[PreparedTable]:
+    """Each table cut into consecutive tables of at most ``rows`` (default ENCODE_ROWS)
+    records (a table of no records stays one)."""
+    rows = rows or ENCODE_ROWS
+    for table in tables:
+        n = table.n_records
+        for lo in range(0, max(n, 1), rows):
+            yield PreparedTable(
+                table.domain, table.codes[lo : lo + rows], table.multi_value_columns
+            )
 
 
 # ---------------------------------------------------------------- checkpoint
@@ -387,7 +413,7 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
     empty = _no_records(synthetic)
     empty_frame = to_frame(empty, empty_value="", join_multi_value_columns=True)
     header = synthetic_csv(empty, empty_frame)
-    pieces = chunks(synthetic)
+    pieces = slices(chunks(synthetic))
 
     def write_all(csv: Any) -> None:
         csv.write(header)
@@ -403,9 +429,10 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
     def write_part(
         parquet: Any, *, csv: Any, pieces: Iterator[PreparedTable], done: int, end: int
     ) -> None:
-        """One part's chunks (global rows ``done..end-1``): their CSV rows after the header,
-        their Parquet row groups of ROW_GROUP records from the part's first row, as
-        ``write_table`` of the whole part (a chunk never straddles two parts: chunk_bounds)."""
+        """One part's chunks (global rows ``done..end-1``), decoded ENCODE_ROWS records at a
+        time: their CSV rows after the header, their Parquet row groups of ROW_GROUP records
+        from the part's first row, as ``write_table`` of the whole part (a chunk never
+        straddles two parts: chunk_bounds)."""
         import pyarrow.parquet as pq
 
         pending: list[pa.Table] = []

@@ -15,6 +15,7 @@ import os
 import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +31,18 @@ from release_store.run.stages import PUBLISH, stage_record
 from release_store.run.workdir import now
 from release_store.workspace.encoding import (
     SYNTHETIC_PARQUET,
-    aggregates_parquet,
-    aggregates_tsv,
     part_rows,
     synthetic_files,
     synthetic_part_name,
+    write_aggregates_parquet,
+    write_aggregates_tsv,
 )
-from release_store.workspace.files import atomic_write_bytes, atomic_write_json, sha256_file
+from release_store.workspace.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_stream,
+    sha256_file,
+)
 from release_store.workspace.home import utc_now
 from release_store.workspace.manifest import collect_versions
 
@@ -93,7 +99,9 @@ def write_artifacts(
     The synthetic files and the aggregates' TSV are encoded in a second thread while this one
     builds the aggregate table and its Parquet (Arrow's kernels and Parquet writer release the
     GIL): the same bytes, in about two thirds of the time on two free cores. Records held on
-    the Dask workers are streamed into the same files one chunk at a time.
+    the Dask workers are streamed into the same files one chunk at a time; the aggregates'
+    Parquet and TSV are streamed a row group (2^20 combinations) at a time, so this process
+    never holds their whole text, whatever the number of combinations.
     """
     out = run.dirs.release_dir
     part_records = run.params.synthetic_part_records
@@ -102,12 +110,18 @@ def write_artifacts(
             streamed = pool.submit(write_synthetic, out, synthetic, part_records)
         else:
             syn = pool.submit(synthetic_files, synthetic, part_records=part_records)
-        table = aggregates.to_arrow()
-        tsv = pool.submit(aggregates_tsv, aggregates, table)
+        tsv = pool.submit(
+            atomic_write_stream,
+            out / "aggregates.tsv",
+            partial(write_aggregates_tsv, aggregates=aggregates),
+        )
         noise_sd = {
             int(e["length"]): float(e["noise_sd"]) for e in (noise or {}).get("by_length", [])
         }
-        atomic_write_bytes(out / "aggregates.parquet", aggregates_parquet(table, noise_sd))
+        atomic_write_stream(
+            out / "aggregates.parquet",
+            partial(write_aggregates_parquet, aggregates=aggregates, noise_sd_by_len=noise_sd),
+        )
         if isinstance(synthetic, DaskBackend):
             parts = streamed.result()
         else:
@@ -115,8 +129,7 @@ def write_artifacts(
             parts = _write_synthetic_parquet(out, syn_parquet)
             atomic_write_bytes(out / "synthetic.csv", syn_csv)
             del syn_parquet, syn_csv
-        atomic_write_bytes(out / "aggregates.tsv", tsv.result())
-        del table, tsv
+        tsv.result()
     atomic_write_json(out / "validation.json", validation)
     names = [n for n in ARTIFACTS if (out / n).is_file()] + parts
     return {name: sha256_file(out / name) for name in names}

@@ -30,6 +30,8 @@ __all__ = [
     "synthetic_csv",
     "synthetic_files",
     "synthetic_part_name",
+    "write_aggregates_parquet",
+    "write_aggregates_tsv",
 ]
 
 SYNTHETIC_PARQUET = "synthetic.parquet"
@@ -64,6 +66,10 @@ def aggregates_parquet(
 ) -> bytes:
     """``aggregates.parquet`` from ``AggregateSet.to_arrow()`` (as its ``to_frame`` writes),
     plus :data:`HALF_WIDTH_COLUMN` from the noise standard deviation of each length."""
+    return parquet_bytes(_aggregates_frame(table, noise_sd_by_len))
+
+
+def _aggregates_frame(table: pa.Table, noise_sd_by_len: Mapping[int, float] | None) -> pd.DataFrame:
     from sds_core.marginals.aggregates import combination_frame
 
     frame = combination_frame(table)
@@ -73,7 +79,34 @@ def aggregates_parquet(
         sd[lengths == k] = value
     half = pd.Series(np.round(Z_95 * sd, 6), index=frame.index, dtype="Float64")  # NaN: null
     frame.insert(3, HALF_WIDTH_COLUMN, half)  # after length, combination, count
-    return parquet_bytes(frame)
+    return frame
+
+
+AGGREGATE_ROWS = 1 << 20
+"""Rows of the aggregate table encoded at a time by the streaming writers: Parquet's default
+row group (``write_table``'s), so that a row group is one batch."""
+
+
+def write_aggregates_parquet(
+    file: Any,
+    aggregates: Any,
+    noise_sd_by_len: Mapping[int, float] | None = None,
+    rows: int = AGGREGATE_ROWS,
+) -> None:
+    """:func:`aggregates_parquet`'s bytes written to ``file`` one row group at a time
+    (``AggregateSet.to_arrow_batches``): the table is never held whole, whatever the number
+    of combinations. ``rows`` must be the row group size ``write_table`` uses (the default)."""
+    import pyarrow.parquet as pq
+
+    writer: Any = None
+    for batch in aggregates.to_arrow_batches(rows):
+        table = pa.Table.from_pandas(
+            _aggregates_frame(batch, noise_sd_by_len), preserve_index=False
+        )
+        if writer is None:
+            writer = pq.ParquetWriter(file, table.schema)
+        writer.write_table(table)
+    writer.close()
 
 
 def _lines(*columns: pa.Array | pa.ChunkedArray, separator: str) -> bytes:
@@ -92,26 +125,37 @@ def _lines(*columns: pa.Array | pa.ChunkedArray, separator: str) -> bytes:
     return bytes(data.slice(first, last - first).to_pybytes())
 
 
-def _tsv_order(aggregates: Any, table: pa.Table) -> NDArray[np.int64]:
-    """Row order of the TSV: length ascending, count descending, then the text byte-wise.
+def _tsv_order(aggregates: Any, table: pa.Table | None = None) -> list[NDArray[np.int64]]:
+    """Row order of the TSV within each length (lengths ascending): count descending, then the
+    text byte-wise; row positions in the length's block.
 
     The text order comes from integer keys per length (``text_order``), or from ranking the
     strings when a text holds ``;``; both give the order of comparing the texts themselves.
     """
-    from sds_core.marginals.aggregates import text_order
+    from sds_core.marginals.aggregates import combination_texts, text_order
 
-    counts = table["count"].to_numpy()
     parts, start = [], 0
     for k in sorted(aggregates.by_len):
         block = aggregates.counts_of(k)
         m = len(block)
         keys = text_order(aggregates.domain, block)
         if keys is None:
-            texts = table["combination"].slice(start, m)
+            texts = (
+                combination_texts(aggregates.domain, block)
+                if table is None
+                else table["combination"].slice(start, m)
+            )
             keys = pc.rank(texts, sort_keys="ascending", tiebreaker="first").to_numpy()[None, :]
-        parts.append(start + np.lexsort((*keys, -counts[start : start + m])))
+        parts.append(np.lexsort((*keys, -block.counts)))
         start += m
-    return np.concatenate(parts) if parts else np.zeros(0, dtype=np.int64)
+    return parts
+
+
+def _tsv_head(aggregates: Any) -> bytes:
+    return (
+        "selections\tprotected_count\n"
+        f"record_count\t{int(aggregates.protected_number_of_records)}\n"
+    ).encode()
 
 
 def aggregates_tsv(aggregates: Any, table: pa.Table | None = None) -> bytes:
@@ -121,13 +165,38 @@ def aggregates_tsv(aggregates: Any, table: pa.Table | None = None) -> bytes:
     ``aggregates.to_arrow()`` when the caller already has it.
     """
     table = aggregates.to_arrow() if table is None else table
-    order = _tsv_order(aggregates, table)
+    order = np.concatenate(
+        [
+            start + o
+            for start, o in zip(
+                _block_starts(aggregates), _tsv_order(aggregates, table), strict=True
+            )
+        ]
+        or [np.zeros(0, dtype=np.int64)]
+    )
     rows = table.select(["combination", "count"]).take(pa.array(order))
-    head = (
-        "selections\tprotected_count\n"
-        f"record_count\t{int(aggregates.protected_number_of_records)}\n"
-    ).encode()
-    return head + _lines(rows["combination"], rows["count"], separator="\t")
+    return _tsv_head(aggregates) + _lines(rows["combination"], rows["count"], separator="\t")
+
+
+def _block_starts(aggregates: Any) -> list[int]:
+    lengths = [len(aggregates.counts_of(k)) for k in sorted(aggregates.by_len)]
+    return [int(s) for s in np.cumsum([0, *lengths[:-1]])] if lengths else []
+
+
+def write_aggregates_tsv(file: Any, aggregates: Any, rows: int = AGGREGATE_ROWS) -> None:
+    """:func:`aggregates_tsv`'s bytes written to ``file`` ``rows`` lines at a time (the texts of
+    those combinations only): the whole text is never held, whatever the number of
+    combinations."""
+    from sds_core.marginals.aggregates import CombinationCounts, combination_texts
+
+    file.write(_tsv_head(aggregates))
+    for k, order in zip(sorted(aggregates.by_len), _tsv_order(aggregates), strict=True):
+        block = aggregates.counts_of(k)
+        for lo in range(0, len(order), rows):
+            pick = order[lo : lo + rows]
+            part = CombinationCounts(block.attrs[pick], block.counts[pick])
+            texts = combination_texts(aggregates.domain, part)
+            file.write(_lines(texts, pa.array(part.counts, pa.int64()), separator="\t"))
 
 
 def csv_bytes(frame: pd.DataFrame) -> bytes:

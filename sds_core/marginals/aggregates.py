@@ -9,8 +9,9 @@ differentially private (publishable) or exact (sensitive).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 from numpy.typing import NDArray
 
 from sds_core.data.domain import Domain
-from sds_core.errors import SdsInputError, invariant
+from sds_core.errors import SdsInputError, invariant, require
 
 
 def encode_keys(attrs: NDArray[np.integer], base: int) -> NDArray[np.int64]:
@@ -209,6 +210,16 @@ class AggregateSet:
         """
         return combination_table(self.domain, [self.counts_of(k) for k in sorted(self.by_len)])
 
+    def to_arrow_batches(self, rows: int) -> Iterator[pa.Table]:
+        """:meth:`to_arrow` as consecutive tables of ``rows`` rows (the last one shorter; one
+        empty table when there is no combination), each built alone: the whole table is never
+        held at once (publish streams ``aggregates.parquet`` from them)."""
+        require(rows > 0, f"rows must be positive, got {rows}")
+        blocks = [self.counts_of(k) for k in sorted(self.by_len)]
+        total = sum(len(b) for b in blocks)
+        for lo in range(0, max(total, 1), rows):
+            yield combination_table(self.domain, row_range(blocks, lo, lo + rows))
+
     def to_frame(self) -> pd.DataFrame:
         """:meth:`to_arrow` as a DataFrame (``string`` columns, nulls where a column is absent)."""
         return combination_frame(self.to_arrow())
@@ -259,6 +270,38 @@ def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.int64] | 
     return np.stack(keys[::-1]) if keys else np.zeros((0, len(block)), dtype=np.int64)
 
 
+def row_range(blocks: list[CombinationCounts], lo: int, hi: int) -> list[CombinationCounts]:
+    """Rows ``lo..hi-1`` of the blocks read one after the other, as blocks (views).
+
+    >>> b = [CombinationCounts(np.zeros((2, 1), np.int32), np.array([5, 6])),
+    ...      CombinationCounts(np.zeros((3, 2), np.int32), np.array([1, 2, 3]))]
+    >>> [c.counts.tolist() for c in row_range(b, 1, 4)]
+    [[6], [1, 2]]
+    """
+    out, start = [], 0
+    for block in blocks:
+        a, b = max(lo - start, 0), min(hi - start, len(block))
+        if a < b:
+            out.append(CombinationCounts(block.attrs[a:b], block.counts[a:b]))
+        start += len(block)
+    return out
+
+
+def combination_texts(domain: Domain, block: CombinationCounts) -> pa.Array:
+    """The SDS text ``Col:val;Col:val`` of each of ``block``'s combinations (attributes in
+    byte order of their texts), as :meth:`AggregateSet.to_arrow`'s ``combination`` column."""
+    texts = domain.attribute_texts()
+    return _joined_texts(pa.array(texts, type=pa.large_string()), _byte_ranks(texts), block)
+
+
+def _joined_texts(text_array: pa.Array, rank: NDArray[np.int64], block: CombinationCounts) -> Any:
+    by_text = _in_text_order(block.attrs, rank)
+    parts = [text_array.take(pa.array(by_text[:, j])) for j in range(block.length)]
+    if block.length == 1:
+        return parts[0]
+    return pc.binary_join_element_wise(*parts, pa.scalar(";", pa.large_string()))
+
+
 TABLE_COLUMNS = ("length", "combination", "count")
 """The aggregate table's own columns (before one column per input column)."""
 
@@ -287,7 +330,6 @@ def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Tab
     counts = np.empty(total, dtype=np.int64)
     cells = np.full((domain.n_columns, total), -1, dtype=np.int32)  # label code; -1 = absent
     combos: list[pa.Array] = []
-    sep = pa.scalar(";", pa.large_string())
     start = 0
     for block in blocks:
         m, k = len(block), block.length
@@ -295,9 +337,7 @@ def combination_table(domain: Domain, blocks: list[CombinationCounts]) -> pa.Tab
         lengths[rows], counts[rows] = k, block.counts
         if m and k:
             attrs = block.attrs.astype(np.int64)
-            by_text = _in_text_order(attrs, rank)
-            parts = [text_array.take(pa.array(by_text[:, j])) for j in range(k)]
-            combos.append(pc.binary_join_element_wise(*parts, sep) if k > 1 else parts[0])
+            combos.append(_joined_texts(text_array, rank, block))
             for j in range(k):  # each attribute lands in its own column
                 cols = attr_col[attrs[:, j]]
                 cells[cols, rows] = attrs[:, j] - offsets[cols]

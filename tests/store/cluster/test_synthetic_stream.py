@@ -75,13 +75,17 @@ def _written(out: Path, names: list[str]) -> list[bytes]:
 
 
 @pytest.mark.parametrize(
-    ("n", "part_records", "chunk_rows"),
+    ("n", "part_records", "chunk_rows", "encode_rows"),
     [
-        (0, None, 300),  # no records: one empty file
-        (3500, None, 300),  # one file, 12 chunks
-        (3500, 1000, 300),  # 4 parts of 4, 4, 4 and 2 chunks
+        (0, None, 300, 1 << 18),  # no records: one empty file
+        (3500, None, 300, 1 << 18),  # one file, 12 chunks
+        (3500, 1000, 300, 1 << 18),  # 4 parts of 4, 4, 4 and 2 chunks
+        (3500, 1000, 300, 128),  # each chunk decoded in 3 slices (128, 128, 44 records)
+        (3500, None, 1000, 333),  # slices not aligned with the chunks
         # 2 parts; the first has 2 row groups, the second starting inside a chunk
-        pytest.param(ROW_GROUP + 101_424, ROW_GROUP + 51_424, 300_000, marks=pytest.mark.slow),
+        pytest.param(
+            ROW_GROUP + 101_424, ROW_GROUP + 51_424, 300_000, 1 << 18, marks=pytest.mark.slow
+        ),
     ],
 )
 def test_streamed_parts_and_csv_are_the_whole_table_bytes(
@@ -91,9 +95,12 @@ def test_streamed_parts_and_csv_are_the_whole_table_bytes(
     n: int,
     part_records: int | None,
     chunk_rows: int,
+    encode_rows: int,
 ) -> None:
-    """write_synthetic of the chunks == synthetic_files of the whole table, file for file."""
+    """write_synthetic of the chunks == synthetic_files of the whole table, file for file
+    (the chunks decoded to text ``encode_rows`` records at a time)."""
     monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(dask_synthesis, "ENCODE_ROWS", encode_rows)
     table = _table(n)
     parquet, csv = synthetic_files(table, part_records=part_records)
     out = tmp_path / "release"
