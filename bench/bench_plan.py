@@ -269,6 +269,16 @@ def run_sds(ds: DataSet, seed: int, config: SdsConfig) -> dict[str, Any]:
         config.structure,
         config.max_model_cells,
     )
+    return _scored(ds, release, table, t0, t1) | {
+        "released": {k: len(c) for k, c in release.aggregates.by_len.items()},
+        "allowed": list(release.report.allowed_sensitivity_by_len),
+    }
+
+
+def _scored(
+    ds: DataSet, release: SdsRelease, table: PreparedTable, t0: float, t1: float
+) -> dict[str, Any]:
+    """TVDs, the 1-way agreement, the seconds of aggregation and synthesis (ending now)."""
     t2 = time.perf_counter()
     return {
         "tvd": tvds(ds.original, table),
@@ -276,8 +286,6 @@ def run_sds(ds: DataSet, seed: int, config: SdsConfig) -> dict[str, Any]:
         "seconds": [round(t1 - t0, 2), round(t2 - t1, 2)],
         "model_cells": _MODEL_CELLS.pop() if _MODEL_CELLS else None,
         "n_hat": release.aggregates.protected_number_of_records,
-        "released": {k: len(c) for k, c in release.aggregates.by_len.items()},
-        "allowed": list(release.report.allowed_sensitivity_by_len),
     }
 
 
@@ -316,13 +324,7 @@ def run_plan(ds: DataSet, seed: int) -> tuple[str, Callable[[], dict[str, Any]]]
             config.structure,
             config.max_model_cells,
         )
-        t2 = time.perf_counter()
-        return {
-            "tvd": tvds(ds.original, table),
-            "agree1": one_way_agreement(release, table),
-            "seconds": [round(t1 - t0, 2), round(t2 - t1, 2)],
-            "model_cells": _MODEL_CELLS.pop() if _MODEL_CELLS else None,
-            "n_hat": release.aggregates.protected_number_of_records,
+        return _scored(ds, release, table, t0, t1) | {
             "synthesis": final.synthesis,
             "plan": final.reason,
         }
