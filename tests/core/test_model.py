@@ -12,7 +12,7 @@ from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.model.estimation import fit_model
 from sds_core.model.inference import calibrate, marginal_of
 from sds_core.model.measurements import Measurement, log_ndtr
-from sds_core.model.sampling import round_groups, sample_records
+from sds_core.model.sampling import round_balanced, sample_records
 from sds_core.model.structure import (
     JunctionTree,
     check_model_size,
@@ -89,19 +89,24 @@ def test_measurement_outside_every_clique_is_refused() -> None:
         fit_model(TREE, [m], 10.0)
 
 
-def test_round_groups_floor_or_ceiling_and_totals() -> None:
-    """Each cell gets the floor or the ceiling of its expectation and rows keep their totals."""
+def test_round_balanced_floor_or_ceiling_totals_and_balanced_columns() -> None:
+    """Each cell gets the floor or the ceiling of its expectation, rows keep their sizes, and
+    every column's total stays within one record of its expectation (independent rounding per
+    group would drift by about half the square root of the number of groups)."""
     rng = np.random.default_rng(0)
-    expected = rng.random((50, 7)) * 10
-    totals = np.round(expected.sum(axis=1)).astype(np.int64)
-    expected *= (totals / expected.sum(axis=1))[:, None]
-    out = round_groups(expected, totals, rng)
-    assert (out.sum(axis=1) == totals).all()
-    assert (np.abs(out - expected) < 1 + 1e-9).all()
+    for _ in range(50):
+        groups, values = int(rng.integers(1, 400)), int(rng.integers(1, 30))
+        cond = rng.dirichlet(np.full(values, 0.3), size=groups)
+        sizes = rng.integers(0, 50, size=groups)
+        out = round_balanced(cond, sizes, rng)
+        expected = cond * sizes[:, None]
+        assert (out.sum(axis=1) == sizes).all()
+        assert (np.abs(out - expected) < 1 + 1e-9).all()
+        assert np.abs(out.sum(axis=0) - expected.sum(axis=0)).max() < 1
 
 
 def test_samples_follow_the_model_to_within_rounding() -> None:
-    """Sampled clique counts are within 1 of n·p at the root and close on every clique."""
+    """Every column's sampled 1-way count is within 1 of the model's; cliques are close."""
     rng = np.random.default_rng(9)
     theta = [rng.normal(size=TREE.clique_shape(j)) for j in range(3)]
     mu = calibrate(TREE, theta, 1.0)
@@ -112,8 +117,11 @@ def test_samples_follow_the_model_to_within_rounding() -> None:
     for j, clique in enumerate(TREE.cliques):
         counts = np.zeros(TREE.clique_shape(j))
         np.add.at(counts, tuple(rows[:, c] for c in clique), 1)
-        tol = 1.0 if j == 0 else 0.01 * 5000
-        assert np.abs(counts - model.marginals[j]).max() <= tol
+        assert np.abs(counts - model.marginals[j]).max() <= 0.01 * 5000
+        for axis, c in enumerate(clique):
+            others = tuple(a for a in range(len(clique)) if a != axis)
+            one_way = np.bincount(rows[:, c], minlength=TREE.sizes[c])
+            assert np.abs(one_way - model.marginals[j].sum(axis=others)).max() < 1 + 1e-9
 
 
 def test_model_size_refusal_names_the_columns() -> None:
