@@ -238,16 +238,27 @@ def synthesize_release(
     raise ValueError(f"unknown synthesis {synthesis!r}")
 
 
-def one_way_agreement(release: SdsRelease, table: PreparedTable) -> float:
-    """Share of released 1-way values whose synthetic count is within ±1.96·σ_1√Δ_1 of DP's."""
+def length_agreement(release: SdsRelease, table: PreparedTable, k: int) -> float:
+    """Share of released k-way combinations whose synthetic count is within ±1.96·σ_k√Δ_k of
+    their DP count (the published 95% interval); nan when length k released nothing."""
     rep = release.report
-    sd = rep.sigma_by_len[0] * math.sqrt(max(rep.allowed_sensitivity_by_len[0], 0))
-    one = agreement(release.aggregates, table).by_len[1]
+    if k > len(rep.sigma_by_len):
+        return float("nan")
+    sd = rep.sigma_by_len[k - 1] * math.sqrt(max(rep.allowed_sensitivity_by_len[k - 1], 0))
+    by_len = agreement(release.aggregates, table).by_len
+    if k not in by_len:
+        return float("nan")
+    one = by_len[k]
     reported = one.reported
     if not reported.any():
         return float("nan")
     gap = np.abs(one.synthetic[reported] - one.dp[reported])
     return float(np.mean(gap <= Z95 * sd))
+
+
+def one_way_agreement(release: SdsRelease, table: PreparedTable) -> float:
+    """Share of released 1-way values whose synthetic count is within ±1.96·σ_1√Δ_1 of DP's."""
+    return length_agreement(release, table, 1)
 
 
 # ------------------------------------------------------------------ the methods
@@ -283,6 +294,7 @@ def _scored(
     return {
         "tvd": tvds(ds.original, table),
         "agree1": one_way_agreement(release, table),
+        "agree2": length_agreement(release, table, 2),
         "seconds": [round(t1 - t0, 2), round(t2 - t1, 2)],
         "model_cells": _MODEL_CELLS.pop() if _MODEL_CELLS else None,
         "n_hat": release.aggregates.protected_number_of_records,
@@ -403,16 +415,21 @@ def mean_sd(values: list[float]) -> str:
 
 def print_set(name: str, rows: dict[str, list[dict[str, Any]]]) -> None:
     print(f"\n### {name} (ε = {name.rsplit('-', 1)[1]}, δ = {DELTA:g})\n")
-    print("| method | seeds | TVD1 | TVD2 | TVD3 | 1-way agreement | seconds (DP + synthesis) |")
-    print("|---|---|---|---|---|---|---|")
+    print(
+        "| method | seeds | TVD1 | TVD2 | TVD3 | 1-way agreement | 2-way agreement | "
+        "seconds (DP + synthesis) |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
     for method, results in rows.items():
         tv = np.array([r["tvd"] for r in results])
         agree = [r["agree1"] for r in results if "agree1" in r]
+        agree2 = [r["agree2"] for r in results if "agree2" in r]
         secs = [sum(r["seconds"]) for r in results if "seconds" in r]
         print(
             f"| {method} | {len(results)} | {mean_sd(list(tv[:, 0]))} | "
             f"{mean_sd(list(tv[:, 1]))} | {mean_sd(list(tv[:, 2]))} | "
             f"{f'{np.mean(agree):.3f}' if agree else '-'} | "
+            f"{f'{np.mean(agree2):.3f}' if agree2 else '-'} | "
             f"{f'{np.mean(secs):.1f}' if secs else '-'} |"
         )
 
@@ -422,9 +439,9 @@ def print_targets(table: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
     print("\n### Targets (means over seeds)\n")
     print(
         "| set | default TVD2 | plan TVD2 | aim TVD2 | plan/aim | plan TVD1 | aim TVD1 | "
-        "plan agreement | TVD2 <= 1.15 aim | <= default | TVD1 ok |"
+        "plan agreement 1-way | 2-way | TVD2 <= 1.15 aim | <= default | TVD1 ok |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
     for name, rows in table.items():
         plan = rows.get("plan")
         if plan is None or "aim" not in rows or "default" not in rows:
@@ -436,9 +453,11 @@ def print_targets(table: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
         p1, p2 = m(plan, 0), m(plan, 1)
         a1, a2, d2 = m(rows["aim"], 0), m(rows["aim"], 1), m(rows["default"], 1)
         agree = np.mean([r["agree1"] for r in plan])
+        agree2 = [r["agree2"] for r in plan if "agree2" in r]
         print(
             f"| {name} | {d2:.4f} | {p2:.4f} | {a2:.4f} | {p2 / a2:.2f} | {p1:.4f} | {a1:.4f} | "
-            f"{agree:.3f} | {'yes' if p2 <= 1.15 * a2 else 'NO'} | "
+            f"{agree:.3f} | {f'{np.mean(agree2):.3f}' if agree2 else '-'} | "
+            f"{'yes' if p2 <= 1.15 * a2 else 'NO'} | "
             f"{'yes' if p2 <= d2 else 'NO'} | {'yes' if p1 <= max(2 * a1, 0.01) else 'NO'} |"
         )
 
