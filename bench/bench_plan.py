@@ -203,6 +203,12 @@ def aggregate_after_count(table: PreparedTable, params: DpParams, seed: int, cou
     return SdsRelease(aggregates, privacy_report(plan, count, steps, parts))
 
 
+def count_scale(release: SdsRelease) -> float:
+    """The discrete Laplace scale 1/ε_N of the release's record count (its published scale)."""
+    eps = next(s.epsilon for s in release.report.spends if s.stage == "count")
+    return 1.0 / eps
+
+
 def synthesize_release(
     release: SdsRelease,
     synthesis: str,
@@ -227,14 +233,17 @@ def synthesize_release(
         return synthesize(aggregates, params, rng=rng, noise_sd_by_len=sd)
     if synthesis == "model":
         noise = AggregateNoise.from_release(
-            rep.sigma_by_len, rep.allowed_sensitivity_by_len, rep.threshold_by_len
+            rep.sigma_by_len,
+            rep.allowed_sensitivity_by_len,
+            rep.threshold_by_len,
+            count_scale=count_scale(release),
         )
         params = ModelParams(
             iterations=iterations, structure=structure, max_model_cells=max_model_cells
         )
         model = fit_aggregates(aggregates, noise, params)
         _MODEL_CELLS[:] = [model.tree.cells]
-        return records_of(model, aggregates, n, rng=rng)
+        return records_of(model, aggregates, None, rng=rng)  # the model's total, as a release
     raise ValueError(f"unknown synthesis {synthesis!r}")
 
 

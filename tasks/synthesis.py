@@ -80,7 +80,7 @@ def synthesize_records(
             return synthesize_from_model(
                 aggregates,
                 noise,
-                run.params.synthetic_records or default_target(aggregates),
+                run.params.synthetic_records,  # None: the model's estimated total
                 rng=run.randomness().generator(f"{run.release_id}/synthesis"),
                 params=_model_params(run, plan),
                 multi_value_columns=table.value.multi_value_columns,

@@ -49,10 +49,14 @@ class AggregateNoise:
         sigma_by_len: noise standard deviation of a length-k count, σ_k·√Δ_k (k = 1..R).
         threshold_by_len: ρ_k, a length-k count was published only when its noisy value
             exceeded it (and 0); inf when the length released nothing.
+        count_scale: scale b of the discrete Laplace noise of the protected record count
+            (1/ε_N); 0 when unknown, and the protected count is then the model's total as it
+            is (:func:`estimated_total`).
     """
 
     sigma_by_len: tuple[float, ...]
     threshold_by_len: tuple[float, ...]
+    count_scale: float = 0.0
 
     def __post_init__(self) -> None:
         if len(self.sigma_by_len) != len(self.threshold_by_len):
@@ -60,6 +64,10 @@ class AggregateNoise:
         for k, s in enumerate(self.sigma_by_len, start=1):
             if not (math.isfinite(s) and s >= 0):
                 raise SdsInputError(f"noise scale of length {k} must be finite and >= 0, got {s}")
+        if not (math.isfinite(self.count_scale) and self.count_scale >= 0):
+            raise SdsInputError(
+                f"the record count's noise scale must be finite and >= 0, got {self.count_scale}"
+            )
 
     @classmethod
     def from_release(
@@ -67,14 +75,16 @@ class AggregateNoise:
         sigma_by_len: Sequence[float],
         allowed_sensitivity_by_len: Sequence[int],
         threshold_by_len: Sequence[float],
+        count_scale: float = 0.0,
     ) -> AggregateNoise:
-        """From the privacy report's σ_k, Δ_k and ρ_k."""
+        """From the privacy report's σ_k, Δ_k and ρ_k (and the record count's scale 1/ε_N)."""
         return cls(
             tuple(
                 float(s) * math.sqrt(max(int(a), 0))
                 for s, a in zip(sigma_by_len, allowed_sensitivity_by_len, strict=True)
             ),
             tuple(float(t) for t in threshold_by_len),
+            float(count_scale),
         )
 
     @classmethod
@@ -82,19 +92,23 @@ class AggregateNoise:
         """From a release's published noise description (the manifest's ``privacy.noise``).
 
         Each ``by_length`` entry's ``noise_sd`` (σ_k·√Δ_k) and ``threshold`` (None: the length
-        released nothing). A release's consistent model is refitted from exactly these.
+        released nothing), and ``record_count.scale`` (absent: 0). A release's consistent model
+        is refitted from exactly these.
 
         >>> AggregateNoise.from_description({"by_length": [
         ...     {"length": 2, "noise_sd": 3.0, "threshold": None},
-        ...     {"length": 1, "noise_sd": 2.0, "threshold": 5.5}]})
-        AggregateNoise(sigma_by_len=(2.0, 3.0), threshold_by_len=(5.5, inf))
+        ...     {"length": 1, "noise_sd": 2.0, "threshold": 5.5}],
+        ...     "record_count": {"scale": 50.0}})
+        AggregateNoise(sigma_by_len=(2.0, 3.0), threshold_by_len=(5.5, inf), count_scale=50.0)
         """
         entries = sorted(noise.get("by_length") or [], key=lambda e: int(e["length"]))
         if [int(e["length"]) for e in entries] != list(range(1, len(entries) + 1)):
             raise SdsInputError("the noise description must give lengths 1..R, each once")
+        count = noise.get("record_count") or {}
         return cls(
             tuple(float(e["noise_sd"]) for e in entries),
             tuple(math.inf if e["threshold"] is None else float(e["threshold"]) for e in entries),
+            float(count.get("scale") or 0.0),
         )
 
 
@@ -148,10 +162,10 @@ class ModelParams:
 class _Published:
     """The published counts as tables over each column subset's non-empty values."""
 
-    def __init__(self, aggregates: AggregateSet) -> None:
+    def __init__(self, aggregates: AggregateSet, total: float | None = None) -> None:
         dom = aggregates.domain
         self.cards = dom.cardinalities
-        self.total = float(aggregates.protected_number_of_records or 0)
+        self.total = float(aggregates.protected_number_of_records or 0) if total is None else total
         col_of = dom.attribute_columns()
         offsets = np.asarray(dom.offsets[:-1], dtype=np.int64)
         self.by_subset: dict[Clique, tuple[NDArray[np.int64], NDArray[np.float64]]] = {}
@@ -413,6 +427,57 @@ def _warm_start(tree: JunctionTree, published: _Published) -> list[NDArray[np.fl
     return theta
 
 
+def estimated_total(aggregates: AggregateSet, noise: AggregateNoise) -> float:
+    """The model's record count: the protected count N̂ corrected by the published 1-way counts.
+
+    N̂ carries discrete Laplace noise of scale b (``noise.count_scale``), often far more than a
+    1-way count (σ_1√Δ_1): at ε = 4, b = 50 while σ_1√Δ_1 ≈ 5 on the bundled example. A
+    column's published values hold all records but those in its empty category (missing
+    values, suppressed values), so their sum S_j, noisy with variance m_j·(σ_1√Δ_1)² over its
+    m_j values, says the total is at least about S_j. The estimate minimises
+    |N̂ − T|/b + Σ_j max(0, S_j − T)² / (2·m_j·(σ_1√Δ_1)²), the negative log-likelihood with
+    each column's empty count profiled out (>= 0): T = N̂ unless some column's values add up to
+    clearly more. Post-processing of published values only (no budget). Without a count scale
+    or a length-1 noise scale it is N̂.
+
+    >>> from sds_core.data.domain import Domain
+    >>> one = CombinationCounts(np.array([[0], [1]], dtype=np.int32), np.array([600, 400]))
+    >>> agg = AggregateSet(Domain(("sex",), (("f", "m"),)), 1, {1: one}, 900)
+    >>> round(estimated_total(agg, AggregateNoise((2.0,), (5.0,), 50.0)))
+    1000
+    >>> estimated_total(agg, AggregateNoise((2.0,), (5.0,)))
+    900.0
+    """
+    n_hat = float(aggregates.protected_number_of_records or 0)
+    sd1 = noise.sigma_by_len[0] if noise.sigma_by_len else 0.0
+    one = aggregates.by_len.get(1)
+    if noise.count_scale <= 0 or sd1 <= 0 or one is None or len(one) == 0:
+        return n_hat
+    cols = aggregates.domain.attribute_columns()[one.attrs[:, 0]]
+    d = aggregates.domain.n_columns
+    sums = np.bincount(cols, weights=np.clip(one.counts, 0, None).astype(np.float64), minlength=d)
+    sizes = np.bincount(cols, minlength=d)
+    seen = sizes > 0
+    sums, var = sums[seen], sizes[seen] * sd1**2
+    pull = 1.0 / noise.count_scale  # the Laplace term's slope
+
+    def excess(t: float) -> float:  # minus the columns' slope at t: decreasing in t
+        return float(np.sum(np.clip(sums - t, 0.0, None) / var))
+
+    if excess(n_hat) <= pull:
+        return n_hat
+    lo, hi = n_hat, float(sums.max())  # excess(lo) > pull >= excess(hi) = 0
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        if excess(mid) > pull:
+            lo = mid
+        else:
+            hi = mid
+        if hi - lo < 1e-6:
+            break
+    return 0.5 * (lo + hi)
+
+
 def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length: int) -> int:
     """An upper bound on the model's working memory, from a domain holding every published value.
 
@@ -459,7 +524,7 @@ def fit_aggregates(
             "the consistent model needs the DP aggregates' protected record count (> 0)"
         )
     aggregates, _ = published_domain(aggregates)
-    published = _Published(aggregates)
+    published = _Published(aggregates, estimated_total(aggregates, noise))
     tree = _tree(published, params, aggregates.reporting_length, noise)
     check_model_size(
         tree.sizes,
@@ -480,13 +545,14 @@ def fit_aggregates(
 def synthesize_from_model(
     aggregates: AggregateSet,
     noise: AggregateNoise,
-    n: int,
+    n: int | None,
     *,
     rng: np.random.Generator,
     params: ModelParams = ModelParams(),
     multi_value_columns: tuple[MultiValueColumn, ...] = (),
 ) -> PreparedTable:
-    """``n`` synthetic records from the consistent model of the published aggregates."""
+    """``n`` synthetic records (None: the model's total, :func:`estimated_total`, rounded)
+    from the consistent model of the published aggregates."""
     model = fit_aggregates(aggregates, noise, params)
     return records_of(model, aggregates, n, rng=rng, multi_value_columns=multi_value_columns)
 
@@ -494,12 +560,15 @@ def synthesize_from_model(
 def records_of(
     model: FittedModel,
     aggregates: AggregateSet,
-    n: int,
+    n: int | None,
     *,
     rng: np.random.Generator,
     multi_value_columns: tuple[MultiValueColumn, ...] = (),
 ) -> PreparedTable:
-    """``n`` records sampled from ``model`` as a table over the aggregates' domain."""
+    """``n`` records (None: the model's total, rounded) sampled from ``model`` as a table over
+    the aggregates' domain."""
+    if n is None:
+        n = max(round(model.total), 1)
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise SdsInputError(f"number of records must be an integer >= 0, got {n!r}")
     cats = sample_records(model, n, rng=rng)
@@ -517,5 +586,6 @@ def model_summary(model: FittedModel, columns: Sequence[str]) -> Mapping[str, ob
         "cliques": [[columns[c] for c in clique] for clique in model.tree.cliques],
         "cells": model.tree.cells,
         "iterations": model.iterations,
+        "records": round(model.total),
         "negative_log_likelihood": round(model.loss, 3),
     }
