@@ -95,6 +95,36 @@ def test_fit_is_deterministic_and_total_is_the_dp_count() -> None:
         np.testing.assert_array_equal(x, y)
 
 
+def test_model_total_follows_the_one_way_counts_when_the_record_count_is_off() -> None:
+    """A protected count far below what every column's published values add up to (its
+    Laplace noise is wide) does not pull the records' 1-way counts below the DP counts: the
+    model's total is estimated from both, and a release samples that total."""
+    from sds_core.marginals.aggregates import AggregateSet
+    from sds_core.synthesis.consistent import estimated_total
+
+    aggregates, noise = _release(_table(EVEN))  # 240 records, every value published
+    low = AggregateSet(
+        aggregates.domain,
+        aggregates.reporting_length,
+        aggregates.by_len,
+        aggregates.protected_number_of_records - 40,  # as if the Laplace noise drew -40
+        aggregates.is_dp,
+    )
+    with_scale = AggregateNoise(noise.sigma_by_len, noise.threshold_by_len, count_scale=50.0)
+    total = estimated_total(low, with_scale)
+    assert abs(total - 240) < 3  # each column's two values add up to 240 ± noise
+    assert estimated_total(low, noise) == low.protected_number_of_records  # no scale: N̂
+    records = synthesize_from_model(low, with_scale, None, rng=np.random.default_rng(3))
+    assert records.n_records == round(total)
+    one = aggregates.counts_of(1)
+    sd = noise.sigma_by_len[0]
+    for attr, dp in zip(one.attrs[:, 0].tolist(), one.counts.tolist(), strict=True):
+        col = int(aggregates.domain.attribute_columns()[attr])
+        code = attr - aggregates.domain.offsets[col]
+        synthetic = int((records.codes[:, col] == code).sum())
+        assert abs(synthetic - dp) <= 1.96 * sd, (attr, synthetic, dp)
+
+
 def test_worst_case_size_refused_with_column_names() -> None:
     """A domain whose smallest possible model exceeds the limit is refused, naming columns."""
     dom = Domain(
