@@ -8,7 +8,7 @@ The total count is fixed (a DP count). Post-processing of the measurements only.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -127,3 +127,46 @@ def fit_model(
         if len(history) > 10 and history[-11] - loss <= tolerance * max(abs(loss), 1.0):
             break
     return FittedModel(tree, tuple(theta), tuple(mu), float(total), float(loss), done)
+
+
+def match_one_way(
+    model: FittedModel,
+    targets: Mapping[int, Table],
+    *,
+    rounds: int = 50,
+    tolerance: float = 0.05,
+) -> FittedModel:
+    """``model`` adjusted so each listed column's marginal equals its target (IPF on the tree).
+
+    Iterative proportional fitting: for each column in turn, the potential of the first clique
+    holding it is multiplied by target / current marginal, and the tree is calibrated again;
+    rounds repeat until every marginal is within ``tolerance`` records of its target. The result
+    stays a distribution on the same tree (the I-projection of the model onto the set with
+    those marginals) and keeps the model's total, so every target must sum to it.
+
+    Args:
+        model: a fitted model.
+        targets: column -> counts over its categories (all > 0 after a floor of 1e-9·total),
+            each summing to ``model.total``.
+        rounds: most passes over the columns.
+        tolerance: stop when no marginal is further than this from its target (records).
+    """
+    tree = model.tree
+    theta = [np.array(t, dtype=np.float64, copy=True) for t in model.potentials]
+    floor = 1e-9 * model.total
+    homes = {c: tree.containing((c,)) for c in targets}
+    goal = {
+        c: np.log(np.maximum(np.asarray(t, dtype=np.float64), floor)) for c, t in targets.items()
+    }
+    mu = list(model.marginals)
+    for _ in range(rounds):
+        worst = 0.0
+        for c, j in homes.items():
+            current = project(mu[j], tree.cliques[j], (c,))
+            worst = max(worst, float(np.max(np.abs(current - targets[c]))))
+            step = goal[c] - np.log(np.maximum(current, 1e-300))
+            theta[j] = theta[j] + step.reshape(broadcast_shape((c,), tree.cliques[j], tree.sizes))
+            mu = calibrate(tree, theta, model.total)
+        if worst <= tolerance:
+            break
+    return FittedModel(tree, tuple(theta), tuple(mu), model.total, model.loss, model.iterations)

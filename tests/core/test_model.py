@@ -154,3 +154,33 @@ def test_tree_of_cliques_covers_every_clique(cliques: list[tuple[int, ...]]) -> 
     tree = tree_of_cliques(SIZES, cliques)  # JunctionTree checks the running intersection
     assert all(tree.containing(c) >= 0 for c in cliques)
     assert sorted({c for cl in tree.cliques for c in cl}) == [0, 1, 2, 3]
+
+
+def test_match_one_way_meets_every_target_and_keeps_the_tree() -> None:
+    """IPF on the tree: each listed column's marginal ends at its target, the total is kept,
+    and the pair marginals stay those of a distribution on the same tree."""
+    from sds_core.model.estimation import FittedModel, match_one_way
+
+    rng = np.random.default_rng(4)
+    theta = [rng.normal(size=TREE.clique_shape(j)) for j in range(3)]
+    mu = calibrate(TREE, theta, 1000.0)
+    model = FittedModel(TREE, tuple(theta), tuple(mu), 1000.0, 0.0, 0)
+    targets = {c: rng.dirichlet(np.ones(TREE.sizes[c])) * 1000.0 for c in range(len(TREE.sizes))}
+    matched = match_one_way(model, targets, tolerance=1e-6, rounds=500)
+    assert matched.tree is TREE and matched.total == 1000.0
+    for c, target in targets.items():
+        j = TREE.containing((c,))
+        others = tuple(a for a, x in enumerate(TREE.cliques[j]) if x != c)
+        np.testing.assert_allclose(matched.marginals[j].sum(axis=others), target, atol=1e-5)
+    for table in matched.marginals:
+        assert table.sum() == pytest.approx(1000.0)
+    # the separator marginals of neighbouring cliques agree (still one distribution)
+    for j in range(1, len(TREE.cliques)):
+        p, sep = TREE.parents[j], TREE.separator(j)
+        from sds_core.model.inference import project
+
+        np.testing.assert_allclose(
+            project(matched.marginals[j], TREE.cliques[j], sep),
+            project(matched.marginals[p], TREE.cliques[p], sep),
+            atol=1e-6,
+        )
