@@ -1,10 +1,11 @@
 """The ``release`` flow: one DP data release, stage by stage, as Prefect tasks.
 
-budget -> ingest -> validate (GX gate, nothing charged) -> [binning: DP quantile bin edges] ->
-prepare -> count -> plan (R, split and synthesis from the DP count) -> aggregate k=1..R
--> normalize -> synthesize (a registry synthesizer instead: fit) -> validate-output -> evaluate
--> publish. Each task receives what it reads and returns what the next one needs; the sensitive
-table is a handle that only this flow run holds. Re-running with the same release id resumes:
+budget -> ingest [privacy_risk: control rows held back] -> validate (GX gate, nothing charged)
+-> [binning: DP quantile bin edges] -> prepare -> count -> plan (R, split and synthesis from the
+DP count) -> aggregate k=1..R -> normalize -> synthesize (a registry synthesizer instead: fit)
+-> validate-output -> evaluate [privacy_risk: anonymeter's attacks] -> publish. Each task
+receives what it reads and returns what the next one needs; the sensitive table is a handle that
+only this flow run holds. Re-running with the same release id resumes:
 finished stages load their hash-checked checkpoints and nothing is charged twice.
 
 Every stage logs one DP-safe line to the run (the Prefect UI's Logs tab); the run's graph is the
@@ -182,6 +183,7 @@ def run_stages(
             table=table,
             aggregates=aggregates,
             synthetic=synthetic,
+            dp_edges=dp_edges,  # privacy_risk: the control rows are binned as the table was
             wait_for=[output_summary],
         )
     return StageOutputs(

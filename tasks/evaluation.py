@@ -1,4 +1,5 @@
-"""The ``evaluate`` task: utility and risk metrics (computed from the sensitive data, not DP).
+"""The ``evaluate`` task: utility and risk metrics (computed from the sensitive data, not DP);
+with ``privacy_risk``, anonymeter's attack-based risks too.
 
 The evaluation stays private: its checkpoint, and the custodian report the publish stage writes
 to the private workspace. No part of it reaches the release files.
@@ -11,6 +12,7 @@ from typing import Any
 from prefect import task
 
 from release_store.cluster.backend import DaskBackend
+from release_store.compare.risk import release_risks
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable
 from release_store.run.stage_log import finished, stage_done
@@ -30,10 +32,14 @@ def evaluate(
     table: SensitiveTable[PreparedTable | DaskBackend],
     aggregates: AggregateSet,
     synthetic: PreparedTable | DaskBackend,
+    dp_edges: dict[str, list[float]] | None = None,
 ) -> dict[str, Any]:
     """Metrics of the synthetic records and DP aggregates against the sensitive table (either
     side held on the Dask workers is reduced to sums there; with the Dask executor the
-    sensitive table always is, so records on the workers never meet a local table here)."""
+    sensitive table always is, so records on the workers never meet a local table here).
+
+    With ``privacy_risk`` also anonymeter's risks (``privacy_risk``), from the training part,
+    the held-back control rows (prepared with the release's ``dp_edges``) and the records."""
     progress.stage("evaluate")
     params = EvaluationParams(reporting_length=run.params.length, resolution=run.params.resolution)
     resumed = finished(run, stages.EVALUATE)
@@ -52,7 +58,11 @@ def evaluate(
             )
         if isinstance(synthetic, DaskBackend):
             raise SdsInternalError("synthetic records on the workers with a local table (bug)")
-        return evaluate_release(original, synthetic, aggregates, params)
+        metrics = evaluate_release(original, synthetic, aggregates, params)
+        if run.params.privacy_risk:
+            progress.stage("privacy risk (anonymeter)")
+            metrics["privacy_risk"] = release_risks(run, original, synthetic, dp_edges)
+        return metrics
 
     result = run.stage(stages.EVALUATE, compute)
     stage_done(

@@ -1,4 +1,9 @@
-"""The ``ingest`` task: read the sensitive input into a handle only the flow run holds."""
+"""The ``ingest`` task: read the sensitive input into a handle only the flow run holds.
+
+With ``privacy_risk`` the handle holds the training part only: the control rows are held back
+here, before anything is charged, into the private workspace (the evaluate stage attacks the
+synthetic records with them).
+"""
 
 from __future__ import annotations
 
@@ -8,12 +13,15 @@ from prefect import task
 
 from release_store.cluster.inputs import open_input
 from release_store.cluster.session import session_client
+from release_store.compare.risk import anonymeter_python
 from release_store.config.core_objects import gate_columns
+from release_store.inputs.holdback import CONTROL_FILE, CONTROL_LABEL, CONTROL_SHARE, hold_back
 from release_store.inputs.ingest import read_release_input
 from release_store.inputs.periods import PeriodFilter, count_each_subject_once
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable
 from release_store.run.stage_log import stage_done
+from release_store.workspace.files import atomic_write_parquet
 from tasks.options import SENSITIVE, task_logger
 
 
@@ -53,6 +61,9 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
             where = f" (the rows of period {params.period})"
             if params.subject_id is not None:
                 table = first_period_subjects(run, table)
+        if params.privacy_risk:
+            table = hold_back_control(run, table)
+            where += f"; {CONTROL_SHARE:.0%} held back as private control rows (privacy_risk)"
     stage_done(
         task_logger(),
         run,
@@ -62,6 +73,21 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
         f"read {len(table.column_names)} columns of the input{where}",
     )
     return SensitiveTable(table), digest
+
+
+def hold_back_control(run: ReleaseRun, table: Any) -> Any:
+    """The training part of ``table``, the part released; the control part, cut by the
+    release key (a resume or replay cuts identically), goes to the private workspace only.
+
+    Raises:
+        SdsInputError: no anonymeter environment, or too few rows (subjects) for the control
+            part; both before anything is charged.
+    """
+    anonymeter_python()  # the evaluation will need it: refuse now, before any charge
+    seed = run.randomness().record_key(CONTROL_LABEL)
+    training, control = hold_back(table, seed=seed, subject_id=run.params.subject_id)
+    atomic_write_parquet(run.dirs.private_dir / CONTROL_FILE, control, private=True)
+    return training
 
 
 def first_period_subjects(run: ReleaseRun, table: Any) -> Any:

@@ -130,12 +130,16 @@ def seeded_warning(params: Any) -> None:
 
 
 def preflight_checks(params: Any) -> None:
-    """The checks that need neither Prefect nor GX (:mod:`release_store.inputs.preflight`);
-    warns about columns whose '0' cells look like values."""
+    """The checks that need neither Prefect nor GX (:mod:`release_store.inputs.preflight`;
+    with ``privacy_risk`` first anonymeter's environment); warns about columns whose '0' cells
+    look like values."""
+    from release_store.compare.risk import anonymeter_python
     from release_store.inputs.preflight import preflight, zero_warning
     from sds_core.errors import SdsInputError
 
     try:
+        if params.privacy_risk:
+            anonymeter_python()
         found = preflight(params)
     except SdsInputError as e:  # the text and exit status the flow would have failed with
         raise fail(f"release {params.release_id} failed: {e}", 1) from None

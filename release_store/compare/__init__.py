@@ -5,7 +5,7 @@
 - ``split``: ``sds split``, the control rows held back before a release (private files);
 - ``risk``: ``sds evaluate --privacy-risk``, anonymeter's singling-out, linkability and
   inference risks of the synthetic records against the control rows, run in anonymeter's own
-  environment;
+  environment (also a ``privacy_risk`` release's evaluate stage: ``release_risks``);
 - ``anonymeter_job``: the script run in that environment (imports nothing of the project).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
@@ -24,6 +24,8 @@ _EXPORTS: dict[str, str] = {
     "anonymeter_python": "release_store.compare.risk",
     "compare_tables": "release_store.compare.tables",
     "privacy_risk": "release_store.compare.risk",
+    "release_risks": "release_store.compare.risk",
+    "table_risks": "release_store.compare.risk",
     "risk_summary_lines": "release_store.compare.risk",
     "split_input": "release_store.compare.split",
     "summary_lines": "release_store.compare.tables",
@@ -37,9 +39,11 @@ __all__ = [
     "anonymeter_python",
     "compare_tables",
     "privacy_risk",
+    "release_risks",
     "risk_summary_lines",
     "split_input",
     "summary_lines",
+    "table_risks",
 ]
 
 
@@ -55,7 +59,9 @@ if TYPE_CHECKING:
         RiskParams,
         anonymeter_python,
         privacy_risk,
+        release_risks,
         risk_summary_lines,
+        table_risks,
     )
     from release_store.compare.split import MIN_SIDE_ROWS, SplitFiles, split_input
     from release_store.compare.tables import PreparedReading, compare_tables, summary_lines

@@ -56,9 +56,9 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
 
     logging.getLogger("anonymeter").setLevel(logging.CRITICAL)
     # linkability and inference draw their targets with pandas' sample(), i.e. numpy's global
-    # generator: seeding it makes a run repeatable (only the linkability baseline, which
-    # anonymeter draws from an unseeded generator, varies; it enters no risk)
+    # generator: seeding it, and the linkability baseline's generator, makes a run repeatable
     np.random.seed(job["seed"])
+    _seed_linkability_baseline(job["seed"])
     ori, syn, control = (pd.read_parquet(job[k]) for k in ("training", "synthetic", "control"))
     level, n_attacks, n_jobs = job["confidence_level"], job["n_attacks"], job["n_jobs"]
     out: dict[str, Any] = {"anonymeter": _version()}
@@ -116,6 +116,27 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
         for secret in job["secrets"]
     }
     return out
+
+
+def _seed_linkability_baseline(seed: int) -> None:
+    """Draw the linkability baseline's random links from a generator seeded by ``seed``.
+
+    anonymeter 1.1.0 draws them in ``linkability_evaluator._random_links`` from an unseeded
+    ``default_rng()``, so the baseline rate (and the ``informative`` flag read from it) would
+    differ between two runs of one release; this is the same draw from a seeded generator.
+    """
+    import numpy as np
+    from anonymeter.evaluators import linkability_evaluator as module
+
+    if not hasattr(module, "_random_links"):  # another anonymeter than the pinned one
+        raise _Failed("linkability (seeding its baseline)", "AttributeError")
+    rng = np.random.default_rng(seed)
+
+    def _random_links(n_synthetic: int, n_attacks: int, n_neighbors: int) -> Any:
+        draws = [rng.choice(n_synthetic, size=n_neighbors, replace=False) for _ in range(n_attacks)]
+        return np.array(draws)
+
+    module._random_links = _random_links
 
 
 class _Failed(Exception):

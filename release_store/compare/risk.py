@@ -7,7 +7,8 @@ with its confidence interval. anonymeter runs in its own environment (``make ano
 this module prepares the three tables as the release did, writes them to a private temporary
 directory (0700, files 0600, removed afterwards) and runs :mod:`anonymeter_job` there as a
 subprocess, job and result as JSON on stdin/stdout. Nothing of the data reaches a log; the
-result is for the data owner and never published.
+result is for the data owner and never published. A release with ``privacy_risk = true``
+runs the same attacks in its evaluate stage (:func:`release_risks`).
 """
 
 from __future__ import annotations
@@ -24,14 +25,18 @@ from typing import TYPE_CHECKING, Any
 from sds_core.errors import SdsInputError, SdsInternalError
 
 if TYPE_CHECKING:
+    from release_store.run.release_run import ReleaseRun
     from sds_core.data.table import PreparedTable
 
 __all__ = [
     "ANONYMETER_PYTHON_ENV",
+    "RISK_LABEL",
     "RiskParams",
     "anonymeter_python",
     "privacy_risk",
+    "release_risks",
     "risk_summary_lines",
+    "table_risks",
 ]
 
 ANONYMETER_PYTHON_ENV = "SDS_ANONYMETER_PYTHON"
@@ -157,21 +162,42 @@ def privacy_risk(
 
     Raises:
         SdsInputError: unreadable files, different columns, a side smaller than
-            :data:`~release_store.compare.split.MIN_SIDE_ROWS`, or no anonymeter environment.
+            :data:`~release_store.inputs.holdback.MIN_SIDE_ROWS`, or no anonymeter environment.
     """
-    from release_store.compare.split import check_side_sizes
     from release_store.compare.tables import reading
-    from release_store.workspace.files import atomic_write_parquet
-    from sds_core.evaluation.metrics import NOT_DP_NOTE
 
-    python = anonymeter_python()
+    anonymeter_python()
     how = reading(config, original, delimiter)
     training, prep = how.prepare_original(original)
     held_back, _ = how.prepare_original(control)
     synth = how.prepare_synthetic(synthetic, prep)
-    check_side_sizes(training.n_records, held_back.n_records)
     if synth.n_records == 0:
         raise SdsInputError(f"the synthetic file {synthetic} has no records to attack")
+    result = table_risks(training, held_back, synth, params=params)
+    result["params"]["config"] = None if config is None else str(config)
+    return result
+
+
+def table_risks(
+    training: PreparedTable,
+    control: PreparedTable,
+    synthetic: PreparedTable,
+    *,
+    params: RiskParams = RiskParams(),
+) -> dict[str, Any]:
+    """anonymeter's risks of ``synthetic`` (made from ``training``) against ``control``, the
+    three tables prepared alike (compared by their decoded text, so their codes may differ).
+
+    Returns and raises as :func:`privacy_risk` (without ``params.config``).
+    """
+    from release_store.inputs.holdback import check_side_sizes
+    from release_store.workspace.files import atomic_write_parquet
+    from sds_core.evaluation.metrics import NOT_DP_NOTE
+
+    python = anonymeter_python()
+    check_side_sizes(training.n_records, control.n_records)
+    if synthetic.n_records == 0:
+        raise SdsInputError("the synthetic table has no records to attack")
     columns = list(training.domain.columns)
     left, right, secrets = _columns(params, columns)
     if not params.secrets:  # a column with one value is guessed right by anyone: no secret
@@ -179,10 +205,10 @@ def privacy_risk(
         secrets = [c for c in secrets if c not in one] or secrets
     tables = {
         "training": _text(training, columns, "training"),
-        "control": _text(held_back, columns, "control"),
-        "synthetic": _text(synth, columns, "synthetic"),
+        "control": _text(control, columns, "control"),
+        "synthetic": _text(synthetic, columns, "synthetic"),
     }
-    n_attacks = min(params.n_attacks, training.n_records, held_back.n_records)
+    n_attacks = min(params.n_attacks, training.n_records, control.n_records)
     job: dict[str, Any] = {
         "seed": params.seed,
         "confidence_level": params.confidence_level,
@@ -211,18 +237,50 @@ def privacy_risk(
             **{k: job[k] for k in ("seed", "confidence_level", "n_attacks", "n_neighbors")},
             "singling_out_columns": job["singling_out_columns"],
             "link_columns": job["link_columns"],
-            "config": None if config is None else str(config),
         },
         "records": {
             "training": training.n_records,
-            "control": held_back.n_records,
-            "synthetic": synth.n_records,
+            "control": control.n_records,
+            "synthetic": synthetic.n_records,
         },
         "singling_out": outcome["singling_out"],
         "linkability": outcome["linkability"],
         "inference": inference,
         "inference_max": {"secret": worst, **inference[worst]},
     }
+
+
+RISK_LABEL = "privacy-risk-attacks"
+"""The release key's label of the attacks' seed (a replay attacks with the same choices)."""
+
+
+def release_risks(
+    run: ReleaseRun,
+    training: PreparedTable,
+    synthetic: PreparedTable,
+    dp_edges: dict[str, list[float]] | None,
+) -> dict[str, Any]:
+    """A ``privacy_risk`` release's risks: its synthetic records attacked with its training
+    part and the control rows its ingest held back (``private/<id>/control.parquet``, prepared
+    as the training part was: the same parameters and DP bin edges ``dp_edges``).
+
+    Returns :func:`table_risks`' result with ``params.held_back``: the share held back.
+
+    Raises:
+        SdsInputError: no anonymeter environment.
+    """
+    import pyarrow.parquet as pq
+
+    from release_store.config.core_objects import prepare_params
+    from release_store.inputs.holdback import CONTROL_FILE, CONTROL_SHARE
+    from sds_core.data.preparation import prepare
+
+    raw = pq.read_table(run.dirs.private_dir / CONTROL_FILE)
+    control = prepare(raw, prepare_params(run.params, dp_edges, raw.column_names))
+    seed = run.randomness().record_key(RISK_LABEL) % 2**32  # numpy's legacy seeds: 32 bits
+    result = table_risks(training, control, synthetic, params=RiskParams(seed=seed))
+    result["params"]["held_back"] = CONTROL_SHARE
+    return result
 
 
 def _run_job(python: Path, job: dict[str, Any]) -> dict[str, Any]:

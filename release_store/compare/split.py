@@ -18,19 +18,17 @@ import secrets
 from pathlib import Path
 from typing import BinaryIO
 
-import numpy as np
 import pyarrow as pa
-from numpy.typing import NDArray
 
+from release_store.inputs.holdback import (
+    MIN_SIDE_ROWS,
+    check_side_sizes,
+    control_mask,
+    subject_codes,
+)
 from sds_core.errors import SdsInputError
 
 __all__ = ["MIN_SIDE_ROWS", "SplitFiles", "check_side_sizes", "control_mask", "split_input"]
-
-MIN_SIDE_ROWS = 100
-"""Fewest records each side of a split (training and control) must hold. anonymeter attacks
-as many control records as training records; with fewer than 100 attacks the 95% interval of
-a success rate is wider than ±0.1 (1.96·√(0.25/100) = 0.098), wider than any risk worth
-reporting, and a risk cannot be told from zero."""
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -41,62 +39,6 @@ class SplitFiles:
     control: Path
     training_rows: int
     control_rows: int
-
-
-def check_side_sizes(training_rows: int, control_rows: int, *, unit: str = "records") -> None:
-    """Refuse a training or control side smaller than :data:`MIN_SIDE_ROWS`.
-
-    Raises:
-        SdsInputError: naming both sizes, the minimum, why, and the fix.
-    """
-    small = min(training_rows, control_rows)
-    if small < MIN_SIDE_ROWS:
-        raise SdsInputError(
-            f"too small for a privacy-risk evaluation: the training side has {training_rows} "
-            f"{unit} and the control side {control_rows}; each needs at least {MIN_SIDE_ROWS}, "
-            f"because the attacks are run on as many control {unit} as training {unit} and "
-            f"with fewer than {MIN_SIDE_ROWS} the 95% interval of a risk is wider than ±0.1; "
-            "use a larger input (or a larger --control-share), or skip the privacy-risk "
-            "evaluation for this data. Nothing was charged or written."
-        )
-
-
-def control_mask(n: int, control_share: float, seed: int) -> NDArray[np.bool_]:
-    """Which of ``n`` units go to the control side: exactly ``round(n·share)`` of them, chosen
-    by a permutation drawn from ``seed`` (the same seed and ``n`` give the same split).
-
-    >>> control_mask(10, 0.2, seed=7).sum()
-    np.int64(2)
-
-    Raises:
-        SdsInputError: ``control_share`` is not in (0, 1).
-    """
-    if not 0.0 < control_share < 1.0:
-        raise SdsInputError(
-            f"--control-share must be between 0 and 1 (exclusive), got {control_share}; "
-            "0.2 holds back a fifth of the rows"
-        )
-    rng = np.random.default_rng(np.random.SeedSequence(seed))
-    mask = np.zeros(n, dtype=np.bool_)
-    mask[rng.permutation(n)[: round(n * control_share)]] = True
-    return mask
-
-
-def _subject_keys(table: pa.Table, subject_id: str) -> NDArray[np.int64]:
-    """The subject index of each row (trimmed, lower-cased id, as the release joins rows)."""
-    import pandas as pd
-
-    from sds_core.data.text import match_key, matching_column
-
-    column = table.column(matching_column(table.column_names, subject_id))
-    keys = [match_key("" if v is None else str(v)) for v in column.to_pylist()]
-    if any(k == "" for k in keys):
-        raise SdsInputError(
-            f"subject id column {subject_id!r} has empty cells: every row needs its subject "
-            "to be split by subject; fill in or drop those rows"
-        )
-    codes, _ = pd.factorize(np.asarray(keys, dtype=object))
-    return np.asarray(codes, dtype=np.int64)
 
 
 def split_input(
@@ -146,7 +88,7 @@ def split_input(
         n_control = int(control.sum())
         check_side_sizes(table.num_rows - n_control, n_control, unit="rows")
     else:
-        subject = _subject_keys(table, subject_id)
+        subject = subject_codes(table, subject_id)
         chosen = control_mask(int(subject.max()) + 1, control_share, seed)
         n_control = int(chosen.sum())
         check_side_sizes(chosen.size - n_control, n_control, unit="subjects")

@@ -182,6 +182,16 @@ class ReleaseParams(BaseModel):
         "meaning: only how the records are laid out.",
     )
 
+    privacy_risk: bool = Field(
+        False,
+        description="Measure anonymeter's singling-out, linkability and inference risks of the "
+        "synthetic records (NOT DP; private custodian report only; make anonymeter). The "
+        "release first holds back 20% of the input rows (of the subjects with subject_id), "
+        "chosen with the release key, as control rows kept in the private workspace and never "
+        "released: the release is DP with respect to the other rows, so it costs no budget, "
+        "and its record count is theirs. Needs at least 498 rows (subjects).",
+    )
+
     @model_validator(mode="before")
     @classmethod
     def _fill_from_config(cls, data: Any) -> Any:
@@ -249,6 +259,16 @@ class ReleaseParams(BaseModel):
                 f"--period {self.period!r} is not supported with executor 'dask' (the period "
                 "filter and the subject record run in the flow's process): release periods with "
                 '--executor local (or executor = "local" in the config)'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _risk_local(self) -> ReleaseParams:
+        if self.privacy_risk and self.executor == "dask":
+            raise ValueError(
+                "privacy_risk = true holds back control rows and runs anonymeter in the flow's "
+                "process, which executor 'dask' does not support: release with --executor local "
+                '(executor = "local" in the config), or remove privacy_risk'
             )
         return self
 

@@ -1,6 +1,7 @@
 """The sensitive input before any charge: reading, pre-flight, schema checks, the GX gate.
 
 - ``ingest``: reading CSV/Parquet inputs as text columns, with precise errors;
+- ``holdback``: the control rows held back before a release (``privacy_risk``, ``sds split``);
 - ``postgres``: a PostgreSQL table or read-only query as the input (Arrow batches, ordered rows);
 - ``commitment``: the input's published fingerprint, a keyed commitment (HMAC-SHA256);
 - ``preflight``: checks the CLI runs before Prefect or GX load;
@@ -19,6 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     "COMMITMENT_SCHEME": "release_store.inputs.commitment",
+    "CONTROL_SHARE": "release_store.inputs.holdback",
+    "MIN_SIDE_ROWS": "release_store.inputs.holdback",
+    "hold_back": "release_store.inputs.holdback",
     "Check": "release_store.inputs.schema_checks",
     "FLOAT_RE": "release_store.inputs.schema_checks",
     "GateResult": "release_store.inputs.gate",
@@ -75,9 +79,11 @@ _EXPORTS: dict[str, str] = {
 
 __all__ = [
     "COMMITMENT_SCHEME",
+    "CONTROL_SHARE",
     "FLOAT_RE",
     "INTEGER_RE",
     "MAX_LINE_BYTES",
+    "MIN_SIDE_ROWS",
     "NUMERIC_SUFFIX",
     "PARQUET_SUFFIXES",
     "Check",
@@ -99,6 +105,7 @@ __all__ = [
     "failure_message",
     "failure_text",
     "fingerprint_matches",
+    "hold_back",
     "input_commitment",
     "input_fingerprint",
     "input_headers",
@@ -159,6 +166,7 @@ if TYPE_CHECKING:
         stop_worker,
         worker_running,
     )
+    from release_store.inputs.holdback import CONTROL_SHARE, MIN_SIDE_ROWS, hold_back
     from release_store.inputs.ingest import (
         MAX_LINE_BYTES,
         PARQUET_SUFFIXES,

@@ -8,10 +8,12 @@ periodic release's period (its column present and filled in every row, the perio
 :mod:`release_store.inputs.periods`), the declared schema (the GX gate's checks evaluated with
 Arrow: :mod:`release_store.inputs.schema_checks`) and the column names the parameters mention
 (with ``executor = "dask"`` only the column names: the rows are read and checked on the workers
-by the flow's gate, still before any charge). Each problem is the ``SdsInputError`` the flow
-would raise later, with the same text, in a fraction of a second, with nothing reserved or
-charged. It also finds the "0" cells that SDS would turn into empty cells
-(:func:`zero_warning`). No pandas, Prefect or GX import here.
+by the flow's gate, still before any charge) and, with ``privacy_risk``, that the input is
+large enough for its control rows (:mod:`release_store.inputs.holdback`). Each problem is the
+``SdsInputError`` the flow would raise later, with the same text, in a fraction of a second,
+with nothing reserved or charged. It also finds the "0" cells that SDS would turn into empty
+cells (:func:`zero_warning`). No Prefect or GX import here (pandas only to count the subjects
+of a ``privacy_risk`` release with a subject id).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from pathlib import Path
 from release_store.config.core_objects import gate_columns
 from release_store.config.release_params import ReleaseParams
 from release_store.config.sources import is_postgres_url
+from release_store.inputs.holdback import check_holdback
 from release_store.inputs.ingest import check_input_path, input_headers, read_release_input
 from release_store.inputs.periods import PeriodFilter
 from release_store.inputs.schema_checks import (
@@ -95,6 +98,8 @@ def preflight(params: ReleaseParams) -> Preflight:
         if failures:
             raise SchemaValidationError(failure_message("input", failures, None))
     check_column_names(params, table.column_names)
+    if params.privacy_risk:  # enough rows (subjects) for the control rows held back
+        check_holdback(table, params.subject_id)
     shares = zero_shares(
         table,
         use_columns=params.use_columns,

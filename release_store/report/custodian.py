@@ -1,10 +1,11 @@
 """``custodian-report.html``: the release measured against the sensitive data, for the custodian.
 
 SDS's evaluation (count preservation, suppressed and fabricated shares, TVD against the input,
-risks) reads the sensitive data, so it is not covered by the release's guarantee and is never
-published: the publish stage writes this page and the full evaluation as JSON into the private
-workspace (``private/<release-id>/``, mode 0600), beside the public report. Built with the
-public report's charts; the figures read the full evaluation (JSON form, string keys).
+risks; with ``privacy_risk`` anonymeter's attack-based risks beside the DP guarantee) reads
+the sensitive data, so it is not covered by the release's guarantee and is never published:
+the publish stage writes this page and the full evaluation as JSON into the private workspace
+(``private/<release-id>/``, mode 0600), beside the public report. Built with the public
+report's charts; the figures read the full evaluation (JSON form, string keys).
 """
 
 from __future__ import annotations
@@ -173,6 +174,50 @@ def _headline(ev: dict[str, Any]) -> str:
     return f"<table>{head}{''.join(rows)}</table>"
 
 
+_RISKS = (
+    ("singling out (one attribute)", ("singling_out", "univariate")),
+    ("singling out (several attributes)", ("singling_out", "multivariate")),
+    ("linkability", ("linkability",)),
+    ("attribute inference (worst column)", ("inference_max",)),
+)
+
+
+def _risk_section(manifest: dict[str, Any], risk: dict[str, Any] | None) -> str:
+    """anonymeter's risks (``evaluation["privacy_risk"]``) beside the release's DP guarantee;
+    empty when the release ran without ``privacy_risk``."""
+    if not risk:
+        return ""
+    p = manifest.get("privacy") or {}
+    rec, par = risk["records"], risk["params"]
+    rows = []
+    for name, path in _RISKS:
+        r: Any = risk
+        for key in path:
+            r = r[key]
+        lo, hi = r["ci"]
+        what = esc(name + (f": {r['secret']}" if "secret" in r else ""))
+        note = "" if r["informative"] else "no better than random guessing: no evidence"
+        rows.append(
+            f"<tr><td>{what}</td><td class='num'>{r['risk']:.3f}</td>"
+            f"<td class='num'>[{lo:.3f}, {hi:.3f}]</td><td>{esc(note)}</td></tr>"
+        )
+    return (
+        "<h2 id='privacy-risk'>Attack-based privacy risk of the synthetic records</h2>"
+        f"<p><b>The guarantee:</b> the release is (ε = {_num(p.get('epsilon'))}, "
+        f"δ = {_num(p.get('delta'))})-differentially private with respect to its training part. "
+        "<b>Beside it, an empirical measure (NOT DP, not a replacement):</b> anonymeter "
+        f"{esc(risk['anonymeter'])}'s attacks on the {rec['synthetic']} synthetic records, run on "
+        f"the {rec['training']} training records and on {rec['control']} control records held "
+        f"back before the release ({par['held_back']:.0%} of the input, never released; "
+        f"private/&lt;release-id&gt;/control.parquet). A risk is anonymeter's residual risk, "
+        "(attack − control) / (1 − control): how much better the attacks do on the records "
+        f"the synthesizer saw, with its {par['confidence_level']:.0%} interval; "
+        f"{par['n_attacks']} attacks each.</p>"
+        "<table><tr><th>attack</th><th class='num'>risk</th><th class='num'>interval</th>"
+        f"<th></th></tr>{''.join(rows)}</table>"
+    )
+
+
 def custodian_report_html(
     manifest: dict[str, Any], evaluation: dict[str, Any], public_report: str
 ) -> bytes:
@@ -200,6 +245,7 @@ def custodian_report_html(
         "<h2 id='utility'>Utility against the sensitive data (SDS evaluation)</h2>"
         + _headline(evaluation)
         + figures
+        + _risk_section(manifest, evaluation.get("privacy_risk"))
         + "<details><summary>The full evaluation (JSON)</summary><pre>"
         + esc(full)
         + "</pre></details></body></html>"

@@ -1,0 +1,132 @@
+"""A release with ``privacy_risk = true``: control rows held back by its key, anonymeter's risks
+in the private workspace only, refusals before anything is charged, and a replay that matches."""
+
+from __future__ import annotations
+
+import csv
+import json
+import stat
+import sys
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from release_store.compare.risk import ANONYMETER_PYTHON_ENV
+from release_store.inputs.holdback import CONTROL_FILE, min_input_units
+from tests.helpers import COLUMNS, EXAMPLE, anonymeter_env, charges, run_cli
+
+RID = "risky"
+N_ROWS = 600  # above the 498 a 20% hold-back needs
+
+
+def _release(data: Path, config: Path, home: Path, *extra: str) -> tuple[int, str, str]:
+    return run_cli(
+        "release", str(data), "--config", str(config), "--home", str(home), "--seed", "5",
+        "--release-id", RID, "--privacy-risk", "--quiet", *extra,
+    )  # fmt: skip
+
+
+def _nothing_happened(home: Path) -> None:
+    """No charge, no reservation left open, no release directory."""
+    assert charges(home) == []
+    assert not list(home.glob("releases/*/*"))
+
+
+def test_too_small_for_the_hold_back_is_refused(
+    tiny_csv: Path, tiny_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """400 rows cannot give 100 control rows and 100 training rows at 20%: exit 1, the minimum
+    and why named, nothing charged or written."""
+    monkeypatch.setenv(ANONYMETER_PYTHON_ENV, sys.executable)  # exists: the size rule decides
+    home = tmp_path / "home"
+    code, _, err = _release(tiny_csv, tiny_config, home)
+    assert code == 1
+    assert "control side 80; each needs at least 100" in err
+    assert f"needs at least {min_input_units()} rows" in err
+    _nothing_happened(home)
+
+
+def test_missing_anonymeter_environment_is_refused(
+    tiny_csv: Path, tiny_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without anonymeter's environment the release says `make anonymeter` before reading."""
+    monkeypatch.setenv(ANONYMETER_PYTHON_ENV, str(tmp_path / "none" / "python"))
+    home = tmp_path / "home"
+    code, _, err = _release(tiny_csv, tiny_config, home)
+    assert code == 1 and "run `make anonymeter`" in err
+    _nothing_happened(home)
+
+
+@pytest.fixture(scope="module")
+def risky_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The first 600 rows of the example, the tiny columns."""
+    path = tmp_path_factory.mktemp("risky") / "risky.csv"
+    with open(EXAMPLE, newline="") as f, open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(COLUMNS)
+        for i, row in enumerate(csv.DictReader(f)):
+            if i == N_ROWS:
+                break
+            writer.writerow([row[c] for c in COLUMNS])
+    return path
+
+
+@pytest.fixture(scope="module")
+def risky_home(
+    tmp_path_factory: pytest.TempPathFactory,
+    risky_csv: Path,
+    tiny_config: Path,
+    prefect_server: str,
+) -> Path:
+    """A complete privacy_risk release of 600 rows (anonymeter run for real)."""
+    anonymeter_env()
+    home = tmp_path_factory.mktemp("riskyhome")
+    code, _, err = _release(risky_csv, tiny_config, home)
+    assert code == 0, err
+    return home
+
+
+@pytest.mark.slow  # one release with two anonymeter jobs (~30 s)
+def test_risks_are_private_and_beside_the_guarantee(risky_home: Path, risky_csv: Path) -> None:
+    """The control rows (120 of 600) are in the private workspace (0600) and the training part's
+    record count is what the DP count estimates; the custodian report shows the risks with the
+    release's ε; no published file holds a risk or anonymeter's name."""
+    private = risky_home / "private" / RID
+    control = pq.read_table(private / CONTROL_FILE)
+    assert control.num_rows == 120 and control.column_names == COLUMNS
+    assert stat.S_IMODE((private / CONTROL_FILE).stat().st_mode) == 0o600
+
+    evaluation = json.loads((private / "custodian-evaluation.json").read_text())
+    risk = evaluation["privacy_risk"]
+    assert risk["differentially_private"] is False and risk["anonymeter"] == "1.1.0"
+    assert risk["records"]["training"] == 480 and risk["records"]["control"] == 120
+    for r in (*risk["singling_out"].values(), risk["linkability"], risk["inference_max"]):
+        assert r["ci"][0] <= r["risk"] <= r["ci"][1]
+    page = (private / "custodian-report.html").read_text()
+    assert "Attack-based privacy risk" in page and "(ε = 2," in page
+    assert f"{risk['linkability']['risk']:.3f}" in page
+
+    [release] = risky_home.glob(f"releases/*/{RID}")
+    manifest = json.loads((release / "manifest.json").read_text())
+    assert manifest["parameters"]["privacy_risk"] is True
+    for path in release.rglob("*"):
+        if path.is_file():
+            data = path.read_bytes().lower()
+            for word in (b"anonymeter", b"singling", b"linkab", b"control.parquet"):
+                assert word not in data, (path.name, word)
+
+
+@pytest.mark.slow  # the replay runs anonymeter again
+def test_replay_recuts_the_control_rows_identically(risky_home: Path, risky_csv: Path) -> None:
+    """`sds audit --replay` holds back the same rows (the cut is keyed by the release) and
+    recomputes every artifact and checkpoint, the evaluation with its risks included."""
+    code, out, err = run_cli(
+        "audit", RID, "--replay", "--input", str(risky_csv), "--home", str(risky_home), "--json"
+    )
+    assert code == 0, err
+    report = json.loads(out)
+    assert report["identical"]
+    checks = {(c["stage"], c["subject"]): c["status"] for c in report["checks"]}
+    assert checks[("evaluate", "checkpoint")] == "match"
+    assert checks[("prepare", "prepared data")] == "match"
