@@ -26,10 +26,10 @@ from release_store.config.release_params import ReleaseParams
 from release_store.ledger.backends import default_ledger_url, resolve_ledger_url, split_password
 from release_store.ledger.book import Ledger
 from release_store.ledger.replay import ReplayLedger
-from release_store.run import stages
+from release_store.run import progress, stages
 from release_store.run.failure import disk_full, disk_full_error, unless_disk_full
 from release_store.run.faults import KILL_ENV, fault_point
-from release_store.run.workdir import ReleaseDirs, atomic_write_json, now
+from release_store.run.workdir import DamagedCheckpoint, ReleaseDirs, atomic_write_json, now
 from release_store.workspace.home import new_release_id, resolve_home
 from release_store.workspace.manifest import Manifest, discard_incomplete
 from release_store.workspace.subjects import SubjectRecord
@@ -196,11 +196,20 @@ class ReleaseRun:
         planned charge, with ``detail`` recorded on it, or the ledger stages in ``charges``),
         then ``compute`` runs (drawing from the release key), then its result is checkpointed;
         a crash in between leaves the charge in place and a resumed stage redraws the same noise
-        from the same key.
+        from the same key. A checkpoint damaged on disk is computed again the same way, and
+        must give the bytes recorded when the stage first finished (else resume refuses).
         """
         entry = stages.spec(name)
         if entry.checkpoint:
-            done = self.dirs.load_checkpoint(name)
+            try:
+                done = self.dirs.load_checkpoint(name)
+            except DamagedCheckpoint as e:  # computed again below; must give the same bytes
+                done = None
+                progress.warning(
+                    f"the checkpoint {e.path} of stage {name!r} is damaged (its sha256 differs "
+                    "from the one recorded); computing the stage again from the release key, "
+                    "which must give the same bytes (nothing is charged again)"
+                )
             if done is not None:
                 return done  # type: ignore[no-any-return]
         if entry.charges:

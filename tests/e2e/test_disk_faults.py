@@ -1,10 +1,13 @@
-"""A full disk (ENOSPC) while a release writes a checkpoint, the ledger or the published files.
+"""The disk under a release: full (ENOSPC) while it writes a checkpoint, the ledger or the
+published files; a checkpoint truncated between a crash and the resume.
 
-The home is a size-limited tmpfs (mounting one needs root: skipped otherwise). A real ``sds
-release`` process pauses at the moment (``SDS_TEST_PAUSE_AT``); the test fills the disk and lets
-it go on. The release must fail saying the disk is full and to ``sds resume``, with nothing
-looking published; once the space is freed, ``sds resume`` gives the bytes of an uninterrupted
-release with the same id and seed, no stage is charged twice and ``sds audit --verify`` passes.
+For a full disk, the home is a size-limited tmpfs (mounting one needs root: skipped otherwise).
+A real ``sds release`` process pauses at the moment (``SDS_TEST_PAUSE_AT``); the test fills the
+disk and lets it go on. The release must fail saying the disk is full and to ``sds resume``,
+with nothing looking published; once the space is freed, ``sds resume`` gives the bytes of an
+uninterrupted release with the same id and seed, no stage is charged twice and ``sds audit
+--verify`` passes. A truncated checkpoint is computed again from the release key on resume, to
+the very bytes recorded when the stage first finished (or resume refuses, naming the file).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ import pytest
 
 from release_store.run.faults import PAUSE_ENV, PAUSE_FILE
 from release_store.workspace.files import sha256_file
-from tests.helpers import PROJECT, charges, complete_releases, run_cli
+from tests.helpers import PROJECT, charges, complete_releases, killed_cli, run_cli
 
 RID = "enospc-test"
 STAGES = ["count", "aggregate-1", "aggregate-2"]
@@ -149,6 +152,55 @@ def test_disk_full_fails_resumably_and_resume_is_identical(
     (home / "filler").unlink()
     code, out, err = run_cli("resume", RID, "--home", str(home), "--quiet")
     assert code == 0, err
+    assert _artifact_hashes(Path(out.strip().splitlines()[-1])) == reference
+    assert [r.stage for r in charges(home)] == STAGES
+    code, out, err = run_cli("audit", "--verify", "--home", str(home))
+    assert code == 0, out + err
+
+
+@pytest.mark.slow
+def test_truncated_checkpoints_are_computed_again_to_the_same_bytes(
+    reference: dict[str, str],
+    tiny_csv: Path,
+    tiny_config: Path,
+    tmp_path: Path,
+    prefect_server: str,
+) -> None:
+    """Killed in ``evaluate``, then every finished stage's checkpoint truncated: resume
+    recomputes them from the release key to their recorded sha256 (four drew noise),
+    charges nothing again and publishes the uninterrupted release's bytes. A recomputation that
+    gives other bytes is refused, naming the file and what to do."""
+    home = tmp_path / "home"
+    killed_cli("evaluate", _args(tiny_csv, tiny_config, home), prefect_server)
+    private = home / "private" / RID
+    state_file = private / "state.json"
+    state = json.loads(state_file.read_text())
+    damaged = ["count", "aggregate-1", "aggregate-2", "normalize", "synthesize"]
+    recorded = {s: state["stages"][s]["sha256"] for s in damaged}
+    for stage in damaged:
+        path = private / "checkpoints" / f"{stage}.pkl"
+        path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+
+    # a recomputation that does not give the recorded bytes is refused (as after an upgrade)
+    other = {
+        **state,
+        "stages": {**state["stages"], "count": {**state["stages"]["count"], "sha256": "0" * 64}},
+    }
+    state_file.write_text(json.dumps(other))
+    code, _, err = run_cli("resume", RID, "--home", str(home), "--quiet")
+    assert code == 1
+    assert "count.pkl" in err and "other bytes" in err and f"sds resume {RID}" in err, err
+    assert [r.stage for r in charges(home)] == STAGES and complete_releases(home) == []
+
+    state_file.write_text(json.dumps(state))
+    code, out, err = run_cli("resume", RID, "--home", str(home), "--quiet")
+    assert code == 0, err
+    for stage in damaged:
+        assert f"{stage}.pkl" in err  # the warning names each damaged file
+        assert sha256_file(private / "checkpoints" / f"{stage}.pkl") == recorded[stage]
+    assert {
+        s: json.loads(state_file.read_text())["stages"][s]["sha256"] for s in damaged
+    } == recorded
     assert _artifact_hashes(Path(out.strip().splitlines()[-1])) == reference
     assert [r.stage for r in charges(home)] == STAGES
     code, out, err = run_cli("audit", "--verify", "--home", str(home))
