@@ -117,12 +117,17 @@ def _release_on_full_disk(
 
 
 @pytest.mark.parametrize(
-    ("what", "point"),
-    [("checkpoint", "count"), ("ledger", "charge:aggregate-1"), ("published", "publish")],
+    ("what", "point", "named"),
+    [
+        ("checkpoint", "count", "/checkpoints/.count.pkl."),
+        ("ledger", "charge:aggregate-1", "the SQLite ledger: database or disk is full"),
+        ("published", "publish", f"/releases/tiny/{RID}/"),
+    ],
 )
 def test_disk_full_fails_resumably_and_resume_is_identical(
     what: str,
     point: str,
+    named: str,
     reference: dict[str, str],
     small_home: Path,
     tiny_csv: Path,
@@ -139,7 +144,7 @@ def test_disk_full_fails_resumably_and_resume_is_identical(
     assert code == 1, err
     assert "Traceback" not in err, err
     assert "disk" in err and "full" in err, err
-    assert f"sds resume {RID}" in err, err
+    assert f"sds resume {RID}" in err and named in err, err  # what was being written
 
     assert complete_releases(home) == []
     [release_dir] = home.glob(f"releases/*/{RID}")
