@@ -235,9 +235,11 @@ def release(params: ReleaseParams) -> str:
                     plan=out.plan,
                 )
         except BaseException as e:
-            run.mark_failed(e, timeline.done)
+            told = run.mark_failed(e, timeline.done)  # a full disk: free space, `sds resume`
             _show_budget(run, log)
-            raise
+            if told is e:
+                raise
+            raise told from e
     _show_budget(run, log)
     return str(released)
 

@@ -269,9 +269,10 @@ class SqliteStore:
             try:
                 out = body(conn)
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite rolls back itself on some errors (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
-            conn.execute("COMMIT")
+            conn.execute("COMMIT")  # a COMMIT that fails is rolled back by close()
             return out
         finally:
             conn.close()

@@ -6,6 +6,7 @@
 - ``workdir``: the release key, checkpoints, private state and manifest writes;
 - ``stage_log``: one DP-safe log line per stage;
 - ``progress``: progress hooks and the CLI's display;
+- ``failure``: a full disk during a release: recognising it and what the user is told;
 - ``faults``: the test-only fault points (die or pause at a named moment of a release).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
@@ -49,6 +50,8 @@ _EXPORTS: dict[str, str] = {
     "by_length_text": "release_store.run.stage_log",
     "charged_text": "release_store.run.stage_log",
     "delta_detail": "release_store.run.claims",
+    "disk_full": "release_store.run.failure",
+    "disk_full_error": "release_store.run.failure",
     "fault_point": "release_store.run.faults",
     "finished": "release_store.run.stage_log",
     "gate_text": "release_store.run.stage_log",
@@ -102,6 +105,8 @@ __all__ = [
     "by_length_text",
     "charged_text",
     "delta_detail",
+    "disk_full",
+    "disk_full_error",
     "fault_point",
     "finished",
     "gate_text",
@@ -137,6 +142,7 @@ if TYPE_CHECKING:
         not_private_reason,
         privacy_claims,
     )
+    from release_store.run.failure import disk_full, disk_full_error
     from release_store.run.faults import KILL_ENV, PAUSE_ENV, fault_point
     from release_store.run.progress import (
         Reporter,

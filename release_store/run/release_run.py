@@ -26,9 +26,10 @@ from release_store.config.release_params import ReleaseParams
 from release_store.ledger.backends import default_ledger_url, resolve_ledger_url, split_password
 from release_store.ledger.book import Ledger
 from release_store.ledger.replay import ReplayLedger
-from release_store.run import stages
+from release_store.run import progress, stages
+from release_store.run.failure import disk_full, disk_full_error, unless_disk_full
 from release_store.run.faults import KILL_ENV, fault_point
-from release_store.run.workdir import ReleaseDirs, atomic_write_json, now
+from release_store.run.workdir import DamagedCheckpoint, ReleaseDirs, atomic_write_json, now
 from release_store.workspace.home import new_release_id, resolve_home
 from release_store.workspace.manifest import Manifest, discard_incomplete
 from release_store.workspace.subjects import SubjectRecord
@@ -195,11 +196,20 @@ class ReleaseRun:
         planned charge, with ``detail`` recorded on it, or the ledger stages in ``charges``),
         then ``compute`` runs (drawing from the release key), then its result is checkpointed;
         a crash in between leaves the charge in place and a resumed stage redraws the same noise
-        from the same key.
+        from the same key. A checkpoint damaged on disk is computed again the same way, and
+        must give the bytes recorded when the stage first finished (else resume refuses).
         """
         entry = stages.spec(name)
         if entry.checkpoint:
-            done = self.dirs.load_checkpoint(name)
+            try:
+                done = self.dirs.load_checkpoint(name)
+            except DamagedCheckpoint as e:  # computed again below; must give the same bytes
+                done = None
+                progress.warning(
+                    f"the checkpoint {e.path} of stage {name!r} is damaged (its sha256 differs "
+                    "from the one recorded); computing the stage again from the release key, "
+                    "which must give the same bytes (nothing is charged again)"
+                )
             if done is not None:
                 return done  # type: ignore[no-any-return]
         if entry.charges:
@@ -214,32 +224,46 @@ class ReleaseRun:
             self.dirs.save_checkpoint(name, result)
         return result
 
-    def mark_failed(self, error: BaseException, stages_done: list[dict[str, Any]]) -> None:
+    def mark_failed(self, error: BaseException, stages_done: list[dict[str, Any]]) -> BaseException:
         """Record a failure: manifest ``failed`` (redacted reason), full reason privately.
 
         When nothing was charged the reservation is cancelled (the whole budget goes back);
         otherwise it stays open so ``sds resume`` can finish the release without new spend.
+        Returns the error to tell the user: ``error``, or when the disk is full (see
+        :mod:`release_store.run.failure`) one that says so and how to resume. On a full disk,
+        the published files go first (deleting them frees space) and each write of the record
+        the disk refuses is skipped; nothing is left looking published either way.
         """
         dirs = self.dirs
         ledger = self.ledger()
         charged = ledger.charges(release_id=self.release_id)
-        atomic_write_json(
-            dirs.private_dir / "failure.json",
-            {"at": now(), "type": type(error).__name__, "message": str(error)},
-            private=True,
-        )
+        reason = f"{type(error).__name__} (details in the private workspace)"
+        with unless_disk_full():
+            if dirs.manifest() is None:  # a manifest to mark failed (reserve writes one)
+                dirs.write_manifest(
+                    {"release_id": self.release_id, "dataset": self.dataset, "status": "failed"}
+                )
+        with unless_disk_full():
+            discard_incomplete(dirs.release_dir, reason=reason)
+        with unless_disk_full():
+            atomic_write_json(
+                dirs.private_dir / "failure.json",
+                {"at": now(), "type": type(error).__name__, "message": str(error)},
+                private=True,
+            )
+        resumable = True  # the reservation stays open: charged, or cancelling met a full disk
         if not charged:
-            ledger.cancel(self.release_id)
-        manifest = dirs.manifest() or {
-            "release_id": self.release_id,
-            "dataset": self.dataset,
-            "status": "failed",
-        }
-        manifest.update({"stages": stages_done, "resumable": bool(charged)})
-        dirs.write_manifest(manifest)
-        discard_incomplete(
-            dirs.release_dir, reason=f"{type(error).__name__} (details in the private workspace)"
-        )
+            with unless_disk_full():
+                ledger.cancel(self.release_id)
+                resumable = False
+        with unless_disk_full():
+            manifest = dirs.manifest() or {}
+            manifest.update({"stages": stages_done, "resumable": resumable})
+            dirs.write_manifest(manifest)
+        full = disk_full(error)
+        if full is None:
+            return error
+        return disk_full_error(full, self.release_id, Path(self.home), resumable=resumable)
 
 
 def registry_synthesizer(params: ReleaseParams) -> Any:

@@ -9,6 +9,8 @@ ledger head when it turns complete.
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 import pickle
 from dataclasses import dataclass
@@ -23,9 +25,11 @@ from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
 
 __all__ = [
+    "DamagedCheckpoint",
     "ReleaseDirs",
     "atomic_write_bytes",
     "atomic_write_json",
+    "canonical_pickle",
     "new_release_id",
     "now",
     "resolve_home",
@@ -123,27 +127,73 @@ class ReleaseDirs:
         atomic_write_json(self.private_dir / STATE_FILE, self.state() | fields, private=True)
 
     def save_checkpoint(self, stage: str, obj: Any) -> None:
-        """Persist a stage's private result and record its sha256."""
+        """Persist a stage's private result and record its sha256.
+
+        A stage recomputed because its checkpoint was damaged (:class:`DamagedCheckpoint`) must
+        give the very bytes recorded when it first finished: the release key redraws the same
+        noise from the same (fingerprint-checked) input and parameters, so equal bytes prove the
+        recomputation released nothing new.
+
+        Raises:
+            SdsInputError: the recomputed result differs from the recorded sha256 (the
+                software changed since, say); the damaged file is left as it is.
+        """
         path = self.checkpoint_dir / f"{stage}.pkl"
-        atomic_write_bytes(path, pickle.dumps(obj, protocol=5), private=True)
+        data = canonical_pickle(obj)
+        digest = hashlib.sha256(data).hexdigest()
         st = self.state()
-        st["stages"][stage] = {"file": path.name, "sha256": sha256_file(path), "at": now()}
+        before = st["stages"].get(stage)
+        if before is not None and before["sha256"] != digest:
+            raise SdsInputError(
+                f"the checkpoint {path} of stage {stage!r} of release {self.release_id!r} was "
+                f"damaged on disk, and computing the stage again from the release key gave "
+                f"other bytes (sha256 {digest[:12]}..., recorded {before['sha256'][:12]}...), so "
+                "the release cannot go on from it: restore that file from a backup of the home "
+                f"and run `sds resume {self.release_id}` again, or abandon the release with "
+                f"`sds cancel {self.release_id}` (what it spent stays spent) and start a new one"
+            )
+        atomic_write_bytes(path, data, private=True)
+        st["stages"][stage] = {"file": path.name, "sha256": digest, "at": now()}
         atomic_write_json(self.private_dir / STATE_FILE, st, private=True)
 
     def load_checkpoint(self, stage: str) -> Any | None:
         """A finished stage's result (sha256-checked), or None when the stage never finished.
 
         Raises:
-            SdsInputError: the checkpoint file does not match its recorded sha256.
+            DamagedCheckpoint: the checkpoint file is missing or does not match its recorded
+                sha256 (a resumed release computes the stage again: :meth:`save_checkpoint`).
         """
         rec = self.state()["stages"].get(stage)
         if rec is None:
             return None
         path = self.checkpoint_dir / rec["file"]
         if not path.is_file() or sha256_file(path) != rec["sha256"]:
-            raise SdsInputError(
+            raise DamagedCheckpoint(
                 f"checkpoint of stage {stage!r} of release {self.release_id!r} is missing or "
                 f"was modified ({path}); the release cannot be resumed safely: cancel it with "
-                f"`sds cancel {self.release_id}` and start a new release"
+                f"`sds cancel {self.release_id}` and start a new release",
+                path=path,
             )
         return pickle.loads(path.read_bytes())  # private file, sha256-checked above
+
+
+def canonical_pickle(obj: Any) -> bytes:
+    """``obj`` pickled without the memo: the bytes follow from the values alone, not from which
+    parts happen to be one object (a result computed from a loaded checkpoint shares fewer
+    numpy dtype objects than one computed fresh), so a stage computed again from the release key
+    gives the very bytes it gave before. Checkpoints hold data, never a cycle (refused here).
+    """
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=5)
+    pickler.fast = True  # no memo: every occurrence written in full
+    pickler.dump(obj)
+    return buf.getvalue()
+
+
+class DamagedCheckpoint(SdsInputError):
+    """A finished stage's checkpoint is missing or does not match its recorded sha256."""
+
+    def __init__(self, message: str, *, path: Path) -> None:
+        """``message`` says so; ``path`` is the file."""
+        super().__init__(message)
+        self.path = path

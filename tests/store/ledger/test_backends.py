@@ -69,3 +69,32 @@ def test_ledger_url_password_is_never_kept(tmp_path: Path) -> None:
     assert ledger_identity(run) == bare
     home_run = ReleaseRun(params.model_copy(update={"ledger": None}), "r1", str(tmp_path))
     assert ledger_identity(home_run) is None
+
+
+def test_a_charge_on_a_full_sqlite_disk_is_absent_and_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SQLite rolls a transaction back itself on a full disk: the charge is absent, the error is
+    "database or disk is full" (not a failed ROLLBACK's), and once there is space it is whole."""
+    import sqlite3
+
+    from release_store.ledger.backends import SqliteStore
+    from release_store.ledger.book import Ledger, PlannedCharge
+
+    ledger = Ledger.from_url(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
+    ledger.set_budget("pums", epsilon=1.0, delta=1e-5)
+    ledger.reserve("pums", "r1", [PlannedCharge("count", "laplace", 0.1)])
+    connect = SqliteStore._connect
+
+    def full(self: SqliteStore) -> sqlite3.Connection:  # no page may be added: SQLITE_FULL
+        conn = connect(self)
+        conn.execute(f"PRAGMA max_page_count = {conn.execute('PRAGMA page_count').fetchone()[0]}")
+        return conn
+
+    monkeypatch.setattr(SqliteStore, "_connect", full)
+    with pytest.raises(sqlite3.OperationalError, match="database or disk is full"):
+        ledger.charge("r1", "count", detail={"pad": "x" * 20_000})
+    monkeypatch.undo()
+    assert ledger.charges() == [] and ledger.verify().ok
+    ledger.charge("r1", "count", detail={"pad": "x" * 20_000})
+    assert [c.stage for c in ledger.charges()] == ["count"] and ledger.verify().ok

@@ -59,3 +59,23 @@ def test_complete_manifest_is_anchored_to_the_ledger_head(tmp_path: Path) -> Non
     seq, digest = led.head()
     assert dirs.manifest()["ledger_head"] == {"seq": seq, "hash": digest}
     assert json.loads(dirs.paths.manifest.read_text())["ledger_head"]["seq"] == 4
+
+
+def test_a_damaged_checkpoint_is_computed_again_only_to_the_same_bytes(tmp_path: Path) -> None:
+    """A truncated checkpoint is reported with its path; saving the stage's result again is
+    accepted only when it gives the recorded bytes, else refused naming the file and the fix
+    (the damaged file left as it is)."""
+    from release_store.run.workdir import DamagedCheckpoint
+
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    dirs.save_checkpoint("count", {"n": 41})
+    path = dirs.checkpoint_dir / "count.pkl"
+    path.write_bytes(path.read_bytes()[:5])  # truncated on disk
+    with pytest.raises(DamagedCheckpoint) as damaged:
+        dirs.load_checkpoint("count")
+    assert damaged.value.path == path
+    with pytest.raises(SdsInputError, match=r"count\.pkl.*other bytes.*restore.*sds resume r1"):
+        dirs.save_checkpoint("count", {"n": 42})
+    assert len(path.read_bytes()) == 5
+    dirs.save_checkpoint("count", {"n": 41})
+    assert dirs.load_checkpoint("count") == {"n": 41}
