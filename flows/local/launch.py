@@ -235,6 +235,7 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     from rich.console import Console
 
     from flows.release import release as release_flow
+    from release_store.ledger.backends import LedgerUnavailableError
     from release_store.run.progress import RichProgress, reporting
     from release_store.run.resume import resume_hint
     from sds_core.errors import SdsInputError
@@ -271,6 +272,8 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
                 if isinstance(error, BaseException)
                 else message
             )
+        if isinstance(error, LedgerUnavailableError):  # passing: the release can go on
+            message += f"; {resume_hint(root, params.release_id)}"
         raise fail(f"release {params.release_id} failed: {message}", 1)
     console.print(f"[green]release {params.release_id} complete[/green]")
     released = state.result()

@@ -118,10 +118,11 @@ class ReleaseRun:
 
     def ledger(self) -> Ledger | ReplayLedger:
         """The privacy-budget ledger: ``params.ledger``, else $SDS_LEDGER_URL, else the home's
-        (a replay: the recorded charges, read-only)."""
-        return (
-            self.replay if self.replay is not None else Ledger.open(self.home, self.params.ledger)
-        )
+        (a replay: the recorded charges, read-only). A PostgreSQL server that does not answer
+        is retried for the busy timeout (a restart), as every ledger write is."""
+        if self.replay is not None:
+            return self.replay
+        return Ledger.open(self.home, self.params.ledger, wait=True)  # it answered at reserve
 
     def subject_record(self) -> SubjectRecord:
         """Which period each subject of the dataset counts in (a periodic release with a
@@ -218,24 +219,29 @@ class ReleaseRun:
         """Record a failure: manifest ``failed`` (redacted reason), full reason privately.
 
         When nothing was charged the reservation is cancelled (the whole budget goes back);
-        otherwise it stays open so ``sds resume`` can finish the release without new spend.
+        otherwise, or when the ledger cannot be read (the ledger is what failed), it stays open
+        so ``sds resume`` can finish the release without new spend.
         """
         dirs = self.dirs
-        ledger = self.ledger()
-        charged = ledger.charges(release_id=self.release_id)
+        ledger: Ledger | ReplayLedger | None = None
+        try:
+            ledger = self.ledger()
+            charged = bool(ledger.charges(release_id=self.release_id))
+        except Exception:  # the ledger is what failed (unreachable): keep the reservation open
+            ledger, charged = None, True
         atomic_write_json(
             dirs.private_dir / "failure.json",
             {"at": now(), "type": type(error).__name__, "message": str(error)},
             private=True,
         )
-        if not charged:
+        if not charged and ledger is not None:
             ledger.cancel(self.release_id)
         manifest = dirs.manifest() or {
             "release_id": self.release_id,
             "dataset": self.dataset,
             "status": "failed",
         }
-        manifest.update({"stages": stages_done, "resumable": bool(charged)})
+        manifest.update({"stages": stages_done, "resumable": charged})
         dirs.write_manifest(manifest)
         discard_incomplete(
             dirs.release_dir, reason=f"{type(error).__name__} (details in the private workspace)"
