@@ -77,12 +77,7 @@ class PgServer:
             "initdb", "-D", str(self.data), "-A", "trust", "-U", SUPERUSER, "-E", "UTF8",
             "--no-sync", "--locale=C",
         )  # fmt: skip
-        self._run(
-            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "120", "-o",
-            f"-k {self.root} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
-            "-c full_page_writes=off -c max_connections=200",
-            "start",
-        )  # fmt: skip
+        self.start()
         self._counter = 0
         self._databases: list[str] = []
 
@@ -108,6 +103,20 @@ class PgServer:
         if done.returncode != 0:
             log = self.log.read_text() if self.log.is_file() else ""
             raise RuntimeError(f"{tool} failed: {done.stdout}{done.stderr}{log}")
+
+    def start(self) -> None:
+        """Start the server and wait until it accepts connections."""
+        self._run(
+            "pg_ctl", "-D", str(self.data), "-l", str(self.log), "-w", "-t", "120", "-o",
+            f"-k {self.root} -c listen_addresses='' -c fsync=off -c synchronous_commit=off "
+            "-c full_page_writes=off -c max_connections=200",
+            "start",
+        )  # fmt: skip
+
+    def halt(self) -> None:
+        """Stop the server (``fast``: open connections are cut, as a restart cuts them); the
+        cluster stays for :meth:`start`."""
+        self._run("pg_ctl", "-D", str(self.data), "-m", "fast", "-w", "-t", "120", "stop")
 
     def url(self, database: str = "postgres") -> str:
         """libpq URL of ``database`` on this server (Unix socket in ``root``)."""

@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import signal
 import socket
 import sys
@@ -53,6 +54,8 @@ built): the worker imported them with its own values, so a client whose values d
 them runs in-process instead."""
 _MAX_MESSAGE = 1 << 20
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+STOP_GRACE_S = 60.0
+"""How long a release whose worker died gets, after SIGTERM, to record its failure."""
 
 
 def socket_path(home: Path) -> Path:
@@ -146,7 +149,8 @@ def hand_off(home: Path, call: dict[str, Any]) -> int | None:
 
     None (nothing started, run in-process) when the worker is disabled, absent, not answering
     or refuses (another source tree, other import-time variables). Once the worker has forked
-    the child, this process only waits: if it dies, the worker kills the child.
+    the child, this process only waits: if it dies, the worker kills the child; if the worker
+    dies, this process stops the child (:func:`_worker_lost`).
     """
     if not worker_enabled():
         return None
@@ -169,18 +173,64 @@ def hand_off(home: Path, call: dict[str, Any]) -> int | None:
             return None
         if "pid" not in answer:
             return None  # refused (answer["refused"] says why) or the worker went away
+        child = int(answer["pid"])
+        pidfd = _pidfd(child)  # watchable even once the worker is gone
         sock.settimeout(None)
-        with _forwarding(int(answer["pid"])):
+        with _forwarding(child):
             try:
                 done = json.loads(sock.recv(_MAX_MESSAGE) or b"{}")
             except (OSError, ValueError):
                 done = {}
-    if "exit" not in done:
-        release_id = call.get("params", {}).get("release_id", "RELEASE_ID")
-        message = (
-            f"sds: error: release {release_id} failed: the release worker stopped during the "
-            f"release; continue it with `sds resume {release_id}`\n"
-        )
-        os.write(2, message.encode())
-        return 1
-    return int(done["exit"])
+    if "exit" in done:
+        if pidfd is not None:
+            os.close(pidfd)
+        return int(done["exit"])
+    return _worker_lost(child, pidfd, str(call.get("params", {}).get("release_id", "RELEASE_ID")))
+
+
+def _pidfd(pid: int) -> int | None:
+    """A descriptor that turns readable when process ``pid`` ends, or None (already gone)."""
+    try:
+        return os.pidfd_open(pid)
+    except OSError:
+        return None
+
+
+def _ended(pidfd: int, timeout: float) -> bool:
+    """Whether the process of ``pidfd`` has ended within ``timeout`` seconds."""
+    return bool(select.select([pidfd], [], [], timeout)[0])
+
+
+def _worker_lost(child: int, pidfd: int | None, release_id: str) -> int:
+    """The worker died (SIGKILL, a crash) while its child ``child`` ran the release: stop the
+    child before returning, so the release is not still running (and publishing) when the user
+    resumes it, and say how to continue; the exit status.
+
+    The child gets SIGTERM and ``STOP_GRACE_S`` to record its failure and say itself how to
+    continue (its stderr is ours: :func:`flows.local.launch` prints it); a child that is already
+    gone or must be killed leaves that to this process.
+    """
+    resume = f"continue it with `sds resume {release_id}`"
+    try:
+        if pidfd is not None and not _ended(pidfd, 0):
+            os.write(
+                2,
+                f"sds: warning: the home's release worker ended while it ran release "
+                f"{release_id} (killed, or its server stopped); stopping the release\n".encode(),
+            )
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child, signal.SIGTERM)
+            if _ended(pidfd, STOP_GRACE_S):
+                return 128 + signal.SIGTERM  # it said how to continue (or it completed)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(child, signal.SIGKILL)
+            _ended(pidfd, STOP_GRACE_S)
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
+    message = (
+        f"sds: error: release {release_id} failed: the release worker stopped during the "
+        f"release; {resume}\n"
+    )
+    os.write(2, message.encode())
+    return 1

@@ -8,9 +8,12 @@ imported only where a release runs here, so a release handed to the warm runner 
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import signal
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -181,6 +184,42 @@ def run_handed_off(call: dict[str, Any]) -> int:
     return 0
 
 
+STOPPED_STATUS = 128 + signal.SIGTERM
+"""The exit status of a release stopped by SIGTERM (a shell's status for a process it ended)."""
+
+
+class _Stopped(BaseException):
+    """SIGTERM reached the release process (a BaseException, like KeyboardInterrupt)."""
+
+
+@contextlib.contextmanager
+def _sigterm_stops() -> Iterator[None]:
+    """SIGTERM raises :class:`_Stopped` here instead of ending the process at once.
+
+    While the flow runs, Prefect's own handler turns SIGTERM into ``TerminationSignal`` (the
+    flow records the failure, keeps the reservation open when a stage was charged, and the run
+    turns Crashed), then sends SIGTERM again to the handler it found, this one; so the caller
+    can say what happened and how to continue. A SIGTERM the process ignores stays ignored.
+    """
+
+    def stop(signum: int, frame: object) -> None:
+        raise _Stopped(signum)
+
+    try:
+        previous = signal.getsignal(signal.SIGTERM)
+        if previous is signal.SIG_IGN:
+            yield
+            return
+        signal.signal(signal.SIGTERM, stop)
+    except ValueError:  # not the main thread (a notebook's): SIGTERM stays as it is
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
     from release_store.inputs import gx_suite
 
@@ -196,7 +235,9 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     from rich.console import Console
 
     from flows.release import release as release_flow
+    from release_store.ledger.backends import LedgerUnavailableError
     from release_store.run.progress import RichProgress, reporting
+    from release_store.run.resume import resume_hint
     from sds_core.errors import SdsInputError
 
     if server is not None:
@@ -211,8 +252,14 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
         f"release {params.release_id}", disable=quiet or verbose, console=console
     )
     try:
-        with shown, reporting(shown):
+        with _sigterm_stops(), shown, reporting(shown):
             state = release_flow(params, return_state=True)
+    except _Stopped:
+        raise fail(
+            f"release {params.release_id} was stopped by SIGTERM before it completed; "
+            f"{resume_hint(root, params.release_id)}",
+            STOPPED_STATUS,
+        ) from None
     finally:
         if server is not None:
             local_server.touch(root)
@@ -225,6 +272,8 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
                 if isinstance(error, BaseException)
                 else message
             )
+        if isinstance(error, LedgerUnavailableError):  # passing: the release can go on
+            message += f"; {resume_hint(root, params.release_id)}"
         raise fail(f"release {params.release_id} failed: {message}", 1)
     console.print(f"[green]release {params.release_id} complete[/green]")
     released = state.result()

@@ -26,6 +26,7 @@ __all__ = [
     "LEDGER_URL_ENV",
     "LedgerCorruptError",
     "LedgerStore",
+    "LedgerUnavailableError",
     "PostgresStore",
     "SqliteStore",
     "default_ledger_url",
@@ -102,6 +103,11 @@ _SCHEMA_LOCK = 0x5D5_1ED6  # pg_advisory_xact_lock key: one process creates the 
 
 class LedgerCorruptError(RuntimeError):
     """The ledger fails its integrity checks; run `sds audit --verify` to see where."""
+
+
+class LedgerUnavailableError(SdsInputError):
+    """The ledger's server did not answer for the whole busy timeout (nothing was recorded):
+    a passing outage, so a release it stopped can be resumed once the server answers."""
 
 
 class Conn(Protocol):
@@ -198,8 +204,12 @@ def sqlite_path(url: str) -> Path | None:
     return Path(unquote(rest[1:]))
 
 
-def open_store(url: str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> LedgerStore:
-    """The backend of a ledger URL (created and schema-checked).
+def open_store(
+    url: str, *, busy_timeout: float = BUSY_TIMEOUT_S, wait: bool = False
+) -> LedgerStore:
+    """The backend of a ledger URL (created and schema-checked); with ``wait``, a PostgreSQL
+    server that does not answer is retried for ``busy_timeout`` s, as writes are (a running
+    release's ledger: it answered at the reservation, so a restart is passing).
 
     Raises:
         SdsInputError: a URL of no supported kind, or a ledger that cannot be opened (naming
@@ -210,7 +220,7 @@ def open_store(url: str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> LedgerStore
     if path is not None:
         return SqliteStore(path, busy_timeout=busy_timeout)
     if _scheme(url) == "postgresql":
-        return PostgresStore(url, busy_timeout=busy_timeout)
+        return PostgresStore(url, busy_timeout=busy_timeout, wait=wait)
     raise SdsInputError(
         f"ledger URL {redact_url(url)!r} is not supported: use sqlite:///PATH or "
         "postgresql://USER@HOST/DATABASE (--ledger, SDS_LEDGER_URL or `ledger` in the config)"
@@ -348,7 +358,11 @@ class PostgresStore:
     kind = "postgresql"
     path: Path | None = None
 
-    def __init__(self, url: str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> None:
+    def __init__(
+        self, url: str, *, busy_timeout: float = BUSY_TIMEOUT_S, wait: bool = False
+    ) -> None:
+        """Connect, creating the tables if needed; ``wait``: retry a server that does not
+        answer (:meth:`_retrying`) instead of refusing at once."""
         try:
             import psycopg
         except ImportError as e:  # pragma: no cover - psycopg is a project dependency
@@ -359,13 +373,19 @@ class PostgresStore:
         self.dsn = "postgresql" + url[url.index("://") :]
         self.url = redact_url(self.dsn)
         self.busy_timeout = busy_timeout
-        try:
+
+        def attempt() -> Any:
             with self._connect() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 exists = conn.execute("SELECT to_regclass('meta') IS NOT NULL").fetchone()[0]
                 if not exists:
                     conn.execute(POSTGRES_SCHEMA)
-                row = conn.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                return conn.execute(
+                    "SELECT value FROM meta WHERE key = 'schema_version'"
+                ).fetchone()
+
+        try:
+            row = self._retrying(attempt) if wait else attempt()
         except psycopg.Error as e:
             raise SdsInputError(
                 f"cannot open the ledger {self.url} ({_pg_message(e)}): check that the server "
@@ -396,7 +416,7 @@ class PostgresStore:
                 return body()
             except retry as e:
                 if time.monotonic() + pause > deadline:
-                    raise SdsInputError(
+                    raise LedgerUnavailableError(
                         f"the ledger {self.url} stayed unavailable for {self.busy_timeout:g} s "
                         f"({_pg_message(e)}); nothing was recorded, try again"
                     ) from None

@@ -88,18 +88,21 @@ class Ledger:
         self._store: LedgerStore = SqliteStore(Path(path), busy_timeout=busy_timeout)
 
     @classmethod
-    def from_url(cls, url: str, *, busy_timeout: float = BUSY_TIMEOUT_S) -> Ledger:
+    def from_url(
+        cls, url: str, *, busy_timeout: float = BUSY_TIMEOUT_S, wait: bool = False
+    ) -> Ledger:
         """Open (creating the tables if needed) the ledger at ``url``: ``sqlite:///PATH`` or
-        ``postgresql://...``."""
+        ``postgresql://...``; ``wait``: a PostgreSQL server that does not answer is retried for
+        ``busy_timeout`` s (a running release's ledger) instead of refused at once."""
         ledger = cls.__new__(cls)
-        ledger._store = open_store(url, busy_timeout=busy_timeout)
+        ledger._store = open_store(url, busy_timeout=busy_timeout, wait=wait)
         return ledger
 
     @classmethod
-    def open(cls, home: str | Path, url: str | None = None) -> Ledger:
+    def open(cls, home: str | Path, url: str | None = None, *, wait: bool = False) -> Ledger:
         """The ledger of a home: ``url`` (--ledger / config), else $SDS_LEDGER_URL, else
-        ``home/ledger.sqlite``."""
-        return cls.from_url(resolve_ledger_url(home, url))
+        ``home/ledger.sqlite`` (``wait``: see :meth:`from_url`)."""
+        return cls.from_url(resolve_ledger_url(home, url), wait=wait)
 
     @property
     def url(self) -> str:

@@ -119,10 +119,11 @@ class ReleaseRun:
 
     def ledger(self) -> Ledger | ReplayLedger:
         """The privacy-budget ledger: ``params.ledger``, else $SDS_LEDGER_URL, else the home's
-        (a replay: the recorded charges, read-only)."""
-        return (
-            self.replay if self.replay is not None else Ledger.open(self.home, self.params.ledger)
-        )
+        (a replay: the recorded charges, read-only). A PostgreSQL server that does not answer
+        is retried for the busy timeout (a restart), as every ledger write is."""
+        if self.replay is not None:
+            return self.replay
+        return Ledger.open(self.home, self.params.ledger, wait=True)  # it answered at reserve
 
     def subject_record(self) -> SubjectRecord:
         """Which period each subject of the dataset counts in (a periodic release with a
@@ -228,15 +229,20 @@ class ReleaseRun:
         """Record a failure: manifest ``failed`` (redacted reason), full reason privately.
 
         When nothing was charged the reservation is cancelled (the whole budget goes back);
-        otherwise it stays open so ``sds resume`` can finish the release without new spend.
+        otherwise, or when the ledger cannot be read (the ledger is what failed), it stays open
+        so ``sds resume`` can finish the release without new spend.
         Returns the error to tell the user: ``error``, or when the disk is full (see
         :mod:`release_store.run.failure`) one that says so and how to resume. On a full disk,
         the published files go first (deleting them frees space) and each write of the record
         the disk refuses is skipped; nothing is left looking published either way.
         """
         dirs = self.dirs
-        ledger = self.ledger()
-        charged = ledger.charges(release_id=self.release_id)
+        ledger: Ledger | ReplayLedger | None = None
+        try:
+            ledger = self.ledger()
+            charged = bool(ledger.charges(release_id=self.release_id))
+        except Exception:  # the ledger is what failed (unreachable): keep the reservation open
+            ledger, charged = None, True
         reason = f"{type(error).__name__} (details in the private workspace)"
         with unless_disk_full():
             if dirs.manifest() is None:  # a manifest to mark failed (reserve writes one)
@@ -251,8 +257,8 @@ class ReleaseRun:
                 {"at": now(), "type": type(error).__name__, "message": str(error)},
                 private=True,
             )
-        resumable = True  # the reservation stays open: charged, or cancelling met a full disk
-        if not charged:
+        resumable = True  # the reservation stays open: charged, unreadable, or a full disk
+        if not charged and ledger is not None:
             with unless_disk_full():
                 ledger.cancel(self.release_id)
                 resumable = False

@@ -14,10 +14,10 @@ from pathlib import Path
 
 from release_store.config.release_params import ReleaseParams
 from release_store.ledger.backends import LEDGER_URL_ENV, default_ledger_url, split_password
-from release_store.workspace.home import validate_id
+from release_store.workspace.home import find_release, validate_id
 from sds_core.errors import SdsInputError
 
-__all__ = ["resume_params"]
+__all__ = ["resume_hint", "resume_params"]
 
 
 def resume_params(home: Path, release_id: str, ledger: str | None = None) -> ReleaseParams:
@@ -49,3 +49,27 @@ def resume_params(home: Path, release_id: str, ledger: str | None = None) -> Rel
     elif env_url and split_password(env_url)[0] == data["ledger"]:
         data["ledger"] = env_url  # the same ledger, with the password the stored URL lacks
     return ReleaseParams.model_validate(data)
+
+
+def resume_hint(home: Path, release_id: str) -> str:
+    """What to do about release ``release_id`` of ``home`` after it stopped (a failure, a signal,
+    a lost worker): ``sds resume`` while its reservation is open, else start a new release.
+
+    A release whose manifest says ``resumable: false`` failed before any charge (its reservation
+    was given back); one with no manifest stopped before its reservation.
+    """
+    found = find_release(home, release_id)
+    try:
+        manifest = json.loads((found / "manifest.json").read_text()) if found else None
+    except (OSError, ValueError):
+        manifest = None
+    if not isinstance(manifest, dict):
+        return "nothing was reserved or charged: run the release again"
+    if manifest.get("status") == "complete":
+        return f"it completed after all ({found})"
+    if manifest.get("resumable") is False:
+        return "nothing was charged and its reservation was given back: start a new release"
+    return (
+        f"continue it with `sds resume {release_id}` (or give its unspent budget back with "
+        f"`sds cancel {release_id}`)"
+    )
