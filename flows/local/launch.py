@@ -37,6 +37,14 @@ PREFECT_DEFAULTS = {
     # failures reach the user as one paragraph from `fail`; Prefect's console tracebacks would
     # bury it (they stay in the run's logs on the server and in private/<id>/failure.json)
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "CRITICAL",
+    # Prefect's internal services (the events worker, the log batcher) print their errors on
+    # stderr through the "debug" handler, e.g. one screenful per event while the home's server
+    # restarts; the release goes on (its events are sent again on reconnection)
+    "PREFECT_LOGGING_HANDLERS_DEBUG_LEVEL": "CRITICAL",
+    # the supervisor restarts a killed home server on the same port and database
+    # (flows/local/supervisor.py); the API client retries a lost connection with backoff
+    # 2, 4, ... 128 s (254 s in all) so a release outlives the restart instead of failing
+    "PREFECT_CLIENT_MAX_RETRIES": "7",
     "GX_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",  # Prefect's client-side telemetry (and its first-run notice on stderr)
 }
@@ -52,6 +60,7 @@ def prefect_environment(home: Path, *, verbose: bool = False) -> None:
     """
     if verbose:
         os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "INFO"
+        os.environ["PREFECT_LOGGING_HANDLERS_DEBUG_LEVEL"] = "0"  # Prefect's own default
     if os.environ.get("PREFECT_API_URL") == "":
         del os.environ["PREFECT_API_URL"]
     if "PREFECT_API_URL" not in os.environ:
