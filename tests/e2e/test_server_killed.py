@@ -1,0 +1,182 @@
+"""The home's Prefect server killed (SIGKILL to its uvicorn process) while a release runs in the
+warm runner, or just before ``sds resume``: the supervisor starts it again on the same port and
+database, the release finishes with the bytes of an uninterrupted one, nothing is charged twice
+and the audit passes (issue #25, point 3; docs/hardening.md, "Faults during a release")."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from flows.local.server import AUTH_FILE
+from release_store.run.faults import PAUSE_ENV, PAUSE_FILE
+from tests.e2e.prefect_processes import free_port
+from tests.helpers import EXAMPLE, PROJECT, charges, unseeded
+
+pytestmark = [pytest.mark.server, pytest.mark.slow]
+
+EXAMPLE_CONFIG = PROJECT / "examples" / "release.toml"
+SEED = "11"
+PAUSED_AT = "aggregate-2"  # charged and computed, its checkpoint not yet written
+
+
+def _env(**extra: str) -> dict[str, str]:
+    drop = ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING", "SDS_SERVER", "SDS_WORKER", PAUSE_ENV)
+    env = {k: v for k, v in os.environ.items() if k not in drop}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH")]))
+    env.update(extra)
+    return env
+
+
+def _cmd(*args: str) -> list[str]:
+    return [sys.executable, "-m", "flows.cli", *args]
+
+
+def _sds(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        _cmd(*args), cwd=PROJECT, env=_env(**env), capture_output=True, text=True, timeout=900
+    )
+
+
+def _release_args(home: Path, release_id: str) -> list[str]:
+    return [
+        *("release", str(EXAMPLE), "--config", str(EXAMPLE_CONFIG), "--home", str(home)),
+        *("--quiet", "--release-id", release_id, "--seed", SEED),
+    ]
+
+
+def _wait(condition: Callable[[], object], what: str, timeout: float = 300) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if condition():
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"still waiting for: {what}")
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+def _uvicorn(supervisor: int) -> int:
+    """The pid of the supervisor's live uvicorn child (the Prefect server itself)."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+                cmd = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+            except OSError:
+                continue
+            if int(fields[1]) == supervisor and fields[0] != "Z" and " uvicorn " in cmd:
+                return int(entry.name)
+    raise AssertionError(f"supervisor {supervisor} has no uvicorn child")
+
+
+def _kill_server(home: Path) -> tuple[int, int]:
+    """SIGKILL the home's uvicorn process; waits until it is gone. (supervisor pid, port)."""
+    record = json.loads((home / "prefect" / "server.json").read_text())
+    server = _uvicorn(record["pid"])
+    os.kill(server, signal.SIGKILL)
+    _wait(lambda: not _alive(server), f"the end of uvicorn {server}", timeout=60)
+    return record["pid"], record["port"]
+
+
+def _published(out: str) -> Path:
+    return Path(out.strip().splitlines()[-1])
+
+
+def _hashes(release_dir: Path) -> dict[str, str]:
+    """The manifest's artifact hashes except report.html's (it shows the time of the release)."""
+    manifest = json.loads((release_dir / "manifest.json").read_text())
+    assert manifest["status"] == "complete"
+    return {k: v for k, v in manifest["artifacts"].items() if k != "report.html"}
+
+
+def _charged(home: Path, release_id: str) -> list[str]:
+    return [r.stage for r in charges(home) if r.release_id == release_id]
+
+
+def _audit_verifies(home: Path) -> None:
+    audit = _sds("audit", "--verify", "--home", str(home))
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
+    """A home whose server (and warm release runner) `sds server start` started."""
+    home = tmp_path_factory.mktemp("srv") / "home"
+    started = _sds("server", "start", "--home", str(home), "--port", str(free_port()))
+    assert started.returncode == 0, started.stderr
+    assert "release worker: ready" in started.stdout, started.stdout
+    try:
+        yield home
+    finally:
+        _sds("server", "stop", "--home", str(home))
+
+
+@pytest.fixture(scope="module")
+def reference(served: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
+    """The artifact hashes of an uninterrupted release with a given id (and the same seed), run
+    in-process in another home against the served home's server."""
+    record = json.loads((served / "prefect" / "server.json").read_text())
+    client = {
+        "PREFECT_API_URL": f"http://127.0.0.1:{record['port']}/api",
+        "PREFECT_API_AUTH_STRING": (served / AUTH_FILE).read_text().strip(),
+    }
+
+    def run(release_id: str) -> dict[str, str]:
+        home = tmp_path_factory.mktemp("uninterrupted") / "home"
+        done = _sds(*_release_args(home, release_id), **client)
+        assert done.returncode == 0, done.stderr
+        return _hashes(_published(done.stdout))
+
+    return run
+
+
+def test_release_outlives_a_killed_server(
+    served: Path, reference: Callable[[str], dict[str, str]]
+) -> None:
+    """SIGKILL of the server while a release in the warm runner is paused in a stage: the
+    supervisor restarts the server, the release completes (exit 0, nothing false on stderr)
+    with the bytes of an uninterrupted release, each stage charged once, and the audit passes."""
+    home, rid = served, "srv-killed-1"
+    expected = reference(rid)
+    marker = home / "private" / rid / PAUSE_FILE
+    client = subprocess.Popen(
+        _cmd(*_release_args(home, rid)),
+        cwd=PROJECT,
+        env=_env(**{PAUSE_ENV: PAUSED_AT}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        _wait(lambda: marker.exists() or client.poll() is not None, f"the pause at {PAUSED_AT}")
+        assert client.poll() is None, client.communicate()
+        supervisor, port = _kill_server(home)
+        marker.unlink()  # the release goes on while the server is down
+        out, err = client.communicate(timeout=900)
+    finally:
+        client.kill()
+    assert client.returncode == 0, err
+    assert unseeded(err) == "", err
+    assert _alive(supervisor)  # the same supervisor, the server started again on its port
+    log = (home / "prefect" / "server.log").read_text(errors="replace")
+    assert f"restarting it on port {port}" in log and "server answers again" in log
+    assert _published(out).name == rid
+    assert _hashes(_published(out)) == expected
+    charged = _charged(home, rid)
+    assert PAUSED_AT in charged and len(charged) == len(set(charged)), charged
+    _audit_verifies(home)
