@@ -222,11 +222,19 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     try:
         with shown, reporting(shown):
             state = release_flow(params, return_state=True)
+    except Exception as e:  # the engine itself could not reach the API (its state updates)
+        lost = _server_lost(e)
+        if lost is None:
+            raise
+        raise fail(_lost_message(params.release_id, lost), 1) from None
     finally:
         if server is not None:
             local_server.touch(root)
     if not state.is_completed():
         error = state.result(raise_on_failure=False)
+        lost = _server_lost(error) if isinstance(error, BaseException) else None
+        if lost is not None:  # a task's call to the API failed inside the run
+            raise fail(_lost_message(params.release_id, lost), 1)
         message = str(error) if isinstance(error, BaseException) else str(state.message)
         if not isinstance(error, SdsInputError):
             message = (
@@ -240,3 +248,31 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     for line in _column_warnings(Path(str(released))):
         warn(line)
     typer.echo(released)
+
+
+def _server_lost(error: BaseException) -> BaseException | None:
+    """The error (``error`` or one of its causes) saying the Prefect API stopped answering once
+    the client's retries ran out (refused, reset, timed out, or a 5xx answer), or None."""
+    import httpx
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, httpx.TransportError):
+            return current
+        if isinstance(current, httpx.HTTPStatusError) and current.response.status_code >= 500:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _lost_message(release_id: str, error: BaseException) -> str:
+    """What the user reads when the Prefect server stopped answering during the release."""
+    url = os.environ.get("PREFECT_API_URL", "the Prefect API")
+    return (
+        f"release {release_id} failed: the Prefect server at {url} stopped answering "
+        f"({type(error).__name__}: {error}); the stages finished so far are kept and nothing is "
+        f"charged again: continue it with `sds resume {release_id}` once the server answers "
+        "(`sds server status` shows it)"
+    )

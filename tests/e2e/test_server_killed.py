@@ -19,7 +19,7 @@ import pytest
 from flows.local.server import AUTH_FILE
 from release_store.run.faults import PAUSE_ENV, PAUSE_FILE
 from tests.e2e.prefect_processes import free_port
-from tests.helpers import EXAMPLE, PROJECT, charges, unseeded
+from tests.helpers import EXAMPLE, PROJECT, charges
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
@@ -127,32 +127,34 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture(scope="module")
-def reference(served: Path, tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], dict]:
-    """The artifact hashes of an uninterrupted release with a given id (and the same seed), run
-    in-process in another home against the served home's server."""
+def reference(
+    served: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Callable[[str], tuple[dict[str, str], str]]:
+    """The artifact hashes and stderr of an uninterrupted release with a given id (and the same
+    seed), run in-process in another home against the served home's server."""
     record = json.loads((served / "prefect" / "server.json").read_text())
     client = {
         "PREFECT_API_URL": f"http://127.0.0.1:{record['port']}/api",
         "PREFECT_API_AUTH_STRING": (served / AUTH_FILE).read_text().strip(),
     }
 
-    def run(release_id: str) -> dict[str, str]:
+    def run(release_id: str) -> tuple[dict[str, str], str]:
         home = tmp_path_factory.mktemp("uninterrupted") / "home"
         done = _sds(*_release_args(home, release_id), **client)
         assert done.returncode == 0, done.stderr
-        return _hashes(_published(done.stdout))
+        return _hashes(_published(done.stdout)), done.stderr
 
     return run
 
 
 def test_release_outlives_a_killed_server(
-    served: Path, reference: Callable[[str], dict[str, str]]
+    served: Path, reference: Callable[[str], tuple[dict[str, str], str]]
 ) -> None:
     """SIGKILL of the server while a release in the warm runner is paused in a stage: the
     supervisor restarts the server, the release completes (exit 0, nothing false on stderr)
     with the bytes of an uninterrupted release, each stage charged once, and the audit passes."""
     home, rid = served, "srv-killed-1"
-    expected = reference(rid)
+    expected, said = reference(rid)
     marker = home / "private" / rid / PAUSE_FILE
     client = subprocess.Popen(
         _cmd(*_release_args(home, rid)),
@@ -171,12 +173,82 @@ def test_release_outlives_a_killed_server(
     finally:
         client.kill()
     assert client.returncode == 0, err
-    assert unseeded(err) == "", err
+    assert err == said  # the warnings of the uninterrupted release, nothing else
     assert _alive(supervisor)  # the same supervisor, the server started again on its port
     log = (home / "prefect" / "server.log").read_text(errors="replace")
     assert f"restarting it on port {port}" in log and "server answers again" in log
     assert _published(out).name == rid
     assert _hashes(_published(out)) == expected
+    charged = _charged(home, rid)
+    assert PAUSED_AT in charged and len(charged) == len(set(charged)), charged
+    _audit_verifies(home)
+
+
+def test_release_that_cannot_wait_says_resume(
+    served: Path, reference: Callable[[str], tuple[dict[str, str], str]]
+) -> None:
+    """A release whose client gives up on the killed server (no retries, the supervisor held
+    still) fails saying `sds resume RELEASE_ID`; the resume right after, while the server is
+    starting again, completes it with the bytes of an uninterrupted release."""
+    home, rid = served, "srv-killed-2"
+    expected, said = reference(rid)
+    marker = home / "private" / rid / PAUSE_FILE
+    client = subprocess.Popen(  # in-process: the runner serves only its own Prefect settings
+        _cmd(*_release_args(home, rid)),
+        cwd=PROJECT,
+        env=_env(**{PAUSE_ENV: PAUSED_AT, "PREFECT_CLIENT_MAX_RETRIES": "0"}),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    record = json.loads((home / "prefect" / "server.json").read_text())
+    os.kill(record["pid"], signal.SIGSTOP)  # no restart until the release has failed
+    try:
+        _wait(lambda: marker.exists() or client.poll() is not None, f"the pause at {PAUSED_AT}")
+        assert client.poll() is None, client.communicate()
+        _kill_server(home)
+        marker.unlink()
+        out, err = client.communicate(timeout=900)
+    finally:
+        os.kill(record["pid"], signal.SIGCONT)
+        client.kill()
+    assert client.returncode == 1, err
+    assert out == ""
+    assert f"continue it with `sds resume {rid}`" in " ".join(err.split()), err
+    assert "Traceback" not in err
+    manifest = json.loads(next(home.glob(f"releases/*/{rid}/manifest.json")).read_text())
+    assert manifest["status"] != "complete"
+    resumed = _sds("resume", rid, "--home", str(home), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr == said
+    assert _hashes(_published(resumed.stdout)) == expected
+    charged = _charged(home, rid)
+    assert PAUSED_AT in charged and len(charged) == len(set(charged)), charged
+    _audit_verifies(home)
+
+
+def test_resume_right_after_a_server_crash(
+    served: Path, reference: Callable[[str], tuple[dict[str, str], str]]
+) -> None:
+    """With no release running, SIGKILL of the server then at once `sds resume` of a release
+    killed earlier: the resume waits for the restarted server and completes the release, saying
+    only what an uninterrupted release says."""
+    home, rid = served, "srv-killed-3"
+    expected, said = reference(rid)
+    killed = subprocess.run(
+        _cmd(*_release_args(home, rid)),
+        cwd=PROJECT,
+        env=_env(SDS_TEST_KILL_AT=PAUSED_AT, SDS_WORKER="off"),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr
+    _kill_server(home)
+    resumed = _sds("resume", rid, "--home", str(home), "--quiet")
+    assert resumed.returncode == 0, resumed.stderr
+    assert resumed.stderr == said
+    assert _hashes(_published(resumed.stdout)) == expected
     charged = _charged(home, rid)
     assert PAUSED_AT in charged and len(charged) == len(set(charged)), charged
     _audit_verifies(home)
