@@ -206,7 +206,6 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
 
     from flows.release import release as release_flow
     from release_store.run.progress import RichProgress, reporting
-    from sds_core.errors import SdsInputError
 
     if server is not None:
         from flows.local import server as local_server
@@ -219,35 +218,40 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     shown = RichProgress(  # the log lines replace the bar with --verbose
         f"release {params.release_id}", disable=quiet or verbose, console=console
     )
+    released: str | None = None
     try:
         with shown, reporting(shown):
             state = release_flow(params, return_state=True)
-    except Exception as e:  # the engine itself could not reach the API (its state updates)
+    except Exception as e:  # the engine itself could not reach the API (the run's states)
         lost = _server_lost(e)
         if lost is None:
             raise
-        raise fail(_lost_message(params.release_id, lost), 1) from None
+        released = _after_lost_server(params.release_id, root, lost)
     finally:
         if server is not None:
             local_server.touch(root)
-    if not state.is_completed():
-        error = state.result(raise_on_failure=False)
-        lost = _server_lost(error) if isinstance(error, BaseException) else None
-        if lost is not None:  # a task's call to the API failed inside the run
-            raise fail(_lost_message(params.release_id, lost), 1)
-        message = str(error) if isinstance(error, BaseException) else str(state.message)
-        if not isinstance(error, SdsInputError):
-            message = (
-                f"{type(error).__name__}: {message}"
-                if isinstance(error, BaseException)
-                else message
-            )
-        raise fail(f"release {params.release_id} failed: {message}", 1)
+    if released is None:
+        released = _released(params.release_id, root, state)
     console.print(f"[green]release {params.release_id} complete[/green]")
-    released = state.result()
     for line in _column_warnings(Path(str(released))):
         warn(line)
     typer.echo(released)
+
+
+def _released(release_id: str, root: Path, state: Any) -> str:
+    """The release directory of a completed run's ``state``; a failed run's one paragraph."""
+    from sds_core.errors import SdsInputError
+
+    if state.is_completed():
+        return str(state.result())
+    error = state.result(raise_on_failure=False)
+    if not isinstance(error, BaseException):
+        raise fail(f"release {release_id} failed: {state.message}", 1)
+    lost = _server_lost(error)
+    if lost is not None:  # a task's call to the API failed inside the run
+        return _after_lost_server(release_id, root, lost)
+    message = str(error) if isinstance(error, SdsInputError) else f"{type(error).__name__}: {error}"
+    raise fail(f"release {release_id} failed: {message}", 1)
 
 
 def _server_lost(error: BaseException) -> BaseException | None:
@@ -267,12 +271,32 @@ def _server_lost(error: BaseException) -> BaseException | None:
     return None
 
 
-def _lost_message(release_id: str, error: BaseException) -> str:
-    """What the user reads when the Prefect server stopped answering during the release."""
+def _after_lost_server(release_id: str, root: Path, error: BaseException) -> str:
+    """The Prefect server stopped answering during release ``release_id`` (``error``, after the
+    client's retries). The stages need no server (Prefect 3 sends task states as events), so the
+    release may be complete on disk: then its directory is returned, with a warning that the
+    server missed the run's end. Otherwise the release fails, saying how to continue it."""
+    from release_store.workspace.home import find_release
+
     url = os.environ.get("PREFECT_API_URL", "the Prefect API")
-    return (
-        f"release {release_id} failed: the Prefect server at {url} stopped answering "
-        f"({type(error).__name__}: {error}); the stages finished so far are kept and nothing is "
-        f"charged again: continue it with `sds resume {release_id}` once the server answers "
-        "(`sds server status` shows it)"
+    why = f"the Prefect server at {url} stopped answering ({type(error).__name__}: {error})"
+    found = find_release(root, release_id)
+    try:
+        manifest = json.loads((found / "manifest.json").read_text()) if found else {}
+    except (OSError, ValueError):
+        manifest = {}
+    if manifest.get("status") == "complete":
+        warn(
+            f"{why}, so its run of release {release_id} shows as still running there; the "
+            "release itself is complete and published"
+        )
+        return str(found)
+    if (root / "private" / release_id / "params.json").is_file():
+        then = f"the finished stages are kept: continue it with `sds resume {release_id}`"
+    else:
+        then = "nothing was reserved or charged: run it again"
+    raise fail(
+        f"release {release_id} failed: {why}; {then} once the server answers "
+        "(`sds server status` shows it)",
+        1,
     )

@@ -218,16 +218,21 @@ class ReleaseRun:
         """Record a failure: manifest ``failed`` (redacted reason), full reason privately.
 
         When nothing was charged the reservation is cancelled (the whole budget goes back);
-        otherwise it stays open so ``sds resume`` can finish the release without new spend.
+        otherwise it stays open so ``sds resume`` can finish the release without new spend. A
+        release whose manifest is already complete (an error after it was published) is left
+        complete: only the private failure record is written.
         """
         dirs = self.dirs
-        ledger = self.ledger()
-        charged = ledger.charges(release_id=self.release_id)
         atomic_write_json(
             dirs.private_dir / "failure.json",
             {"at": now(), "type": type(error).__name__, "message": str(error)},
             private=True,
         )
+        published = dirs.manifest()
+        if published is not None and published.get("status") == "complete":
+            return  # published and its reservation closed: a later error must not undo it
+        ledger = self.ledger()
+        charged = ledger.charges(release_id=self.release_id)
         if not charged:
             ledger.cancel(self.release_id)
         manifest = dirs.manifest() or {
