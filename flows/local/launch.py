@@ -42,8 +42,14 @@ PREFECT_DEFAULTS = {
     # restarts; the release goes on (its events are sent again on reconnection)
     "PREFECT_LOGGING_HANDLERS_DEBUG_LEVEL": "CRITICAL",
     # the supervisor restarts a killed home server on the same port and database
-    # (flows/local/supervisor.py); the API client retries a lost connection with backoff
-    # 2, 4, ... 128 s (254 s in all) so a release outlives the restart instead of failing
+    # (flows/local/supervisor.py; 6-31 s measured on 2 busy cores). Prefect 3.9.1's API client
+    # (prefect/client/base.py, `send`) retries each request up to this many times, waiting
+    # 2, 4, ... 128 s (±20% jitter; 254 s in all), on refused (only once that client has
+    # connected once), reset, timed-out and broken connections and on 408/429/502/503. That
+    # covers the flow run's own calls (its final state, the Prefect artifacts); the stages
+    # themselves need no server (task states are sent as events in the background). A fresh
+    # client whose first request is refused fails at once, and an outage longer than the
+    # retries ends the call: launch.py then says what is kept and how to go on
     "PREFECT_CLIENT_MAX_RETRIES": "7",
     "GX_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",  # Prefect's client-side telemetry (and its first-run notice on stderr)
