@@ -71,7 +71,15 @@ def publish_release(
     )
     release_dir = str(run.dirs.release_dir)
     signed_by = sign_release(run.home, release_dir)
-    _prefect_artifacts(manifest, Path(release_dir), aggregates, signed_by)
+    try:  # the release is complete and its budget closed: the UI's copies never undo that
+        _prefect_artifacts(manifest, Path(release_dir), aggregates, signed_by)
+    except Exception as e:  # e.g. the Prefect server stopped answering (after the retries)
+        task_logger().warning(
+            "the Prefect artifacts of release %s were not created: %s: %s",
+            run.release_id,
+            type(e).__name__,
+            e,
+        )
     p = manifest["privacy"]
     stage_done(
         task_logger(),

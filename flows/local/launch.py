@@ -40,6 +40,20 @@ PREFECT_DEFAULTS = {
     # failures reach the user as one paragraph from `fail`; Prefect's console tracebacks would
     # bury it (they stay in the run's logs on the server and in private/<id>/failure.json)
     "PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL": "CRITICAL",
+    # Prefect's internal services (the events worker, the log batcher) print their errors on
+    # stderr through the "debug" handler, e.g. one screenful per event while the home's server
+    # restarts; the release goes on (its events are sent again on reconnection)
+    "PREFECT_LOGGING_HANDLERS_DEBUG_LEVEL": "CRITICAL",
+    # the supervisor restarts a killed home server on the same port and database
+    # (flows/local/supervisor.py; 6-31 s measured on 2 busy cores). Prefect 3.9.1's API client
+    # (prefect/client/base.py, `send`) retries each request up to this many times, waiting
+    # 2, 4, ... 128 s (±20% jitter; 254 s in all), on refused (only once that client has
+    # connected once), reset, timed-out and broken connections and on 408/429/502/503. That
+    # covers the flow run's own calls (its final state, the Prefect artifacts); the stages
+    # themselves need no server (task states are sent as events in the background). A fresh
+    # client whose first request is refused fails at once, and an outage longer than the
+    # retries ends the call: launch.py then says what is kept and how to go on
+    "PREFECT_CLIENT_MAX_RETRIES": "7",
     "GX_ANALYTICS_ENABLED": "false",
     "DO_NOT_TRACK": "1",  # Prefect's client-side telemetry (and its first-run notice on stderr)
 }
@@ -55,6 +69,7 @@ def prefect_environment(home: Path, *, verbose: bool = False) -> None:
     """
     if verbose:
         os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] = "INFO"
+        os.environ["PREFECT_LOGGING_HANDLERS_DEBUG_LEVEL"] = "0"  # Prefect's own default
     if os.environ.get("PREFECT_API_URL") == "":
         del os.environ["PREFECT_API_URL"]
     if "PREFECT_API_URL" not in os.environ:
@@ -235,10 +250,8 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     from rich.console import Console
 
     from flows.release import release as release_flow
-    from release_store.ledger.backends import LedgerUnavailableError
     from release_store.run.progress import RichProgress, reporting
     from release_store.run.resume import resume_hint
-    from sds_core.errors import SdsInputError
 
     if server is not None:
         from flows.local import server as local_server
@@ -251,6 +264,7 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     shown = RichProgress(  # the log lines replace the bar with --verbose
         f"release {params.release_id}", disable=quiet or verbose, console=console
     )
+    released: str | None = None
     try:
         with _sigterm_stops(), shown, reporting(shown):
             state = release_flow(params, return_state=True)
@@ -260,23 +274,85 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
             f"{resume_hint(root, params.release_id)}",
             STOPPED_STATUS,
         ) from None
+    except Exception as e:  # the engine itself could not reach the API (the run's states)
+        lost = _server_lost(e)
+        if lost is None:
+            raise
+        released = _after_lost_server(params.release_id, root, lost)
     finally:
         if server is not None:
             local_server.touch(root)
-    if not state.is_completed():
-        error = state.result(raise_on_failure=False)
-        message = str(error) if isinstance(error, BaseException) else str(state.message)
-        if not isinstance(error, SdsInputError):
-            message = (
-                f"{type(error).__name__}: {message}"
-                if isinstance(error, BaseException)
-                else message
-            )
-        if isinstance(error, LedgerUnavailableError):  # passing: the release can go on
-            message += f"; {resume_hint(root, params.release_id)}"
-        raise fail(f"release {params.release_id} failed: {message}", 1)
+    if released is None:
+        released = _released(params.release_id, root, state)
     console.print(f"[green]release {params.release_id} complete[/green]")
-    released = state.result()
     for line in _column_warnings(Path(str(released))):
         warn(line)
     typer.echo(released)
+
+
+def _released(release_id: str, root: Path, state: Any) -> str:
+    """The release directory of a completed run's ``state``; a failed run's one paragraph."""
+    from release_store.ledger.backends import LedgerUnavailableError
+    from release_store.run.resume import resume_hint
+    from sds_core.errors import SdsInputError
+
+    if state.is_completed():
+        return str(state.result())
+    error = state.result(raise_on_failure=False)
+    if not isinstance(error, BaseException):
+        raise fail(f"release {release_id} failed: {state.message}", 1)
+    lost = _server_lost(error)
+    if lost is not None:  # a task's call to the API failed inside the run
+        return _after_lost_server(release_id, root, lost)
+    message = str(error) if isinstance(error, SdsInputError) else f"{type(error).__name__}: {error}"
+    if isinstance(error, LedgerUnavailableError):  # passing: the release can go on
+        message += f"; {resume_hint(root, release_id)}"
+    raise fail(f"release {release_id} failed: {message}", 1)
+
+
+def _server_lost(error: BaseException) -> BaseException | None:
+    """The error (``error`` or one of its causes) saying the Prefect API stopped answering once
+    the client's retries ran out (refused, reset, timed out, or a 5xx answer), or None."""
+    import httpx
+
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, httpx.TransportError):
+            return current
+        if isinstance(current, httpx.HTTPStatusError) and current.response.status_code >= 500:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+def _after_lost_server(release_id: str, root: Path, error: BaseException) -> str:
+    """The Prefect server stopped answering during release ``release_id`` (``error``, after the
+    client's retries). The stages need no server (Prefect 3 sends task states as events), so the
+    release may be complete on disk: then its directory is returned, with a warning that the
+    server missed the run's end. Otherwise the release fails, saying how to continue it."""
+    from release_store.workspace.home import find_release
+
+    url = os.environ.get("PREFECT_API_URL", "the Prefect API")
+    why = f"the Prefect server at {url} stopped answering ({type(error).__name__}: {error})"
+    found = find_release(root, release_id)
+    try:
+        manifest = json.loads((found / "manifest.json").read_text()) if found else {}
+    except (OSError, ValueError):
+        manifest = {}
+    if manifest.get("status") == "complete":
+        warn(
+            f"{why}, so its run of release {release_id} shows as still running there; the "
+            "release itself is complete and published"
+        )
+        return str(found)
+    if (root / "private" / release_id / "params.json").is_file():
+        then = f"the finished stages are kept: continue it with `sds resume {release_id}`"
+    else:
+        then = "nothing was reserved or charged: run it again"
+    raise fail(
+        f"release {release_id} failed: {why}; {then} once the server answers "
+        "(`sds server status` shows it)",
+        1,
+    )

@@ -81,6 +81,21 @@ def _server_env(home: Path, port: int) -> dict[str, str]:
     return env
 
 
+def _log(message: str) -> None:
+    """One line in the server log."""
+    print(f"{datetime.now(UTC).isoformat()} sds server supervisor: {message}", flush=True)
+
+
+def _start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
+    """The Prefect server (uvicorn) on ``port``, its database in the home."""
+    return subprocess.Popen(
+        _server_command(port),
+        env=_server_env(home, port),
+        cwd=str(server_dir(home)),
+        stdin=subprocess.DEVNULL,
+    )
+
+
 def _start_worker(home: Path, port: int) -> subprocess.Popen[bytes] | None:
     """The home's warm release runner (flows/local/runner.py), unless ``SDS_WORKER=off``."""
     if not worker_enabled():
@@ -127,20 +142,18 @@ def supervise(
     """Run the server and the release worker and watch them; returns the exit status (the
     supervisor's ``main``). The worker starts at once, or once the server answers and the
     process ``worker_after`` has ended; a worker that ends is not restarted (releases then run
-    in-process). Once the worker is ready, a missing database template is built."""
+    in-process). Once the worker is ready, a missing database template is built.
+
+    A server that exits after it has answered (killed, crashed) is started again on the same
+    port and database while the worker and the releases it runs go on (their Prefect clients
+    retry until it answers again, see ``PREFECT_DEFAULTS`` in :mod:`flows.local.launch`); one
+    that exits before it ever answered ends the supervisor."""
     home = Path(home).absolute()
     if seed_database(home):
-        print(
-            f"{datetime.now(UTC).isoformat()} sds server supervisor: database copied from "
-            f"{template_dir()}",
-            flush=True,
-        )
-    child = subprocess.Popen(
-        _server_command(port),
-        env=_server_env(home, port),
-        cwd=str(server_dir(home)),
-        stdin=subprocess.DEVNULL,
-    )
+        _log(f"database copied from {template_dir()}")
+    child = _start_server(home, port)
+    answered = False  # whether the current server process has answered since it started
+    restarted: float | None = None  # when it was last restarted
     worker = None if worker_after else _start_worker(home, port)
     worker_due = worker is None and worker_enabled()
     builder: subprocess.Popen[bytes] | None = None
@@ -161,8 +174,17 @@ def supervise(
     reason = "stopped"
     while not stopping:
         if child.poll() is not None:
-            reason = f"server exited with status {child.returncode}"
-            break
+            if not answered:  # it never came up (port taken, database broken): give up
+                reason = f"server exited with status {child.returncode} before it answered"
+                break
+            _log(  # killed or crashed: same port and database; the worker and its releases stay
+                f"server exited with status {child.returncode}; restarting it on port {port}"
+            )
+            child, answered, restarted = _start_server(home, port), False, time.monotonic()
+        if not answered and healthy(port, home=home):
+            answered = True
+            if restarted is not None:
+                _log(f"server answers again ({time.monotonic() - restarted:.0f} s after restart)")
         release_done = worker_after is None or not alive(worker_after)
         if worker_due and release_done and healthy(port, home=home):
             worker, worker_due = _start_worker(home, port), False
@@ -171,11 +193,7 @@ def supervise(
         if builder is not None and builder.poll() is not None:
             builder = None
         if worker is not None and worker.poll() is not None:
-            print(
-                f"{datetime.now(UTC).isoformat()} sds server supervisor: release worker "
-                f"exited with status {worker.returncode}; releases run in-process",
-                flush=True,
-            )
+            _log(f"release worker exited with status {worker.returncode}; releases run in-process")
             worker = None
         info = read_record(home)
         if info is None or info.pid != os.getpid():
@@ -197,7 +215,7 @@ def supervise(
     if info is not None and info.pid == os.getpid():
         with contextlib.suppress(OSError):
             (server_dir(home) / STATE_FILE).unlink()
-    print(f"{datetime.now(UTC).isoformat()} sds server supervisor: {reason}", flush=True)
+    _log(reason)
     return 0 if reason == "stopped" or reason.startswith("idle") else 1
 
 

@@ -234,9 +234,20 @@ class ReleaseRun:
         Returns the error to tell the user: ``error``, or when the disk is full (see
         :mod:`release_store.run.failure`) one that says so and how to resume. On a full disk,
         the published files go first (deleting them frees space) and each write of the record
-        the disk refuses is skipped; nothing is left looking published either way.
+        the disk refuses is skipped; nothing is left looking published either way. A release
+        whose manifest is already complete (an error after it was published, e.g. the Prefect
+        server lost) is left complete: only the private failure record is written.
         """
         dirs = self.dirs
+        published = dirs.manifest()
+        if published is not None and published.get("status") == "complete":
+            with unless_disk_full():
+                atomic_write_json(
+                    dirs.private_dir / "failure.json",
+                    {"at": now(), "type": type(error).__name__, "message": str(error)},
+                    private=True,
+                )
+            return error  # published and its reservation closed: a later error must not undo it
         ledger: Ledger | ReplayLedger | None = None
         try:
             ledger = self.ledger()
