@@ -184,7 +184,7 @@ def write_report_and_explorer(
     All three are built from published values only (:mod:`release_store.report.inputs`); the
     manifest gets ``privacy.noise`` when it has none yet.
     """
-    from release_store.report.explorer import explorer_html
+    from release_store.report.explorer import write_explorer
     from release_store.report.inputs import gather
     from release_store.report.page import report_html
 
@@ -192,8 +192,10 @@ def write_report_and_explorer(
     out = run.dirs.release_dir
     atomic_write_json(out / "evaluation.json", public_evaluation(inputs.evaluation))
     manifest["artifacts"]["evaluation.json"] = sha256_file(out / "evaluation.json")
-    for name, build in (("report.html", report_html), ("explorer.html", explorer_html)):
-        atomic_write_bytes(out / name, build(inputs))
+    atomic_write_bytes(out / "report.html", report_html(inputs))
+    # the explorer embeds every combination: streamed, never held whole
+    atomic_write_stream(out / "explorer.html", partial(write_explorer, inputs=inputs))
+    for name in ("report.html", "explorer.html"):
         manifest["artifacts"][name] = sha256_file(out / name)
 
 
