@@ -348,7 +348,7 @@ def output_columns(synthetic: DaskBackend) -> list[str]:
     return [str(c) for c in to_frame(empty, empty_value="", join_multi_value_columns=True).columns]
 
 
-def _no_records(synthetic: DaskBackend) -> PreparedTable:
+def _no_records(synthetic: DaskBackend | PreparedTable) -> PreparedTable:
     """A table of no records in the chunks' domain (their column names and header)."""
     return PreparedTable(
         synthetic.domain,
@@ -384,12 +384,14 @@ ROW_GROUP = 1 << 20
 """pyarrow's default Parquet row group (``write_table``): the streamed parts use the same."""
 
 
-def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None) -> list[str]:
+def write_synthetic(
+    out: Path, synthetic: DaskBackend | PreparedTable, part_records: int | None
+) -> list[str]:
     """``synthetic.parquet`` (one file, or a directory of parts) and ``synthetic.csv`` of the
-    records on the workers, streamed one chunk at a time into atomic file streams (this
-    process holds a chunk and at most one row group): the bytes of
-    :func:`~release_store.workspace.encoding.synthetic_files` of the whole table. Returns the
-    part names (none: one file)."""
+    records on the workers, or of a table here cut at the same chunk bounds, streamed one chunk
+    at a time into atomic file streams (this process holds a chunk and at most one row group
+    of text): the bytes of :func:`~release_store.workspace.encoding.synthetic_files` of the
+    whole table. Returns the part names (none: one file)."""
     import shutil
 
     from release_store.workspace.encoding import (
@@ -413,7 +415,14 @@ def write_synthetic(out: Path, synthetic: DaskBackend, part_records: int | None)
     empty = _no_records(synthetic)
     empty_frame = to_frame(empty, empty_value="", join_multi_value_columns=True)
     header = synthetic_csv(empty, empty_frame)
-    pieces = slices(chunks(synthetic))
+    pieces = slices(
+        chunks(synthetic)
+        if isinstance(synthetic, DaskBackend)
+        else (
+            PreparedTable(synthetic.domain, synthetic.codes[lo:hi], synthetic.multi_value_columns)
+            for lo, hi in chunk_bounds(synthetic.n_records, part_records)
+        )
+    )
 
     def write_all(csv: Any) -> None:
         csv.write(header)

@@ -12,14 +12,12 @@ after every artifact is on disk.
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from release_store.cluster.backend import DaskBackend
 from release_store.cluster.synthesis import write_synthetic
 from release_store.config.sources import source_name
 from release_store.inputs.commitment import input_fingerprint
@@ -32,7 +30,6 @@ from release_store.run.workdir import now
 from release_store.workspace.encoding import (
     SYNTHETIC_PARQUET,
     part_rows,
-    synthetic_files,
     synthetic_part_name,
     write_aggregates_parquet,
     write_aggregates_tsv,
@@ -98,18 +95,17 @@ def write_artifacts(
 
     The synthetic files and the aggregates' TSV are encoded in a second thread while this one
     builds the aggregate table and its Parquet (Arrow's kernels and Parquet writer release the
-    GIL): the same bytes, in about two thirds of the time on two free cores. Records held on
-    the Dask workers are streamed into the same files one chunk at a time; the aggregates'
-    Parquet and TSV are streamed a row group (2^20 combinations) at a time, so this process
-    never holds their whole text, whatever the number of combinations.
+    GIL): the same bytes, in about two thirds of the time on two free cores. The synthetic
+    records, on the Dask workers or in this process, are streamed into their files one chunk
+    at a time, and the aggregates' Parquet and TSV a row group (2^20 combinations) at a time,
+    so this process never holds their whole text, whatever the number of records or
+    combinations.
     """
     out = run.dirs.release_dir
     part_records = run.params.synthetic_part_records
     with ThreadPoolExecutor(1, thread_name_prefix="sds-publish") as pool:
-        if isinstance(synthetic, DaskBackend):  # records on the workers: streamed, chunk by chunk
-            streamed = pool.submit(write_synthetic, out, synthetic, part_records)
-        else:
-            syn = pool.submit(synthetic_files, synthetic, part_records=part_records)
+        # streamed a chunk at a time, from the workers or from the table here
+        streamed = pool.submit(write_synthetic, out, synthetic, part_records)
         tsv = pool.submit(
             atomic_write_stream,
             out / "aggregates.tsv",
@@ -122,37 +118,11 @@ def write_artifacts(
             out / "aggregates.parquet",
             partial(write_aggregates_parquet, aggregates=aggregates, noise_sd_by_len=noise_sd),
         )
-        if isinstance(synthetic, DaskBackend):
-            parts = streamed.result()
-        else:
-            syn_parquet, syn_csv = syn.result()
-            parts = _write_synthetic_parquet(out, syn_parquet)
-            atomic_write_bytes(out / "synthetic.csv", syn_csv)
-            del syn_parquet, syn_csv
+        parts = streamed.result()
         tsv.result()
     atomic_write_json(out / "validation.json", validation)
     names = [n for n in ARTIFACTS if (out / n).is_file()] + parts
     return {name: sha256_file(out / name) for name in names}
-
-
-def _write_synthetic_parquet(out: Path, parquet: list[bytes]) -> list[str]:
-    """``synthetic.parquet``: one file, or a directory of parts; returns the part names.
-
-    A directory left by an interrupted publish of the same release is replaced (the records
-    are the checkpoint's, so the parts are the same; a stale extra part would fail the audit).
-    """
-    target = out / SYNTHETIC_PARQUET
-    if target.is_dir():
-        shutil.rmtree(target)
-    if len(parquet) == 1:
-        atomic_write_bytes(target, parquet[0])
-        return []
-    target.unlink(missing_ok=True)
-    target.mkdir()
-    names = [synthetic_part_name(i) for i in range(len(parquet))]
-    for name, data in zip(names, parquet, strict=True):
-        atomic_write_bytes(out / name, data)
-    return names
 
 
 def synthetic_layout(n_records: int, part_records: int) -> dict[str, Any]:
@@ -184,7 +154,7 @@ def write_report_and_explorer(
     All three are built from published values only (:mod:`release_store.report.inputs`); the
     manifest gets ``privacy.noise`` when it has none yet.
     """
-    from release_store.report.explorer import explorer_html
+    from release_store.report.explorer import write_explorer
     from release_store.report.inputs import gather
     from release_store.report.page import report_html
 
@@ -192,8 +162,10 @@ def write_report_and_explorer(
     out = run.dirs.release_dir
     atomic_write_json(out / "evaluation.json", public_evaluation(inputs.evaluation))
     manifest["artifacts"]["evaluation.json"] = sha256_file(out / "evaluation.json")
-    for name, build in (("report.html", report_html), ("explorer.html", explorer_html)):
-        atomic_write_bytes(out / name, build(inputs))
+    atomic_write_bytes(out / "report.html", report_html(inputs))
+    # the explorer embeds every combination: streamed, never held whole
+    atomic_write_stream(out / "explorer.html", partial(write_explorer, inputs=inputs))
+    for name in ("report.html", "explorer.html"):
         manifest["artifacts"][name] = sha256_file(out / name)
 
 

@@ -36,6 +36,7 @@ _EXPORTS: dict[str, str] = {
     "esc": "release_store.report.charts",
     "evaluation_json": "release_store.report.custodian",
     "explorer_html": "release_store.report.explorer",
+    "write_explorer": "release_store.report.explorer",
     "fmt_number": "release_store.report.charts",
     "gather": "release_store.report.inputs",
     "hbars": "release_store.report.charts",
@@ -99,6 +100,7 @@ __all__ = [
     "unpublished_columns",
     "utility_figures",
     "vbars",
+    "write_explorer",
 ]
 
 
@@ -129,7 +131,7 @@ if TYPE_CHECKING:
         evaluation_json,
         utility_figures,
     )
-    from release_store.report.explorer import TOP_ROWS, explorer_html, payload
+    from release_store.report.explorer import TOP_ROWS, explorer_html, payload, write_explorer
     from release_store.report.inputs import (
         BudgetSnapshot,
         ReportInputs,

@@ -9,9 +9,11 @@ published values go in: attribute labels are those of the published 1-way combin
 from __future__ import annotations
 
 import base64
-import gzip
+import io
 import json
-from typing import Any
+import zlib
+from collections.abc import Iterator
+from typing import Any, BinaryIO
 
 import numpy as np
 
@@ -38,6 +40,13 @@ def payload(inputs: ReportInputs) -> tuple[dict[str, Any], bytes]:
     per length: DP counts (int32, -1 = not reported), synthetic counts (int32), then one array
     of attribute ids per position (uint16, or uint32 beyond 65,535 attributes), 4-byte aligned.
     """
+    meta, blocks = _layout(inputs)
+    return meta, b"".join(blocks)
+
+
+def _layout(inputs: ReportInputs) -> tuple[dict[str, Any], Iterator[bytes]]:
+    """The metadata of :func:`payload` and its binary block as pieces (one array each, padded),
+    made one at a time as they are read: the offsets follow from the sizes alone."""
     a = inputs.agreement
     published = a.published_attributes()
     compact = np.full(max(a.domain.n_attributes, 1), -1, dtype=np.int64)
@@ -47,16 +56,12 @@ def payload(inputs: ReportInputs) -> tuple[dict[str, Any], bytes]:
     attr_dtype = np.dtype("<u2") if published.shape[0] <= 0xFFFF else np.dtype("<u4")
     sd = inputs.sd_by_len()
     thresholds = {int(e["length"]): e.get("threshold") for e in inputs.noise.get("by_length") or []}
-    chunks: list[bytes] = []
     size = 0
 
-    def put(arr: np.ndarray) -> int:
+    def put(n: int, itemsize: int) -> int:
         nonlocal size
         start = size
-        data = arr.tobytes()
-        pad = (-len(data)) % 4
-        chunks.append(data + b"\0" * pad)
-        size += len(data) + pad
+        size += n * itemsize + (-(n * itemsize)) % 4
         return start
 
     lengths = []
@@ -65,8 +70,8 @@ def payload(inputs: ReportInputs) -> tuple[dict[str, Any], bytes]:
             raise SdsInputError(
                 f"a count of length {k} exceeds 2^31-1; the explorer stores counts as int32"
             )
-        ids = compact[la.attrs]
-        if len(la) and int(ids.min()) < 0:  # a combination with an unpublished value: a bug
+        if any(len(la) and int(compact[la.attrs[:, j]].min()) < 0 for j in range(k)):
+            # a combination over a value with no published count: a bug
             raise SdsInputError(f"length-{k} combination over a value with no 1-way count")
         lengths.append(
             {
@@ -74,11 +79,20 @@ def payload(inputs: ReportInputs) -> tuple[dict[str, Any], bytes]:
                 "n": len(la),
                 "hw": None if k not in sd else 1.96 * sd[k],
                 "threshold": thresholds.get(k),
-                "dp_offset": put(la.dp.astype("<i4")),
-                "syn_offset": put(la.synthetic.astype("<i4")),
-                "attr_offsets": [put(ids[:, j].astype(attr_dtype)) for j in range(k)],
+                "dp_offset": put(len(la), 4),
+                "syn_offset": put(len(la), 4),
+                "attr_offsets": [put(len(la), attr_dtype.itemsize) for _ in range(k)],
             }
         )
+
+    def blocks() -> Iterator[bytes]:
+        for _, la in sorted(a.by_len.items()):
+            columns = [la.dp.astype("<i4"), la.synthetic.astype("<i4")]
+            columns += [compact[la.attrs[:, j]].astype(attr_dtype) for j in range(la.length)]
+            for arr in columns:
+                data = arr.tobytes()
+                yield data + b"\0" * ((-len(data)) % 4)
+
     m = inputs.manifest
     rc = inputs.noise.get("record_count")
     meta = {
@@ -100,13 +114,36 @@ def payload(inputs: ReportInputs) -> tuple[dict[str, Any], bytes]:
         "lengths": lengths,
         "top_rows": TOP_ROWS,
     }
-    return meta, b"".join(chunks)
+    return meta, blocks()
 
 
 def explorer_html(inputs: ReportInputs) -> bytes:
     """The explorer page as UTF-8 HTML (deterministic: gzip without a timestamp)."""
-    meta, data = payload(inputs)
-    blob = base64.b64encode(gzip.compress(data, compresslevel=3, mtime=0)).decode("ascii")
+    out = io.BytesIO()
+    write_explorer(out, inputs)
+    return out.getvalue()
+
+
+def write_explorer(file: BinaryIO, inputs: ReportInputs) -> None:
+    """Write the explorer page to ``file``, its binary block gzipped and base64-encoded piece
+    by piece (the same bytes as ``gzip.compress(data, 3, mtime=0)`` of the whole block; the
+    page is never held whole: at millions of combinations it is hundreds of MB)."""
+    meta, blocks = _layout(inputs)
+    head, tail = _page(inputs, meta)
+    file.write(head.encode())
+    gz = zlib.compressobj(3, zlib.DEFLATED, 31)  # gzip framing, mtime 0: gzip.compress's bytes
+    pending = b""
+    for block in blocks:
+        pending += gz.compress(block)
+        cut = len(pending) - len(pending) % 3  # base64 of whole 3-byte groups, no padding
+        file.write(base64.b64encode(pending[:cut]))
+        pending = pending[cut:]
+    file.write(base64.b64encode(pending + gz.flush()))
+    file.write(tail.encode())
+
+
+def _page(inputs: ReportInputs, meta: dict[str, Any]) -> tuple[str, str]:
+    """The explorer page before and after its base64 data block."""
     m = inputs.manifest
     sd = {e["length"]: count_sd(e) for e in inputs.noise.get("by_length") or []}
     noise_note = (
@@ -118,7 +155,7 @@ def explorer_html(inputs: ReportInputs) -> bytes:
         "so they carry no separate noise."
     )
     js = template("explorer.js")
-    return (
+    head = (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
         "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -145,6 +182,6 @@ def explorer_html(inputs: ReportInputs) -> bytes:
         "<th class='num'>95% noise</th><th class='num'>synthetic</th>"
         "<th class='num'>synthetic − DP</th></tr></thead><tbody id='top-rows'></tbody></table>"
         f"<script type='application/json' id='meta'>{_json_for_script(meta)}</script>"
-        f"<script type='application/octet-stream' id='data'>{blob}</script>"
-        f"<script>{js}</script></body></html>"
-    ).encode()
+        "<script type='application/octet-stream' id='data'>"
+    )
+    return head, f"</script><script>{js}</script></body></html>"

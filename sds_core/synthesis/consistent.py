@@ -185,13 +185,16 @@ class _Published:
                 continue
             cols = col_of[cc.attrs]
             codes = cc.attrs - offsets[cols]
-            keys = [tuple(r) for r in cols.tolist()]
-            groups: dict[Clique, list[int]] = {}
-            for i, key in enumerate(keys):
-                groups.setdefault(key, []).append(i)
-            for key, rows in groups.items():
+            # rows grouped by their column subset with numpy (a stable sort keeps each group's
+            # rows ascending): per-row Python tuples cost ~150 bytes a combination
+            subset = np.zeros(len(cc), dtype=np.int64)
+            for j in range(k):
+                subset = subset * len(self.cards) + cols[:, j]
+            order = np.argsort(subset, kind="stable")
+            ends = np.flatnonzero(np.diff(subset[order])) + 1
+            for idx in np.split(order, ends):
+                key = tuple(int(c) for c in cols[idx[0]])
                 shape = tuple(self.cards[c] for c in key)
-                idx = np.asarray(rows)
                 cells = np.ravel_multi_index(tuple(codes[idx, j] for j in range(k)), shape)
                 self.by_subset[key] = (cells.astype(np.int64), cc.counts[idx].astype(np.float64))
 

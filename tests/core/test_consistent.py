@@ -159,3 +159,33 @@ def test_needs_the_protected_count() -> None:
     bare = AggregateSet(aggregates.domain, 2, aggregates.by_len, None, True)
     with pytest.raises(SdsInputError, match="protected record count"):
         fit_aggregates(bare, noise)
+
+
+def test_published_tables_group_every_combination_by_its_columns() -> None:
+    """_Published's tables are each column subset's combinations, rows in published order, as
+    grouping the rows one by one gives (random aggregates of lengths 1..3 over 5 columns)."""
+    from sds_core.data.table import PreparedTable
+    from sds_core.marginals.exact_counts import exact_aggregates
+    from sds_core.synthesis.consistent import _Published
+
+    cards = (7, 5, 9, 4, 6)
+    domain = Domain(
+        tuple(f"c{j}" for j in range(len(cards))),
+        tuple(tuple(f"v{i}" for i in range(n)) for n in cards),
+    )
+    rng = np.random.default_rng(3)
+    codes = np.stack([rng.integers(-1, n, 400) for n in cards], axis=1).astype(np.int32)
+    aggregates = exact_aggregates(PreparedTable(domain, codes), 3)
+    col_of, offsets = domain.attribute_columns(), np.asarray(domain.offsets[:-1])
+    expected: dict[tuple[int, ...], tuple[list[int], list[float]]] = {}
+    for cc in aggregates.by_len.values():
+        for attrs, count in zip(cc.attrs.tolist(), cc.counts.tolist(), strict=True):
+            key = tuple(int(col_of[a]) for a in attrs)
+            local = [a - offsets[c] for a, c in zip(attrs, key, strict=True)]
+            cell = int(np.ravel_multi_index(local, [cards[c] for c in key]))
+            cells, values = expected.setdefault(key, ([], []))
+            cells.append(cell)
+            values.append(float(count))
+    got = _Published(aggregates).by_subset
+    assert len(got) == 5 + 10 + 10
+    assert {key: (c.tolist(), v.tolist()) for key, (c, v) in got.items()} == expected

@@ -88,6 +88,7 @@ def _written(out: Path, names: list[str]) -> list[bytes]:
         ),
     ],
 )
+@pytest.mark.parametrize("where", ["workers", "here"])
 def test_streamed_parts_and_csv_are_the_whole_table_bytes(
     client: Any,
     tmp_path: Path,
@@ -96,16 +97,19 @@ def test_streamed_parts_and_csv_are_the_whole_table_bytes(
     part_records: int | None,
     chunk_rows: int,
     encode_rows: int,
+    where: str,
 ) -> None:
-    """write_synthetic of the chunks == synthetic_files of the whole table, file for file
-    (the chunks decoded to text ``encode_rows`` records at a time)."""
+    """write_synthetic of the chunks on the workers, or of the table in this process (cut at
+    the same chunk bounds), == synthetic_files of the whole table, file for file (the chunks
+    decoded to text ``encode_rows`` records at a time)."""
     monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", chunk_rows)
     monkeypatch.setattr(dask_synthesis, "ENCODE_ROWS", encode_rows)
     table = _table(n)
     parquet, csv = synthetic_files(table, part_records=part_records)
     out = tmp_path / "release"
     out.mkdir()
-    names = write_synthetic(out, _chunked(client, table, part_records), part_records)
+    records = _chunked(client, table, part_records) if where == "workers" else table
+    names = write_synthetic(out, records, part_records)
     want_names = [synthetic_part_name(i) for i in range(len(parquet))]
     assert names == ([] if len(parquet) == 1 else want_names)
     assert len(_written(out, names)) == len(parquet)
