@@ -337,16 +337,19 @@ def run_plan(ds: DataSet, seed: int) -> tuple[str, Callable[[], dict[str, Any]]]
         release = aggregate_after_count(ds.original, config.params, seed, count)
         final = plan.after_aggregation(release.aggregates)  # records or the model above R = 2
         t1 = time.perf_counter()
+        synthesis = final.synthesis
+        if synthesis == "records" and final.reconcile_one_way:
+            synthesis = "records+1way"  # as a release: records adjusted to the 1-way counts
         table = synthesize_release(
             release,
-            final.synthesis,
+            synthesis,
             seed,
             config.iterations,
             config.structure,
             config.max_model_cells,
         )
         return _scored(ds, release, table, t0, t1) | {
-            "synthesis": final.synthesis,
+            "synthesis": synthesis,
             "plan": final.reason,
         }
 

@@ -378,7 +378,8 @@ class RecordedRelease:
         ``plan.chosen``) empty again, as the release was started: a replay plans them again
         from its DP record count, so the plan is checked too."""
         chosen = (self.manifest.get("plan") or {}).get("chosen") or []
-        return {k: (None if k in chosen else v) for k, v in self.parameters.items()}
+        unset = {"reconcile_one_way": False}  # the plan turns it on only when it was off
+        return {k: (unset.get(k) if k in chosen else v) for k, v in self.parameters.items()}
 
     def parameter_checks(self) -> list[Check]:
         """Published parameters against the private record made when the release started."""

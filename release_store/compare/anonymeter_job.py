@@ -81,6 +81,7 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
                 control=control,
                 n_attacks=n_attacks,
                 n_cols=job["singling_out_columns"],
+                max_attempts=job["max_attempts"],
                 seed=job["seed"],
             ),
             mode=mode,

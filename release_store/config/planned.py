@@ -19,8 +19,10 @@ from sds_core.marginals.params import AccuracyMode, DpParams
 
 __all__ = ["PLANNED_FIELDS", "after_aggregation", "planned_params", "sds_plan"]
 
-PLANNED_FIELDS = ("reporting_length", "sigma_proportions", "synthesis")
-"""The ReleaseParams fields the SDS plan sets (when the configuration left them empty)."""
+PLANNED_FIELDS = ("reporting_length", "sigma_proportions", "synthesis", "reconcile_one_way")
+"""The ReleaseParams fields the SDS plan sets: the first three when the configuration left them
+empty; ``reconcile_one_way`` is turned on with the records the plan chooses (pin
+``synthesis = "records"`` to keep unreconciled records)."""
 
 
 def planned_params(
@@ -61,6 +63,7 @@ def planned_params(
             "reporting_length": r,
             "synthesis": plan.synthesis,
             "sigma_proportions": split if split else custom,
+            "reconcile_one_way": params.reconcile_one_way or plan.reconcile_one_way,
         }
     )
     return ReleaseParams.model_validate(planned.model_dump()), plan.as_dict()
@@ -92,4 +95,6 @@ def after_aggregation(
     after = sds_plan(plan).after_aggregation(aggregates)
     if after.synthesis == params.synthesis:
         return params, plan
-    return params.model_copy(update={"synthesis": after.synthesis}), after.as_dict()
+    # the plan's own reconciliation goes with its records (a user's keeps records: no switch)
+    update = {"synthesis": after.synthesis, "reconcile_one_way": after.reconcile_one_way}
+    return params.model_copy(update=update), after.as_dict()

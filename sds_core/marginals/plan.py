@@ -120,9 +120,14 @@ class SdsPlan:
         model_structure, model_iterations, max_model_cells: the consistent model's
             ``ModelParams`` fields (``structure``, ``iterations``, ``max_model_cells``) when
             the synthesis is the model.
-        chosen: the fields the plan chose (of reporting_length, sigma_proportions, synthesis);
-            the others were set by the user and kept.
+        chosen: the fields the plan chose (of reporting_length, sigma_proportions, synthesis,
+            and reconcile_one_way with the records it chose); the others were set by the user
+            and kept.
         reason: one sentence for the custodian (the manifest and the report).
+        reconcile_one_way: the plan chose records and adjusts them to the published 1-way
+            counts (``SynthesisParams.reconcile_one_way``): their 1-way counts then lie inside
+            the published noise (1M binned ε = 4: 80% of the values before, 99% after, and
+            TVD2 0.0029 -> 0.0019; docs/benchmarks.md).
 
     >>> plan = plan_sds(10_000, epsilon=4.0, delta=1e-6, n_columns=11)
     >>> plan.reporting_length, plan.synthesis, [round(p, 2) for p in plan.sigma_proportions]
@@ -140,6 +145,7 @@ class SdsPlan:
     max_model_cells: int
     chosen: tuple[str, ...]
     reason: str
+    reconcile_one_way: bool = False
 
     def dp_params(self, base: DpParams) -> DpParams:
         """``base`` with the plan's reporting length and split (every other field kept).
@@ -181,7 +187,7 @@ class SdsPlan:
             kept,
             excess,
         )
-        return dataclasses.replace(self, synthesis="model", reason=reason)
+        return dataclasses.replace(self, synthesis="model", reason=reason, reconcile_one_way=False)
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready, for the manifest (all values DP or public)."""
@@ -267,7 +273,8 @@ def plan_sds(
     >>> print(large.reason)  # doctest: +NORMALIZE_WHITESPACE
     About 1,000,000 records at ε = 4: a pair count carries noise of about ±10 records, small
     next to the counts, so this release publishes combinations of up to 3 attributes, spends 7% of
-    its budget on single values and builds the records directly from the published combinations.
+    its budget on single values and builds the records directly from the published combinations,
+    then adjusts them to the published single-value counts.
     """
     share = number_of_records_epsilon_proportion
     _check(protected_number_of_records, epsilon, delta, n_columns, share)
@@ -297,6 +304,9 @@ def plan_sds(
     synth = synthesis if synthesis is not None else ("model" if small else "records")
     if synthesis is None:
         chosen.append("synthesis")
+    reconcile = synthesis is None and synth == "records"
+    if reconcile:
+        chosen.append("reconcile_one_way")
     kept = [_USER_NAMES[f] for f in _USER_NAMES if f not in chosen]
     pinned = reporting_length is not None and synthesis is not None
     cells = min(
@@ -313,7 +323,10 @@ def plan_sds(
         model_iterations=100 if pinned else MODEL_ITERATIONS,
         max_model_cells=MAX_MODEL_CELLS if pinned else cells,
         chosen=tuple(chosen),
-        reason=_reason(protected_number_of_records, epsilon, noise, r, props, synth, kept),
+        reason=_reason(
+            protected_number_of_records, epsilon, noise, r, props, synth, kept, None, reconcile
+        ),
+        reconcile_one_way=reconcile,
     )
 
 
@@ -340,6 +353,7 @@ def _reason(
     synthesis: str,
     kept: list[str],
     excess: float | None = None,
+    reconcile: bool = False,
 ) -> str:
     """One sentence: the count, the noise, what was chosen (and what the user set)."""
     weights = [1 / p**2 for p in props]
@@ -357,6 +371,7 @@ def _reason(
         "draws the records from one model fitted to all published counts"
         if synthesis == "model"
         else "builds the records directly from the published combinations"
+        + (", then adjusts them to the published single-value counts" if reconcile else "")
     )
     if excess is not None:
         build = (

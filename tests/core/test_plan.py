@@ -200,7 +200,11 @@ def test_noisy_long_combinations_switch_records_to_the_model() -> None:
     noisy = plan.after_aggregation(_aggregates(200))
     assert noisy.synthesis == "model" and plan.synthesis == "records"
     assert "hold 100% more than the records can" in noisy.reason
-    assert dataclasses.replace(noisy, synthesis="records", reason=plan.reason) == plan
+    assert not noisy.reconcile_one_way and plan.reconcile_one_way  # records reconciled only
+    back = dataclasses.replace(
+        noisy, synthesis="records", reason=plan.reason, reconcile_one_way=True
+    )
+    assert back == plan
 
 
 def test_after_aggregation_keeps_a_user_synthesis_and_length_two_plans() -> None:
