@@ -177,6 +177,11 @@ def supervise(
             if not answered:  # it never came up (port taken, database broken): give up
                 reason = f"server exited with status {child.returncode} before it answered"
                 break
+            info = read_record(home)
+            if info is None or info.pid != os.getpid():  # the home went away under it: no
+                # restart (a new server on this port could take it from another home's start)
+                reason = "its record is gone (home removed or another server took over)"
+                break
             _log(  # killed or crashed: same port and database; the worker and its releases stay
                 f"server exited with status {child.returncode}; restarting it on port {port}"
             )
