@@ -166,13 +166,26 @@ def _locked(home: Path) -> Iterator[None]:
 
 
 def alive(pid: int) -> bool:
+    """Whether process ``pid`` runs: an ended child of this process (a zombie until reaped,
+    e.g. the supervisor that :func:`start` launched) is reaped and counts as ended, so a
+    server that never came up is reported at once instead of after the whole wait."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        done, _ = os.waitpid(pid, os.WNOHANG)
+        if done == pid:
+            return False
+    except ChildProcessError:  # not our child
+        pass
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return True
+    return state != "Z"
 
 
 def healthy(port: int, timeout: float = 2.0, home: Path | None = None) -> bool:
