@@ -60,6 +60,7 @@ from sds_core.synthesis.consistent import (
     DEFAULT_MAX_MODEL_CELLS,
     AggregateNoise,
     ModelParams,
+    estimated_total,
     fit_aggregates,
     records_of,
 )
@@ -222,6 +223,14 @@ def synthesize_release(
     n = int(aggregates.protected_number_of_records or 0)
     rng = np.random.default_rng(seed)
     if synthesis in ("records", "records+1way"):
+        if synthesis == "records+1way":  # as a release: the total the 1-way counts say
+            noise = AggregateNoise.from_release(
+                rep.sigma_by_len,
+                rep.allowed_sensitivity_by_len,
+                rep.threshold_by_len,
+                count_scale=count_scale(release),
+            )
+            n = max(round(estimated_total(aggregates, noise)), 1)
         params = SynthesisParams(
             target_number_of_records=n, reconcile_one_way=synthesis == "records+1way"
         )

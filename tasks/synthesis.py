@@ -27,7 +27,12 @@ from release_store.run.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
-from sds_core.synthesis.consistent import AggregateNoise, ModelParams, synthesize_from_model
+from sds_core.synthesis.consistent import (
+    AggregateNoise,
+    ModelParams,
+    estimated_total,
+    synthesize_from_model,
+)
 from sds_core.synthesis.generator import default_target, synthesize
 from sds_core.synthesis.params import SynthesisParams
 from tasks.options import SENSITIVE, task_logger
@@ -85,8 +90,14 @@ def synthesize_records(
                 params=_model_params(run, plan),
                 multi_value_columns=table.value.multi_value_columns,
             )
+        target = run.params.synthetic_records or default_target(aggregates)
+        if run.params.reconcile_one_way and not run.params.synthetic_records:
+            # records reconciled to the 1-way counts: as many as those counts say there are
+            # (N̂ and the largest column's published sum), else a column that every record
+            # holds (state) is off by N̂'s noise, far more than its own
+            target = max(round(estimated_total(aggregates, noise)), 1)
         params = SynthesisParams(
-            target_number_of_records=run.params.synthetic_records or default_target(aggregates),
+            target_number_of_records=target,
             reconcile_one_way=run.params.reconcile_one_way,
         )
         rng = run.randomness().generator(f"{run.release_id}/synthesis")

@@ -140,10 +140,10 @@ class ModelParams:
             one noise standard deviation of its published DP 1-way counts, its empty category
             taking the rest of the estimated total (:func:`one_way_targets`,
             :func:`sds_core.model.estimation.match_one_way`; moving only the values outside,
-            TVD2 0.0315 vs 0.0323 for matching exactly on 100k binned ε = 1). The 1-way counts are the
-            least noisy of all; the fit, stopped early on purpose, leaves them several noise
-            intervals away once counts are large (100k rows: 86% of the values inside their
-            95% interval before, issue 22).
+            TVD2 0.0315 vs 0.0323 for matching exactly on 100k binned ε = 1). The 1-way
+            counts are the least noisy of all; the fit, stopped early on purpose, leaves them
+            several noise intervals away once counts are large (100k rows: 86% of the values
+            inside their 95% interval before, issue 22).
     """
 
     max_clique_cells: int = DEFAULT_MAX_CLIQUE_CELLS
@@ -450,10 +450,11 @@ def estimated_total(aggregates: AggregateSet, noise: AggregateNoise) -> float:
     more than a column's sum of published 1-way counts: at ε = 1, b = 200, while the values of a
     column with m published values add up with variance m·(σ_1√Δ_1)² (one value at 10k rows:
     ±10). A column's values hold every record but those in its empty category (missing or
-    suppressed values), so the column whose values add up to the most, S*, is taken as
-    complete: the estimate is the inverse-variance mean of N̂ and S*. Where no column is
-    complete it is low by that column's empty count (small next to b on the PUMS tables, where
-    several columns have no missing value). Post-processing of published values only (no
+    suppressed values). The columns whose sums are not clearly below the one that most surely
+    holds the most (the largest sum less two noise sds) are taken as complete, and the
+    estimate is the inverse-variance mean of N̂ and their sums. Where no column is complete it
+    is low by the smallest empty count (small next to b on the PUMS tables, where several
+    columns have no missing value). Post-processing of published values only (no
     budget). Without a count scale or a length-1 noise scale it is N̂.
 
     >>> from sds_core.data.domain import Domain
@@ -473,10 +474,17 @@ def estimated_total(aggregates: AggregateSet, noise: AggregateNoise) -> float:
     d = aggregates.domain.n_columns
     sums = np.bincount(cols, weights=np.clip(one.counts, 0, None).astype(np.float64), minlength=d)
     sizes = np.bincount(cols, minlength=d)
-    best = int(np.argmax(sums))
+    # the columns that may hold every record: sums not clearly below the one that most surely
+    # holds the most (largest sum less two noise sds); their inverse-variance mean, then N̂'s
+    seen = sizes > 0
+    sums, var = sums[seen], sizes[seen] * sd1**2
+    spread = 2.0 * np.sqrt(var)
+    complete = sums + spread >= float(np.max(sums - spread))
+    weights = np.where(complete, 1.0 / var, 0.0)
+    w_columns = float(weights.sum())
+    columns = float((weights * sums).sum()) / w_columns
     w_count = 1.0 / (2.0 * noise.count_scale**2)
-    w_column = 1.0 / (float(sizes[best]) * sd1**2)
-    return float((w_count * n_hat + w_column * sums[best]) / (w_count + w_column))
+    return float((w_count * n_hat + w_columns * columns) / (w_count + w_columns))
 
 
 def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length: int) -> int:
