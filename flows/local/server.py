@@ -232,15 +232,50 @@ def status(home: Path) -> ServerInfo | None:
     return ServerInfo(**{**asdict(info), "healthy": healthy(info.port, home=Path(home))})
 
 
+PORT_CLAIM = Path(os.environ.get("TMPDIR", "/tmp")) / f"sds-port-{PREFERRED_PORT}.claim"
+"""Machine-wide claim on :data:`PREFERRED_PORT`: a server binds its port only after Prefect's
+start-up (seconds), so two homes starting at once could both find it free and the second
+server would fail ("Reactive triggers not started"). The claim (the claiming process and
+time, under an exclusive lock) sends other starts to any free port for :data:`CLAIM_S`."""
+CLAIM_S = 300.0
+
+
 def _free_port() -> int:
-    for port in (PREFERRED_PORT, 0):
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", port))
-            except OSError:
-                continue
-            return int(s.getsockname()[1])
-    raise OSError("no free TCP port on 127.0.0.1")  # pragma: no cover - bind(0) never fails
+    """:data:`PREFERRED_PORT` when free and not claimed by another start, else any free port."""
+    lock = PORT_CLAIM.with_suffix(".lock")
+    try:
+        handle = open(lock, "a")  # held for the lock's duration below
+    except OSError:  # an unwritable temporary directory: no claim, as before
+        handle = None
+    try:
+        if handle is not None:
+            fcntl.flock(handle, fcntl.LOCK_EX)
+        ports = [0] if _claimed() else [PREFERRED_PORT, 0]
+        for port in ports:
+            with socket.socket() as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError:
+                    continue
+                chosen = int(s.getsockname()[1])
+            if chosen == PREFERRED_PORT and handle is not None:
+                with contextlib.suppress(OSError):
+                    PORT_CLAIM.write_text(json.dumps({"pid": os.getpid(), "at": time.time()}))
+            return chosen
+        raise OSError("no free TCP port on 127.0.0.1")  # pragma: no cover - bind(0) never fails
+    finally:
+        if handle is not None:
+            handle.close()  # releases the lock
+
+
+def _claimed() -> bool:
+    """Whether another live process claimed :data:`PREFERRED_PORT` in the last :data:`CLAIM_S`."""
+    try:
+        claim = json.loads(PORT_CLAIM.read_text())
+        pid, at = int(claim["pid"]), float(claim["at"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+    return pid != os.getpid() and time.time() - at < CLAIM_S and alive(pid)
 
 
 def start(
