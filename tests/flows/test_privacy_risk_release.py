@@ -120,11 +120,13 @@ def test_risks_are_private_and_beside_the_guarantee(risky_home: Path, risky_csv:
 @pytest.mark.slow  # the replay runs anonymeter again
 def test_replay_recuts_the_control_rows_identically(risky_home: Path, risky_csv: Path) -> None:
     """`sds audit --replay` holds back the same rows (the cut is keyed by the release) and
-    recomputes every artifact and checkpoint, the evaluation with its risks included."""
+    recomputes every artifact and checkpoint. The evaluation matches apart from anonymeter's
+    risks, which are run again but not compared (its attacks are not reproducible run to run:
+    the replay differed from its release in 3 of 6 runs)."""
     code, out, err = run_cli(
         "audit", RID, "--replay", "--input", str(risky_csv), "--home", str(risky_home), "--json"
     )
-    assert code == 0, err
+    assert code == 0, err + out[-2000:]
     report = json.loads(out)
     assert report["identical"]
     checks = {(c["stage"], c["subject"]): c["status"] for c in report["checks"]}
