@@ -315,15 +315,13 @@ def _server_lost(error: BaseException) -> BaseException | None:
     the client's retries ran out (refused, reset, timed out, or a 5xx answer), or None."""
     import httpx
 
-    seen: set[int] = set()
-    current: BaseException | None = error
-    while current is not None and id(current) not in seen:
-        seen.add(id(current))
-        if isinstance(current, httpx.TransportError):
-            return current
-        if isinstance(current, httpx.HTTPStatusError) and current.response.status_code >= 500:
-            return current
-        current = current.__cause__ or current.__context__
+    from release_store.run.failure import error_chain
+
+    for e in error_chain(error):
+        if isinstance(e, httpx.TransportError):
+            return e
+        if isinstance(e, httpx.HTTPStatusError) and e.response.status_code >= 500:
+            return e
     return None
 
 
@@ -332,27 +330,19 @@ def _after_lost_server(release_id: str, root: Path, error: BaseException) -> str
     client's retries). The stages need no server (Prefect 3 sends task states as events), so the
     release may be complete on disk: then its directory is returned, with a warning that the
     server missed the run's end. Otherwise the release fails, saying how to continue it."""
-    from release_store.workspace.home import find_release
+    from release_store.run.resume import release_manifest, resume_hint
 
     url = os.environ.get("PREFECT_API_URL", "the Prefect API")
     why = f"the Prefect server at {url} stopped answering ({type(error).__name__}: {error})"
-    found = find_release(root, release_id)
-    try:
-        manifest = json.loads((found / "manifest.json").read_text()) if found else {}
-    except (OSError, ValueError):
-        manifest = {}
-    if manifest.get("status") == "complete":
+    found, manifest = release_manifest(root, release_id)
+    if found is not None and manifest is not None and manifest.get("status") == "complete":
         warn(
             f"{why}, so its run of release {release_id} shows as still running there; the "
             "release itself is complete and published"
         )
         return str(found)
-    if (root / "private" / release_id / "params.json").is_file():
-        then = f"the finished stages are kept: continue it with `sds resume {release_id}`"
-    else:
-        then = "nothing was reserved or charged: run it again"
     raise fail(
-        f"release {release_id} failed: {why}; {then} once the server answers "
-        "(`sds server status` shows it)",
+        f"release {release_id} failed: {why}; {resume_hint(root, release_id)}, once the "
+        "server answers (`sds server status` shows it)",
         1,
     )

@@ -173,14 +173,15 @@ def supervise(
         time.sleep(0.1)
     reason = "stopped"
     while not stopping:
+        # first, so a server that died with its home is not restarted (a new server on this
+        # port could take it from another home's start)
+        info = read_record(home)
+        if info is None or info.pid != os.getpid():
+            reason = "its record is gone (home removed or another server took over)"
+            break
         if child.poll() is not None:
             if not answered:  # it never came up (port taken, database broken): give up
                 reason = f"server exited with status {child.returncode} before it answered"
-                break
-            info = read_record(home)
-            if info is None or info.pid != os.getpid():  # the home went away under it: no
-                # restart (a new server on this port could take it from another home's start)
-                reason = "its record is gone (home removed or another server took over)"
                 break
             _log(  # killed or crashed: same port and database; the worker and its releases stay
                 f"server exited with status {child.returncode}; restarting it on port {port}"
@@ -200,10 +201,6 @@ def supervise(
         if worker is not None and worker.poll() is not None:
             _log(f"release worker exited with status {worker.returncode}; releases run in-process")
             worker = None
-        info = read_record(home)
-        if info is None or info.pid != os.getpid():
-            reason = "its record is gone (home removed or another server took over)"
-            break
         if idle_timeout_s:
             try:
                 idle = time.time() - (server_dir(home) / LAST_USED_FILE).stat().st_mtime

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from sds_core.errors import SdsInputError
 
-__all__ = ["disk_full", "disk_full_error", "unless_disk_full"]
+__all__ = ["disk_full", "disk_full_error", "error_chain", "unless_disk_full"]
 
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """No space left on the device, or the user's disk quota exceeded: both are freed the same way."""
@@ -32,18 +32,24 @@ def disk_full(error: BaseException) -> BaseException | None:
     >>> disk_full(ValueError("bad cell")) is None
     True
     """
-    seen: set[int] = set()
-    e: BaseException | None = error
-    while e is not None and id(e) not in seen:
-        seen.add(id(e))
+    for e in error_chain(error):
         if isinstance(e, OSError) and e.errno in FULL_ERRNOS:
             return e
         if isinstance(e, sqlite3.OperationalError) and (
             getattr(e, "sqlite_errorcode", None) == SQLITE_FULL or "disk is full" in str(e)
         ):
             return e
-        e = e.__cause__ or e.__context__
     return None
+
+
+def error_chain(error: BaseException) -> Iterator[BaseException]:
+    """``error``, then its cause (or else its context), and so on, each once."""
+    seen: set[int] = set()
+    e: BaseException | None = error
+    while e is not None and id(e) not in seen:
+        seen.add(id(e))
+        yield e
+        e = e.__cause__ or e.__context__
 
 
 @contextmanager

@@ -239,14 +239,18 @@ class ReleaseRun:
         server lost) is left complete: only the private failure record is written.
         """
         dirs = self.dirs
-        published = dirs.manifest()
-        if published is not None and published.get("status") == "complete":
+
+        def record_failure() -> None:
             with unless_disk_full():
                 atomic_write_json(
                     dirs.private_dir / "failure.json",
                     {"at": now(), "type": type(error).__name__, "message": str(error)},
                     private=True,
                 )
+
+        published = dirs.manifest()
+        if published is not None and published.get("status") == "complete":
+            record_failure()
             return error  # published and its reservation closed: a later error must not undo it
         ledger: Ledger | ReplayLedger | None = None
         try:
@@ -262,12 +266,7 @@ class ReleaseRun:
                 )
         with unless_disk_full():
             discard_incomplete(dirs.release_dir, reason=reason)
-        with unless_disk_full():
-            atomic_write_json(
-                dirs.private_dir / "failure.json",
-                {"at": now(), "type": type(error).__name__, "message": str(error)},
-                private=True,
-            )
+        record_failure()
         resumable = True  # the reservation stays open: charged, unreadable, or a full disk
         if not charged and ledger is not None:
             with unless_disk_full():

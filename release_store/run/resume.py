@@ -11,13 +11,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from release_store.config.release_params import ReleaseParams
 from release_store.ledger.backends import LEDGER_URL_ENV, default_ledger_url, split_password
 from release_store.workspace.home import find_release, validate_id
 from sds_core.errors import SdsInputError
 
-__all__ = ["resume_hint", "resume_params"]
+__all__ = ["release_manifest", "resume_hint", "resume_params"]
 
 
 def resume_params(home: Path, release_id: str, ledger: str | None = None) -> ReleaseParams:
@@ -51,6 +52,17 @@ def resume_params(home: Path, release_id: str, ledger: str | None = None) -> Rel
     return ReleaseParams.model_validate(data)
 
 
+def release_manifest(home: Path, release_id: str) -> tuple[Path | None, dict[str, Any] | None]:
+    """Release ``release_id``'s directory in ``home`` and its manifest (None when the release
+    has no directory, or its manifest is missing or unreadable)."""
+    found = find_release(home, release_id)
+    try:
+        manifest = json.loads((found / "manifest.json").read_text()) if found else None
+    except (OSError, ValueError):
+        manifest = None
+    return found, manifest if isinstance(manifest, dict) else None
+
+
 def resume_hint(home: Path, release_id: str) -> str:
     """What to do about release ``release_id`` of ``home`` after it stopped (a failure, a signal,
     a lost worker): ``sds resume`` while its reservation is open, else start a new release.
@@ -58,12 +70,8 @@ def resume_hint(home: Path, release_id: str) -> str:
     A release whose manifest says ``resumable: false`` failed before any charge (its reservation
     was given back); one with no manifest stopped before its reservation.
     """
-    found = find_release(home, release_id)
-    try:
-        manifest = json.loads((found / "manifest.json").read_text()) if found else None
-    except (OSError, ValueError):
-        manifest = None
-    if not isinstance(manifest, dict):
+    found, manifest = release_manifest(home, release_id)
+    if manifest is None:
         return "nothing was reserved or charged: run the release again"
     if manifest.get("status") == "complete":
         return f"it completed after all ({found})"

@@ -568,8 +568,7 @@ def one_way_targets(
     total = published.total
     out = {}
     for c in range(len(published.cards)):
-        j = model.tree.containing((c,))
-        current = model.marginal((c,))[:-1] if j >= 0 else np.zeros(published.cards[c])
+        current = model.marginal((c,))[:-1]  # every column is in a clique of the tree
         dp = np.clip(published.table((c,)), 0.0, None)
         values = np.clip(current, dp - ONE_WAY_SLACK * sd1, dp + ONE_WAY_SLACK * sd1)
         values = np.clip(values, 0.0, None)
