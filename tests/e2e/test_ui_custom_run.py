@@ -203,7 +203,12 @@ def test_custom_run_form_releases_with_the_epsilon_typed_in(
                 # the UI lists the new run on the deployment's page: open it from there
                 page.locator(f"a[href$='/runs/flow-run/{run_id}']").first.click()
                 final = _wait_final(served, run_id)
+                # the run's last lines (publish's) are shipped in the background after it ends
+                shipped = time.monotonic() + 60
                 logs = _logs(served, run_id)
+                while f"the release is (ε={EPSILON}, δ=" not in logs and time.monotonic() < shipped:
+                    time.sleep(1)
+                    logs = _logs(served, run_id)
                 assert final == "COMPLETED", logs[-3000:]
                 page.reload(wait_until="networkidle")
                 page.get_by_text("Completed", exact=True).first.wait_for(timeout=60_000)
