@@ -54,11 +54,48 @@ def project(table: Table, clique: Clique, sub: Sequence[int]) -> Table:
 def calibrate(tree: JunctionTree, theta: Sequence[Table], total: float) -> list[Table]:
     """Every clique's marginal (counts summing to ``total``) of p ∝ exp(Σ θ_j).
 
+    Sum-product in linear space: each clique's potential exp(θ_j − max θ_j) (one exponential
+    per cell), messages rescaled to a maximum of 1 on the way up, and every belief normalised
+    to ``total`` at the end; the calibrated tree's beliefs all sum to the same partition
+    function, so normalising each is exact. If a belief underflows to nothing (potentials
+    spanning more than ~700 nats), the same marginals are computed in log space instead.
+
     Args:
         tree: the junction tree.
         theta: one log-potential table per clique, shaped ``tree.clique_shape(j)``.
         total: the count the marginals sum to.
     """
+    n = len(tree.cliques)
+    acc = [np.exp(t - np.max(t)) for t in theta]
+    up: list[Table] = [np.empty(0)] * n
+    for j in range(n - 1, 0, -1):  # children have larger indices: they are done first
+        sep = tree.separator(j)
+        message = project(acc[j], tree.cliques[j], sep)
+        top = float(np.max(message)) if message.size else 0.0
+        if not top > 0:
+            return calibrate_log(tree, theta, total)
+        message = message / top
+        up[j] = message
+        p = tree.parents[j]
+        acc[p] *= message.reshape(broadcast_shape(sep, tree.cliques[p], tree.sizes))
+    beliefs = [acc[0]] + [np.empty(0)] * (n - 1)
+    for j in range(1, n):
+        p, sep = tree.parents[j], tree.separator(j)
+        down = project(beliefs[p], tree.cliques[p], sep)
+        down = np.divide(down, up[j], out=np.zeros_like(down), where=up[j] > 0)
+        beliefs[j] = acc[j] * down.reshape(broadcast_shape(sep, tree.cliques[j], tree.sizes))
+    out = []
+    for b in beliefs:
+        mass = float(b.sum())
+        if not (mass > 0 and np.isfinite(mass)):
+            return calibrate_log(tree, theta, total)
+        b *= total / mass
+        out.append(b)
+    return out
+
+
+def calibrate_log(tree: JunctionTree, theta: Sequence[Table], total: float) -> list[Table]:
+    """:func:`calibrate` by log-space sum-product (slower; no underflow at any range)."""
     n = len(tree.cliques)
     acc = [np.array(t, dtype=np.float64, copy=True) for t in theta]
     up_parts: list[Table] = [np.empty(0)] * n
@@ -72,8 +109,7 @@ def calibrate(tree: JunctionTree, theta: Sequence[Table], total: float) -> list[
     for j in range(1, n):
         p, sep = tree.parents[j], tree.separator(j)
         up_j = up_parts[j]
-        parent_shape = broadcast_shape(sep, tree.cliques[p], tree.sizes)
-        down = logsumexp(beliefs[p] - up_j.reshape(parent_shape), other_axes(tree.cliques[p], sep))
+        down = logsumexp(beliefs[p], other_axes(tree.cliques[p], sep)) - up_j
         beliefs[j] = acc[j] + down.reshape(broadcast_shape(sep, tree.cliques[j], tree.sizes))
     log_z = float(logsumexp(beliefs[0], tuple(range(beliefs[0].ndim))))
     return [total * np.exp(b - log_z) for b in beliefs]
