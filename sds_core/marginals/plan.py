@@ -50,6 +50,16 @@ MODEL_CELLS_PER_RECORD = 10
 MIN_MODEL_CELLS = 100_000
 MAX_MODEL_CELLS = 1_500_000
 MODEL_ITERATIONS = 300
+SIGNAL_FOR_LONG_FIT = 2_000.0
+LONG_FIT_ITERATIONS = 1_000
+LONG_FIT_WORK = 300_000_000
+"""From this signal on, the plan's model fits for up to :data:`LONG_FIT_ITERATIONS` iterations
+while cells × iterations stay within :data:`LONG_FIT_WORK` (never fewer than
+:data:`MODEL_ITERATIONS`): the early stop regularises noisy counts, but precise ones gain from
+the longer fit (measured, 3 seeds, TVD2 at 1,000 vs 300 iterations: 10k binned ε = 10 (signal
+2,309) 0.0365 vs 0.0384, raw 0.1459 vs 0.1468; at signal 1,033 and below it loses: 10k raw
+ε = 4 0.1786 vs 0.1733, ε = 1 0.3713 vs 0.3602). At 100k rows and more the cells (1M and up)
+keep the fit at 300 iterations, its time at 1M rows within the release's budget."""
 MODEL_STRUCTURE = "pair-dependence"
 
 
@@ -248,7 +258,8 @@ def plan_sds(
     the noise it would get. Below :data:`SIGNAL_FOR_LENGTH_3` the plan releases single values
     and pairs (R = 2), gives length 1 the share :func:`length_one_share` of the budget, and
     draws the records from the consistent model of the aggregates (pair-dependence structure,
-    :data:`MODEL_ITERATIONS` iterations, :data:`MODEL_CELLS_PER_RECORD` cells per record).
+    :data:`MODEL_ITERATIONS` iterations, more above :data:`SIGNAL_FOR_LONG_FIT`,
+    :data:`MODEL_CELLS_PER_RECORD` cells per record).
     From it on, the plan is today's default: R = 3, ``prioritize_long``, records.
 
     Args:
@@ -312,6 +323,9 @@ def plan_sds(
     cells = min(
         MAX_MODEL_CELLS, max(MIN_MODEL_CELLS, MODEL_CELLS_PER_RECORD * protected_number_of_records)
     )
+    iterations = MODEL_ITERATIONS
+    if signal >= SIGNAL_FOR_LONG_FIT:
+        iterations = max(MODEL_ITERATIONS, min(LONG_FIT_ITERATIONS, LONG_FIT_WORK // cells))
     return SdsPlan(
         protected_number_of_records=protected_number_of_records,
         epsilon=float(epsilon),
@@ -320,7 +334,7 @@ def plan_sds(
         sigma_proportions=tuple(props),
         synthesis=synth,
         model_structure="g-statistic" if pinned else MODEL_STRUCTURE,
-        model_iterations=100 if pinned else MODEL_ITERATIONS,
+        model_iterations=100 if pinned else iterations,
         max_model_cells=MAX_MODEL_CELLS if pinned else cells,
         chosen=tuple(chosen),
         reason=_reason(

@@ -13,9 +13,13 @@ from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
 from sds_core.marginals.plan import (
+    LONG_FIT_ITERATIONS,
+    LONG_FIT_WORK,
     MAX_LENGTH_1_SHARE,
     MAX_RECORDS_EXCESS,
+    MODEL_ITERATIONS,
     SIGNAL_FOR_LENGTH_3,
+    SIGNAL_FOR_LONG_FIT,
     SdsPlan,
     length_one_share,
     noise_excess,
@@ -125,6 +129,21 @@ def test_model_cells_follow_the_record_count() -> None:
     """The model holds ~10 cells per DP record, between 100k and 1.5M."""
     assert plan_sds(5_000, **PUMS).max_model_cells == 100_000
     assert plan_sds(80_000, **PUMS).max_model_cells == 800_000
+
+
+def test_precise_counts_get_a_longer_fit_within_its_work() -> None:
+    """300 iterations below SIGNAL_FOR_LONG_FIT; from it on up to 1,000 while cells x iterations
+    stay within LONG_FIT_WORK (so 100k records and more keep 300)."""
+    noise = pair_noise(4.0, 1e-6, 11, 0.005)
+    below = math.floor(SIGNAL_FOR_LONG_FIT * noise) - 1
+    assert plan_sds(below, **PUMS).model_iterations == MODEL_ITERATIONS
+    at = plan_sds(below + 2, **PUMS)
+    assert at.max_model_cells == 10 * (below + 2)
+    assert at.model_iterations == min(LONG_FIT_ITERATIONS, LONG_FIT_WORK // at.max_model_cells)
+    assert at.model_iterations > MODEL_ITERATIONS
+    assert plan_sds(10_000, **(PUMS | {"epsilon": 10.0})).model_iterations == LONG_FIT_ITERATIONS
+    assert plan_sds(100_000, **(PUMS | {"epsilon": 1.0})).model_iterations == MODEL_ITERATIONS
+    assert plan_sds(100_000, **(PUMS | {"epsilon": 10.0})).model_iterations == MODEL_ITERATIONS
 
 
 def test_one_column_releases_single_values() -> None:
