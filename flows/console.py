@@ -40,11 +40,16 @@ def quick_exit(code: int | str | None) -> NoReturn:  # pragma: no cover - ends t
     import atexit
     import threading
 
+    from release_store.run.timing import mark, span
+
     if isinstance(code, str):
         sys.stderr.write(code + "\n")
         code = 1
-    threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx calls first
-    atexit._run_exitfuncs()
+    with span("exit:threads"):
+        threading._shutdown()  # type: ignore[attr-defined]  # what Py_FinalizeEx calls first
+    with span("exit:atexit"):  # Prefect drains its log and event queues to the server here
+        atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         stream.flush()
+    mark("exit:end")
     os._exit(code or 0)

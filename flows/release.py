@@ -30,7 +30,7 @@ from release_store.config.core_objects import dp_binned_columns
 from release_store.config.periods import resolve_period
 from release_store.config.planned import after_aggregation
 from release_store.config.release_params import ReleaseParams
-from release_store.run import progress, stages
+from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun, noise_scales
 from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
@@ -202,6 +202,7 @@ def run_stages(
 @flow(name="sds-release", flow_run_name=_run_name, persist_result=False, validate_parameters=True)
 def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
+    timing.mark("flow:body-start", flow_run_id=str(runtime.flow_run.id or ""))
     log = get_run_logger()
     timeline = stages.Timeline(
         on_done=lambda s: log.info("%s finished in %.3f s", s["name"], s["duration_s"])
@@ -240,7 +241,9 @@ def release(params: ReleaseParams) -> str:
             if told is e:
                 raise
             raise told from e
-    _show_budget(run, log)
+    with timing.span("flow:show-budget"):
+        _show_budget(run, log)
+    timing.mark("flow:body-end")
     return str(released)
 
 

@@ -17,6 +17,8 @@ from uuid import UUID
 from prefect import get_run_logger
 from prefect.artifacts import create_progress_artifact, update_progress_artifact
 
+from release_store.run import timing
+
 LONG_STAGES = {"aggregate": "aggregation (lengths 1..R)", "synthesize": "synthetic records"}
 """Stage groups with a progress artifact, and what their progress counts."""
 
@@ -69,15 +71,16 @@ class ProgressArtifacts:
             return
         self._shown[group], self._last[group] = percent, now
         try:
-            if group not in self._ids:
-                created = create_progress_artifact(
-                    progress=float(percent),
-                    key=f"{group}-progress-{self.key_suffix}"[:100],
-                    description=f"{group}: {LONG_STAGES[group]} done",
-                )
-                self._ids[group] = cast(UUID, created)  # sync context: a UUID
-            else:
-                update_progress_artifact(self._ids[group], float(percent))
+            with timing.span("progress-artifact"):
+                if group not in self._ids:
+                    created = create_progress_artifact(
+                        progress=float(percent),
+                        key=f"{group}-progress-{self.key_suffix}"[:100],
+                        description=f"{group}: {LONG_STAGES[group]} done",
+                    )
+                    self._ids[group] = cast(UUID, created)  # sync context: a UUID
+                else:
+                    update_progress_artifact(self._ids[group], float(percent))
         except Exception as e:  # progress display only: never fail a release for it
             self._failed = True
             _warn(f"progress artifacts turned off: {type(e).__name__}: {e}")

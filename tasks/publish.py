@@ -25,7 +25,7 @@ from release_store.cluster.backend import DaskBackend
 from release_store.ledger.budget_view import artifact_key as budget_artifact_key
 from release_store.publish.artifacts import write_release
 from release_store.report.inputs import count_sd
-from release_store.run import progress, stages
+from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun
 from release_store.run.stage_log import stage_done
 from sds_core.data.table import PreparedTable
@@ -72,7 +72,8 @@ def publish_release(
     release_dir = str(run.dirs.release_dir)
     signed_by = sign_release(run.home, release_dir)
     try:  # the release is complete and its budget closed: the UI's copies never undo that
-        _prefect_artifacts(manifest, Path(release_dir), aggregates, signed_by)
+        with timing.span("publish:prefect-artifacts"):
+            _prefect_artifacts(manifest, Path(release_dir), aggregates, signed_by)
     except Exception as e:  # e.g. the Prefect server stopped answering (after the retries)
         task_logger().warning(
             "the Prefect artifacts of release %s were not created: %s: %s",

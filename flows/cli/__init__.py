@@ -79,6 +79,9 @@ app.command("deploy")(deploy.deploy_command)
 
 def main() -> None:  # pragma: no cover - the console entry point
     """Entry point of ``sds`` and ``python -m flows.cli``: the app, then :func:`quick_exit`."""
+    from release_store.run.timing import mark
+
+    mark("client:main")  # bench/bench_release.py: Python's start and the CLI's imports end here
     try:
         app(prog_name="sds")  # also under `python -m flows.cli`: completion keys on it
         code: int | str | None = 0

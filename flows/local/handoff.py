@@ -5,8 +5,8 @@ connects to ``$SDS_HOME/prefect/worker.sock``, sends the release's call, its env
 working directory with its stdin/stdout/stderr descriptors, and waits for the exit status of the
 child the worker forks for it. Signals the client gets are forwarded to the child's process group.
 No runner, a refusal, ``SDS_WORKER=off`` or a platform without the calls the runner makes
-(:func:`runner_available`): the caller runs the release in-process. Only the standard library is
-imported here.
+(:func:`runner_available`): the caller runs the release in-process. Only the standard library
+(and :mod:`release_store.run.timing`, which imports nothing else) is imported here.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from release_store.run.timing import mark
 
 __all__ = [
     "IMPORT_TIME_PREFIXES",
@@ -167,12 +169,14 @@ def hand_off(home: Path, call: dict[str, Any]) -> int | None:
             "call": call,
         }
         try:
+            mark("client:handoff")
             socket.send_fds(sock, [json.dumps(request).encode()], [0, 1, 2])
             answer = json.loads(sock.recv(_MAX_MESSAGE) or b"{}")
         except (OSError, ValueError):
             return None
         if "pid" not in answer:
             return None  # refused (answer["refused"] says why) or the worker went away
+        mark("client:forked")
         child = int(answer["pid"])
         pidfd = _pidfd(child)  # watchable even once the worker is gone
         sock.settimeout(None)
@@ -181,6 +185,7 @@ def hand_off(home: Path, call: dict[str, Any]) -> int | None:
                 done = json.loads(sock.recv(_MAX_MESSAGE) or b"{}")
             except (OSError, ValueError):
                 done = {}
+            mark("client:exit-status")
     if "exit" in done:
         if pidfd is not None:
             os.close(pidfd)

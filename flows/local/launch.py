@@ -20,6 +20,7 @@ from typing import Any
 import typer
 
 from flows.console import fail, warn
+from release_store.run.timing import mark
 
 __all__ = [
     "PREFECT_DEFAULTS",
@@ -134,6 +135,7 @@ def ledger_password(params: Any) -> Any:
 def launch(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> None:
     """Run the release ``params`` describes: through the home's warm runner when its server
     answers, else in this process; returns when it is complete, raises typer.Exit otherwise."""
+    mark("client:launch")  # the pre-flight is done
     params = ledger_password(params)
     server = _api_server(root)  # started in the background while Prefect and the flow load
     prefect_environment(root, verbose=verbose)
@@ -267,7 +269,9 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     released: str | None = None
     try:
         with _sigterm_stops(), shown, reporting(shown):
+            mark("child:flow-call")
             state = release_flow(params, return_state=True)
+            mark("child:flow-returned")
     except _Stopped:
         raise fail(
             f"release {params.release_id} was stopped by SIGTERM before it completed; "

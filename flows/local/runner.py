@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from flows.local.handoff import import_time_env, project_root, socket_path
+from release_store.run.timing import mark
 
 __all__ = ["main", "serve"]
 
@@ -215,6 +216,7 @@ class Worker:
             os.chdir(request["cwd"])
             os.environ.clear()
             os.environ.update(request["env"])
+            mark("child:start")  # forked, its descriptors and environment the client's
             # the process's own streams, buffered as a fresh process would buffer them
             sys.stdin = open(0, closefd=False)
             sys.stdout = open(1, "w", buffering=1 if os.isatty(1) else -1, closefd=False)

@@ -7,7 +7,8 @@
 - ``stage_log``: one DP-safe log line per stage;
 - ``progress``: progress hooks and the CLI's display;
 - ``failure``: a full disk during a release: recognising it and what the user is told;
-- ``faults``: the test-only fault points (die or pause at a named moment of a release).
+- ``faults``: the test-only fault points (die or pause at a named moment of a release);
+- ``timing``: the benchmark-only timing marks (``SDS_TIMING_FILE``: bench/bench_release.py).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -37,6 +38,7 @@ _EXPORTS: dict[str, str] = {
     "RichProgress": "release_store.run.progress",
     "SEEDED_WARNING": "release_store.run.claims",
     "SYNTHESIZE": "release_store.run.stages",
+    "TIMING_ENV": "release_store.run.timing",
     "SensitiveTable": "release_store.run.release_run",
     "StageLogger": "release_store.run.stage_log",
     "StageSpec": "release_store.run.stages",
@@ -55,6 +57,7 @@ _EXPORTS: dict[str, str] = {
     "fault_point": "release_store.run.faults",
     "finished": "release_store.run.stage_log",
     "gate_text": "release_store.run.stage_log",
+    "mark": "release_store.run.timing",
     "noise_scales": "release_store.run.release_run",
     "not_private_reason": "release_store.run.claims",
     "now": "release_store.run.workdir",
@@ -65,6 +68,7 @@ _EXPORTS: dict[str, str] = {
     "reporting": "release_store.run.progress",
     "reserve": "release_store.run.release_run",
     "spec": "release_store.run.stages",
+    "span": "release_store.run.timing",
     "stage": "release_store.run.progress",
     "stage_done": "release_store.run.stage_log",
     "stage_record": "release_store.run.stages",
@@ -87,6 +91,7 @@ __all__ = [
     "PUBLISH",
     "SEEDED_WARNING",
     "SYNTHESIZE",
+    "TIMING_ENV",
     "VALIDATE",
     "VALIDATE_OUTPUT",
     "ProtectedCount",
@@ -110,6 +115,7 @@ __all__ = [
     "fault_point",
     "finished",
     "gate_text",
+    "mark",
     "noise_scales",
     "not_private_reason",
     "now",
@@ -119,6 +125,7 @@ __all__ = [
     "release_stages",
     "reporting",
     "reserve",
+    "span",
     "spec",
     "stage",
     "stage_done",
@@ -193,4 +200,5 @@ if TYPE_CHECKING:
         spec,
         stage_record,
     )
+    from release_store.run.timing import TIMING_ENV, mark, span
     from release_store.run.workdir import ReleaseDirs, now
