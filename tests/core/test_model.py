@@ -10,7 +10,7 @@ import pytest
 
 from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.model.estimation import fit_model
-from sds_core.model.inference import calibrate, marginal_of
+from sds_core.model.inference import calibrate, calibrate_log, marginal_of
 from sds_core.model.measurements import Measurement, log_ndtr
 from sds_core.model.sampling import round_balanced, sample_records
 from sds_core.model.structure import (
@@ -43,6 +43,60 @@ def test_calibrate_matches_brute_force() -> None:
     for j, clique in enumerate(TREE.cliques):
         other = tuple(i for i in range(4) if i not in clique)
         np.testing.assert_allclose(mu[j], joint.sum(axis=other), rtol=1e-10)
+
+
+def test_linear_calibration_equals_log_space_and_falls_back_on_underflow() -> None:
+    """The linear-space pass gives the log-space marginals; potentials spanning more than
+    float64's range (a belief that would underflow to nothing) take the log-space pass."""
+    rng = np.random.default_rng(5)
+    theta = [rng.normal(scale=8.0, size=TREE.clique_shape(j)) for j in range(3)]
+    for a, b in zip(calibrate(TREE, theta, 50.0), calibrate_log(TREE, theta, 50.0), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-9, atol=1e-300)
+    # clique 1 puts all its mass on the separator value its parent makes ~e^-2000 as likely
+    steep = [np.zeros(TREE.clique_shape(j)) for j in range(3)]
+    steep[0][:, 0] = 2000.0
+    steep[1][1:, :] = 2000.0
+    mu = calibrate(TREE, steep, 10.0)
+    want = _brute_joint_log(TREE, steep) * 10.0
+    for j, clique in enumerate(TREE.cliques):
+        other = tuple(i for i in range(4) if i not in clique)
+        assert np.all(np.isfinite(mu[j])) and mu[j].sum() == pytest.approx(10.0)
+        np.testing.assert_allclose(mu[j], want.sum(axis=other), rtol=1e-9, atol=1e-12)
+
+
+def _brute_joint_log(tree: JunctionTree, theta: list[np.ndarray]) -> np.ndarray:
+    """:func:`_brute_joint` in log space (potentials of any range)."""
+    log_joint = np.zeros(tree.sizes)
+    for x in itertools.product(*(range(s) for s in tree.sizes)):
+        log_joint[x] = sum(
+            t[tuple(x[c] for c in cl)] for t, cl in zip(theta, tree.cliques, strict=True)
+        )
+    joint = np.exp(log_joint - log_joint.max())
+    return joint / joint.sum()
+
+
+@pytest.mark.parametrize("censored", [False, True])
+def test_measurement_loss_and_gradient(censored: bool) -> None:
+    """The compiled losses are the closed forms, and their gradients the finite differences."""
+    rng = np.random.default_rng(11)
+    marginal = rng.uniform(0.0, 30.0, size=(4, 5))
+    cells = np.array([0, 3, 7, 12, 19])
+    values = rng.uniform(0.0, 30.0, size=cells.size)
+    m = Measurement((0, 1), cells, values, 2.5, censored)
+    loss, grad = m.loss_and_grad(marginal)
+    mu = marginal.reshape(-1)[cells]
+    if censored:
+        z = (values - mu) / 2.5
+        want = -sum(math.log(0.5 * math.erfc(-v / math.sqrt(2))) for v in z)
+    else:
+        want = float(np.sum((mu - values) ** 2) / (2 * 2.5**2))
+    assert loss == pytest.approx(want, rel=1e-6)
+    assert np.count_nonzero(grad) <= cells.size
+    for cell in (3, 12):
+        bumped = marginal.copy().reshape(-1)
+        bumped[cell] += 1e-6
+        numeric = (m.loss_and_grad(bumped.reshape(4, 5))[0] - loss) / 1e-6
+        assert grad.reshape(-1)[cell] == pytest.approx(numeric, rel=1e-3, abs=1e-6)
 
 
 def test_running_intersection_is_enforced() -> None:
