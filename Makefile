@@ -48,7 +48,7 @@ release: setup
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py): what CI runs.
 test: setup postgres chromium anonymeter
-	$(PY) -m pytest -q --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q --durations=25 --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 ## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
 ## the other slow tests (whole releases with model/mst/aim, the pac-synth comparison, ...).
