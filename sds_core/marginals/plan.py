@@ -52,14 +52,16 @@ MAX_MODEL_CELLS = 1_500_000
 MODEL_ITERATIONS = 300
 SIGNAL_FOR_LONG_FIT = 2_000.0
 LONG_FIT_ITERATIONS = 1_000
-LONG_FIT_WORK = 300_000_000
-"""From this signal on, the plan's model fits for up to :data:`LONG_FIT_ITERATIONS` iterations
-while cells × iterations stay within :data:`LONG_FIT_WORK` (never fewer than
-:data:`MODEL_ITERATIONS`): the early stop regularises noisy counts, but precise ones gain from
-the longer fit (measured, 3 seeds, TVD2 at 1,000 vs 300 iterations: 10k binned ε = 10 (signal
-2,309) 0.0365 vs 0.0384, raw 0.1459 vs 0.1468; at signal 1,033 and below it loses: 10k raw
-ε = 4 0.1786 vs 0.1733, ε = 1 0.3713 vs 0.3602). At 100k rows and more the cells (1M and up)
-keep the fit at 300 iterations, its time at 1M rows within the release's budget."""
+LONG_FIT_WORK = 600_000_000
+LONG_FIT_MAX_CELLS = 1_200_000
+"""From this signal on, a model of at most :data:`LONG_FIT_MAX_CELLS` cells fits for up to
+:data:`LONG_FIT_ITERATIONS` iterations while cells × iterations stay within
+:data:`LONG_FIT_WORK` (never fewer than :data:`MODEL_ITERATIONS`): the early stop regularises
+noisy counts, but precise ones gain from the longer fit. Measured, 3 seeds, TVD2: 10k binned
+ε = 10 (signal 2,309) 0.0359 at 1,000 iterations vs 0.0384 at 300, raw 0.1463 vs 0.1468; at
+signal 1,033 and below the longer fit loses (10k raw ε = 4 0.1786 vs 0.1733, ε = 1 0.3713 vs
+0.3602); 100k rows (1M cells, 600 iterations): docs/benchmarks.md. Larger models (more than
+~120k records) keep 300 iterations, so a 1M-row release stays within its time budget."""
 MODEL_STRUCTURE = "pair-dependence"
 
 
@@ -324,7 +326,7 @@ def plan_sds(
         MAX_MODEL_CELLS, max(MIN_MODEL_CELLS, MODEL_CELLS_PER_RECORD * protected_number_of_records)
     )
     iterations = MODEL_ITERATIONS
-    if signal >= SIGNAL_FOR_LONG_FIT:
+    if signal >= SIGNAL_FOR_LONG_FIT and cells <= LONG_FIT_MAX_CELLS:
         iterations = max(MODEL_ITERATIONS, min(LONG_FIT_ITERATIONS, LONG_FIT_WORK // cells))
     return SdsPlan(
         protected_number_of_records=protected_number_of_records,

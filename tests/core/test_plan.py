@@ -14,6 +14,7 @@ from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.params import AccuracyMode, DpParams, FabricationMode
 from sds_core.marginals.plan import (
     LONG_FIT_ITERATIONS,
+    LONG_FIT_MAX_CELLS,
     LONG_FIT_WORK,
     MAX_LENGTH_1_SHARE,
     MAX_RECORDS_EXCESS,
@@ -133,7 +134,7 @@ def test_model_cells_follow_the_record_count() -> None:
 
 def test_precise_counts_get_a_longer_fit_within_its_work() -> None:
     """300 iterations below SIGNAL_FOR_LONG_FIT; from it on up to 1,000 while cells x iterations
-    stay within LONG_FIT_WORK (so 100k records and more keep 300)."""
+    stay within LONG_FIT_WORK, for models of at most LONG_FIT_MAX_CELLS cells."""
     noise = pair_noise(4.0, 1e-6, 11, 0.005)
     below = math.floor(SIGNAL_FOR_LONG_FIT * noise) - 1
     assert plan_sds(below, **PUMS).model_iterations == MODEL_ITERATIONS
@@ -142,8 +143,12 @@ def test_precise_counts_get_a_longer_fit_within_its_work() -> None:
     assert at.model_iterations == min(LONG_FIT_ITERATIONS, LONG_FIT_WORK // at.max_model_cells)
     assert at.model_iterations > MODEL_ITERATIONS
     assert plan_sds(10_000, **(PUMS | {"epsilon": 10.0})).model_iterations == LONG_FIT_ITERATIONS
-    assert plan_sds(100_000, **(PUMS | {"epsilon": 1.0})).model_iterations == MODEL_ITERATIONS
-    assert plan_sds(100_000, **(PUMS | {"epsilon": 10.0})).model_iterations == MODEL_ITERATIONS
+    hundred_k = plan_sds(100_000, **(PUMS | {"epsilon": 1.0}))
+    assert hundred_k.max_model_cells == 1_000_000 <= LONG_FIT_MAX_CELLS
+    assert hundred_k.model_iterations == LONG_FIT_WORK // 1_000_000
+    big = plan_sds(130_000, **(PUMS | {"epsilon": 1.0}))
+    assert big.max_model_cells > LONG_FIT_MAX_CELLS and big.model_iterations == MODEL_ITERATIONS
+    assert plan_sds(1_000_000, **PUMS).model_iterations == MODEL_ITERATIONS
 
 
 def test_one_column_releases_single_values() -> None:
