@@ -54,8 +54,8 @@ class _Group:
 
     ``source`` is the earlier group of the same clique whose marginal this one is summed from
     (its smallest superset; -1: the clique's table), so each marginal costs a pass over a
-    smaller table; its gradient is added back the same way (``source_shape``) before it
-    reaches the clique's table (``clique_shape``).
+    smaller table; its gradient is added back the same way (broadcast by ``source_shape``)
+    until it reaches the clique's table.
     """
 
     clique: int

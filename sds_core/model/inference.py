@@ -1,7 +1,8 @@
 """Exact inference on a junction tree: calibrated clique marginals from log-potentials.
 
-Two passes of log-space sum-product (leaves to root, root to leaves) give every clique's
-marginal of the distribution p(x) ∝ exp(Σ_j θ_j(x_Cj)), scaled to a total count. Used by
+Two passes of sum-product (leaves to root, root to leaves; in linear space with rescaled
+messages, in log space when that would underflow) give every clique's marginal of the
+distribution p(x) ∝ exp(Σ_j θ_j(x_Cj)), scaled to a total count. Used by
 :mod:`sds_core.model.estimation` at every mirror-descent step and by the sampler.
 """
 
