@@ -26,6 +26,8 @@ from sds_core.marginals.exact_counts import exact_aggregates
 
 NOT_REPORTED = -1
 """DP count of a combination the DP aggregates do not report (suppressed or never a candidate)."""
+SLICE_ROWS = 1 << 18
+"""Combinations of one length that :meth:`Agreement.marginal_tvd` reads at a time."""
 Z95 = 1.96
 """Half-width of the published 95% noise interval, in noise standard deviations (the explorer's
 and the report's error bar: ``1.96 * count_sd``)."""
@@ -127,30 +129,48 @@ class Agreement:
             np.zeros(0, np.int64) if one is None else one.synthetic[rows],
         )
 
-    def marginal_tvd(self, k: int) -> dict[tuple[int, ...], float]:
+    def marginal_tvd(self, k: int, *, rows: int = SLICE_ROWS) -> dict[tuple[int, ...], float]:
         """Total variation distance of each k-column marginal, DP aggregates vs synthetic records.
 
         For every set of k columns (indices, ascending) that both sides count: the DP
         distribution is the marginal's reported DP counts over their sum, the synthetic one the
-        records' counts over their sum; combinations a side lacks count 0 there.
+        records' counts over their sum; combinations a side lacks count 0 there. Computed
+        ``rows`` combinations at a time: the sums are integers, and each marginal's distance is
+        added up combination by combination in row order whatever ``rows`` is, so the floats are
+        the same too.
         """
         la = self.by_len.get(k)
         if la is None or len(la) == 0:
             return {}
+        require(rows >= 1, f"a slice needs at least one combination, got rows={rows!r}")
         c = self.domain.n_columns
-        cols = self.domain.attribute_columns().astype(np.int64)[la.attrs]  # (m, k)
-        key = np.zeros(len(la), dtype=np.int64)
-        for j in range(k):
-            key = key * c + cols[:, j]
-        sets, inv = np.unique(key, return_inverse=True)
+        col_of = self.domain.attribute_columns().astype(np.int64)
+        bounds = range(0, len(la), rows)
+
+        def sets_of(lo: int) -> NDArray[np.int64]:  # each combination's column set, as a code
+            key = np.zeros(min(rows, len(la) - lo), dtype=np.int64)
+            for j in range(k):
+                key = key * c + col_of[la.attrs[lo : lo + rows, j]]
+            return key
+
+        def dp_of(lo: int) -> NDArray[np.float64]:  # reported DP counts, 0 where not reported
+            dp = la.dp[lo : lo + rows]
+            return np.where(dp != NOT_REPORTED, dp, 0).astype(np.float64)
+
+        sets = np.unique(np.concatenate([np.unique(sets_of(lo)) for lo in bounds]))
         n = sets.shape[0]
-        dp = np.where(la.reported, la.dp, 0).astype(np.float64)
-        syn = la.synthetic.astype(np.float64)
-        dp_sum = np.bincount(inv, weights=dp, minlength=n)
-        syn_sum = np.bincount(inv, weights=syn, minlength=n)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            gap = np.abs(dp / dp_sum[inv] - syn / syn_sum[inv])
-        tvd = 0.5 * np.bincount(inv, weights=np.nan_to_num(gap), minlength=n)
+        dp_sum, syn_sum, tvd = np.zeros(n), np.zeros(n), np.zeros(n)
+        for lo in bounds:  # integer sums (exact in float64 below 2^53)
+            at = np.searchsorted(sets, sets_of(lo))
+            dp_sum += np.bincount(at, weights=dp_of(lo), minlength=n)
+            syn_sum += np.bincount(at, weights=la.synthetic[lo : lo + rows], minlength=n)
+        for lo in bounds:
+            at = np.searchsorted(sets, sets_of(lo))
+            dp, syn = dp_of(lo), la.synthetic[lo : lo + rows].astype(np.float64)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                gap = np.abs(dp / dp_sum[at] - syn / syn_sum[at])
+            np.add.at(tvd, at, np.nan_to_num(gap))  # in row order, as one bincount would
+        tvd = 0.5 * tvd
         out: dict[tuple[int, ...], float] = {}
         for i in np.flatnonzero((dp_sum > 0) & (syn_sum > 0)).tolist():
             code, columns = int(sets[i]), []

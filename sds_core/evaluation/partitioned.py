@@ -5,13 +5,15 @@ The sensitive side is reduced to sums: its exact aggregates, the counts of recor
 unique or rare combination (:func:`partition_risk`) and the cell counts of its 1..3-way marginals
 (:func:`partition_marginals`); every ratio is then computed from those integers as locally. The
 synthetic records, partitions of their own (:class:`PartitionedTable`, as large as the input) or
-a ``PreparedTable`` here (one partition: :class:`OnePartition`), are reduced to sums the same way.
+a ``PreparedTable`` here (summed :data:`SLICE_ROWS` records at a time: :class:`RowSlices`), are
+reduced to sums the same way.
 """
 
 from __future__ import annotations
 
+import functools
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -67,12 +69,22 @@ class PartitionedTable(Protocol):
     def exact_aggregates(self, reporting_length: int) -> AggregateSet: ...
 
 
+SLICE_ROWS = 1 << 18
+"""Records of a table in this process summed at a time (:class:`RowSlices`): the sums are the
+same integers whatever the slice, and the memory they take follows the slice, not the table."""
+
+
 @dataclass(frozen=True, slots=True, eq=False)
-class OnePartition:
-    """A table in this process as a :class:`PartitionedTable` of one partition (how
-    :func:`evaluate_partitioned` sums local synthetic records: the partitions' one path)."""
+class RowSlices:
+    """A table in this process as a :class:`PartitionedTable` whose partitions are its slices of
+    ``rows`` records (how :func:`evaluate_partitioned` sums local synthetic records: the
+    partitions' one path, at the memory of one slice)."""
 
     table: PreparedTable
+    rows: int = SLICE_ROWS
+
+    def __post_init__(self) -> None:
+        require(self.rows >= 1, f"a slice needs at least one record, got rows={self.rows!r}")
 
     @property
     def domain(self) -> Domain:
@@ -84,9 +96,16 @@ class OnePartition:
         """The table's record count."""
         return self.table.n_records
 
+    def slices(self) -> Iterator[PreparedTable]:
+        """The table's consecutive slices of ``rows`` records (views; one slice if it has none)."""
+        t = self.table
+        for start in range(0, max(t.n_records, 1), self.rows):
+            codes = t.codes[start : start + self.rows]
+            yield PreparedTable(t.domain, codes, t.multi_value_columns)
+
     def map_reduce(self, fn: Callable[..., T], combine: Callable[[T, T], T], /, **kwargs: Any) -> T:
-        """``fn`` of the one partition (nothing to combine)."""
-        return fn(self.table, **kwargs)
+        """``fn`` of every slice, combined in order."""
+        return functools.reduce(combine, (fn(part, **kwargs) for part in self.slices()))
 
     def exact_aggregates(self, reporting_length: int) -> AggregateSet:
         """The table's exact aggregates."""
@@ -310,7 +329,7 @@ def evaluate_partitioned(
     lookups = risk_lookups(sensitive, resolution=k)
     unique, rare = map_reduce(partition_risk, add_pairs, lookups=lookups)
     top = min(order, domain.n_columns)
-    parts = OnePartition(synthetic) if isinstance(synthetic, PreparedTable) else synthetic
+    parts = RowSlices(synthetic) if isinstance(synthetic, PreparedTable) else synthetic
     cards, mappings = fidelity_mappings(domain, parts.domain)
     synth = parts.exact_aggregates(R)
     s_lookups = risk_lookups(synth, resolution=k)
