@@ -237,6 +237,29 @@ def _sigterm_stops() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+HEARTBEAT_ENV = ("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY")
+"""Prefect's flow-run heartbeat settings; a user who sets one keeps the heartbeats it asks for."""
+
+
+@contextlib.contextmanager
+def _no_heartbeats() -> Iterator[None]:
+    """This command's flow run without Prefect's flow-run heartbeats, unless the user set them.
+
+    Prefect 3.9.1 emits them by default (``flows.heartbeat_frequency`` = 180 s) from a thread
+    that sleeps in whole seconds and is joined when the flow returns: the run ended 0-1 s
+    (uniformly) after its last line, 0.3-0.7 s in the median (docs/benchmarks.md). They feed
+    only an automation that marks deployment runs Crashed when they stop; a release run by
+    ``sds release`` or ``sds resume`` is no deployment run, and its process reports its own end.
+    """
+    if any(os.environ.get(name) for name in HEARTBEAT_ENV):
+        yield
+        return
+    from prefect.settings import temporary_settings
+
+    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
+        yield
+
+
 def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
     from release_store.inputs import gx_suite
 
@@ -268,7 +291,7 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     )
     released: str | None = None
     try:
-        with _sigterm_stops(), shown, reporting(shown):
+        with _sigterm_stops(), _no_heartbeats(), shown, reporting(shown):
             mark("child:flow-call")
             state = release_flow(params, return_state=True)
             mark("child:flow-returned")
