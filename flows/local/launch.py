@@ -254,9 +254,14 @@ def _no_heartbeats() -> Iterator[None]:
     if any(os.environ.get(name) for name in HEARTBEAT_ENV):
         yield
         return
-    from prefect.settings import temporary_settings
+    from prefect.context import SettingsContext, get_settings_context
 
-    with temporary_settings(updates={"flows.heartbeat_frequency": None}):
+    # what prefect.settings.temporary_settings does, without its rebuild of every setting from
+    # the environment (25 ms idle; a copy of the two models here: 0.1 ms)
+    current = get_settings_context()
+    flows = current.settings.flows.model_copy(update={"heartbeat_frequency": None})
+    settings = current.settings.model_copy(update={"flows": flows})
+    with SettingsContext(profile=current.profile, settings=settings):
         yield
 
 
