@@ -1,6 +1,6 @@
 """Handing a release to the home's warm release runner (:mod:`flows.local.runner`): the client side.
 
-After the pre-flight, ``sds release``/``sds resume`` (a process that has not imported Prefect)
+Once its options are read, ``sds release``/``sds resume`` (a process that has not imported Prefect)
 connects to ``$SDS_HOME/prefect/worker.sock``, sends the release's call, its environment and
 working directory with its stdin/stdout/stderr descriptors, and waits for the exit status of the
 child the worker forks for it. Signals the client gets are forwarded to the child's process group.

@@ -1,8 +1,9 @@
 """Launching a release on this machine: Prefect's environment, the home's server, the hand-off
 to the warm runner, or the flow run in this process.
 
-``sds release`` and ``sds resume`` call :func:`launch` after their pre-flight; the warm runner's
-child calls :func:`run_handed_off` with what the client sent. Prefect, GX and the flow are
+``sds release`` and ``sds resume`` call :func:`launch` once their options are read (``sds
+release``'s pre-flight, :func:`release_checks`, runs here or in the warm runner's child); the warm
+runner's child calls :func:`run_handed_off` with what the client sent. Prefect, GX and the flow are
 imported only where a release runs here, so a release handed to the warm runner never loads them.
 """
 

@@ -1,4 +1,4 @@
-"""Pre-flight checks of a release, before Prefect or Great Expectations load (the CLI runs them).
+"""Pre-flight checks of a release, before Prefect or GX load (the CLI or the warm runner's child).
 
 In order: whether the budget can pay the release (read-only; nothing is read from the data
 before that; a periodic release: its period's budget), the input file (exists, readable, not
