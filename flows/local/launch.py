@@ -30,6 +30,7 @@ __all__ = [
     "ledger_password",
     "prefect_environment",
     "preflight_checks",
+    "release_checks",
     "run_handed_off",
     "seeded_warning",
 ]
@@ -154,7 +155,8 @@ def launch(
         while pending:
             release_checks(pending.pop())
 
-    server = _api_server(root, before_start=check_here)
+    server = _api_server(root, before_start=check_here)  # started in the background while
+    # Prefect and the flow load
     prefect_environment(root, verbose=verbose)
     if server is not None and server.healthy:  # the home's answering server: its warm worker
         from flows.local import handoff
