@@ -155,8 +155,8 @@ def launch(
         while pending:
             release_checks(pending.pop())
 
-    server = _api_server(root, before_start=check_here)  # started in the background while
-    # Prefect and the flow load
+    # the server (started in the background while Prefect and the flow load); the checks first
+    server = _api_server(root, before_start=check_here)
     prefect_environment(root, verbose=verbose)
     if server is not None and server.healthy:  # the home's answering server: its warm worker
         from flows.local import handoff
