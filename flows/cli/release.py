@@ -78,7 +78,7 @@ def release(input: str, **options: Any) -> None:
     from release_store.config import build_params, load_config
     from release_store.config.periods import resolve_period
     from release_store.config.sources import is_postgres_url
-    from release_store.inputs.ingest import check_input_path
+    from release_store.inputs.paths import check_input_path
     from release_store.workspace.home import new_release_id
     from sds_core.errors import SdsInputError
 

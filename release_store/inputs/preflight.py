@@ -26,7 +26,8 @@ from release_store.config.core_objects import gate_columns
 from release_store.config.release_params import ReleaseParams
 from release_store.config.sources import is_postgres_url
 from release_store.inputs.holdback import check_holdback
-from release_store.inputs.ingest import check_input_path, input_headers, read_release_input
+from release_store.inputs.ingest import input_headers, read_release_input
+from release_store.inputs.paths import check_input_path
 from release_store.inputs.periods import PeriodFilter
 from release_store.inputs.schema_checks import (
     SchemaValidationError,
