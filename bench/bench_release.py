@@ -129,10 +129,16 @@ def sds(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProce
 OURS, PREFECT = "ours", "Prefect"
 SEGMENTS = (  # contiguous: (row, whose, from mark, to mark); "start"/"end": the bench's clock
     ("client: Python start, CLI imports", OURS, "start", "client:main"),
-    ("client: options, config, pre-flight", OURS, "client:main", "client:launch"),
+    (
+        "client: options, config (before i28-cut: and the pre-flight)",
+        OURS,
+        "client:main",
+        "client:launch",
+    ),
     ("client: server check, connect, hand-off", OURS, "client:launch", "client:handoff"),
     ("runner: accept, fork, child set-up", OURS, "client:handoff", "child:start"),
-    ("child: parameters, console, until the flow call", OURS, "child:start", "child:flow-call"),
+    ("child: the pre-flight (handed off)", OURS, "child:start", "checks:done"),
+    ("child: parameters, console, until the flow call", OURS, "checks:done", "child:flow-call"),
     (
         "Prefect: flow-run start (create run, Running)",
         PREFECT,
@@ -236,6 +242,7 @@ def overhead(
             spans.setdefault(key, []).append((m["t0"], m["t1"]))
     if flow_pid is None or flow_pid == client or "child:start" not in at:
         return {"error": "the release did not run in the warm runner's child (no marks)"}
+    at.setdefault("checks:done", at["child:start"])  # before i28-cut: in the client's options
     at["child:exit"] = spans["child:exit:threads"][0][0]
     at["child:atexit"] = spans["child:exit:atexit"][0][0]
     rows: dict[str, tuple[str, float]] = {}

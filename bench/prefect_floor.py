@@ -9,6 +9,11 @@ end (last line -> return) and the exit's drain (atexit), each the median of ``--
 
     sds server start --home H      # then, with that home's client environment:
     PREFECT_API_URL=... PREFECT_API_AUTH_STRING=... python bench/prefect_floor.py --runs 5
+
+``--no-heartbeats`` runs the flows with ``flows.heartbeat_frequency`` = None, as ``sds release``
+does: Prefect 3.9.1's heartbeat thread (on by default, every 180 s) sleeps in whole seconds and
+is joined when the flow returns, so the flow-run end takes 0-1 s without it (``--body-s`` sets
+how long the body takes: the wait is 1 s less the body's fraction of a second).
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ import atexit
 import json
 import statistics
 import time
+from contextlib import nullcontext
 
 from prefect import flow, get_run_logger, task
 from prefect.artifacts import create_markdown_artifact, create_table_artifact
@@ -36,7 +42,7 @@ def noop(i: int) -> int:
 
 
 @flow(persist_result=False)
-def floor(tasks: int, artifacts: int, logs: int) -> float:
+def floor(tasks: int, artifacts: int, logs: int, body_s: float) -> float:
     """The release's Prefect traffic without its work; returns the body's end time."""
     body = time.perf_counter()
     _note("flow-run start (call -> body)", body - START[0])
@@ -56,6 +62,7 @@ def floor(tasks: int, artifacts: int, logs: int) -> float:
     for i in range(logs):
         log.info("line %d", i)
     _note("log lines (queued), all", time.perf_counter() - t0)
+    time.sleep(max(0.0, body_s - (time.perf_counter() - body)))
     return time.perf_counter()
 
 
@@ -69,11 +76,20 @@ def main() -> None:
     ap.add_argument("--tasks", type=int, default=15)
     ap.add_argument("--artifacts", type=int, default=7)
     ap.add_argument("--logs", type=int, default=20)
+    ap.add_argument("--body-s", type=float, default=0.0, help="make the body last this long")
+    ap.add_argument("--no-heartbeats", action="store_true", help="flows.heartbeat_frequency=None")
     opts = ap.parse_args()
+    from prefect.settings import temporary_settings
+
     for _ in range(opts.runs + 1):  # the first run warms the client (not counted)
-        START[0] = time.perf_counter()
-        end = floor(opts.tasks, opts.artifacts, opts.logs)
-        _note("flow-run end (body -> return)", time.perf_counter() - end)
+        with (
+            temporary_settings(updates={"flows.heartbeat_frequency": None})
+            if opts.no_heartbeats
+            else nullcontext()
+        ):
+            START[0] = time.perf_counter()
+            end = floor(opts.tasks, opts.artifacts, opts.logs, opts.body_s)
+            _note("flow-run end (body -> return)", time.perf_counter() - end)
     result = {k: round(statistics.median(v[1:]), 4) for k, v in MARKS.items()}
     t0 = time.perf_counter()
     atexit._run_exitfuncs()  # Prefect drains its log and event queues here

@@ -23,10 +23,9 @@ from flows.cli.common import (
     SdsTyper,
     VerboseOpt,
     csv_list,
-    fail,
     home_dir,
-    warn,
 )
+from flows.local.launch import seeded_warning
 
 __all__ = ["register", "release_options"]
 
@@ -79,7 +78,7 @@ def release(input: str, **options: Any) -> None:
     from release_store.config import build_params, load_config
     from release_store.config.periods import resolve_period
     from release_store.config.sources import is_postgres_url
-    from release_store.inputs.ingest import check_input_path
+    from release_store.inputs.paths import check_input_path
     from release_store.workspace.home import new_release_id
     from sds_core.errors import SdsInputError
 
@@ -111,40 +110,11 @@ def release(input: str, **options: Any) -> None:
 
 
 def _run(params: Any, root: Path, *, quiet: bool, verbose: bool) -> None:
-    """The pre-flight, then the release (through the warm runner or here)."""
-    from flows.local.launch import launch, ledger_password
+    """The pre-flight, then the release (through the warm runner, whose child runs the
+    pre-flight first, or here)."""
+    from flows.local.launch import launch
 
-    params = ledger_password(params)  # before the pre-flight reads the ledger
-    preflight_checks(params)
-    seeded_warning(params)
-    launch(params, root, quiet=quiet, verbose=verbose)
-
-
-def seeded_warning(params: Any) -> None:
-    """Warn once, on stderr, that a release made with ``seed`` is not private."""
-    from release_store.run.claims import not_private_reason
-
-    reason = not_private_reason(params)
-    if reason is not None:
-        warn(reason)
-
-
-def preflight_checks(params: Any) -> None:
-    """The checks that need neither Prefect nor GX (:mod:`release_store.inputs.preflight`;
-    with ``privacy_risk`` first anonymeter's environment); warns about columns whose '0' cells
-    look like values."""
-    from release_store.compare.risk import anonymeter_python
-    from release_store.inputs.preflight import preflight, zero_warning
-    from sds_core.errors import SdsInputError
-
-    try:
-        if params.privacy_risk:
-            anonymeter_python()
-        found = preflight(params)
-    except SdsInputError as e:  # the text and exit status the flow would have failed with
-        raise fail(f"release {params.release_id} failed: {e}", 1) from None
-    if found.zero_shares:
-        warn(zero_warning(found.zero_shares))
+    launch(params, root, quiet=quiet, verbose=verbose, checks=True)
 
 
 def resume(

@@ -1,6 +1,6 @@
 """Handing a release to the home's warm release runner (:mod:`flows.local.runner`): the client side.
 
-After the pre-flight, ``sds release``/``sds resume`` (a process that has not imported Prefect)
+Once its options are read, ``sds release``/``sds resume`` (a process that has not imported Prefect)
 connects to ``$SDS_HOME/prefect/worker.sock``, sends the release's call, its environment and
 working directory with its stdin/stdout/stderr descriptors, and waits for the exit status of the
 child the worker forks for it. Signals the client gets are forwarded to the child's process group.
@@ -26,6 +26,7 @@ from release_store.run.timing import mark
 
 __all__ = [
     "IMPORT_TIME_PREFIXES",
+    "PROTOCOL",
     "SOCKET_NAME",
     "WORKER_ENV",
     "hand_off",
@@ -33,6 +34,7 @@ __all__ = [
     "import_time_env",
     "ping",
     "runner_available",
+    "runner_identity",
     "socket_path",
     "worker_enabled",
 ]
@@ -93,6 +95,19 @@ def import_time_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
 def project_root() -> str:
     """The source tree this code runs from: a worker serves only clients of the same tree."""
     return str(Path(__file__).resolve().parents[2])
+
+
+PROTOCOL = 2
+"""The hand-off's version. 2: ``sds release``'s pre-flight is left to the child when the call
+says ``checks``. A runner started before a change of protocol still runs the old code, so it
+must not take a call it would misread: the version is part of :func:`runner_identity`, which
+the runner compares with the client's (a runner of protocol 1 compares the bare
+:func:`project_root` and refuses), and the client then runs the release itself."""
+
+
+def runner_identity() -> str:
+    """What a client and its runner must agree on: the source tree and the protocol."""
+    return f"{project_root()} (hand-off protocol {PROTOCOL})"
 
 
 def _connect(home: Path, timeout: float) -> socket.socket | None:
@@ -162,7 +177,7 @@ def hand_off(home: Path, call: dict[str, Any]) -> int | None:
     with sock:
         request = {
             "op": "release",
-            "project": project_root(),
+            "project": runner_identity(),
             "cwd": os.getcwd(),
             "ignored_signals": ignored_signals(),
             "env": dict(os.environ),

@@ -1,8 +1,9 @@
 """Launching a release on this machine: Prefect's environment, the home's server, the hand-off
 to the warm runner, or the flow run in this process.
 
-``sds release`` and ``sds resume`` call :func:`launch` after their pre-flight; the warm runner's
-child calls :func:`run_handed_off` with what the client sent. Prefect, GX and the flow are
+``sds release`` and ``sds resume`` call :func:`launch` once their options are read (``sds
+release``'s pre-flight, :func:`release_checks`, runs here or in the warm runner's child); the warm
+runner's child calls :func:`run_handed_off` with what the client sent. Prefect, GX and the flow are
 imported only where a release runs here, so a release handed to the warm runner never loads them.
 """
 
@@ -13,7 +14,7 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,10 @@ __all__ = [
     "launch",
     "ledger_password",
     "prefect_environment",
+    "preflight_checks",
+    "release_checks",
     "run_handed_off",
+    "seeded_warning",
 ]
 
 PREFECT_DEFAULTS = {
@@ -84,12 +88,12 @@ SERVER_ENV = "SDS_SERVER"
 in the background when absent; ``temporary``: Prefect's temporary server for this run only."""
 
 
-def _api_server(home: Path) -> Any:
+def _api_server(home: Path, before_start: Callable[[], None] = lambda: None) -> Any:
     """The home's local server the flow will use (started now if needed), or None.
 
     None when ``PREFECT_API_URL`` names a server, when Prefect is already configured in this
     process (the test harness), or with ``SDS_SERVER=temporary``. A server started here is
-    announced once on stderr with how to stop it.
+    announced once on stderr with how to stop it; ``before_start`` runs first.
     """
 
     if os.environ.get("PREFECT_API_URL"):
@@ -108,6 +112,7 @@ def _api_server(home: Path) -> Any:
 
     info = local_server.status(home)
     if info is None:
+        before_start()  # the pre-flight: a refused release starts no server
         info = local_server.start(  # its worker waits for this release to end
             home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, worker_after=os.getpid()
         )
@@ -132,12 +137,26 @@ def ledger_password(params: Any) -> Any:
     return params.model_copy(update={"ledger": url})
 
 
-def launch(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> None:
+def launch(
+    params: Any, root: Path, *, quiet: bool, verbose: bool = False, checks: bool = False
+) -> None:
     """Run the release ``params`` describes: through the home's warm runner when its server
-    answers, else in this process; returns when it is complete, raises typer.Exit otherwise."""
-    mark("client:launch")  # the pre-flight is done
-    params = ledger_password(params)
-    server = _api_server(root)  # started in the background while Prefect and the flow load
+    answers, else in this process; returns when it is complete, raises typer.Exit otherwise.
+
+    ``checks`` (``sds release``): its pre-flight (:func:`release_checks`) runs first, before
+    any server is started and before anything is reserved; handed to the warm runner, in its
+    child (which has imported what the checks need) before the flow, else here.
+    """
+    mark("client:launch")  # options and config are read
+    params = ledger_password(params)  # before the pre-flight reads the ledger
+    pending = [params] if checks else []
+
+    def check_here() -> None:
+        while pending:
+            release_checks(pending.pop())
+
+    # the server (started in the background while Prefect and the flow load); the checks first
+    server = _api_server(root, before_start=check_here)
     prefect_environment(root, verbose=verbose)
     if server is not None and server.healthy:  # the home's answering server: its warm worker
         from flows.local import handoff
@@ -147,6 +166,7 @@ def launch(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> No
             "root": str(root),
             "quiet": quiet,
             "verbose": verbose,
+            "checks": bool(pending),
         }
         code = handoff.hand_off(root, call)
         if code is not None:
@@ -154,7 +174,42 @@ def launch(params: Any, root: Path, *, quiet: bool, verbose: bool = False) -> No
 
             local_server.touch(root)
             raise typer.Exit(code)
+    check_here()
     _run_here(params, root, server, quiet=quiet, verbose=verbose)
+
+
+def release_checks(params: Any) -> None:
+    """``sds release``'s pre-flight (:func:`preflight_checks`), then :func:`seeded_warning`."""
+    preflight_checks(params)
+    seeded_warning(params)
+    mark("checks:done")
+
+
+def seeded_warning(params: Any) -> None:
+    """Warn once, on stderr, that a release made with ``seed`` is not private."""
+    from release_store.run.claims import not_private_reason
+
+    reason = not_private_reason(params)
+    if reason is not None:
+        warn(reason)
+
+
+def preflight_checks(params: Any) -> None:
+    """The checks that need neither Prefect nor GX (:mod:`release_store.inputs.preflight`;
+    with ``privacy_risk`` first anonymeter's environment); warns about columns whose '0' cells
+    look like values."""
+    from release_store.compare.risk import anonymeter_python
+    from release_store.inputs.preflight import preflight, zero_warning
+    from sds_core.errors import SdsInputError
+
+    try:
+        if params.privacy_risk:
+            anonymeter_python()
+        found = preflight(params)
+    except SdsInputError as e:  # the text and exit status the flow would have failed with
+        raise fail(f"release {params.release_id} failed: {e}", 1) from None
+    if found.zero_shares:
+        warn(zero_warning(found.zero_shares))
 
 
 def _column_warnings(release_dir: Path) -> list[str]:
@@ -193,6 +248,8 @@ def run_handed_off(call: dict[str, Any]) -> int:
 
     params = ReleaseParams.model_validate(call["params"])
     try:
+        if call.get("checks"):  # sds release's pre-flight, which the client left to this child
+            release_checks(params)
         _run_here(params, Path(call["root"]), None, quiet=call["quiet"], verbose=call["verbose"])
     except (typer.Exit, click.exceptions.Exit) as e:
         return int(e.exit_code)
@@ -237,6 +294,34 @@ def _sigterm_stops() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
+HEARTBEAT_ENV = ("PREFECT_FLOWS_HEARTBEAT_FREQUENCY", "PREFECT_RUNNER_HEARTBEAT_FREQUENCY")
+"""Prefect's flow-run heartbeat settings; a user who sets one keeps the heartbeats it asks for."""
+
+
+@contextlib.contextmanager
+def _no_heartbeats() -> Iterator[None]:
+    """This command's flow run without Prefect's flow-run heartbeats, unless the user set them.
+
+    Prefect 3.9.1 emits them by default (``flows.heartbeat_frequency`` = 180 s) from a thread
+    that sleeps in whole seconds and is joined when the flow returns: the run ended 0-1 s
+    (uniformly) after its last line, 0.3-0.7 s in the median (docs/benchmarks.md). They feed
+    only an automation that marks deployment runs Crashed when they stop; a release run by
+    ``sds release`` or ``sds resume`` is no deployment run, and its process reports its own end.
+    """
+    if any(os.environ.get(name) for name in HEARTBEAT_ENV):
+        yield
+        return
+    from prefect.context import SettingsContext, get_settings_context
+
+    # what prefect.settings.temporary_settings does, without its rebuild of every setting from
+    # the environment (25 ms idle; a copy of the two models here: 0.1 ms)
+    current = get_settings_context()
+    flows = current.settings.flows.model_copy(update={"heartbeat_frequency": None})
+    settings = current.settings.model_copy(update={"flows": flows})
+    with SettingsContext(profile=current.profile, settings=settings):
+        yield
+
+
 def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
     from release_store.inputs import gx_suite
 
@@ -268,7 +353,7 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     )
     released: str | None = None
     try:
-        with _sigterm_stops(), shown, reporting(shown):
+        with _sigterm_stops(), _no_heartbeats(), shown, reporting(shown):
             mark("child:flow-call")
             state = release_flow(params, return_state=True)
             mark("child:flow-returned")

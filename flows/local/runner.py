@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from flows.local.handoff import import_time_env, project_root, socket_path
+from flows.local.handoff import import_time_env, runner_identity, socket_path
 from release_store.run.timing import mark
 
 __all__ = ["main", "serve"]
@@ -123,8 +123,8 @@ class Worker:
     # -- requests -------------------------------------------------------------------------------
     def refusal(self, request: dict[str, Any]) -> str | None:
         """Why this worker must not run the request (None: it may)."""
-        if request.get("project") != project_root():
-            return f"the worker runs {project_root()}, the client {request.get('project')}"
+        if request.get("project") != runner_identity():
+            return f"the worker runs {runner_identity()}, the client {request.get('project')}"
         theirs = import_time_env(request.get("env") or {})  # rule 3
         keys = theirs.keys() | self.env.keys()
         differ = sorted(k for k in keys if theirs.get(k) != self.env.get(k))
@@ -158,7 +158,9 @@ class Worker:
             self.close(rel)
             return
         if request.get("op") == "ping":
-            self.send(rel, {"pid": os.getpid(), "api_url": self.api_url, "project": project_root()})
+            self.send(
+                rel, {"pid": os.getpid(), "api_url": self.api_url, "project": runner_identity()}
+            )
             self.close(rel)
             return
         reason = self.refusal(request) if len(rel.fds) == 3 else "no stdin/stdout/stderr given"

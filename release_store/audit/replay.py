@@ -26,7 +26,8 @@ from release_store.cluster.synthesis import StoredSynthetic
 from release_store.config.release_params import ReleaseParams
 from release_store.config.sources import is_postgres_url, public_input, source_name
 from release_store.inputs.commitment import fingerprint_matches
-from release_store.inputs.ingest import check_input_path, dataset_digest, dataset_files
+from release_store.inputs.ingest import dataset_digest
+from release_store.inputs.paths import check_input_path, dataset_files
 from release_store.inputs.postgres import read_postgres
 from release_store.ledger.book import LEDGER_FILE, Ledger
 from release_store.ledger.replay import ReplayLedger

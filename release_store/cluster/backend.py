@@ -596,10 +596,10 @@ def _part_summary(table: PreparedTable | None) -> tuple[PartDomain | None, int]:
 
 def _part_files(path: str | Sequence[str]) -> list[str] | None:
     """The part files of a local Parquet dataset in read order (a directory or glob:
-    :func:`release_store.inputs.ingest.dataset_files`, as ``sds release`` reads it; one file; a list
+    :func:`release_store.inputs.paths.dataset_files`, as ``sds release`` reads it; one file; a list
     of files as given); None for anything else (remote, partitioned directories: Dask reads
     those)."""
-    from release_store.inputs.ingest import dataset_files
+    from release_store.inputs.paths import dataset_files
 
     if not isinstance(path, str):
         files = [str(f) for f in path]

@@ -24,13 +24,12 @@ from numpy.typing import NDArray
 from release_store.cluster.backend import DaskBackend
 from release_store.config.schema import TableSchema
 from release_store.inputs.ingest import (
-    PARQUET_SUFFIXES,
     csv_digest,
     dataset_digest,
-    dataset_files,
     read_csv_block,
     read_part_file,
 )
+from release_store.inputs.paths import PARQUET_SUFFIXES, dataset_files
 from release_store.inputs.schema_checks import (
     SchemaValidationError,
     checked_view,

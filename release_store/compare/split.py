@@ -67,7 +67,8 @@ def split_input(
         SdsInputError: unreadable input, a bad share, an existing output file, or a side
             smaller than :data:`MIN_SIDE_ROWS` (nothing is written then).
     """
-    from release_store.inputs.ingest import PARQUET_SUFFIXES, dataset_files, read_table
+    from release_store.inputs.ingest import read_table
+    from release_store.inputs.paths import PARQUET_SUFFIXES, dataset_files
     from release_store.workspace.files import atomic_write_parquet, atomic_write_stream
 
     source = Path(input_path)

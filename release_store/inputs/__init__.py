@@ -1,6 +1,7 @@
 """The sensitive input before any charge: reading, pre-flight, schema checks, the GX gate.
 
 - ``ingest``: reading CSV/Parquet inputs as text columns, with precise errors;
+- ``paths``: where the input is (a file, a Parquet directory or glob), checked without Arrow;
 - ``holdback``: the control rows held back before a release (``privacy_risk``, ``sds split``);
 - ``postgres``: a PostgreSQL table or read-only query as the input (Arrow batches, ordered rows);
 - ``commitment``: the input's published fingerprint, a keyed commitment (HMAC-SHA256);
@@ -29,20 +30,20 @@ _EXPORTS: dict[str, str] = {
     "INTEGER_RE": "release_store.inputs.schema_checks",
     "MAX_LINE_BYTES": "release_store.inputs.ingest",
     "NUMERIC_SUFFIX": "release_store.inputs.schema_checks",
-    "PARQUET_SUFFIXES": "release_store.inputs.ingest",
+    "PARQUET_SUFFIXES": "release_store.inputs.paths",
     "PeriodFilter": "release_store.inputs.periods",
     "Preflight": "release_store.inputs.preflight",
     "SchemaValidationError": "release_store.inputs.schema_checks",
     "check_budget": "release_store.inputs.preflight",
     "check_column_names": "release_store.inputs.preflight",
-    "check_input_path": "release_store.inputs.ingest",
+    "check_input_path": "release_store.inputs.paths",
     "commitment_key": "release_store.inputs.commitment",
     "checked_view": "release_store.inputs.schema_checks",
     "count_each_subject_once": "release_store.inputs.periods",
     "csv_digest": "release_store.inputs.ingest",
     "dataset_digest": "release_store.inputs.ingest",
-    "dataset_files": "release_store.inputs.ingest",
-    "dataset_root": "release_store.inputs.ingest",
+    "dataset_files": "release_store.inputs.paths",
+    "dataset_root": "release_store.inputs.paths",
     "describe_failure": "release_store.inputs.schema_checks",
     "failure_message": "release_store.inputs.schema_checks",
     "failure_text": "release_store.inputs.schema_checks",
@@ -169,12 +170,8 @@ if TYPE_CHECKING:
     from release_store.inputs.holdback import CONTROL_SHARE, MIN_SIDE_ROWS, hold_back
     from release_store.inputs.ingest import (
         MAX_LINE_BYTES,
-        PARQUET_SUFFIXES,
-        check_input_path,
         csv_digest,
         dataset_digest,
-        dataset_files,
-        dataset_root,
         input_headers,
         read_csv_block,
         read_dataset,
@@ -182,6 +179,12 @@ if TYPE_CHECKING:
         read_release_input,
         read_table,
         read_table_with_digest,
+    )
+    from release_store.inputs.paths import (
+        PARQUET_SUFFIXES,
+        check_input_path,
+        dataset_files,
+        dataset_root,
     )
     from release_store.inputs.periods import PeriodFilter, count_each_subject_once, select_period
     from release_store.inputs.postgres import read_postgres

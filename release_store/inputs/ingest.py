@@ -9,7 +9,6 @@ persisted: the table stays in memory of the process running the flow.
 from __future__ import annotations
 
 import csv
-import glob
 import hashlib
 import io
 import os
@@ -19,6 +18,12 @@ from pathlib import Path
 import pyarrow as pa
 
 from release_store.config.sources import is_postgres_url
+from release_store.inputs.paths import (
+    PARQUET_SUFFIXES,
+    check_input_path,
+    dataset_files,
+    dataset_root,
+)
 from release_store.inputs.periods import PeriodFilter, select_period
 from sds_core.errors import SdsInputError
 
@@ -26,54 +31,6 @@ _OTHER_DELIMITERS = (",", ";", "\t", "|")
 MAX_LINE_BYTES = 64 * 2**20
 """Longest CSV line accepted (64 MiB): a longer one is refused before the file is loaded."""
 _CHUNK = 8 * 2**20
-
-
-PARQUET_SUFFIXES = (".parquet", ".pq")
-
-
-def dataset_files(path: str | Path) -> list[Path] | None:
-    """The part files of a Parquet dataset input, in the order their rows are read; None when
-    ``path`` names one file.
-
-    A dataset is a directory (its ``*.parquet`` / ``*.pq`` files, not its subdirectories) or a
-    glob (``data/part-*.parquet``). Files are sorted by their path relative to the dataset's
-    root (:func:`dataset_root`), so the row order never depends on the file system.
-
-    Raises:
-        SdsInputError: the glob matches nothing, or not only Parquet files; the directory
-            holds no Parquet file.
-    """
-    text = str(path)
-    if any(ch in text for ch in "*?["):
-        files = [Path(f) for f in glob.glob(text) if Path(f).is_file()]
-        if not files:
-            raise SdsInputError(
-                f"input glob '{text}' matches no file; check the pattern (INPUT argument)"
-            )
-        other = sorted(f.name for f in files if f.suffix.lower() not in PARQUET_SUFFIXES)
-        if other:
-            raise SdsInputError(
-                f"input glob '{text}' matches files that are not Parquet ({other[:3]}); a glob "
-                "or a directory is read as a Parquet dataset: narrow the pattern to *.parquet"
-            )
-    elif Path(text).is_dir():
-        files = [
-            f for f in Path(text).iterdir() if f.is_file() and f.suffix.lower() in PARQUET_SUFFIXES
-        ]
-        if not files:
-            raise SdsInputError(
-                f"input directory '{text}' holds no *.parquet file; give the path of a CSV or "
-                "Parquet file, or of a directory of Parquet part files"
-            )
-    else:
-        return None
-    root = dataset_root(files)
-    return sorted(files, key=lambda f: f.relative_to(root).as_posix())
-
-
-def dataset_root(files: Sequence[Path]) -> Path:
-    """The deepest directory holding every part file (their names are taken relative to it)."""
-    return Path(os.path.commonpath([str(f.resolve().parent) for f in files]))
 
 
 def dataset_digest(files: Sequence[Path], part_digests: Sequence[str]) -> str:
@@ -91,29 +48,6 @@ def dataset_digest(files: Sequence[Path], part_digests: Sequence[str]) -> str:
     for f, digest in zip(files, part_digests, strict=True):
         h.update(f"{Path(f).resolve().relative_to(root).as_posix()}\t{digest}\n".encode())
     return h.hexdigest()
-
-
-def check_input_path(path: str | Path) -> Path:
-    """The input path, or SdsInputError when it is missing, a directory or unreadable.
-
-    A Parquet dataset (a directory or a glob of part files) passes: its path is returned as
-    given, and :func:`dataset_files` checks its parts.
-    """
-    if dataset_files(path) is not None:
-        return Path(path)
-    p = Path(path)
-    if not p.exists():
-        raise SdsInputError(f"input file '{p}' does not exist; check the path (INPUT argument)")
-    if p.is_dir():
-        raise SdsInputError(f"input '{p}' is a directory; give the path of a CSV or Parquet file")
-    try:
-        with open(p, "rb"):
-            pass
-    except OSError as e:
-        raise SdsInputError(
-            f"input file '{p}' cannot be read ({e.strerror}); fix its permissions"
-        ) from None
-    return p
 
 
 def read_release_input(

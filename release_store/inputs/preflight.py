@@ -1,4 +1,4 @@
-"""Pre-flight checks of a release, before Prefect or Great Expectations load (the CLI runs them).
+"""Pre-flight checks of a release, before Prefect or GX load (the CLI or the warm runner's child).
 
 In order: whether the budget can pay the release (read-only; nothing is read from the data
 before that; a periodic release: its period's budget), the input file (exists, readable, not
@@ -26,7 +26,8 @@ from release_store.config.core_objects import gate_columns
 from release_store.config.release_params import ReleaseParams
 from release_store.config.sources import is_postgres_url
 from release_store.inputs.holdback import check_holdback
-from release_store.inputs.ingest import check_input_path, input_headers, read_release_input
+from release_store.inputs.ingest import input_headers, read_release_input
+from release_store.inputs.paths import check_input_path
 from release_store.inputs.periods import PeriodFilter
 from release_store.inputs.schema_checks import (
     SchemaValidationError,

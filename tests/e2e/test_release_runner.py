@@ -173,6 +173,27 @@ def test_refusal_in_the_flow_reads_the_same(
     assert through.stdout == here.stdout == ""
 
 
+def test_preflight_refusal_in_the_child_reads_the_same(
+    warm: tuple[Path, int], tiny_csv: Path, tiny_config: Path
+) -> None:
+    """A release the pre-flight refuses (a column use_columns names is not in the input) is
+    refused by the worker's child with the client's exit status and stderr, before any flow
+    run; and a warning the pre-flight prints (a fixed seed) is printed once either way."""
+    home, _ = warm
+    args = ("release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home))
+    bad = (*args, "--quiet", "--use-columns", "no_such_column")
+    through = _sds(*bad, "--release-id", "pre-a")
+    here = _sds(*bad, "--release-id", "pre-b", SDS_WORKER="off")
+    assert _forked(home, "pre-a") and not _forked(home, "pre-b")
+    assert through.returncode == here.returncode == 1
+    assert "'no_such_column'" in through.stderr
+    assert through.stderr.replace("pre-a", "ID") == here.stderr.replace("pre-b", "ID")
+    assert through.stdout == here.stdout == ""
+    seeded = _sds(*args, "--quiet", "--seed", "7", "--release-id", "pre-c")
+    assert seeded.returncode == 0 and _forked(home, "pre-c"), seeded.stderr
+    assert seeded.stderr.count("NOT PRIVATE") == 1
+
+
 def test_killed_client_kills_its_child(warm: tuple[Path, int]) -> None:
     """SIGKILL of the `sds release` client (once its release has started) ends the worker's
     child running it; the release is then resumable as after a killed in-process release."""

@@ -129,3 +129,23 @@ def test_prefect_environment_defaults(tmp_path: Path, monkeypatch: pytest.Monkey
     assert os.environ["PREFECT_LOGGING_LEVEL"] == "DEBUG"
     assert os.environ["PREFECT_LOGGING_HANDLERS_CONSOLE_LEVEL"] == "CRITICAL"
     assert os.environ["DO_NOT_TRACK"] == "1"
+
+
+@pytest.mark.parametrize("asked", [None, "PREFECT_FLOWS_HEARTBEAT_FREQUENCY"])
+def test_release_run_heartbeats(asked: str | None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The CLI's flow run has no heartbeat thread (its join ended runs up to 1 s late), unless
+    the user asked for heartbeats; Prefect's setting is back afterwards."""
+    from prefect.settings import get_current_settings
+
+    from flows.local.launch import HEARTBEAT_ENV, _no_heartbeats
+
+    for name in HEARTBEAT_ENV:
+        monkeypatch.delenv(name, raising=False)
+    if asked:
+        monkeypatch.setenv(asked, "60")
+    before = get_current_settings().flows.heartbeat_frequency
+    assert before is not None  # Prefect 3.9's default (180 s) or the test profile's
+    with _no_heartbeats():
+        inside = get_current_settings().flows.heartbeat_frequency
+    assert inside == (before if asked else None)
+    assert get_current_settings().flows.heartbeat_frequency == before

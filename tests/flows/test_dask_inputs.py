@@ -22,7 +22,8 @@ import pytest
 pytest.importorskip("distributed")
 
 from release_store.cluster.inputs import open_input
-from release_store.inputs.ingest import dataset_files, read_release_input
+from release_store.inputs.ingest import read_release_input
+from release_store.inputs.paths import dataset_files
 from release_store.workspace.files import sha256_file
 from sds_core.errors import SdsInputError
 from tests.helpers import COLUMNS, EXAMPLE, TINY_CONFIG, charges, run_cli

@@ -171,7 +171,7 @@ def test_zero_warning_printed_once_by_the_cli(
     tmp_path: Path, tiny_csv: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CLI's pre-flight prints the warning once on stderr; --sensitive-zeros all silences it."""
-    from flows.cli.release import preflight_checks as _preflight
+    from flows.local.launch import preflight_checks as _preflight
 
     params = build_params(
         {},
