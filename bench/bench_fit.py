@@ -23,23 +23,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_plan import DELTA, aggregate_after_count, count_scale, data_set, load
+from bench_plan import DELTA, aggregate_after_count, data_set, load, release_noise
 
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.marginals.engine import protect_record_count
 from sds_core.marginals.params import DpParams
 from sds_core.marginals.plan import plan_sds
 from sds_core.model.estimation import fit_model
-from sds_core.synthesis.consistent import (
-    AggregateNoise,
-    ModelParams,
-    _Published,
-    _tree,
-    _warm_start,
-    estimated_total,
-    measurements,
-    published_domain,
-)
+from sds_core.synthesis.consistent import ModelParams, model_problem
 
 
 def problem(name: str, seed: int) -> tuple[Any, ...]:
@@ -56,23 +47,13 @@ def problem(name: str, seed: int) -> tuple[Any, ...]:
         n_columns=ds.original.domain.n_columns,
     )
     release = aggregate_after_count(ds.original, plan.dp_params(base), seed, count)
-    rep = release.report
-    noise = AggregateNoise.from_release(
-        rep.sigma_by_len,
-        rep.allowed_sensitivity_by_len,
-        rep.threshold_by_len,
-        count_scale=count_scale(release),
-    )
     params = ModelParams(
         iterations=plan.model_iterations,
         structure=plan.model_structure,
         max_model_cells=plan.max_model_cells,
     )
-    aggregates, _ = published_domain(release.aggregates)
-    published = _Published(aggregates, estimated_total(aggregates, noise))
-    tree = _tree(published, params, aggregates.reporting_length, noise)
-    ms = measurements(published, tree, noise)
-    return tree, ms, published.total, _warm_start(tree, published), plan.model_iterations
+    fit = model_problem(release.aggregates, release_noise(release), params)
+    return fit.tree, fit.measurements, fit.total, fit.start, plan.model_iterations
 
 
 def main() -> int:

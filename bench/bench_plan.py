@@ -213,6 +213,17 @@ def count_scale(release: SdsRelease) -> float:
     return 1.0 / eps
 
 
+def release_noise(release: SdsRelease) -> AggregateNoise:
+    """The published noise of a release's aggregates, as a release's manifest describes it."""
+    rep = release.report
+    return AggregateNoise.from_release(
+        rep.sigma_by_len,
+        rep.allowed_sensitivity_by_len,
+        rep.threshold_by_len,
+        count_scale=count_scale(release),
+    )
+
+
 def synthesize_release(
     release: SdsRelease,
     synthesis: str,
@@ -227,12 +238,7 @@ def synthesize_release(
     rng = np.random.default_rng(seed)
     if synthesis in ("records", "records+1way"):
         if synthesis == "records+1way":  # as a release: the total the 1-way counts say
-            noise = AggregateNoise.from_release(
-                rep.sigma_by_len,
-                rep.allowed_sensitivity_by_len,
-                rep.threshold_by_len,
-                count_scale=count_scale(release),
-            )
+            noise = release_noise(release)
             n = max(round(estimated_total(aggregates, noise)), 1)
         params = SynthesisParams(
             target_number_of_records=n, reconcile_one_way=synthesis == "records+1way"
@@ -244,12 +250,7 @@ def synthesize_release(
         ]
         return synthesize(aggregates, params, rng=rng, noise_sd_by_len=sd)
     if synthesis == "model":
-        noise = AggregateNoise.from_release(
-            rep.sigma_by_len,
-            rep.allowed_sensitivity_by_len,
-            rep.threshold_by_len,
-            count_scale=count_scale(release),
-        )
+        noise = release_noise(release)
         params = ModelParams(
             iterations=iterations, structure=structure, max_model_cells=max_model_cells
         )

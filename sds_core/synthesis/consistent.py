@@ -519,10 +519,22 @@ def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length
     )
 
 
-def fit_aggregates(
+@dataclass(frozen=True, slots=True, eq=False)
+class ModelProblem:
+    """What :func:`fit_aggregates` fits: the published aggregates over their released values,
+    the tree, the measurements, the total and the warm start."""
+
+    published: _Published
+    tree: JunctionTree
+    measurements: list[Measurement]
+    total: float
+    start: list[NDArray[np.float64]]
+
+
+def model_problem(
     aggregates: AggregateSet, noise: AggregateNoise, params: ModelParams = ModelParams()
-) -> FittedModel:
-    """The consistent model of the published aggregates (post-processing, no budget).
+) -> ModelProblem:
+    """The fit :func:`fit_aggregates` runs, before it runs (post-processing, no budget).
 
     Raises:
         SdsInputError: aggregates without a protected record count, or a model above
@@ -542,16 +554,34 @@ def fit_aggregates(
         params.max_model_bytes,
         what="the consistent model of the DP aggregates",
     )
-    model = fit_model(
+    return ModelProblem(
+        published,
         tree,
         measurements(published, tree, noise),
         published.total,
+        _warm_start(tree, published),
+    )
+
+
+def fit_aggregates(
+    aggregates: AggregateSet, noise: AggregateNoise, params: ModelParams = ModelParams()
+) -> FittedModel:
+    """The consistent model of the published aggregates (post-processing, no budget).
+
+    Raises:
+        SdsInputError: as :func:`model_problem`.
+    """
+    problem = model_problem(aggregates, noise, params)
+    model = fit_model(
+        problem.tree,
+        problem.measurements,
+        problem.total,
         iterations=params.iterations,
-        start=_warm_start(tree, published),
+        start=problem.start,
     )
     if not params.match_one_way or not noise.sigma_by_len or noise.sigma_by_len[0] <= 0:
         return model
-    return match_one_way(model, one_way_targets(published, model, noise.sigma_by_len[0]))
+    return match_one_way(model, one_way_targets(problem.published, model, noise.sigma_by_len[0]))
 
 
 ONE_WAY_SLACK = 1.0
