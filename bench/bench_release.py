@@ -291,6 +291,91 @@ def overhead(
     return out
 
 
+# -- the timeline of a release that starts the home's server (--server auto|stopped) ------------
+def timeline(marks: list[dict[str, Any]], clock: dict[str, float]) -> list[tuple[float, str]]:
+    """Every mark and span of one release as (seconds since the client's start, what), in time
+    order: the client's (its imports, the server's spawn, the flow's imports, the health wait,
+    the flow, the stages, the exit), the supervisor's (the database seeded, uvicorn spawned, its
+    first answer, the worker's spawn) and any other process's."""
+    client, t0 = int(clock["pid"]), clock["t_start"]
+
+    def who(m: dict[str, Any]) -> str:
+        name = str(m.get("mark") or m.get("span") or "")
+        if m["pid"] == client or name.startswith("supervisor:"):
+            return ""
+        return f"[pid {m['pid']}] "
+
+    out = [(0.0, "client: process started (bench clock)")]
+    for m in marks:
+        if "mark" in m:
+            out.append((m["t"] - t0, f"{who(m)}{m['mark']}"))
+        else:
+            took = m["t1"] - m["t0"]
+            out.append((m["t0"] - t0, f"{who(m)}{m['span']} ({took:.2f} s, to {m['t1'] - t0:.2f})"))
+    out.append((clock["t_end"] - t0, "client: process ended (bench clock)"))
+    return sorted(out, key=lambda e: e[0])
+
+
+MILESTONES = (  # (row, mark or span name, "t"/"t0"/"t1"): the first such mark of the release
+    ("client: imports done (main)", "client:main", "t"),
+    ("client: server spawned", "client:server-spawned", "t"),
+    ("supervisor: started (imports done)", "supervisor:start", "t"),
+    ("supervisor: database seeded", "supervisor:seeded", "t"),
+    ("supervisor: uvicorn spawned", "supervisor:server-spawned", "t"),
+    ("client: Prefect and the flow imported", "client:flow-imported", "t"),
+    ("supervisor: /api answers first", "supervisor:server-answered", "t"),
+    ("client: /api answered (health wait over)", "client:server-answered", "t"),
+    ("flow body starts", "flow:body-start", "t"),
+    ("flow body ends", "flow:body-end", "t"),
+    ("flow call returned", "child:flow-returned", "t"),
+    ("exit: log/event drain", "exit:drain", "t0"),
+    ("exit: handlers (atexit)", "exit:atexit", "t0"),
+    ("exit: os._exit", "exit:end", "t"),
+    ("supervisor: worker spawned", "supervisor:worker-spawned", "t"),
+)
+
+
+def milestones(marks: list[dict[str, Any]], clock: dict[str, float]) -> dict[str, float]:
+    """The :data:`MILESTONES` and each stage's start and end, in seconds since the client's
+    start; ``end``: the client's exit as the bench saw it."""
+    t0 = clock["t_start"]
+    out: dict[str, float] = {}
+    for label, name, key in MILESTONES:
+        for m in marks:
+            if m.get("mark", m.get("span")) == name:
+                out[label] = m[key] - t0
+                break
+    for m in marks:
+        if str(m.get("span", "")).startswith("stage:"):
+            out.setdefault(f"{m['span']} start", m["t0"] - t0)
+            out[f"{m['span']} end"] = m["t1"] - t0
+    out["client: process ended"] = clock["t_end"] - t0
+    return out
+
+
+def timeline_table(results: list[dict[str, Any]]) -> str:
+    """Markdown: one column per release, one row per milestone (seconds since its start)."""
+    runs = [r for r in results if r.get("milestones")]
+    if not runs:
+        return ""
+    labels: list[str] = []
+    for r in runs:
+        labels += [k for k in r["milestones"] if k not in labels]
+    order = {label: i for i, label in enumerate(labels)}
+    labels.sort(key=lambda k: (min(r["milestones"].get(k, 1e9) for r in runs), order[k]))
+    head = [
+        "seconds since the client started",
+        *(f"{r['case']} #{i + 1}" for i, r in enumerate(runs)),
+    ]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for label in labels:
+        cells = [r["milestones"].get(label) for r in runs]
+        lines.append(
+            "| " + " | ".join([label, *("–" if c is None else f"{c:.2f}" for c in cells)]) + " |"
+        )
+    return "\n".join(lines)
+
+
 PACSYNTH_TIMEOUT_S = 90.0
 """pac-synth's fit + sample are stopped after this long (its sample: reported as > the limit)."""
 
@@ -348,8 +433,10 @@ def run_case(
     env: dict[str, str],
     api_url: str | None = None,
     pacsynth: bool = True,
+    started_server: bool = False,
 ) -> dict[str, Any]:
-    """One release; its timings, peak RSS, stage durations and overhead table."""
+    """One release; its timings, peak RSS, stage durations and overhead table; with
+    ``started_server`` (the release starts the home's server) its timeline too."""
     rows, binned = CASES[name]
     data = resampled(rows, data_dir)
     if name == "example-10k":
@@ -381,6 +468,9 @@ def run_case(
     flow_run = next((m.get("flow_run_id") for m in marks if m.get("mark") == "flow:body-start"), "")
     runs = task_runs(home, api_url, flow_run) if flow_run else []
     parameters = manifest.get("parameters", {})
+    if started_server:
+        for at, what in timeline(marks, usage):
+            print(f"  {at:7.2f}  {what}", file=sys.stderr)
     pac = None
     if pacsynth and rows <= 100_000:
         pac = pacsynth_times(
@@ -394,6 +484,7 @@ def run_case(
         "load_after": load_after,
         "stages": stages,
         "overhead": overhead(marks, usage, stages, runs),
+        "milestones": milestones(marks, usage) if started_server else None,
         "pacsynth": pac,
         "combinations": combinations,
         "artifact_bytes": sizes,
@@ -530,7 +621,15 @@ def main() -> int:
                             done, _ = sds(["server", step, "--home", str(home)], env)
                             if done.returncode:
                                 raise RuntimeError(done.stderr)
-                    result = run_case(name, home, opts.data_dir, env, opts.api_url, pacsynth=i == 0)
+                    result = run_case(
+                        name,
+                        home,
+                        opts.data_dir,
+                        env,
+                        opts.api_url,
+                        pacsynth=i == 0,
+                        started_server=per_release,
+                    )
                     if per_release:
                         sds(["server", "stop", "--home", str(home)], env)
                     print(
@@ -544,6 +643,9 @@ def main() -> int:
     print(table(results))
     print()
     print(overhead_table(results))
+    if any(r.get("milestones") for r in results):
+        print()
+        print(timeline_table(results))
     if opts.json:
         opts.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0

@@ -116,6 +116,7 @@ def _api_server(home: Path, before_start: Callable[[], None] = lambda: None) -> 
         info = local_server.start(  # its worker waits for this release to end
             home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, worker_after=os.getpid()
         )
+        mark("client:server-spawned")
         warn(f"started a {info.describe()}. Later releases reuse it.")
     os.environ.update(local_server.client_env(home, info))  # the URL and the home's credential
     os.environ.setdefault("PREFECT_HOME", str(local_server.server_dir(home)))
@@ -340,6 +341,7 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     from release_store.run.progress import RichProgress, reporting
     from release_store.run.resume import resume_hint
 
+    mark("client:flow-imported")  # Prefect, the flow and its modules
     if server is not None:
         from flows.local import server as local_server
 
@@ -347,6 +349,7 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
             local_server.wait_healthy(server)
         except RuntimeError as e:
             raise fail(f"{e}; or set SDS_SERVER=temporary to run without it", 1) from None
+        mark("client:server-answered")
     console = Console(stderr=True, quiet=quiet)
     shown = RichProgress(  # the log lines replace the bar with --verbose
         f"release {params.release_id}", disable=quiet or verbose, console=console

@@ -43,8 +43,12 @@ from flows.local.template import (
     template_dir,
     user_database,
 )
+from release_store.run.timing import TIMING_ENV, mark
 
 _POLL_S = 2.0
+_TIMING_POLL_S = 0.05
+"""With ``SDS_TIMING_FILE`` set (bench/bench_release.py only), how often the supervisor asks a
+server that has not answered yet, so its mark ``supervisor:server-answered`` is that close."""
 
 
 def _server_command(port: int) -> list[str]:
@@ -149,9 +153,12 @@ def supervise(
     retry until it answers again, see ``PREFECT_DEFAULTS`` in :mod:`flows.local.launch`); one
     that exits before it ever answered ends the supervisor."""
     home = Path(home).absolute()
+    mark("supervisor:start")
     if seed_database(home):
         _log(f"database copied from {template_dir()}")
+    mark("supervisor:seeded")
     child = _start_server(home, port)
+    mark("supervisor:server-spawned")
     answered = False  # whether the current server process has answered since it started
     restarted: float | None = None  # when it was last restarted
     worker = None if worker_after else _start_worker(home, port)
@@ -189,11 +196,13 @@ def supervise(
             child, answered, restarted = _start_server(home, port), False, time.monotonic()
         if not answered and healthy(port, home=home):
             answered = True
+            mark("supervisor:server-answered")
             if restarted is not None:
                 _log(f"server answers again ({time.monotonic() - restarted:.0f} s after restart)")
         release_done = worker_after is None or not alive(worker_after)
         if worker_due and release_done and healthy(port, home=home):
             worker, worker_due = _start_worker(home, port), False
+            mark("supervisor:worker-spawned")
         if build_due and not worker_due and (worker is None or ping(home) is not None):
             builder, build_due = start_template_build(), False
         if builder is not None and builder.poll() is not None:
@@ -209,7 +218,8 @@ def supervise(
             if idle > idle_timeout_s:
                 reason = f"idle for {idle / 60:.0f} minutes"
                 break
-        time.sleep(_POLL_S)
+        timed = not answered and os.environ.get(TIMING_ENV)
+        time.sleep(_TIMING_POLL_S if timed else _POLL_S)
     _stop_child(builder)
     _stop_child(worker)
     _stop_child(child)
