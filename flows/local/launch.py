@@ -21,7 +21,7 @@ from typing import Any
 import typer
 
 from flows.console import fail, warn
-from release_store.run.timing import mark
+from release_store.run.timing import mark, span
 
 __all__ = [
     "PREFECT_DEFAULTS",
@@ -345,6 +345,11 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     if server is not None:
         from flows.local import server as local_server
 
+        if not server.healthy:  # started by this release: use the wait for what aggregate-1 pays
+            from sds_core.marginals.warmup import load_kernels
+
+            with span("client:load-kernels"):
+                load_kernels()
         try:
             local_server.wait_healthy(server)
         except RuntimeError as e:
