@@ -68,12 +68,15 @@ def _layout(inputs: ReportInputs) -> tuple[dict[str, Any], Iterator[bytes]]:
     unpublished = compact < 0
     lengths = []
     for k, la in sorted(a.by_len.items()):
-        sides = (la.dp_side, la.syn_side)  # the union's rows are the two sides' rows
-        if any(len(s) and int(s.counts.max()) > _INT32_MAX for s in sides):
+        top, unknown = -1, False  # a slice of the union at a time
+        for part in la.blocks():
+            top = max(top, int(part.dp.max()), int(part.synthetic.max()))
+            unknown = unknown or bool(unpublished[part.attrs].any())
+        if top > _INT32_MAX:
             raise SdsInputError(
                 f"a count of length {k} exceeds 2^31-1; the explorer stores counts as int32"
             )
-        if any(bool(unpublished[s.attrs[:, j]].any()) for s in sides for j in range(k)):
+        if unknown:
             # a combination over a value with no published count: a bug
             raise SdsInputError(f"length-{k} combination over a value with no 1-way count")
         lengths.append(

@@ -9,6 +9,7 @@ Nothing here reads the sensitive data, so everything it returns may be published
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -20,14 +21,21 @@ from numpy.typing import NDArray
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import invariant, require
-from sds_core.marginals.aggregates import AggregateSet, CombinationCounts, encode_keys
+from sds_core.marginals.aggregates import (
+    AggregateSet,
+    CombinationCounts,
+    decode_keys,
+    encode_keys,
+)
 from sds_core.marginals.backend import CountingBackend
-from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.marginals.combinations import keys_to_attrs
+from sds_core.marginals.exact_counts import count_cliques
 
 NOT_REPORTED = -1
 """DP count of a combination the DP aggregates do not report (suppressed or never a candidate)."""
 SLICE_ROWS = 1 << 18
 """Combinations of one length that :meth:`Agreement.marginal_tvd` reads at a time."""
+_INT32_MAX = 2**31 - 1
 Z95 = 1.96
 """Half-width of the published 95% noise interval, in noise standard deviations (the explorer's
 and the report's error bar: ``1.96 * count_sd``)."""
@@ -62,24 +70,27 @@ class LengthAgreement:
     Row ``i`` of the union has ``attrs[i]`` (k attribute ids), ``dp[i]``, the published DP count
     or :data:`NOT_REPORTED`, and ``synthetic[i]``, the number of synthetic records holding the
     combination (0 when none does). The union is not held as such: only the two sides (the DP
-    aggregates' combinations and the synthetic records' exact aggregates, both sorted) and one
+    aggregates' combinations; the synthetic records' exact aggregates as sorted
+    :func:`~sds_core.marginals.aggregates.encode_keys` keys of ``base`` and counts) and one
     byte per union row, ``source`` (:data:`DP_ROW` | :data:`SYN_ROW`: which sides hold it), from
     which :meth:`blocks` rebuilds the rows a slice at a time. ``attrs``, ``dp`` and
     ``synthetic`` build the whole columns (for short lengths and tests).
     """
 
     dp_side: CombinationCounts
-    syn_side: CombinationCounts
+    syn_keys: NDArray[np.int64]
+    syn_counts: NDArray[np.integer]
+    base: int
     source: NDArray[np.int8]
 
     def __post_init__(self) -> None:
         invariant(
-            self.dp_side.length == self.syn_side.length,
-            f"DP combinations of length {self.dp_side.length}, synthetic of {self.syn_side.length}",
+            self.syn_keys.shape == self.syn_counts.shape,
+            f"{self.syn_keys.shape} synthetic keys but {self.syn_counts.shape} counts",
         )
         invariant(
             int(np.count_nonzero(self.source & DP_ROW)) == len(self.dp_side)
-            and int(np.count_nonzero(self.source & SYN_ROW)) == len(self.syn_side)
+            and int(np.count_nonzero(self.source & SYN_ROW)) == self.syn_keys.shape[0]
             and bool(np.all(self.source != 0)),
             "every union row comes from the DP or the synthetic side, each side's row once",
         )
@@ -102,11 +113,11 @@ class LengthAgreement:
             nd, ns = int(np.count_nonzero(from_dp)), int(np.count_nonzero(from_syn))
             attrs = np.empty((f.shape[0], self.length), dtype=np.int32)
             attrs[from_dp] = self.dp_side.attrs[i : i + nd]
-            attrs[from_syn] = self.syn_side.attrs[j : j + ns]
+            attrs[from_syn] = decode_keys(self.syn_keys[j : j + ns], self.base, self.length)
             dp = np.full(f.shape[0], NOT_REPORTED, dtype=np.int64)
             dp[from_dp] = self.dp_side.counts[i : i + nd]
             synthetic = np.zeros(f.shape[0], dtype=np.int64)
-            synthetic[from_syn] = self.syn_side.counts[j : j + ns]
+            synthetic[from_syn] = self.syn_counts[j : j + ns]
             yield CombinationRows(attrs, dp, synthetic)
             i, j = i + nd, j + ns
 
@@ -146,7 +157,7 @@ class LengthAgreement:
     @property
     def n_synthetic(self) -> int:
         """Number of combinations some synthetic record holds (``(synthetic > 0).sum()``)."""
-        return int(np.count_nonzero(self.syn_side.counts > 0))
+        return int(np.count_nonzero(self.syn_counts > 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -317,7 +328,19 @@ def _reported_mean(la: LengthAgreement, half_width: float | None = None) -> floa
 def merge_length(
     dp: CombinationCounts, synthetic: CombinationCounts, base: int, *, rows: int = SLICE_ROWS
 ) -> LengthAgreement:
-    """The union of one length's DP and synthetic combinations, with both counts.
+    """The union of one length's DP and synthetic combinations, with both counts."""
+    return merge_keyed(dp, encode_keys(synthetic.attrs, base), synthetic.counts, base, rows=rows)
+
+
+def merge_keyed(
+    dp: CombinationCounts,
+    syn_keys: NDArray[np.int64],
+    syn_counts: NDArray[np.integer],
+    base: int,
+    *,
+    rows: int = SLICE_ROWS,
+) -> LengthAgreement:
+    """The union of one length's DP combinations and the synthetic ones (sorted keys, counts).
 
     Both sides are sorted; they are merged ``rows`` keys of each at a time (up to the smaller of
     the two slices' last keys when both go on), so nothing of the union's size is made but its
@@ -325,15 +348,15 @@ def merge_length(
     """
     require(rows >= 1, f"a slice needs at least one combination, got rows={rows!r}")
     encode_keys(dp.attrs[:0], base)  # keys that overflow int64: an error even with no rows
-    nd, ns = len(dp), len(synthetic)
+    nd, ns = len(dp), syn_keys.shape[0]
     parts: list[NDArray[np.int8]] = []
     i = j = 0
     last = [-1, -1]  # each side's last key so far (keys are >= 0)
     while i < nd or j < ns:
-        sides = []
-        for side, at, n in ((dp, i, nd), (synthetic, j, ns)):
-            keys = encode_keys(side.attrs[at : at + rows], base)
-            sides.append((keys, at + rows < n))
+        sides = [
+            (encode_keys(dp.attrs[i : i + rows], base), i + rows < nd),
+            (syn_keys[j : j + rows], j + rows < ns),
+        ]
         cut = min((keys[-1] for keys, more in sides if more), default=None)
         taken = []
         for s, (keys, _) in enumerate(sides):
@@ -356,7 +379,44 @@ def merge_length(
         parts.append(source)
         i, j = i + taken[0].shape[0], j + taken[1].shape[0]
     source = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
-    return LengthAgreement(dp, synthetic, source)
+    return LengthAgreement(dp, syn_keys, syn_counts, base, source)
+
+
+def synthetic_keys(
+    table: PreparedTable, k: int, base: int
+) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
+    """The records' exact counts of every combination of length k, as sorted
+    :func:`~sds_core.marginals.aggregates.encode_keys` keys and counts (int32 when the number
+    of records fits, since no count exceeds it): ``exact_aggregates(table, k).counts_of(k)``
+    without its (m, k) rows and whole-length sort.
+
+    Column sets are put in key order group by group: the keys of the sets whose first column
+    is c lie below those of the sets starting after c (attribute ids ascend with columns).
+    """
+    c = table.domain.n_columns
+    if k > c or table.n_records == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    cliques = list(itertools.combinations(range(c), k))
+    counted = count_cliques(table, cliques)
+    total = sum(v[0].shape[0] for v in counted.values())
+    keys = np.empty(total, dtype=np.int64)
+    counts = np.empty(total, dtype=np.int32 if table.n_records <= _INT32_MAX else np.int64)
+    at = 0
+    for first in range(c):
+        group_keys, group_counts = [], []
+        for cols in [cols for cols in cliques if cols[0] == first]:
+            local, n = counted.pop(cols)
+            group_keys.append(encode_keys(keys_to_attrs(table.domain, cols, local), base))
+            group_counts.append(n)
+        if not group_keys:
+            continue
+        gk, gc = np.concatenate(group_keys), np.concatenate(group_counts)
+        del group_keys, group_counts
+        order = np.argsort(gk)  # unique keys
+        keys[at : at + gk.shape[0]] = gk[order]
+        counts[at : at + gk.shape[0]] = gc[order]
+        at += gk.shape[0]
+    return keys, counts
 
 
 def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBackend) -> Agreement:
@@ -383,21 +443,17 @@ def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBacke
     )
     r = aggregates.reporting_length
     base = max(aggregates.domain.n_attributes, 1)
-    syn = None
-    if synthetic.n_records > 0:  # records held in partitions count themselves
-        syn = (
-            exact_aggregates(synthetic, r)
-            if isinstance(synthetic, PreparedTable)
-            else synthetic.exact_aggregates(r)
-        )
-    by_len = {
-        k: merge_length(
-            aggregates.counts_of(k),
-            syn.counts_of(k) if syn is not None else CombinationCounts.empty(k),
-            base,
-        )
-        for k in range(1, min(r, aggregates.domain.n_columns) + 1)
-    }
+    syn = None  # records held in partitions count themselves, all lengths at once
+    if synthetic.n_records > 0 and not isinstance(synthetic, PreparedTable):
+        syn = synthetic.exact_aggregates(r)
+    by_len = {}
+    for k in range(1, min(r, aggregates.domain.n_columns) + 1):
+        if isinstance(synthetic, PreparedTable):  # one length at a time
+            keys, counts = synthetic_keys(synthetic, k, base)
+        else:
+            cc = syn.counts_of(k) if syn is not None else CombinationCounts.empty(k)
+            keys, counts = encode_keys(cc.attrs, base), cc.counts
+        by_len[k] = merge_keyed(aggregates.counts_of(k), keys, counts, base)
     return Agreement(aggregates.domain, r, by_len)
 
 
