@@ -21,6 +21,7 @@ from release_store.report.charts import esc
 from release_store.report.inputs import ReportInputs, count_sd, laplace_half_width
 from release_store.report.page import CSP, not_private_banner, template
 from sds_core.errors import SdsInputError
+from sds_core.evaluation.agreement import LengthAgreement
 
 TOP_ROWS = 50
 """Rows of the "largest combinations" table."""
@@ -64,13 +65,18 @@ def _layout(inputs: ReportInputs) -> tuple[dict[str, Any], Iterator[bytes]]:
         size += n * itemsize + (-(n * itemsize)) % 4
         return start
 
+    unpublished = compact < 0
     lengths = []
     for k, la in sorted(a.by_len.items()):
-        if len(la) and max(int(la.dp.max()), int(la.synthetic.max())) > _INT32_MAX:
+        top, unknown = -1, False  # a slice of the union at a time
+        for part in la.blocks():
+            top = max(top, int(part.dp.max()), int(part.synthetic.max()))
+            unknown = unknown or bool(unpublished[part.attrs].any())
+        if top > _INT32_MAX:
             raise SdsInputError(
                 f"a count of length {k} exceeds 2^31-1; the explorer stores counts as int32"
             )
-        if any(len(la) and int(compact[la.attrs[:, j]].min()) < 0 for j in range(k)):
+        if unknown:
             # a combination over a value with no published count: a bug
             raise SdsInputError(f"length-{k} combination over a value with no 1-way count")
         lengths.append(
@@ -85,13 +91,26 @@ def _layout(inputs: ReportInputs) -> tuple[dict[str, Any], Iterator[bytes]]:
             }
         )
 
+    def column(la: LengthAgreement, which: int) -> Iterator[bytes]:
+        """Column ``which`` of a length (0 DP, 1 synthetic, 2.. attribute ids) a slice at a
+        time, then its padding to 4 bytes: the union is never held whole."""
+        size = 0
+        for part in la.blocks():
+            if which == 0:
+                arr = part.dp.astype("<i4")
+            elif which == 1:
+                arr = part.synthetic.astype("<i4")
+            else:
+                arr = compact[part.attrs[:, which - 2]].astype(attr_dtype)
+            data = arr.tobytes()
+            size += len(data)
+            yield data
+        yield b"\0" * ((-size) % 4)
+
     def blocks() -> Iterator[bytes]:
         for _, la in sorted(a.by_len.items()):
-            columns = [la.dp.astype("<i4"), la.synthetic.astype("<i4")]
-            columns += [compact[la.attrs[:, j]].astype(attr_dtype) for j in range(la.length)]
-            for arr in columns:
-                data = arr.tobytes()
-                yield data + b"\0" * ((-len(data)) % 4)
+            for which in range(2 + la.length):
+                yield from column(la, which)
 
     m = inputs.manifest
     rc = inputs.noise.get("record_count")

@@ -161,7 +161,8 @@ def gather(
     replay can rebuild the same report). The evaluation is the agreement's summary, computed
     from the published values only.
     """
-    manifest["privacy"].setdefault("noise", recorded_noise(run))
+    if "noise" not in manifest["privacy"]:  # rebuilt only when missing: it reads aggregate-R
+        manifest["privacy"]["noise"] = recorded_noise(run)
     budget = budget_snapshot(run)
     if budget is not None:
         manifest["dataset_budget"] = asdict(budget)

@@ -71,7 +71,7 @@ def summary(inputs: ReportInputs) -> str:
     m = inputs.manifest
     p, params = m["privacy"], m.get("parameters", {})
     a = inputs.agreement
-    reported = {k: int(la.reported.sum()) for k, la in a.by_len.items()}
+    reported = {k: la.n_reported for k, la in a.by_len.items()}
     columns = ", ".join(esc(c) for c in a.domain.columns)
     rows = int(m["input"]["rows"])
     rc = inputs.noise.get("record_count")

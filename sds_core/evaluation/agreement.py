@@ -9,8 +9,9 @@ Nothing here reads the sensitive data, so everything it returns may be published
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,52 +21,143 @@ from numpy.typing import NDArray
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import invariant, require
-from sds_core.marginals.aggregates import AggregateSet, CombinationCounts, encode_keys
+from sds_core.marginals.aggregates import (
+    AggregateSet,
+    CombinationCounts,
+    decode_keys,
+    encode_keys,
+)
 from sds_core.marginals.backend import CountingBackend
-from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.marginals.combinations import keys_to_attrs
+from sds_core.marginals.exact_counts import count_cliques
 
 NOT_REPORTED = -1
 """DP count of a combination the DP aggregates do not report (suppressed or never a candidate)."""
 SLICE_ROWS = 1 << 18
 """Combinations of one length that :meth:`Agreement.marginal_tvd` reads at a time."""
+_INT32_MAX = 2**31 - 1
 Z95 = 1.96
 """Half-width of the published 95% noise interval, in noise standard deviations (the explorer's
 and the report's error bar: ``1.96 * count_sd``)."""
 
 
-@dataclass(frozen=True, slots=True, eq=False)
-class LengthAgreement:
-    """Combinations of one length: ``attrs`` (m, k) sorted rows, ``dp`` and ``synthetic`` (m,).
+DP_ROW = 1
+"""Bit of :attr:`LengthAgreement.source`: the DP aggregates report the combination."""
+SYN_ROW = 2
+"""Bit of :attr:`LengthAgreement.source`: some synthetic record holds the combination."""
 
-    ``dp[i]`` is the published DP count or :data:`NOT_REPORTED`; ``synthetic[i]`` is the number
-    of synthetic records holding the combination (0 when none does).
-    """
+
+@dataclass(frozen=True, slots=True, eq=False)
+class CombinationRows:
+    """Consecutive combinations of one length, whole: ``attrs`` (m, k) sorted rows, ``dp`` and
+    ``synthetic`` (m,), as :class:`LengthAgreement` describes them."""
 
     attrs: NDArray[np.int32]
     dp: NDArray[np.int64]
     synthetic: NDArray[np.int64]
-
-    def __post_init__(self) -> None:
-        m = self.attrs.shape[0]
-        invariant(self.attrs.ndim == 2, f"attrs must be 2-d, got shape {self.attrs.shape}")
-        invariant(
-            self.dp.shape == (m,) and self.synthetic.shape == (m,),
-            f"{m} combinations but {self.dp.shape} DP and {self.synthetic.shape} synthetic counts",
-        )
-
-    @property
-    def length(self) -> int:
-        """The combination length k."""
-        return int(self.attrs.shape[1])
-
-    def __len__(self) -> int:
-        return int(self.attrs.shape[0])
 
     @property
     def reported(self) -> NDArray[np.bool_]:
         """Mask of the combinations the DP aggregates report."""
         mask: NDArray[np.bool_] = self.dp != NOT_REPORTED
         return mask
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class LengthAgreement:
+    """Combinations of one length: the union of the DP and the synthetic ones, sorted.
+
+    Row ``i`` of the union has ``attrs[i]`` (k attribute ids), ``dp[i]``, the published DP count
+    or :data:`NOT_REPORTED`, and ``synthetic[i]``, the number of synthetic records holding the
+    combination (0 when none does). The union is not held as such: only the two sides (the DP
+    aggregates' combinations; the synthetic records' exact aggregates as sorted
+    :func:`~sds_core.marginals.aggregates.encode_keys` keys of ``base`` and counts) and one
+    byte per union row, ``source`` (:data:`DP_ROW` | :data:`SYN_ROW`: which sides hold it), from
+    which :meth:`blocks` rebuilds the rows a slice at a time. ``attrs``, ``dp`` and
+    ``synthetic`` build the whole columns (for short lengths and tests).
+    """
+
+    dp_side: CombinationCounts
+    syn_keys: NDArray[np.int64]
+    syn_counts: NDArray[np.integer]
+    base: int
+    source: NDArray[np.int8]
+
+    def __post_init__(self) -> None:
+        invariant(
+            self.syn_keys.shape == self.syn_counts.shape,
+            f"{self.syn_keys.shape} synthetic keys but {self.syn_counts.shape} counts",
+        )
+        invariant(
+            int(np.count_nonzero(self.source & DP_ROW)) == len(self.dp_side)
+            and int(np.count_nonzero(self.source & SYN_ROW)) == self.syn_keys.shape[0]
+            and bool(np.all(self.source != 0)),
+            "every union row comes from the DP or the synthetic side, each side's row once",
+        )
+
+    @property
+    def length(self) -> int:
+        """The combination length k."""
+        return self.dp_side.length
+
+    def __len__(self) -> int:
+        return int(self.source.shape[0])
+
+    def blocks(self, rows: int = SLICE_ROWS) -> Iterator[CombinationRows]:
+        """The union's rows in order, ``rows`` at a time (the last slice may be shorter)."""
+        require(rows >= 1, f"a slice needs at least one combination, got rows={rows!r}")
+        i = j = 0
+        for lo in range(0, len(self), rows):
+            f = self.source[lo : lo + rows]
+            from_dp, from_syn = (f & DP_ROW) != 0, (f & SYN_ROW) != 0
+            nd, ns = int(np.count_nonzero(from_dp)), int(np.count_nonzero(from_syn))
+            attrs = np.empty((f.shape[0], self.length), dtype=np.int32)
+            attrs[from_dp] = self.dp_side.attrs[i : i + nd]
+            attrs[from_syn] = decode_keys(self.syn_keys[j : j + ns], self.base, self.length)
+            dp = np.full(f.shape[0], NOT_REPORTED, dtype=np.int64)
+            dp[from_dp] = self.dp_side.counts[i : i + nd]
+            synthetic = np.zeros(f.shape[0], dtype=np.int64)
+            synthetic[from_syn] = self.syn_counts[j : j + ns]
+            yield CombinationRows(attrs, dp, synthetic)
+            i, j = i + nd, j + ns
+
+    def _whole(self) -> CombinationRows:
+        parts = list(self.blocks(max(len(self), 1)))
+        if parts:
+            return parts[0]
+        return CombinationRows(
+            np.zeros((0, self.length), np.int32), np.zeros(0, np.int64), np.zeros(0, np.int64)
+        )
+
+    @property
+    def attrs(self) -> NDArray[np.int32]:
+        """(m, k) attribute ids of every union row (built whole)."""
+        return self._whole().attrs
+
+    @property
+    def dp(self) -> NDArray[np.int64]:
+        """DP count of every union row, :data:`NOT_REPORTED` where none (built whole)."""
+        return self._whole().dp
+
+    @property
+    def synthetic(self) -> NDArray[np.int64]:
+        """Synthetic count of every union row, 0 where none (built whole)."""
+        return self._whole().synthetic
+
+    @property
+    def reported(self) -> NDArray[np.bool_]:
+        """Mask of the combinations the DP aggregates report (built whole)."""
+        return self._whole().reported
+
+    @property
+    def n_reported(self) -> int:
+        """Number of combinations the DP aggregates report (``reported.sum()``)."""
+        return int(np.count_nonzero(self.dp_side.counts != NOT_REPORTED))
+
+    @property
+    def n_synthetic(self) -> int:
+        """Number of combinations some synthetic record holds (``(synthetic > 0).sum()``)."""
+        return int(np.count_nonzero(self.syn_counts > 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -145,28 +237,26 @@ class Agreement:
         require(rows >= 1, f"a slice needs at least one combination, got rows={rows!r}")
         c = self.domain.n_columns
         col_of = self.domain.attribute_columns().astype(np.int64)
-        bounds = range(0, len(la), rows)
 
-        def sets_of(lo: int) -> NDArray[np.int64]:  # each combination's column set, as a code
-            key = np.zeros(min(rows, len(la) - lo), dtype=np.int64)
+        def sets_of(attrs: NDArray[np.int32]) -> NDArray[np.int64]:  # column sets, as codes
+            key = np.zeros(attrs.shape[0], dtype=np.int64)
             for j in range(k):
-                key = key * c + col_of[la.attrs[lo : lo + rows, j]]
+                key = key * c + col_of[attrs[:, j]]
             return key
 
-        def dp_of(lo: int) -> NDArray[np.float64]:  # reported DP counts, 0 where not reported
-            dp = la.dp[lo : lo + rows]
-            return np.where(dp != NOT_REPORTED, dp, 0).astype(np.float64)
+        def dp_of(part: CombinationRows) -> NDArray[np.float64]:  # 0 where not reported
+            return np.where(part.reported, part.dp, 0).astype(np.float64)
 
-        sets = np.unique(np.concatenate([np.unique(sets_of(lo)) for lo in bounds]))
+        sets = np.unique(np.concatenate([np.unique(sets_of(p.attrs)) for p in la.blocks(rows)]))
         n = sets.shape[0]
         dp_sum, syn_sum, tvd = np.zeros(n), np.zeros(n), np.zeros(n)
-        for lo in bounds:  # integer sums (exact in float64 below 2^53)
-            at = np.searchsorted(sets, sets_of(lo))
-            dp_sum += np.bincount(at, weights=dp_of(lo), minlength=n)
-            syn_sum += np.bincount(at, weights=la.synthetic[lo : lo + rows], minlength=n)
-        for lo in bounds:
-            at = np.searchsorted(sets, sets_of(lo))
-            dp, syn = dp_of(lo), la.synthetic[lo : lo + rows].astype(np.float64)
+        for part in la.blocks(rows):  # integer sums (exact in float64 below 2^53)
+            at = np.searchsorted(sets, sets_of(part.attrs))
+            dp_sum += np.bincount(at, weights=dp_of(part), minlength=n)
+            syn_sum += np.bincount(at, weights=part.synthetic, minlength=n)
+        for part in la.blocks(rows):
+            at = np.searchsorted(sets, sets_of(part.attrs))
+            dp, syn = dp_of(part), part.synthetic.astype(np.float64)
             with np.errstate(divide="ignore", invalid="ignore"):
                 gap = np.abs(dp / dp_sum[at] - syn / syn_sum[at])
             np.add.at(tvd, at, np.nan_to_num(gap))  # in row order, as one bincount would
@@ -200,53 +290,133 @@ class Agreement:
         out: dict[int, float | None] = {}
         for k, hw in sorted(half_width_by_len.items()):
             la = self.by_len.get(k)
-            rep = la.reported if la is not None else np.zeros(0, dtype=bool)
-            if la is None or not rep.any():
-                out[k] = None
-                continue
-            close = np.abs(la.synthetic[rep] - la.dp[rep]) <= hw
-            out[k] = float(close.mean())
+            out[k] = None if la is None else _reported_mean(la, hw)
         return out
 
     def mean_abs_error_by_len(self) -> dict[int, float | None]:
         """Mean |synthetic - DP| over the combinations the DP aggregates report, per length."""
-        out: dict[int, float | None] = {}
-        for k, la in sorted(self.by_len.items()):
-            rep = la.reported
-            out[k] = float(np.abs(la.synthetic[rep] - la.dp[rep]).mean()) if rep.any() else None
-        return out
+        return {k: _reported_mean(la) for k, la in sorted(self.by_len.items())}
 
     def unreported_synthetic_by_len(self) -> dict[int, int]:
         """Distinct combinations the synthetic records hold but the DP aggregates do not report."""
         return {
-            k: int(((~la.reported) & (la.synthetic > 0)).sum())
+            k: sum(
+                int(np.count_nonzero((~part.reported) & (part.synthetic > 0)))
+                for part in la.blocks()
+            )
             for k, la in sorted(self.by_len.items())
         }
 
 
-def _keys(cc: CombinationCounts, base: int) -> NDArray[np.int64]:
-    keys = encode_keys(cc.attrs, base)
-    invariant(bool(np.all(keys[1:] > keys[:-1])), "combination rows must be unique and sorted")
-    return keys
+def _reported_mean(la: LengthAgreement, half_width: float | None = None) -> float | None:
+    """Mean over the reported combinations of |synthetic - DP| (``half_width`` None) or of
+    ``|synthetic - DP| <= half_width``, a slice at a time; None when none is reported.
+
+    The same float as ``values.mean()`` of the whole column: numpy adds the integers (or
+    booleans) as float64, exactly while the total stays below 2^53 (at most 2 x the records of
+    each side per column set), then divides once.
+    """
+    total = n = 0
+    for part in la.blocks():
+        rep = part.reported
+        gap = np.abs(part.synthetic[rep] - part.dp[rep])
+        total += int(gap.sum() if half_width is None else np.count_nonzero(gap <= half_width))
+        n += int(np.count_nonzero(rep))
+    return float(np.float64(total) / np.float64(n)) if n else None
 
 
-def merge_length(dp: CombinationCounts, synthetic: CombinationCounts, base: int) -> LengthAgreement:
+def merge_length(
+    dp: CombinationCounts, synthetic: CombinationCounts, base: int, *, rows: int = SLICE_ROWS
+) -> LengthAgreement:
     """The union of one length's DP and synthetic combinations, with both counts."""
-    dp_keys, syn_keys = _keys(dp, base), _keys(synthetic, base)
-    keys = np.concatenate([dp_keys, syn_keys])
-    keys.sort(kind="stable")  # two sorted runs: a linear merge (np.union1d hashes, ~30x slower)
-    if keys.size:
-        keys = keys[np.concatenate(([True], keys[1:] != keys[:-1]))]
-    dp_at = np.searchsorted(keys, dp_keys)
-    syn_at = np.searchsorted(keys, syn_keys)
-    attrs = np.empty((keys.shape[0], dp.length), dtype=np.int32)
-    attrs[dp_at] = dp.attrs
-    attrs[syn_at] = synthetic.attrs
-    dp_counts = np.full(keys.shape[0], NOT_REPORTED, dtype=np.int64)
-    dp_counts[dp_at] = dp.counts
-    syn_counts = np.zeros(keys.shape[0], dtype=np.int64)
-    syn_counts[syn_at] = synthetic.counts
-    return LengthAgreement(attrs, dp_counts, syn_counts)
+    return merge_keyed(dp, encode_keys(synthetic.attrs, base), synthetic.counts, base, rows=rows)
+
+
+def merge_keyed(
+    dp: CombinationCounts,
+    syn_keys: NDArray[np.int64],
+    syn_counts: NDArray[np.integer],
+    base: int,
+    *,
+    rows: int = SLICE_ROWS,
+) -> LengthAgreement:
+    """The union of one length's DP combinations and the synthetic ones (sorted keys, counts).
+
+    Both sides are sorted; they are merged ``rows`` keys of each at a time (up to the smaller of
+    the two slices' last keys when both go on), so nothing of the union's size is made but its
+    ``source`` byte per row: the same union whatever ``rows`` is.
+    """
+    require(rows >= 1, f"a slice needs at least one combination, got rows={rows!r}")
+    encode_keys(dp.attrs[:0], base)  # keys that overflow int64: an error even with no rows
+    nd, ns = len(dp), syn_keys.shape[0]
+    parts: list[NDArray[np.int8]] = []
+    i = j = 0
+    last = [-1, -1]  # each side's last key so far (keys are >= 0)
+    while i < nd or j < ns:
+        sides = [
+            (encode_keys(dp.attrs[i : i + rows], base), i + rows < nd),
+            (syn_keys[j : j + rows], j + rows < ns),
+        ]
+        cut = min((keys[-1] for keys, more in sides if more), default=None)
+        taken = []
+        for s, (keys, _) in enumerate(sides):
+            if cut is not None:
+                keys = keys[: np.searchsorted(keys, cut, side="right")]
+            invariant(
+                keys.size == 0 or (bool(keys[0] > last[s]) and bool(np.all(keys[1:] > keys[:-1]))),
+                "combination rows must be unique and sorted",
+            )
+            if keys.size:
+                last[s] = int(keys[-1])
+            taken.append(keys)
+        union = np.concatenate(taken)
+        union.sort(kind="stable")  # two sorted runs: a linear merge
+        if union.size:
+            union = union[np.concatenate(([True], union[1:] != union[:-1]))]
+        source = np.zeros(union.shape[0], dtype=np.int8)
+        source[np.searchsorted(union, taken[0])] |= DP_ROW
+        source[np.searchsorted(union, taken[1])] |= SYN_ROW
+        parts.append(source)
+        i, j = i + taken[0].shape[0], j + taken[1].shape[0]
+    source = np.concatenate(parts) if parts else np.zeros(0, dtype=np.int8)
+    return LengthAgreement(dp, syn_keys, syn_counts, base, source)
+
+
+def synthetic_keys(
+    table: PreparedTable, k: int, base: int
+) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
+    """The records' exact counts of every combination of length k, as sorted
+    :func:`~sds_core.marginals.aggregates.encode_keys` keys and counts (int32 when the number
+    of records fits, since no count exceeds it): ``exact_aggregates(table, k).counts_of(k)``
+    without its (m, k) rows and whole-length sort.
+
+    Column sets are put in key order group by group: the keys of the sets whose first column
+    is c lie below those of the sets starting after c (attribute ids ascend with columns).
+    """
+    c = table.domain.n_columns
+    if k > c or table.n_records == 0:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    cliques = list(itertools.combinations(range(c), k))
+    counted = count_cliques(table, cliques)
+    total = sum(v[0].shape[0] for v in counted.values())
+    keys = np.empty(total, dtype=np.int64)
+    counts = np.empty(total, dtype=np.int32 if table.n_records <= _INT32_MAX else np.int64)
+    at = 0
+    for first in range(c):
+        group_keys, group_counts = [], []
+        for cols in [cols for cols in cliques if cols[0] == first]:
+            local, n = counted.pop(cols)
+            group_keys.append(encode_keys(keys_to_attrs(table.domain, cols, local), base))
+            group_counts.append(n)
+        if not group_keys:
+            continue
+        gk, gc = np.concatenate(group_keys), np.concatenate(group_counts)
+        del group_keys, group_counts
+        order = np.argsort(gk)  # unique keys
+        keys[at : at + gk.shape[0]] = gk[order]
+        counts[at : at + gk.shape[0]] = gc[order]
+        at += gk.shape[0]
+    return keys, counts
 
 
 def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBackend) -> Agreement:
@@ -273,21 +443,17 @@ def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBacke
     )
     r = aggregates.reporting_length
     base = max(aggregates.domain.n_attributes, 1)
-    syn = None
-    if synthetic.n_records > 0:  # records held in partitions count themselves
-        syn = (
-            exact_aggregates(synthetic, r)
-            if isinstance(synthetic, PreparedTable)
-            else synthetic.exact_aggregates(r)
-        )
-    by_len = {
-        k: merge_length(
-            aggregates.counts_of(k),
-            syn.counts_of(k) if syn is not None else CombinationCounts.empty(k),
-            base,
-        )
-        for k in range(1, min(r, aggregates.domain.n_columns) + 1)
-    }
+    syn = None  # records held in partitions count themselves, all lengths at once
+    if synthetic.n_records > 0 and not isinstance(synthetic, PreparedTable):
+        syn = synthetic.exact_aggregates(r)
+    by_len = {}
+    for k in range(1, min(r, aggregates.domain.n_columns) + 1):
+        if isinstance(synthetic, PreparedTable):  # one length at a time
+            keys, counts = synthetic_keys(synthetic, k, base)
+        else:
+            cc = syn.counts_of(k) if syn is not None else CombinationCounts.empty(k)
+            keys, counts = encode_keys(cc.attrs, base), cc.counts
+        by_len[k] = merge_keyed(aggregates.counts_of(k), keys, counts, base)
     return Agreement(aggregates.domain, r, by_len)
 
 
@@ -332,13 +498,8 @@ def inside_interval_share_by_len(
     """
     out: dict[int, float | None] = {}
     for k, la in sorted(agreement.by_len.items()):
-        rep = la.reported
         sd = sd_by_len.get(k)
-        if not rep.any() or sd is None:
-            out[k] = None
-            continue
-        gap = np.abs(la.synthetic[rep] - la.dp[rep]).astype(np.float64)
-        out[k] = float((gap <= z * sd).mean())
+        out[k] = None if sd is None else _reported_mean(la, z * sd)
     return out
 
 
@@ -425,8 +586,8 @@ def agreement_summary(a: Agreement, sd_by_len: Mapping[int, float]) -> dict[str,
         share = within.get(k)
         sd = sd_by_len.get(k)
         by_length[str(k)] = {
-            "dp_combinations": int(la.reported.sum()),
-            "synthetic_combinations": int((la.synthetic > 0).sum()),
+            "dp_combinations": la.n_reported,
+            "synthetic_combinations": la.n_synthetic,
             "synthetic_not_reported": unreported[k],
             "mean_abs_error": _rounded(errors[k]),
             "noise_sd": _rounded(sd),

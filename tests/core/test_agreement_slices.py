@@ -1,5 +1,6 @@
-"""The agreement's k-way TVD read a slice of combinations at a time: the same floats, bit for
-bit, as one pass over all of them, whatever the slice size."""
+"""The agreement a slice of combinations at a time: the union merged and read back in slices,
+the k-way TVD summed in slices, the synthetic side counted one length at a time: the same
+rows and the same floats, bit for bit, as one pass over all of them, whatever the slice size."""
 
 from __future__ import annotations
 
@@ -12,10 +13,23 @@ from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
-from sds_core.errors import SdsInputError
-from sds_core.evaluation.agreement import SLICE_ROWS, Agreement, LengthAgreement, agreement
+from sds_core.errors import SdsInputError, SdsInternalError
+from sds_core.evaluation.agreement import (
+    NOT_REPORTED,
+    SLICE_ROWS,
+    Agreement,
+    LengthAgreement,
+    agreement,
+    merge_keyed,
+    merge_length,
+    synthetic_keys,
+)
+from sds_core.marginals.aggregates import CombinationCounts, decode_keys, encode_keys
 from sds_core.marginals.engine import dp_aggregate
+from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.marginals.params import DpParams
+
+FIELDS = ("attrs", "dp", "synthetic")
 
 
 def _one_pass(a: Agreement, la: LengthAgreement) -> dict[tuple[int, ...], float]:
@@ -77,3 +91,60 @@ def test_a_slice_needs_a_combination(compared: Agreement) -> None:
     """rows < 1 is a caller's mistake."""
     with pytest.raises(SdsInputError, match="at least one combination"):
         compared.marginal_tvd(2, rows=0)
+
+
+def _one_shot_union(dp: CombinationCounts, syn: CombinationCounts, base: int) -> tuple:
+    """The union as the former merge_length built it: whole arrays at once."""
+    dp_keys, syn_keys = encode_keys(dp.attrs, base), encode_keys(syn.attrs, base)
+    keys = np.union1d(dp_keys, syn_keys)
+    attrs = np.empty((keys.shape[0], dp.length), dtype=np.int32)
+    attrs[np.searchsorted(keys, dp_keys)] = dp.attrs
+    attrs[np.searchsorted(keys, syn_keys)] = syn.attrs
+    dp_counts = np.full(keys.shape[0], NOT_REPORTED, dtype=np.int64)
+    dp_counts[np.searchsorted(keys, dp_keys)] = dp.counts
+    syn_counts = np.zeros(keys.shape[0], dtype=np.int64)
+    syn_counts[np.searchsorted(keys, syn_keys)] = syn.counts
+    return attrs, dp_counts, syn_counts
+
+
+@pytest.mark.parametrize("rows", [1, 3, 97, SLICE_ROWS])
+def test_blocked_union_equals_one_shot(compared: Agreement, rows: int) -> None:
+    """merge_length a slice at a time, read back a slice at a time (blocks of another size),
+    gives the one-shot union row for row; the synthetic side's keys are exact_aggregates'."""
+    base = compared.domain.n_attributes
+    for k in (1, 2, 3):
+        la = compared.by_len[k]
+        syn = CombinationCounts(decode_keys(la.syn_keys, base, k), la.syn_counts.astype(np.int64))
+        want = _one_shot_union(la.dp_side, syn, base)
+        merged = merge_length(la.dp_side, syn, base, rows=rows)
+        assert np.array_equal(merged.source, la.source)
+        for read in (1, 7, rows):
+            parts = list(merged.blocks(read))
+            got = [np.concatenate([getattr(p, f) for p in parts]) for f in FIELDS]
+            assert all(np.array_equal(g, w) for g, w in zip(got, want, strict=True))
+            assert got[1].dtype == got[2].dtype == np.int64
+        assert merged.n_reported == int((want[1] != NOT_REPORTED).sum())
+        assert merged.n_synthetic == int((want[2] > 0).sum())
+
+
+def test_synthetic_keys_are_the_exact_aggregates(compared: Agreement) -> None:
+    """synthetic_keys (column group by column group) == exact_aggregates, encoded."""
+    rng = np.random.default_rng(5)
+    domain = compared.domain
+    codes = np.stack([rng.integers(-1, len(labs), 500) for labs in domain.labels], axis=1)
+    table = PreparedTable(domain, codes.astype(np.int32))
+    exact = exact_aggregates(table, 3)
+    base = domain.n_attributes
+    for k in (1, 2, 3):
+        keys, counts = synthetic_keys(table, k, base)
+        assert np.array_equal(keys, encode_keys(exact.counts_of(k).attrs, base))
+        assert np.array_equal(counts, exact.counts_of(k).counts) and counts.dtype == np.int32
+
+
+def test_unsorted_synthetic_keys_are_a_bug(compared: Agreement) -> None:
+    """A side whose keys do not ascend is refused, also across slices."""
+    la = compared.by_len[2]
+    keys = la.syn_keys.copy()
+    keys[[3, 10]] = keys[[10, 3]]
+    with pytest.raises(SdsInternalError, match="unique and sorted"):
+        merge_keyed(la.dp_side, keys, la.syn_counts, la.base, rows=4)

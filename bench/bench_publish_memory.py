@@ -1,0 +1,143 @@
+"""The publish stage's memory on a finished release: its files written again, peak RSS per part.
+
+Reads a finished release's DP aggregates (``normalize.pkl``) and synthetic records
+(``synthesize.pkl``: a local table, as a raw release planned with ``synthesis = "model"``
+holds on the driver) from its private checkpoints, and writes its published files again into a
+scratch home (a copy of the release's ledger and private parameters, so nothing in HOME
+changes): ``write_artifacts`` (aggregates, synthetic files, validation), then
+``write_report_and_explorer`` (``evaluation.json``, ``report.html``, ``explorer.html``) with
+the published manifest as it stood before them. Prints, per part, this process's resident set
+at the start and its peak during the part (``VmHWM``, reset before each part through
+``/proc/self/clear_refs``), and the seconds. ``--check`` compares every file written with the
+published one byte for byte (``manifest.json`` and its signature are not written here).
+
+Run it under ``memray run`` to see what the peak holds::
+
+    PYTHONPATH=. .venv/bin/python bench/bench_publish_memory.py HOME RELEASE_ID \
+        --scratch DIR --check
+    PYTHONPATH=. .venv/bin/memray run -o OUT.bin bench/bench_publish_memory.py HOME RELEASE_ID \
+        --scratch DIR --report-only && .venv/bin/memray tree OUT.bin
+"""
+
+from __future__ import annotations
+
+import argparse
+import filecmp
+import gc
+import json
+import pickle
+import shutil
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from release_store.publish.artifacts import write_artifacts, write_report_and_explorer
+from release_store.run.release_run import ReleaseRun
+from release_store.run.resume import resume_params
+
+MIB = 2**20
+PLANNED = ("reporting_length", "sigma_proportions", "synthesis", "reconcile_one_way")
+
+
+def _status(field: str) -> int:
+    """A ``/proc/self/status`` field in bytes (``VmRSS``, ``VmHWM``)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"no {field} in /proc/self/status")
+
+
+def _reset_peak() -> None:
+    """Reset ``VmHWM`` to the current resident set (Linux >= 4.0)."""
+    Path("/proc/self/clear_refs").write_text("5")
+
+
+def _load(path: Path) -> Any:
+    with path.open("rb") as f:
+        obj = pickle.load(f)
+    return getattr(obj, "value", obj)
+
+
+def _part(name: str, fn: Any) -> dict[str, Any]:
+    gc.collect()
+    _reset_peak()
+    start, t0 = _status("VmRSS"), time.perf_counter()
+    fn()
+    row = {
+        "part": name,
+        "rss_start_mib": round(start / MIB),
+        "peak_mib": round(_status("VmHWM") / MIB),
+        "seconds": round(time.perf_counter() - t0, 2),
+    }
+    row["increment_mib"] = row["peak_mib"] - row["rss_start_mib"]
+    print(json.dumps(row), flush=True)
+    return row
+
+
+def main() -> int:
+    """Write the release's files again and print the peaks."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("home", type=Path, help="the home of a finished release (read only)")
+    ap.add_argument("release_id")
+    ap.add_argument("--scratch", type=Path, required=True, help="a new directory (the copy)")
+    ap.add_argument("--report-only", action="store_true", help="skip write_artifacts")
+    ap.add_argument("--check", action="store_true", help="cmp the files with the published")
+    ap.add_argument("--json", type=Path, help="write the rows here")
+    args = ap.parse_args()
+
+    src_private = args.home / "private" / args.release_id
+    if args.scratch.exists():
+        shutil.rmtree(args.scratch)
+    (args.scratch / "private").mkdir(parents=True)
+    shutil.copy2(args.home / "ledger.sqlite", args.scratch / "ledger.sqlite")
+    shutil.copytree(src_private, args.scratch / "private" / args.release_id)
+    params = resume_params(args.home, args.release_id)
+    published = args.home / "releases" / str(params.dataset) / args.release_id
+    manifest = json.loads((published / "manifest.json").read_text())
+    # the parameters the SDS plan chose (R, split, synthesis), as the publish stage had them
+    planned = {k: manifest["parameters"][k] for k in PLANNED if k in manifest["parameters"]}
+    params = params.model_copy(update=planned | {"home": str(args.scratch)})
+    run = ReleaseRun(params, args.release_id, str(args.scratch))
+    validation = json.loads((published / "validation.json").read_text())
+    run.dirs.release_dir.mkdir(parents=True)
+
+    aggregates = _load(src_private / "checkpoints" / "normalize.pkl")
+    synthetic = _load(src_private / "checkpoints" / "synthesize.pkl")
+    rows = [{"part": "loaded", "rss_mib": round(_status("VmRSS") / MIB)}]
+    print(json.dumps(rows[0]), flush=True)
+    if not args.report_only:
+        rows.append(
+            _part(
+                "write_artifacts",
+                lambda: write_artifacts(
+                    run, aggregates, synthetic, validation, manifest["privacy"]["noise"]
+                ),
+            )
+        )
+    # the manifest as write_release hands it to the report: without the report's own files
+    # and without the publish stage's entry (added after)
+    for name in ("evaluation.json", "report.html", "explorer.html"):
+        manifest["artifacts"].pop(name, None)
+    manifest["stages"] = [s for s in manifest["stages"] if s["name"] != "publish"]
+    manifest["status"] = "running"
+    rows.append(
+        _part(
+            "write_report_and_explorer",
+            lambda: write_report_and_explorer(run, manifest, aggregates, synthetic),
+        )
+    )
+    if args.json:
+        args.json.write_text(json.dumps(rows, indent=1) + "\n")
+    if not args.check:
+        return 0
+    differ = []
+    for path in sorted(run.dirs.release_dir.iterdir()):
+        same = filecmp.cmp(path, published / path.name, shallow=False)
+        print(f"{'same' if same else 'DIFFERS'} {path.name}")
+        differ += [] if same else [path.name]
+    return 1 if differ else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
