@@ -101,13 +101,15 @@ def cli_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             c.wait_for_workers(2, timeout=120)
         yield address
     finally:
+        # one at a time, the workers first: a worker SIGTERMed while the scheduler is closing
+        # gets both closes at once and hangs (30 s until killed, distributed 2026.8)
         for p in reversed(procs):
             p.terminate()
-        for p in procs:
             try:
                 p.wait(timeout=30)
             except subprocess.TimeoutExpired:
                 p.kill()
+                p.wait()
 
 
 def test_release_on_a_dask_cli_cluster_has_the_local_hashes(
