@@ -244,13 +244,30 @@ def _byte_ranks(texts: tuple[str, ...]) -> NDArray[np.int64]:
     return rank
 
 
+def _sorted_ranks(attrs: NDArray[np.integer], rank: NDArray[np.int64]) -> NDArray[np.integer]:
+    """Each row's attribute ranks (``rank[attrs]``), ascending along the row: the order the
+    attributes' texts take in the combination's text. int32 when the ranks fit (they are
+    0..n-1 for n attributes), sorted in place: one (m, k) array, no argsort or gather copies."""
+    small = rank.shape[0] <= np.iinfo(np.int32).max
+    ranks: NDArray[np.integer] = (rank.astype(np.int32) if small else rank)[attrs]
+    ranks.sort(axis=1)
+    return ranks
+
+
+def _by_rank(rank: NDArray[np.int64]) -> NDArray[np.int64]:
+    """The attribute id of each rank (``rank`` is a permutation of 0..n-1)."""
+    out = np.empty_like(rank)
+    out[rank] = np.arange(rank.shape[0], dtype=np.int64)
+    return out
+
+
 def _in_text_order(attrs: NDArray[np.integer], rank: NDArray[np.int64]) -> NDArray[np.int64]:
     """Each row's attribute ids in the order their texts take in the combination's text."""
-    ids: NDArray[np.int64] = attrs.astype(np.int64)
-    return np.take_along_axis(ids, np.argsort(rank[ids], axis=1), axis=1)
+    by_rank: NDArray[np.int64] = _by_rank(rank)[_sorted_ranks(attrs, rank)]
+    return by_rank
 
 
-def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.int64] | None:
+def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.integer] | None:
     """Integer sort keys, one row per combination, ordered like the combinations' texts.
 
     Returns a (k, m) array for ``np.lexsort`` (last row = primary key) whose order is the
@@ -264,10 +281,19 @@ def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.int64] | 
     if any(";" in t for t in texts):
         return None
     rank, rank_joined = _byte_ranks(texts), _byte_ranks(tuple(t + ";" for t in texts))
-    by_text = _in_text_order(block.attrs, rank)
     k = block.length
-    keys = [rank_joined[by_text[:, j]] for j in range(k - 1)] + [rank[by_text[:, k - 1]]]
-    return np.stack(keys[::-1]) if keys else np.zeros((0, len(block)), dtype=np.int64)
+    if k == 0:
+        return np.zeros((0, len(block)), dtype=np.int64)
+    # the rows' ranks sorted in place, then each position's key looked up by rank (the text of
+    # the attribute with rank r joined with ";" has rank joined_of[r]): (m, k) and (k, m)
+    # arrays of int32 at most, where gathering attribute ids first made six of int64
+    ranks = _sorted_ranks(block.attrs, rank)
+    joined_of = rank_joined[_by_rank(rank)].astype(ranks.dtype)
+    keys = np.empty((k, len(block)), dtype=ranks.dtype)
+    keys[0] = ranks[:, k - 1]  # the last text compares by its own rank (lexsort: last row first)
+    for j in range(k - 1):
+        keys[k - 1 - j] = joined_of[ranks[:, j]]
+    return keys
 
 
 def row_range(blocks: list[CombinationCounts], lo: int, hi: int) -> list[CombinationCounts]:
