@@ -79,14 +79,14 @@ def record_min_counts(
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
     # the combinations' columns in the smallest integer type (the lookups hold up to every
     # combination of a length: int64 (m, k) columns and their differences took 40 bytes a row)
-    col_dtype = (
+    col_dtype: type[np.integer] = (
         np.int8
         if domain.n_columns < 1 << 7
         else np.int16
         if domain.n_columns < 1 << 15
         else np.int32
     )
-    attr_col = np.asarray(domain.attribute_columns(), dtype=col_dtype)
+    attr_col: NDArray[np.integer] = np.asarray(domain.attribute_columns(), dtype=col_dtype)
     # cliques inside a joint group: their smallest rank per joint cell of the group, then one
     # pass over the records for the group
     radices = [c + 1 for c in domain.cardinalities]
