@@ -57,10 +57,15 @@ def _lost(e: BaseException) -> bool:
     )
 
 
-def _tree(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> list[Any]:
+def _tree(
+    client: Any, futures: list[Any], combine: Callable[[Any, Any], Any], *, down_to: int = 2
+) -> list[Any]:
     """Partition results combined pairwise on the workers down to two (or one): the last
-    combine runs on the driver, which receives both at once instead of one more hop."""
-    while len(futures) > 2:
+    combine runs on the driver, which receives both at once instead of one more hop. With
+    ``down_to=1`` every combine runs on the workers and the driver receives the sum alone (the
+    same value: the same pairs combined in the same order), never both halves and the
+    combine's temporaries."""
+    while len(futures) > down_to:
         merged = [
             client.submit(combine, futures[i], futures[i + 1])
             for i in range(0, len(futures) - 1, 2)
@@ -148,13 +153,21 @@ def _gather(client: Any, futures: list[Any]) -> list[Any]:
             )
 
 
-def _tree_reduce(client: Any, futures: list[Any], combine: Callable[[Any, Any], Any]) -> Any:
-    """Combine partition results pairwise (:func:`_tree`); gather the result.
+def _tree_reduce(
+    client: Any,
+    futures: list[Any],
+    combine: Callable[[Any, Any], Any],
+    *,
+    on_workers: bool = False,
+) -> Any:
+    """Combine partition results pairwise (:func:`_tree`); gather the result. ``on_workers``:
+    the last combine too (results as large as the data's combinations: the evaluation's).
 
     Raises:
         DaskClusterError: a worker died with partitions no task can recompute.
     """
-    return _result(client, _tree(client, futures, combine), combine)
+    tree = _tree(client, futures, combine, down_to=1 if on_workers else 2)
+    return _result(client, tree, combine)
 
 
 LOOKUP_RECORDS = 1_000_000
@@ -525,7 +538,7 @@ class DaskBackend:
             )
             for worker, idx in self._groups()
         ]
-        return _tree_reduce(self.client, futures, combine)
+        return _tree_reduce(self.client, futures, combine, on_workers=True)
 
     def exact_aggregates(self, reporting_length: int) -> AggregateSet:
         """Exact aggregates per partition, summed."""
@@ -535,7 +548,9 @@ class DaskBackend:
             reporting_length=reporting_length,
             chunk=self.chunk_records,
         )
-        result: AggregateSet = _tree_reduce(self.client, parts, core.add_aggregates)
+        result: AggregateSet = _tree_reduce(
+            self.client, parts, core.add_aggregates, on_workers=True
+        )
         return result
 
 

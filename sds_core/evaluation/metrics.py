@@ -55,35 +55,50 @@ DENSE_MARGINAL_CELLS = 1 << 22
 # ---- aggregate comparison ----------------------------------------------------------------------
 
 
-def _aligned_keys(
-    sensitive: AggregateSet, target: AggregateSet
-) -> dict[int, tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64]]]:
-    """Per length: (S keys, S counts, T keys, T counts) in one attribute-id space, keys sorted.
+BLOCK_KEYS = 1 << 20
+"""Combinations :func:`aggregate_metrics` matches at a time (its memory follows one length's
+keys and a block, not every length's matched arrays at once)."""
 
-    Equal domains share their attribute ids; otherwise T's ids are mapped through the texts.
-    """
-    same = sensitive.domain == target.domain
-    t_map = None
-    if same:
-        base = sensitive.domain.n_attributes + 1
-    else:
-        union = {t: i for i, t in enumerate(sensitive.domain.attribute_texts())}
-        t_map = np.empty(len(target.domain.attribute_texts()), dtype=np.int64)
-        for i, t in enumerate(target.domain.attribute_texts()):
-            t_map[i] = union.setdefault(t, len(union))
-        base = len(union) + 1
-    out = {}
-    for k in range(1, sensitive.reporting_length + 1):
-        sc, tc = sensitive.counts_of(k), target.counts_of(k)
-        t_attrs: NDArray[np.integer] = tc.attrs
-        if t_map is not None and len(tc):
-            t_attrs = np.sort(t_map[tc.attrs], axis=1)
-        elif not bool((t_attrs[:, 1:] > t_attrs[:, :-1]).all()):  # rows should ascend already
-            t_attrs = np.sort(t_attrs, axis=1)
-        s_keys, s_counts = _sorted(row_keys(sc.attrs, base), sc.counts.astype(np.int64, copy=False))
-        t_keys, t_counts = _sorted(row_keys(t_attrs, base), tc.counts)
-        out[k] = (s_keys, s_counts, t_keys, t_counts)
-    return out
+
+def _id_space(
+    sensitive: AggregateSet, target: AggregateSet
+) -> tuple[int, NDArray[np.int64] | None]:
+    """The radix of both sides' row keys and T's attribute ids in S's id space (None: the
+    domains are equal and share their ids; otherwise T's ids are mapped through the texts)."""
+    if sensitive.domain == target.domain:
+        return sensitive.domain.n_attributes + 1, None
+    union = {t: i for i, t in enumerate(sensitive.domain.attribute_texts())}
+    t_map = np.empty(len(target.domain.attribute_texts()), dtype=np.int64)
+    for i, t in enumerate(target.domain.attribute_texts()):
+        t_map[i] = union.setdefault(t, len(union))
+    return len(union) + 1, t_map
+
+
+def _keys(
+    attrs: NDArray[np.integer], base: int, t_map: NDArray[np.int64] | None, target: bool
+) -> NDArray[np.int64]:
+    """:func:`row_keys` of ``attrs``, :data:`BLOCK_KEYS` rows at a time; a target's rows mapped
+    through ``t_map`` and put in ascending order first (they should ascend already)."""
+    keys = np.empty(attrs.shape[0], dtype=np.int64)
+    for start in range(0, attrs.shape[0], BLOCK_KEYS):
+        block: NDArray[np.integer] = attrs[start : start + BLOCK_KEYS]
+        if t_map is not None:
+            block = np.sort(t_map[block], axis=1)
+        elif target and not bool((block[:, 1:] > block[:, :-1]).all()):
+            block = np.sort(block, axis=1)
+        keys[start : start + BLOCK_KEYS] = row_keys(block, base)
+    return keys
+
+
+def _matched(
+    keys: NDArray[np.int64], other: NDArray[np.int64], other_counts: NDArray[np.int64]
+) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
+    """Which ``keys`` occur in ``other`` (sorted, unique), and their counts there (0: absent)."""
+    if not other.size:
+        return np.zeros(keys.size, dtype=np.bool_), np.zeros(keys.size, dtype=np.int64)
+    pos = np.minimum(np.searchsorted(other, keys), other.size - 1)
+    hit = other[pos] == keys
+    return hit, np.where(hit, other_counts[pos], 0)
 
 
 def _sorted(
@@ -143,49 +158,59 @@ def aggregate_metrics(
         isinstance(resolution, int) and resolution >= 1,
         f"resolution must be >= 1, got {resolution!r}",
     )
-    aligned = _aligned_keys(sensitive, target)
+    # one length at a time, each side's keys sorted, matched BLOCK_KEYS at a time; the
+    # preservation items (per length: S with count >= k, then every T combination not yet
+    # included: fabricated, or rare in S) summed item by item in this order; |S - T| summed as
+    # integers (a float sum of integers below 2**53 is exact in any order: the float of the
+    # integer sum)
+    base, t_map = _id_space(sensitive, target)
+    lengths = range(1, sensitive.reporting_length + 1)
+    max_t = max((int(target.counts_of(k).counts.max(initial=0)) for k in lengths), default=0)
+    bins = [FIRST_COUNT_BIN]
+    while bins[-1] < max_t:
+        bins.append(bins[-1] * 2)
+    by_bin = np.zeros((len(bins), 5))
+    by_len = np.zeros((len(lengths), 5))
+    bin_arr = np.asarray(bins, dtype=np.float64)
     by_length: dict[int, dict[str, float]] = {}
-    parts = []  # per length: (S counts, their T counts, S counts of T, T counts)
     tot = {"s": 0, "supp": 0, "fab": 0, "err_sum": 0.0, "n_common": 0, "val_sum": 0.0}
-    max_t = 0
-    for k, (sk, sc, tk, tc) in aligned.items():
-        common, si, ti = np.intersect1d(sk, tk, assume_unique=True, return_indices=True)
-        n_s, n_supp, n_fab = sk.size, sk.size - common.size, tk.size - common.size
-        err = np.abs(sc[si] - tc[ti]).astype(np.float64)
+    for i, k in enumerate(lengths):
+        s_cc, t_cc = sensitive.counts_of(k), target.counts_of(k)
+        sk, sc = _sorted(
+            _keys(s_cc.attrs, base, None, False), s_cc.counts.astype(np.int64, copy=False)
+        )
+        tk, tc = _sorted(
+            _keys(t_cc.attrs, base, t_map, True), t_cc.counts.astype(np.int64, copy=False)
+        )
+        sums = PreservationSums(bin_arr, by_bin, by_len[i])
+        n_common = err_sum = 0
+        for start in range(0, sk.size, BLOCK_KEYS):
+            s_counts = sc[start : start + BLOCK_KEYS]
+            hit, syn_of_s = _matched(sk[start : start + BLOCK_KEYS], tk, tc)
+            n_common += int(hit.sum())
+            err_sum += int(np.abs(s_counts[hit] - syn_of_s[hit]).sum())
+            add_preservation_items(s_counts, syn_of_s, k, resolution, True, sums)
+        for start in range(0, tk.size, BLOCK_KEYS):
+            _, sen_of_t = _matched(tk[start : start + BLOCK_KEYS], sk, sc)
+            add_preservation_items(
+                sen_of_t, tc[start : start + BLOCK_KEYS], k, resolution, False, sums
+            )
+        n_s, n_supp, n_fab = sk.size, sk.size - n_common, tk.size - n_common
         by_length[k] = {
             "n_sensitive": int(n_s),
             "n_target": int(tk.size),
             "suppressed_pct": 100.0 * n_supp / n_s if n_s else 0.0,
             "fabricated_pct": 100.0 * n_fab / n_s if n_s else 0.0,
             "mean_count": float(sc.mean()) if n_s else 0.0,
-            "mean_error": float(err.mean()) if err.size else 0.0,
+            "mean_error": float(err_sum) / n_common if n_common else 0.0,
         }
         tot["s"] += n_s
         tot["supp"] += n_supp
         tot["fab"] += n_fab
-        tot["err_sum"] += float(err.sum())
-        tot["n_common"] += int(common.size)
+        tot["err_sum"] += float(err_sum)
+        tot["n_common"] += n_common
         tot["val_sum"] += float(sc.sum())
-        if tc.size:
-            max_t = max(max_t, int(tc.max()))
-        syn_of_s = np.zeros(sk.size, dtype=np.int64)
-        syn_of_s[si] = tc[ti]
-        sen_of_t = np.zeros(tk.size, dtype=np.int64)
-        sen_of_t[ti] = sc[si]
-        parts.append((sc, syn_of_s, sen_of_t, tc.astype(np.int64, copy=False)))
-
-    # preservation items per length: S with count >= k, then every T combination not yet
-    # included (fabricated, or rare in S); sums item by item in this order
-    bins = [FIRST_COUNT_BIN]
-    while bins[-1] < max_t:
-        bins.append(bins[-1] * 2)
-    by_bin = np.zeros((len(bins), 5))
-    by_len = np.zeros((len(parts), 5))
-    bin_arr = np.asarray(bins, dtype=np.float64)
-    for i, (k, (sen_s, syn_s, sen_t, syn_t)) in enumerate(zip(aligned, parts, strict=True)):
-        sums = PreservationSums(bin_arr, by_bin, by_len[i])
-        add_preservation_items(sen_s, syn_s, k, resolution, True, sums)
-        add_preservation_items(sen_t, syn_t, k, resolution, False, sums)
+        del sk, sc, tk, tc
     bucket_of_bin = _buckets(by_bin)
     pres_by_count = {bins[i]: bucket_of_bin[i] for i in reversed(range(len(bins)))}
     mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
@@ -200,7 +225,7 @@ def aggregate_metrics(
         "mean_count": tot["val_sum"] / tot["s"] if tot["s"] else 0.0,
         "mean_error": tot["err_sum"] / tot["n_common"] if tot["n_common"] else 0.0,
         "by_length": by_length,
-        "preservation_by_length": dict(zip(aligned, _buckets(by_len), strict=True)),
+        "preservation_by_length": dict(zip(lengths, _buckets(by_len), strict=True)),
         "preservation_by_count": pres_by_count,
         "mean_proportional_error": mpe,
         "record_expansion_pct": expansion,

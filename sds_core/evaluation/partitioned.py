@@ -208,12 +208,19 @@ def partition_marginals(table: PreparedTable, cards: list[int], max_order: int) 
 
 
 def add_cells(a: Cells, b: Cells) -> Cells:
-    """The sum of two marginals' cell counts."""
+    """The sum of two marginals' cell counts (each side's keys ascending and distinct: merged
+    by position, without an inverse or float weights over both sides)."""
     out: Cells = {}
     for cols, (ka, ca) in a.items():
         kb, cb = b[cols]
-        keys, inverse = np.unique(np.concatenate([ka, kb]), return_inverse=True)
-        out[cols] = keys, np.bincount(inverse, weights=np.concatenate([ca, cb])).astype(np.int64)
+        keys = np.concatenate([ka, kb])
+        keys.sort()
+        if keys.size:
+            keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+        counts = np.zeros(keys.size, dtype=np.int64)
+        counts[np.searchsorted(keys, ka)] += ca
+        counts[np.searchsorted(keys, kb)] += cb
+        out[cols] = keys, counts
     return out
 
 
@@ -326,40 +333,44 @@ def evaluate_partitioned(
     R, k = params.reporting_length, params.resolution
     order = params.max_marginal_order
     domain = sensitive.domain
+    # one metric at a time, each one's lookups, aggregates and cells freed before the next
     lookups = risk_lookups(sensitive, resolution=k)
     unique, rare = map_reduce(partition_risk, add_pairs, lookups=lookups)
-    top = min(order, domain.n_columns)
+    sensitive_risk = risk_summary(lookups, n_records, unique, rare)
+    del lookups
+    vs_dp = aggregate_metrics(
+        sensitive,
+        dp_aggregates,
+        resolution=k,
+        n_sensitive=n_records,
+        n_target=dp_aggregates.protected_number_of_records,
+    )
     parts = RowSlices(synthetic) if isinstance(synthetic, PreparedTable) else synthetic
-    cards, mappings = fidelity_mappings(domain, parts.domain)
     synth = parts.exact_aggregates(R)
     s_lookups = risk_lookups(synth, resolution=k)
     s_unique, s_rare = parts.map_reduce(partition_risk, add_pairs, lookups=s_lookups)
     synthetic_risk = risk_summary(s_lookups, parts.n_records, s_unique, s_rare)
+    del s_lookups
+    vs_synthetic = aggregate_metrics(
+        sensitive, synth, resolution=k, n_sensitive=n_records, n_target=synthetic.n_records
+    )
+    del synth
+    top = min(order, domain.n_columns)
+    cards, mappings = fidelity_mappings(domain, parts.domain)
     synth_cells = parts.map_reduce(
         partition_fidelity_cells, add_cells, mappings=mappings, cards=cards, max_order=order
     )
     cells = map_reduce(partition_marginals, add_cells, cards=cards, max_order=top)
+    fidelity = fidelity_from_cells(
+        domain, n_records, cells, synthetic.n_records, synth_cells, cards, order
+    )
     return {
         "differentially_private": False,
         "note": NOT_DP_NOTE,
         "params": {"reporting_length": R, "resolution": k, "max_marginal_order": order},
-        "sensitive_vs_dp_aggregates": aggregate_metrics(
-            sensitive,
-            dp_aggregates,
-            resolution=k,
-            n_sensitive=n_records,
-            n_target=dp_aggregates.protected_number_of_records,
-        ),
-        "sensitive_vs_synthetic": aggregate_metrics(
-            sensitive,
-            synth,
-            resolution=k,
-            n_sensitive=n_records,
-            n_target=synthetic.n_records,
-        ),
-        "sensitive_risk": risk_summary(lookups, n_records, unique, rare),
+        "sensitive_vs_dp_aggregates": vs_dp,
+        "sensitive_vs_synthetic": vs_synthetic,
+        "sensitive_risk": sensitive_risk,
         "synthetic_risk": synthetic_risk,
-        "marginal_fidelity": fidelity_from_cells(
-            domain, n_records, cells, synthetic.n_records, synth_cells, cards, order
-        ),
+        "marginal_fidelity": fidelity,
     }

@@ -77,7 +77,16 @@ def record_min_counts(
     best = np.full(n, none, dtype=rank_dtype)
     codes_t = compact_codes(codes)
     offsets = np.asarray(domain.offsets[:-1], dtype=np.int64)
-    attr_col = np.asarray(domain.attribute_columns(), dtype=np.int64)
+    # the combinations' columns in the smallest integer type (the lookups hold up to every
+    # combination of a length: int64 (m, k) columns and their differences took 40 bytes a row)
+    col_dtype: type[np.integer] = (
+        np.int8
+        if domain.n_columns < 1 << 7
+        else np.int16
+        if domain.n_columns < 1 << 15
+        else np.int32
+    )
+    attr_col: NDArray[np.integer] = np.asarray(domain.attribute_columns(), dtype=col_dtype)
     # cliques inside a joint group: their smallest rank per joint cell of the group, then one
     # pass over the records for the group
     radices = [c + 1 for c in domain.cardinalities]
@@ -88,11 +97,15 @@ def record_min_counts(
     g_used = [False] * len(groups)
     for attrs, counts in rare.values():
         cols = attr_col[attrs]
-        ok = (np.diff(cols, axis=1) > 0).all(axis=1)
-        attrs, counts, cols = attrs[ok], counts[ok], cols[ok]
+        ok = (cols[:, 1:] > cols[:, :-1]).all(axis=1)
+        if not ok.all():
+            attrs, counts, cols = attrs[ok], counts[ok], cols[ok]
+        del ok
         clique = row_keys(cols, domain.n_columns + 1)
         order = np.argsort(clique, kind="stable")
-        bounds = np.flatnonzero(np.diff(clique[order])) + 1
+        clique = clique[order]
+        bounds = np.flatnonzero(clique[1:] != clique[:-1]) + 1
+        del clique
         for rows in np.split(order, bounds) if order.size else []:
             cl = tuple(int(c) for c in cols[rows[0]])
             mult, size = radix_multipliers(domain, cl)
