@@ -59,6 +59,10 @@ def _run_name() -> str:
     return f"release-{params.get('release_id') or params.get('dataset', 'new')}"
 
 
+NOISE_FIELDS = ("allowed_sensitivity", "threshold")
+"""What :func:`~release_store.run.release_run.noise_scales` reads of an ``aggregate-k`` result."""
+
+
 @dataclass(frozen=True)
 class StageOutputs:
     """What the data stages hand to publish: DP outputs, summaries and the evaluation, and the
@@ -153,6 +157,9 @@ def run_stages(
                 by_length=by_length,
                 protected_n=protected_n,
             )
+        # the survivors are in the aggregates now: privacy.noise reads only Δ_k and the
+        # thresholds (the longest length's survivors are ~100 MB at raw 2M, held to the end)
+        by_length = {k: {n: step[n] for n in NOISE_FIELDS} for k, step in by_length.items()}
         # the plan once the aggregates are known: records, or the model above length 2
         params, plan = after_aggregation(params, plan, aggregates)
         run = run.with_params(params)
