@@ -121,7 +121,10 @@ class LengthAgreement:
             yield CombinationRows(attrs, dp, synthetic)
             i, j = i + nd, j + ns
 
-    def _whole(self) -> CombinationRows:
+    def whole(self) -> CombinationRows:
+        """Every union row at once (one pass of :meth:`blocks`): for short lengths; a caller
+        reading several columns takes this once rather than the properties below, which each
+        build it again."""
         parts = list(self.blocks(max(len(self), 1)))
         if parts:
             return parts[0]
@@ -132,22 +135,22 @@ class LengthAgreement:
     @property
     def attrs(self) -> NDArray[np.int32]:
         """(m, k) attribute ids of every union row (built whole)."""
-        return self._whole().attrs
+        return self.whole().attrs
 
     @property
     def dp(self) -> NDArray[np.int64]:
         """DP count of every union row, :data:`NOT_REPORTED` where none (built whole)."""
-        return self._whole().dp
+        return self.whole().dp
 
     @property
     def synthetic(self) -> NDArray[np.int64]:
         """Synthetic count of every union row, 0 where none (built whole)."""
-        return self._whole().synthetic
+        return self.whole().synthetic
 
     @property
     def reported(self) -> NDArray[np.bool_]:
         """Mask of the combinations the DP aggregates report (built whole)."""
-        return self._whole().reported
+        return self.whole().reported
 
     @property
     def n_reported(self) -> int:
@@ -206,7 +209,8 @@ class Agreement:
             0 <= column < self.domain.n_columns,
             f"column index {column} out of range 0..{self.domain.n_columns - 1}",
         )
-        one = self.by_len.get(1)
+        la = self.by_len.get(1)
+        one = la.whole() if la is not None else None
         lo, hi = self.domain.offsets[column], self.domain.offsets[column + 1]
         if one is None:
             rows = np.zeros(0, dtype=np.int64)
@@ -539,8 +543,9 @@ def pair_within_noise_share(agreement: Agreement, sd2: float, p: float = 0.95) -
     records that reproduce the true counts pass with probability p. None when R < 2, sd2 = 0 or
     no pair has a reported 2-combination.
     """
-    two = agreement.by_len.get(2)
-    if two is None or sd2 <= 0 or not two.reported.any():
+    la = agreement.by_len.get(2)
+    two = la.whole() if la is not None and sd2 > 0 else None
+    if two is None or not two.reported.any():
         return None
     c = agreement.domain.n_columns
     attr_col = agreement.domain.attribute_columns().astype(np.int64)
