@@ -24,6 +24,7 @@ from release_store.inputs.commitment import input_fingerprint
 from release_store.report.inputs import recorded_noise
 from release_store.run.claims import privacy_claims
 from release_store.run.faults import fault_point
+from release_store.run.memory import return_free_memory
 from release_store.run.release_run import ReleaseRun
 from release_store.run.stages import PUBLISH, stage_record
 from release_store.run.workdir import now
@@ -220,6 +221,7 @@ def write_release(
     noise = noise if noise is not None else recorded_noise(run)
     fault_point("publish", dirs.private_dir)  # test-only (SDS_TEST_PAUSE_AT=publish)
     hashes = write_artifacts(run, aggregates, synthetic, validation, noise)
+    return_free_memory()  # the encoders' freed pages, before the report counts the records
     old = dirs.manifest() or {}
     manifest = {
         "release_id": run.release_id,
