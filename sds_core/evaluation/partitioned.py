@@ -23,18 +23,23 @@ from numpy.typing import NDArray
 from sds_core._jit import _jit
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
-from sds_core.errors import require
+from sds_core.errors import invariant, require
+from sds_core.evaluation.agreement import synthetic_keys
 from sds_core.evaluation.metrics import (
     NOT_DP_NOTE,
+    AggregateComparison,
+    LengthRisk,
     RiskLookups,
     aggregate_metrics,
+    length_risk,
     record_risk_counts,
     risk_lookups,
+    risk_lookups_of,
     risk_summary,
 )
 from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.tables import column_codes, mixed_radix
-from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.aggregates import AggregateSet, decode_keys
 from sds_core.marginals.exact_counts import exact_aggregates
 
 T = TypeVar("T")
@@ -69,6 +74,8 @@ class PartitionedTable(Protocol):
     def exact_aggregates(self, reporting_length: int) -> AggregateSet: ...
 
 
+KEY_BLOCK = 1 << 20
+"""Synthetic combinations turned from one key form into the other at a time."""
 SLICE_ROWS = 1 << 18
 """Records of a table in this process summed at a time (:class:`RowSlices`): the sums are the
 same integers whatever the slice, and the memory they take follows the slice, not the table."""
@@ -315,6 +322,60 @@ def fidelity_from_cells(
     }
 
 
+def compare_by_length(
+    sensitive: AggregateSet, synthetic: PreparedTable, resolution: int, n_sensitive: int
+) -> tuple[dict[str, Any], RiskLookups]:
+    """:func:`~sds_core.evaluation.metrics.aggregate_metrics` of the records' exact aggregates
+    against ``sensitive`` and their :func:`~sds_core.evaluation.metrics.risk_lookups`, the
+    records counted one length at a time (:func:`synthetic_keys`: sorted keys and narrow
+    counts, each length freed before the next, no (m, k) rows but the lookups'): the same
+    numbers as from ``exact_aggregates(synthetic, R)``.
+
+    Length 1 goes first: no combination is more frequent than each of its attributes, so its
+    largest count is every length's (the comparison's count bins need it up front).
+    """
+    require(synthetic.n_records > 0, "the table is empty: aggregation needs at least one record")
+    R, domain = sensitive.reporting_length, synthetic.domain
+    base = max(domain.n_attributes, 1)
+    compared: AggregateComparison | None = None
+    risks: list[LengthRisk] = []
+    for k in range(1, R + 1):
+        keys, counts = synthetic_keys(synthetic, k, base)
+        if compared is None:
+            compared = AggregateComparison(
+                sensitive, domain, resolution, int(counts.max(initial=0))
+            )
+        compared.add_length(k, _target_keys(compared, keys, base, k), counts)
+        risks.append(
+            length_risk(
+                k,
+                counts,
+                lambda mask, keys=keys, k=k: decode_keys(keys[mask], base, k),  # type: ignore[misc]
+                resolution=resolution,
+                n_columns=domain.n_columns,
+            )
+        )
+        del keys, counts
+    invariant(compared is not None, "no combination length to compare")
+    assert compared is not None
+    return (
+        compared.result(n_sensitive, synthetic.n_records),
+        risk_lookups_of(resolution, risks),
+    )
+
+
+def _target_keys(
+    compared: AggregateComparison, keys: NDArray[np.int64], base: int, k: int
+) -> NDArray[np.int64]:
+    """:meth:`AggregateComparison.target_keys` of combinations given as
+    :func:`~sds_core.marginals.aggregates.encode_keys` keys, :data:`KEY_BLOCK` at a time."""
+    out = np.empty(keys.shape[0], dtype=np.int64)
+    for start in range(0, keys.shape[0], KEY_BLOCK):
+        block = decode_keys(keys[start : start + KEY_BLOCK], base, k)
+        out[start : start + KEY_BLOCK] = compared.target_keys(block)
+    return out
+
+
 def evaluate_partitioned(
     sensitive: AggregateSet,
     n_records: int,
@@ -346,15 +407,18 @@ def evaluate_partitioned(
         n_target=dp_aggregates.protected_number_of_records,
     )
     parts = RowSlices(synthetic) if isinstance(synthetic, PreparedTable) else synthetic
-    synth = parts.exact_aggregates(R)
-    s_lookups = risk_lookups(synth, resolution=k)
+    if isinstance(parts, RowSlices):  # counted here one length at a time, as keys
+        vs_synthetic, s_lookups = compare_by_length(sensitive, parts.table, k, n_records)
+    else:
+        synth = parts.exact_aggregates(R)
+        s_lookups = risk_lookups(synth, resolution=k)
+        vs_synthetic = aggregate_metrics(
+            sensitive, synth, resolution=k, n_sensitive=n_records, n_target=synthetic.n_records
+        )
+        del synth
     s_unique, s_rare = parts.map_reduce(partition_risk, add_pairs, lookups=s_lookups)
     synthetic_risk = risk_summary(s_lookups, parts.n_records, s_unique, s_rare)
     del s_lookups
-    vs_synthetic = aggregate_metrics(
-        sensitive, synth, resolution=k, n_sensitive=n_records, n_target=synthetic.n_records
-    )
-    del synth
     top = min(order, domain.n_columns)
     cards, mappings = fidelity_mappings(domain, parts.domain)
     synth_cells = parts.map_reduce(
