@@ -297,15 +297,16 @@ def risk_metrics(
 @dataclass(frozen=True)
 class RiskLookups:
     """What :func:`risk_metrics` reads from the aggregates: the shares per length and the rare
-    and unique combinations the records are looked up against (exact counts: sensitive)."""
+    combinations the records are looked up against, and the count-1 ones on their own when
+    some count is negative (exact counts: sensitive)."""
 
     resolution: int
     by_length: dict[int, dict[str, float]]
     n_all: int
     n_unique: int
     n_rare: int
-    rare_by_len: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]]
-    unique_by_len: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]]
+    rare_by_len: dict[int, tuple[NDArray[np.integer], NDArray[np.integer]]]
+    unique_by_len: dict[int, tuple[NDArray[np.integer], NDArray[np.integer]]]
 
 
 @dataclass(frozen=True)
@@ -317,20 +318,25 @@ class LengthRisk:
     n_combinations: int
     n_unique: int
     n_rare: int
-    rare: tuple[NDArray[np.int32], NDArray[np.int64]] | None
-    unique: tuple[NDArray[np.int32], NDArray[np.int64]] | None
+    rare: tuple[NDArray[np.integer], NDArray[np.integer]] | None
+    unique: tuple[NDArray[np.integer], NDArray[np.integer]] | None
 
 
 def length_risk(
     k: int,
     counts: NDArray[np.integer],
-    rows_of: Callable[[NDArray[np.bool_]], NDArray[np.int32]],
+    rows_of: Callable[[NDArray[np.bool_]], NDArray[np.integer]],
     *,
     resolution: int,
     n_columns: int,
+    with_unique: bool = True,
 ) -> LengthRisk:
     """:class:`LengthRisk` of the combinations of length ``k`` with these ``counts``;
-    ``rows_of(mask)`` gives the attribute rows of the combinations the mask selects."""
+    ``rows_of(mask)`` gives the attribute rows of the combinations the mask selects.
+
+    The count-1 combinations are looked up on their own only ``with_unique`` (needed only
+    when some count is negative: :func:`record_risk_counts`); the rare ones keep the counts'
+    integer type."""
     c = counts
     u, r = int((c == 1).sum()), int((c < resolution).sum())
     rare = unique = None
@@ -340,11 +346,11 @@ def length_risk(
         # count of 0 is treated as absent, a negative one is rare
         keep = (c < lim) & (c != 0)
         if keep.any():
-            rare = (rows_of(keep), c[keep].astype(np.int64))
+            rare = (rows_of(keep), c[keep])
         del keep
         ones = c == 1
-        if ones.any():
-            unique = (rows_of(ones), c[ones].astype(np.int64))
+        if with_unique and ones.any():
+            unique = (rows_of(ones), c[ones])
     return LengthRisk(k, int(c.shape[0]), u, r, rare, unique)
 
 
@@ -380,6 +386,9 @@ def risk_lookups(aggregates: AggregateSet, *, resolution: int) -> RiskLookups:
         isinstance(resolution, int) and resolution >= 1,
         f"resolution must be >= 1, got {resolution!r}",
     )
+    n_columns = aggregates.domain.n_columns
+    lengths = range(1, min(aggregates.reporting_length, n_columns) + 1)
+    negative = any(bool((aggregates.counts_of(k).counts < 0).any()) for k in lengths)
     parts = []
     for k in range(1, aggregates.reporting_length + 1):
         cc = aggregates.counts_of(k)
@@ -389,7 +398,8 @@ def risk_lookups(aggregates: AggregateSet, *, resolution: int) -> RiskLookups:
                 cc.counts,
                 lambda mask, cc=cc: cc.attrs[mask],  # type: ignore[misc]
                 resolution=resolution,
-                n_columns=aggregates.domain.n_columns,
+                n_columns=n_columns,
+                with_unique=negative,
             )
         )
     return risk_lookups_of(resolution, parts)

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -169,39 +169,110 @@ def marginal_cells(codes: NDArray[np.integer], cards: list[int], max_order: int)
     )
 
 
-def _record_cells(records: NDArray[np.int64], cards: list[int], max_order: int) -> Cells:
+def _record_cells(records: NDArray[np.integer], cards: list[int], max_order: int) -> Cells:
     """:func:`marginal_cells` of ``records`` (records x columns, C order)."""
+    every, size = _marginals(cards, max_order)
+    out = _dense_cells(records, cards, [cols for cols in every if size[cols] <= DENSE_CELLS], size)
+    for cols in every:
+        if cols not in out:
+            out[cols] = _sparse_cells(records, cards, cols, size[cols])
+    return {cols: out[cols] for cols in every}
+
+
+def _marginals(
+    cards: list[int], max_order: int
+) -> tuple[list[tuple[int, ...]], dict[tuple[int, ...], int]]:
+    """Every 1..max_order-way marginal (column indices, in order) and its cell count."""
     every = [
         cols
         for order in range(1, min(max_order, len(cards)) + 1)
         for cols in itertools.combinations(range(len(cards)), order)
     ]
-    size = {cols: int(np.prod([cards[c] for c in cols], dtype=object)) for cols in every}
-    dense = [cols for cols in every if size[cols] <= DENSE_CELLS]
+    return every, {cols: int(np.prod([cards[c] for c in cols], dtype=object)) for cols in every}
+
+
+def _dense_cells(
+    records: NDArray[np.integer],
+    cards: list[int],
+    dense: list[tuple[int, ...]],
+    size: dict[tuple[int, ...], int],
+) -> Cells:
+    """The cells of the ``dense`` marginals, counted in one compiled pass over the records."""
     out: Cells = {}
-    if dense:
-        width = max(len(c) for c in dense)
-        col_arr = np.full((len(dense), width), -1, dtype=np.int64)
-        mults = np.zeros((len(dense), width), dtype=np.int64)
-        offsets = np.zeros(len(dense) + 1, dtype=np.int64)
-        for i, cols in enumerate(dense):
-            col_arr[i, : len(cols)] = cols
-            mults[i, : len(cols)] = mixed_radix(cards, cols)
-            offsets[i + 1] = offsets[i] + size[cols]
-        counts = np.zeros(int(offsets[-1]), dtype=np.int64)
-        _dense_counts(records, col_arr, mults, offsets[:-1].copy(), counts)
-        for i, cols in enumerate(dense):
-            block = counts[offsets[i] : offsets[i + 1]]
-            nz = np.flatnonzero(block)
-            out[cols] = nz.astype(np.int64), block[nz]
-    for cols in every:
-        if cols not in out:
-            key = records[:, cols[0]].copy()
-            for c in cols[1:]:
-                np.multiply(key, cards[c], out=key)
-                np.add(key, records[:, c], out=key)
-            out[cols] = _cells(key, size[cols])
-    return {cols: out[cols] for cols in every}
+    if not dense:
+        return out
+    width = max(len(c) for c in dense)
+    col_arr = np.full((len(dense), width), -1, dtype=np.int64)
+    mults = np.zeros((len(dense), width), dtype=np.int64)
+    offsets = np.zeros(len(dense) + 1, dtype=np.int64)
+    for i, cols in enumerate(dense):
+        col_arr[i, : len(cols)] = cols
+        mults[i, : len(cols)] = mixed_radix(cards, cols)
+        offsets[i + 1] = offsets[i] + size[cols]
+    counts = np.zeros(int(offsets[-1]), dtype=np.int64)
+    _dense_counts(records, col_arr, mults, offsets[:-1].copy(), counts)
+    for i, cols in enumerate(dense):
+        block = counts[offsets[i] : offsets[i + 1]]
+        nz = np.flatnonzero(block)
+        out[cols] = nz.astype(np.int64), block[nz]
+    return out
+
+
+def _sparse_cells(
+    records: NDArray[np.integer], cards: list[int], cols: tuple[int, ...], cells: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """One marginal's cells from the records' int64 keys."""
+    key = records[:, cols[0]].astype(np.int64)
+    for c in cols[1:]:
+        np.multiply(key, cards[c], out=key)
+        np.add(key, records[:, c], out=key)
+    return _cells(key, cells)
+
+
+class LocalCells(Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]):
+    """The marginal cells of records in this process in the joint coding of
+    :func:`fidelity_mappings` (what :func:`partition_fidelity_cells` gives summed over every
+    slice): the records' joint codes in the smallest integer type, the marginals of up to
+    :data:`DENSE_CELLS` cells counted in one pass up front and every other one counted when
+    asked for and not kept, so one marginal's cells are made at a time, not all of them."""
+
+    def __init__(
+        self,
+        parts: RowSlices,
+        mappings: list[NDArray[np.int64]],
+        cards: list[int],
+        max_order: int,
+    ) -> None:
+        top = max(cards)
+        dtype = np.int8 if top <= 1 << 7 else np.int16 if top <= 1 << 15 else np.int32
+        records = np.empty((parts.n_records, len(cards)), dtype=dtype)
+        at = 0
+        for part in parts.slices():  # joint codes a slice at a time (int64 per slice only)
+            s = column_codes(part)
+            for j, (m, col) in enumerate(zip(mappings, part.domain.columns, strict=True)):
+                records[at : at + part.n_records, j] = m[s[col][1]]
+            at += part.n_records
+        self.records, self.cards = records, cards
+        self.every, self.size = _marginals(cards, max_order)
+        self.dense = _dense_cells(
+            records,
+            cards,
+            [cols for cols in self.every if self.size[cols] <= DENSE_CELLS],
+            self.size,
+        )
+
+    def __getitem__(self, cols: tuple[int, ...]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        if cols in self.dense:
+            return self.dense[cols]
+        if cols not in self.size:
+            raise KeyError(cols)
+        return _sparse_cells(self.records, self.cards, cols, self.size[cols])
+
+    def __iter__(self) -> Iterator[tuple[int, ...]]:
+        return iter(self.every)
+
+    def __len__(self) -> int:
+        return len(self.every)
 
 
 def partition_marginals(table: PreparedTable, cards: list[int], max_order: int) -> Cells:
@@ -282,7 +353,7 @@ def fidelity_from_cells(
     n_o: int,
     original: Cells,
     n_s: int,
-    synth: Cells,
+    synth: Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]],
     cards: list[int],
     max_order: int,
 ) -> dict[str, Any]:
@@ -341,6 +412,7 @@ def compare_by_length(
     risks: list[LengthRisk] = []
     for k in range(1, R + 1):
         keys, counts = synthetic_keys(synthetic, k, base)
+        invariant(not bool((counts < 1).any()), "a count below 1 among the records' counts")
         if compared is None:
             compared = AggregateComparison(
                 sensitive, domain, resolution, int(counts.max(initial=0))
@@ -350,9 +422,10 @@ def compare_by_length(
             length_risk(
                 k,
                 counts,
-                lambda mask, keys=keys, k=k: decode_keys(keys[mask], base, k),  # type: ignore[misc]
+                lambda mask, keys=keys, k=k: _rows(keys, mask, base, k),  # type: ignore[misc]
                 resolution=resolution,
                 n_columns=domain.n_columns,
+                with_unique=False,  # counts of records: no negative one
             )
         )
         del keys, counts
@@ -362,6 +435,21 @@ def compare_by_length(
         compared.result(n_sensitive, synthetic.n_records),
         risk_lookups_of(resolution, risks),
     )
+
+
+def _rows(
+    keys: NDArray[np.int64], mask: NDArray[np.bool_], base: int, k: int
+) -> NDArray[np.integer]:
+    """The attribute rows of the masked :func:`~sds_core.marginals.aggregates.encode_keys`
+    keys (ids below ``base``) in the smallest integer type, :data:`KEY_BLOCK` keys at a time."""
+    dtype = np.int16 if base <= 1 << 15 else np.int32
+    out = np.empty((int(mask.sum()), k), dtype=dtype)
+    at = 0
+    for start in range(0, keys.shape[0], KEY_BLOCK):
+        block = keys[start : start + KEY_BLOCK][mask[start : start + KEY_BLOCK]]
+        out[at : at + block.shape[0]] = decode_keys(block, base, k)
+        at += block.shape[0]
+    return out
 
 
 def _target_keys(
@@ -421,10 +509,15 @@ def evaluate_partitioned(
     del s_lookups
     top = min(order, domain.n_columns)
     cards, mappings = fidelity_mappings(domain, parts.domain)
-    synth_cells = parts.map_reduce(
-        partition_fidelity_cells, add_cells, mappings=mappings, cards=cards, max_order=order
-    )
     cells = map_reduce(partition_marginals, add_cells, cards=cards, max_order=top)
+    synth_cells: Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]
+    if isinstance(parts, RowSlices):  # one marginal at a time, none summed over slices
+        synth_cells = LocalCells(parts, mappings, cards, order)
+    else:
+        summed: Cells = parts.map_reduce(
+            partition_fidelity_cells, add_cells, mappings=mappings, cards=cards, max_order=order
+        )
+        synth_cells = summed
     fidelity = fidelity_from_cells(
         domain, n_records, cells, synthetic.n_records, synth_cells, cards, order
     )
