@@ -4,9 +4,12 @@ result as :func:`~sds_core.evaluation.metrics.evaluate_release` of the whole tab
 The sensitive side is reduced to sums: its exact aggregates, the counts of records holding a
 unique or rare combination (:func:`partition_risk`) and the cell counts of its 1..3-way marginals
 (:func:`partition_marginals`); every ratio is then computed from those integers as locally. The
-synthetic records, partitions of their own (:class:`PartitionedTable`, as large as the input) or
-a ``PreparedTable`` here (summed :data:`SLICE_ROWS` records at a time: :class:`RowSlices`), are
-reduced to sums the same way.
+synthetic records, partitions of their own (:class:`PartitionedTable`, as large as the input),
+are reduced to sums the same way. Records in this process (a ``PreparedTable``, as
+:class:`RowSlices`) are counted one combination length at a time (:func:`compare_by_length`)
+and one marginal at a time (:class:`LocalCells`), their risk record pass summed
+:data:`SLICE_ROWS` records at a time: the same integers, at the memory of one length, one
+marginal or one slice.
 """
 
 from __future__ import annotations
@@ -408,15 +411,12 @@ def compare_by_length(
     require(synthetic.n_records > 0, "the table is empty: aggregation needs at least one record")
     R, domain = sensitive.reporting_length, synthetic.domain
     base = max(domain.n_attributes, 1)
-    compared: AggregateComparison | None = None
+    lengths = ((k, *synthetic_keys(synthetic, k, base)) for k in range(1, R + 1))
+    first = next(lengths)  # length 1: at most one combination per attribute
+    compared = AggregateComparison(sensitive, domain, resolution, int(first[2].max(initial=0)))
     risks: list[LengthRisk] = []
-    for k in range(1, R + 1):
-        keys, counts = synthetic_keys(synthetic, k, base)
+    for k, keys, counts in itertools.chain([first], lengths):
         invariant(not bool((counts < 1).any()), "a count below 1 among the records' counts")
-        if compared is None:
-            compared = AggregateComparison(
-                sensitive, domain, resolution, int(counts.max(initial=0))
-            )
         compared.add_length(k, _target_keys(compared, keys, base, k), counts)
         risks.append(
             length_risk(
@@ -429,8 +429,6 @@ def compare_by_length(
             )
         )
         del keys, counts
-    invariant(compared is not None, "no combination length to compare")
-    assert compared is not None
     return (
         compared.result(n_sensitive, synthetic.n_records),
         risk_lookups_of(resolution, risks),
