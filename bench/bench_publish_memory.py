@@ -82,6 +82,7 @@ def main() -> int:
     ap.add_argument("release_id")
     ap.add_argument("--scratch", type=Path, required=True, help="a new directory (the copy)")
     ap.add_argument("--report-only", action="store_true", help="skip write_artifacts")
+    ap.add_argument("--artifacts-only", action="store_true", help="skip the report and explorer")
     ap.add_argument("--check", action="store_true", help="cmp the files with the published")
     ap.add_argument("--json", type=Path, help="write the rows here")
     args = ap.parse_args()
@@ -121,11 +122,15 @@ def main() -> int:
         manifest["artifacts"].pop(name, None)
     manifest["stages"] = [s for s in manifest["stages"] if s["name"] != "publish"]
     manifest["status"] = "running"
-    rows.append(
-        _part(
-            "write_report_and_explorer",
-            lambda: write_report_and_explorer(run, manifest, aggregates, synthetic),
-        )
+    rows += (
+        []
+        if args.artifacts_only
+        else [
+            _part(
+                "write_report_and_explorer",
+                lambda: write_report_and_explorer(run, manifest, aggregates, synthetic),
+            )
+        ]
     )
     if args.json:
         args.json.write_text(json.dumps(rows, indent=1) + "\n")

@@ -449,12 +449,17 @@ def write_synthetic(
         writer: Any = None
 
         def flush(rows_out: int) -> None:
+            """A row group of the first ``rows_out`` records held, written from the held
+            tables as one chunked table (no contiguous copy: ``write_table`` encodes a
+            column's chunks one after the other, the bytes of the combined table); the
+            rest's chunks stay held, the written ones are released."""
             nonlocal pending, held, writer
-            whole = pa.concat_tables(pending).combine_chunks()
+            whole = pa.concat_tables(pending)
             group, rest = whole.slice(0, rows_out), whole.slice(rows_out)
+            del whole
             if writer is None:
                 writer = pq.ParquetWriter(parquet, group.schema)
-            writer.write_table(group)
+            writer.write_table(group, row_group_size=ROW_GROUP)
             pending = [rest] if rest.num_rows else []
             held -= rows_out
 

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from release_store.run import timing
+from release_store.run.memory import return_free_memory
 from release_store.workspace.home import utc_now
 from sds_core.errors import SdsInternalError
 
@@ -207,5 +208,6 @@ class Timeline:
         with timing.span(f"stage:{name}"):  # bench/bench_release.py only
             yield
         self.done.append(stage_record(name, started, t0))
+        return_free_memory()  # the stage's freed temporaries, not kept for the next stage
         if self._on_done is not None:
             self._on_done(self.done[-1])

@@ -86,6 +86,11 @@ AGGREGATE_ROWS = 1 << 20
 """Rows of the aggregate table encoded at a time by the streaming writers: Parquet's default
 row group (``write_table``'s), so that a row group is one batch."""
 
+AGGREGATE_PIECE_ROWS = 1 << 16
+"""Rows of the aggregate table built at a time inside one Parquet row group: the row group is
+written from these pieces (a chunked table), so that building the texts never holds more than
+a piece's temporaries next to the row group's columns."""
+
 
 def write_aggregates_parquet(
     file: Any,
@@ -93,19 +98,40 @@ def write_aggregates_parquet(
     noise_sd_by_len: Mapping[int, float] | None = None,
     rows: int = AGGREGATE_ROWS,
 ) -> None:
-    """:func:`aggregates_parquet`'s bytes written to ``file`` one row group at a time
-    (``AggregateSet.to_arrow_batches``): the table is never held whole, whatever the number
-    of combinations. ``rows`` must be the row group size ``write_table`` uses (the default)."""
+    """:func:`aggregates_parquet`'s bytes written to ``file`` one row group at a time: the
+    table is never held whole, whatever the number of combinations. ``rows`` must be the row
+    group size ``write_table`` uses (the default).
+
+    A row group is built in pieces of :data:`AGGREGATE_PIECE_ROWS` rows
+    (``AggregateSet.to_arrow_batches``) and written as one chunked table: ``write_table``
+    encodes a column's chunks one after the other into the same row group, which gives the
+    bytes of the contiguous table (tests/store/workspace/test_aggregate_streams.py). Each
+    written row group is released before the next is built."""
     import pyarrow.parquet as pq
 
+    piece_rows = AGGREGATE_PIECE_ROWS if rows % AGGREGATE_PIECE_ROWS == 0 else rows
     writer: Any = None
-    for batch in aggregates.to_arrow_batches(rows):
-        table = pa.Table.from_pandas(
-            _aggregates_frame(batch, noise_sd_by_len), preserve_index=False
-        )
+    pieces: list[pa.Table] = []
+    held = 0
+
+    def flush() -> None:
+        nonlocal writer, pieces, held
+        table = pa.concat_tables(pieces)
+        pieces, held = [], 0
         if writer is None:
             writer = pq.ParquetWriter(file, table.schema)
-        writer.write_table(table)
+        writer.write_table(table, row_group_size=rows)
+
+    for piece in aggregates.to_arrow_batches(piece_rows):
+        pieces.append(
+            pa.Table.from_pandas(_aggregates_frame(piece, noise_sd_by_len), preserve_index=False)
+        )
+        held += piece.num_rows
+        del piece
+        if held == rows:
+            flush()
+    if pieces:
+        flush()
     writer.close()
 
 

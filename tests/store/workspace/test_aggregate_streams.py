@@ -63,6 +63,22 @@ def test_streamed_parquet_row_groups_are_write_table_row_groups(
     assert pq.ParquetFile(io.BytesIO(out)).num_row_groups == -(-len(table) // rows)
 
 
+@pytest.mark.parametrize(("rows", "piece"), [(4000, 1000), (2100, 7), (9000, 3000)])
+def test_row_groups_built_in_pieces_are_write_table_row_groups(
+    case: AggregateSet, monkeypatch: pytest.MonkeyPatch, rows: int, piece: int
+) -> None:
+    """A row group built from pieces (a chunked table, pieces crossing length boundaries) has
+    the bytes of write_table's row group of the contiguous table."""
+    import release_store.workspace.encoding as encoding
+
+    monkeypatch.setattr(encoding, "AGGREGATE_PIECE_ROWS", piece)
+    table = pa.Table.from_pandas(_aggregates_frame(case.to_arrow(), NOISE), preserve_index=False)
+    buf = io.BytesIO()
+    pq.write_table(table, buf, row_group_size=rows)
+    assert rows % piece == 0 and len(table) > rows
+    assert streamed(write_aggregates_parquet, case, NOISE, rows=rows) == buf.getvalue()
+
+
 def test_streamed_writers_of_no_combination() -> None:
     """No combination: the header lines, and a Parquet file of the empty table."""
     empty = AggregateSet(Domain(("a",), (("x",),)), 2, {}, protected_number_of_records=5)
