@@ -9,6 +9,7 @@ private custodian report, never to its published files).
 from __future__ import annotations
 
 import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,8 +17,9 @@ import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 
+from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
-from sds_core.errors import require
+from sds_core.errors import invariant, require
 from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.tables import (
     column_codes,
@@ -60,16 +62,14 @@ BLOCK_KEYS = 1 << 20
 keys and a block, not every length's matched arrays at once)."""
 
 
-def _id_space(
-    sensitive: AggregateSet, target: AggregateSet
-) -> tuple[int, NDArray[np.int64] | None]:
+def _id_space(domain: Domain, target: Domain) -> tuple[int, NDArray[np.int64] | None]:
     """The radix of both sides' row keys and T's attribute ids in S's id space (None: the
     domains are equal and share their ids; otherwise T's ids are mapped through the texts)."""
-    if sensitive.domain == target.domain:
-        return sensitive.domain.n_attributes + 1, None
-    union = {t: i for i, t in enumerate(sensitive.domain.attribute_texts())}
-    t_map = np.empty(len(target.domain.attribute_texts()), dtype=np.int64)
-    for i, t in enumerate(target.domain.attribute_texts()):
+    if domain == target:
+        return domain.n_attributes + 1, None
+    union = {t: i for i, t in enumerate(domain.attribute_texts())}
+    t_map = np.empty(len(target.attribute_texts()), dtype=np.int64)
+    for i, t in enumerate(target.attribute_texts()):
         t_map[i] = union.setdefault(t, len(union))
     return len(union) + 1, t_map
 
@@ -91,19 +91,19 @@ def _keys(
 
 
 def _matched(
-    keys: NDArray[np.int64], other: NDArray[np.int64], other_counts: NDArray[np.int64]
+    keys: NDArray[np.int64], other: NDArray[np.int64], other_counts: NDArray[np.integer]
 ) -> tuple[NDArray[np.bool_], NDArray[np.int64]]:
     """Which ``keys`` occur in ``other`` (sorted, unique), and their counts there (0: absent)."""
     if not other.size:
         return np.zeros(keys.size, dtype=np.bool_), np.zeros(keys.size, dtype=np.int64)
     pos = np.minimum(np.searchsorted(other, keys), other.size - 1)
     hit = other[pos] == keys
-    return hit, np.where(hit, other_counts[pos], 0)
+    return hit, np.where(hit, other_counts[pos], 0).astype(np.int64, copy=False)
 
 
 def _sorted(
-    keys: NDArray[np.int64], counts: NDArray[np.int64]
-) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    keys: NDArray[np.int64], counts: NDArray[np.integer]
+) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
     """(keys, counts) ordered by key; aggregate rows are normally sorted already (no copy)."""
     if bool((keys[1:] > keys[:-1]).all()):
         return keys, counts
@@ -154,49 +154,82 @@ def aggregate_metrics(
         ``preservation_by_length``, ``preservation_by_count`` (bins 10, 20, 40, ... descending),
         ``mean_proportional_error`` and ``record_expansion_pct``.
     """
-    require(
-        isinstance(resolution, int) and resolution >= 1,
-        f"resolution must be >= 1, got {resolution!r}",
-    )
-    # one length at a time, each side's keys sorted, matched BLOCK_KEYS at a time; the
-    # preservation items (per length: S with count >= k, then every T combination not yet
-    # included: fabricated, or rare in S) summed item by item in this order; |S - T| summed as
-    # integers (a float sum of integers below 2**53 is exact in any order: the float of the
-    # integer sum)
-    base, t_map = _id_space(sensitive, target)
     lengths = range(1, sensitive.reporting_length + 1)
     max_t = max((int(target.counts_of(k).counts.max(initial=0)) for k in lengths), default=0)
-    bins = [FIRST_COUNT_BIN]
-    while bins[-1] < max_t:
-        bins.append(bins[-1] * 2)
-    by_bin = np.zeros((len(bins), 5))
-    by_len = np.zeros((len(lengths), 5))
-    bin_arr = np.asarray(bins, dtype=np.float64)
-    by_length: dict[int, dict[str, float]] = {}
-    tot = {"s": 0, "supp": 0, "fab": 0, "err_sum": 0.0, "n_common": 0, "val_sum": 0.0}
-    for i, k in enumerate(lengths):
-        s_cc, t_cc = sensitive.counts_of(k), target.counts_of(k)
+    compared = AggregateComparison(sensitive, target.domain, resolution, max_t)
+    for k in lengths:
+        t_cc = target.counts_of(k)
+        compared.add_length(k, compared.target_keys(t_cc.attrs), t_cc.counts)
+    return compared.result(n_sensitive, n_target)
+
+
+class AggregateComparison:
+    """:func:`aggregate_metrics`' running sums, fed the target one length at a time (lengths
+    1..R in order; a target held as keys, e.g. synthetic records counted length by length,
+    needs only one length's keys at a time): the same floats as the whole comparison.
+
+    ``max_target`` is the target's largest count over every length (it sets the count bins)."""
+
+    def __init__(
+        self, sensitive: AggregateSet, target: Domain, resolution: int, max_target: int
+    ) -> None:
+        require(
+            isinstance(resolution, int) and resolution >= 1,
+            f"resolution must be >= 1, got {resolution!r}",
+        )
+        self.sensitive, self.resolution, self.max_target = sensitive, resolution, max_target
+        # one length at a time, each side's keys sorted, matched BLOCK_KEYS at a time; the
+        # preservation items (per length: S with count >= k, then every T combination not yet
+        # included: fabricated, or rare in S) summed item by item in this order; |S - T| summed
+        # as integers (a float sum of integers below 2**53 is exact in any order: the float of
+        # the integer sum)
+        self.base, self.t_map = _id_space(sensitive.domain, target)
+        self.lengths = range(1, sensitive.reporting_length + 1)
+        bins = [FIRST_COUNT_BIN]
+        while bins[-1] < max_target:
+            bins.append(bins[-1] * 2)
+        self.bins = bins
+        self.by_bin = np.zeros((len(bins), 5))
+        self.by_len = np.zeros((len(self.lengths), 5))
+        self.by_length: dict[int, dict[str, float]] = {}
+        self.tot = {"s": 0, "supp": 0, "fab": 0, "err_sum": 0.0, "n_common": 0, "val_sum": 0.0}
+
+    def target_keys(self, attrs: NDArray[np.integer]) -> NDArray[np.int64]:
+        """The row keys of target combinations (rows of T's attribute ids) in S's key space."""
+        return _keys(attrs, self.base, self.t_map, True)
+
+    def add_length(
+        self, k: int, target_keys: NDArray[np.int64], target_counts: NDArray[np.integer]
+    ) -> None:
+        """Compare length ``k`` (the next length) of S with T's combinations of that length
+        (their :meth:`target_keys`, in any order, and counts)."""
+        invariant(k == len(self.by_length) + 1, f"length {k} after {len(self.by_length)}")
+        invariant(
+            int(target_counts.max(initial=0)) <= self.max_target,
+            f"a target count above the stated largest, {self.max_target}",
+        )
+        s_cc = self.sensitive.counts_of(k)
         sk, sc = _sorted(
-            _keys(s_cc.attrs, base, None, False), s_cc.counts.astype(np.int64, copy=False)
+            _keys(s_cc.attrs, self.base, None, False), s_cc.counts.astype(np.int64, copy=False)
         )
-        tk, tc = _sorted(
-            _keys(t_cc.attrs, base, t_map, True), t_cc.counts.astype(np.int64, copy=False)
+        tk, tc = _sorted(target_keys, target_counts)
+        res = self.resolution
+        sums = PreservationSums(
+            np.asarray(self.bins, dtype=np.float64), self.by_bin, self.by_len[k - 1]
         )
-        sums = PreservationSums(bin_arr, by_bin, by_len[i])
         n_common = err_sum = 0
         for start in range(0, sk.size, BLOCK_KEYS):
             s_counts = sc[start : start + BLOCK_KEYS]
             hit, syn_of_s = _matched(sk[start : start + BLOCK_KEYS], tk, tc)
             n_common += int(hit.sum())
             err_sum += int(np.abs(s_counts[hit] - syn_of_s[hit]).sum())
-            add_preservation_items(s_counts, syn_of_s, k, resolution, True, sums)
+            add_preservation_items(s_counts, syn_of_s, k, res, True, sums)
         for start in range(0, tk.size, BLOCK_KEYS):
             _, sen_of_t = _matched(tk[start : start + BLOCK_KEYS], sk, sc)
-            add_preservation_items(
-                sen_of_t, tc[start : start + BLOCK_KEYS], k, resolution, False, sums
-            )
+            t_counts = tc[start : start + BLOCK_KEYS].astype(np.int64, copy=False)
+            add_preservation_items(sen_of_t, t_counts, k, res, False, sums)
         n_s, n_supp, n_fab = sk.size, sk.size - n_common, tk.size - n_common
-        by_length[k] = {
+        self.by_length[k] = {
             "n_sensitive": int(n_s),
             "n_target": int(tk.size),
             "suppressed_pct": 100.0 * n_supp / n_s if n_s else 0.0,
@@ -204,32 +237,40 @@ def aggregate_metrics(
             "mean_count": float(sc.mean()) if n_s else 0.0,
             "mean_error": float(err_sum) / n_common if n_common else 0.0,
         }
+        tot = self.tot
         tot["s"] += n_s
         tot["supp"] += n_supp
         tot["fab"] += n_fab
         tot["err_sum"] += float(err_sum)
         tot["n_common"] += n_common
         tot["val_sum"] += float(sc.sum())
-        del sk, sc, tk, tc
-    bucket_of_bin = _buckets(by_bin)
-    pres_by_count = {bins[i]: bucket_of_bin[i] for i in reversed(range(len(bins)))}
-    mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
-    expansion = None
-    if n_sensitive and n_target is not None:
-        expansion = (n_target / n_sensitive - 1.0) * 100.0
-    return {
-        "differentially_private": False,
-        "note": NOT_DP_NOTE,
-        "suppressed_pct": 100.0 * tot["supp"] / tot["s"] if tot["s"] else 0.0,
-        "fabricated_pct": 100.0 * tot["fab"] / tot["s"] if tot["s"] else 0.0,
-        "mean_count": tot["val_sum"] / tot["s"] if tot["s"] else 0.0,
-        "mean_error": tot["err_sum"] / tot["n_common"] if tot["n_common"] else 0.0,
-        "by_length": by_length,
-        "preservation_by_length": dict(zip(lengths, _buckets(by_len), strict=True)),
-        "preservation_by_count": pres_by_count,
-        "mean_proportional_error": mpe,
-        "record_expansion_pct": expansion,
-    }
+
+    def result(self, n_sensitive: int | None, n_target: int | None) -> dict[str, Any]:
+        """The metrics, once every length is added."""
+        invariant(
+            len(self.by_length) == len(self.lengths),
+            f"{len(self.by_length)} of {len(self.lengths)} lengths compared",
+        )
+        tot, bins = self.tot, self.bins
+        bucket_of_bin = _buckets(self.by_bin)
+        pres_by_count = {bins[i]: bucket_of_bin[i] for i in reversed(range(len(bins)))}
+        mpe = float(np.mean([v["mean_proportional_error"] for v in pres_by_count.values()]))
+        expansion = None
+        if n_sensitive and n_target is not None:
+            expansion = (n_target / n_sensitive - 1.0) * 100.0
+        return {
+            "differentially_private": False,
+            "note": NOT_DP_NOTE,
+            "suppressed_pct": 100.0 * tot["supp"] / tot["s"] if tot["s"] else 0.0,
+            "fabricated_pct": 100.0 * tot["fab"] / tot["s"] if tot["s"] else 0.0,
+            "mean_count": tot["val_sum"] / tot["s"] if tot["s"] else 0.0,
+            "mean_error": tot["err_sum"] / tot["n_common"] if tot["n_common"] else 0.0,
+            "by_length": self.by_length,
+            "preservation_by_length": dict(zip(self.lengths, _buckets(self.by_len), strict=True)),
+            "preservation_by_count": pres_by_count,
+            "mean_proportional_error": mpe,
+            "record_expansion_pct": expansion,
+        }
 
 
 # ---- privacy risk of a table -------------------------------------------------------------------
@@ -256,15 +297,87 @@ def risk_metrics(
 @dataclass(frozen=True)
 class RiskLookups:
     """What :func:`risk_metrics` reads from the aggregates: the shares per length and the rare
-    and unique combinations the records are looked up against (exact counts: sensitive)."""
+    combinations the records are looked up against, and the count-1 ones on their own when
+    some count is negative (exact counts: sensitive)."""
 
     resolution: int
     by_length: dict[int, dict[str, float]]
     n_all: int
     n_unique: int
     n_rare: int
-    rare_by_len: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]]
-    unique_by_len: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]]
+    rare_by_len: dict[int, tuple[NDArray[np.integer], NDArray[np.integer]]]
+    unique_by_len: dict[int, tuple[NDArray[np.integer], NDArray[np.integer]]]
+
+
+@dataclass(frozen=True)
+class LengthRisk:
+    """One length's part of :class:`RiskLookups`: its combination count, unique and rare ones,
+    and the (attrs, counts) of those a record is looked up against (None: none)."""
+
+    length: int
+    n_combinations: int
+    n_unique: int
+    n_rare: int
+    rare: tuple[NDArray[np.integer], NDArray[np.integer]] | None
+    unique: tuple[NDArray[np.integer], NDArray[np.integer]] | None
+
+
+def length_risk(
+    k: int,
+    counts: NDArray[np.integer],
+    rows_of: Callable[[NDArray[np.bool_]], NDArray[np.integer]],
+    *,
+    resolution: int,
+    n_columns: int,
+    with_unique: bool = True,
+) -> LengthRisk:
+    """:class:`LengthRisk` of the combinations of length ``k`` with these ``counts``;
+    ``rows_of(mask)`` gives the attribute rows of the combinations the mask selects.
+
+    The count-1 combinations are looked up on their own only ``with_unique`` (needed only
+    when some count is negative: :func:`record_risk_counts`); the rare ones keep the counts'
+    integer type."""
+    c = counts
+    u, r = int((c == 1).sum()), int((c < resolution).sum())
+    rare = unique = None
+    lim = max(resolution, 2)  # count-1 combinations are looked up even when resolution is 1
+    if k <= n_columns and bool((c < lim).any()):
+        # only combinations with a count < max(k, 2) can make a record unique or rare; a
+        # count of 0 is treated as absent, a negative one is rare
+        keep = (c < lim) & (c != 0)
+        if keep.any():
+            rare = (rows_of(keep), c[keep])
+        del keep
+        ones = c == 1
+        if with_unique and ones.any():
+            unique = (rows_of(ones), c[ones])
+    return LengthRisk(k, int(c.shape[0]), u, r, rare, unique)
+
+
+def risk_lookups_of(resolution: int, lengths: list[LengthRisk]) -> RiskLookups:
+    """:class:`RiskLookups` from every length's part (lengths 1..R in order)."""
+    by_length: dict[int, dict[str, float]] = {}
+    rare_by_len, unique_by_len = {}, {}
+    for part in lengths:
+        n, u, r = part.n_combinations, part.n_unique, part.n_rare
+        by_length[part.length] = {
+            "n_combinations": n,
+            "unique_pct": 100.0 * u / n if n else 0.0,
+            "rare_pct": 100.0 * r / n if n else 0.0,
+        }
+        if part.rare is not None:
+            rare_by_len[part.length] = part.rare
+        if part.unique is not None:
+            unique_by_len[part.length] = part.unique
+    return RiskLookups(
+        resolution,
+        by_length,
+        sum(p.n_combinations for p in lengths),
+        sum(p.n_unique for p in lengths),
+        sum(p.n_rare for p in lengths),
+        rare_by_len,
+        unique_by_len,
+    )
 
 
 def risk_lookups(aggregates: AggregateSet, *, resolution: int) -> RiskLookups:
@@ -273,30 +386,23 @@ def risk_lookups(aggregates: AggregateSet, *, resolution: int) -> RiskLookups:
         isinstance(resolution, int) and resolution >= 1,
         f"resolution must be >= 1, got {resolution!r}",
     )
-    domain = aggregates.domain
-    by_length: dict[int, dict[str, float]] = {}
-    n_all = n_unique = n_rare = 0
-    rare_by_len, unique_by_len = {}, {}
-    lim = max(resolution, 2)  # count-1 combinations are looked up even when resolution is 1
+    n_columns = aggregates.domain.n_columns
+    lengths = range(1, min(aggregates.reporting_length, n_columns) + 1)
+    negative = any(bool((aggregates.counts_of(k).counts < 0).any()) for k in lengths)
+    parts = []
     for k in range(1, aggregates.reporting_length + 1):
         cc = aggregates.counts_of(k)
-        c = cc.counts
-        u, r = int((c == 1).sum()), int((c < resolution).sum())
-        by_length[k] = {
-            "n_combinations": len(cc),
-            "unique_pct": 100.0 * u / len(cc) if len(cc) else 0.0,
-            "rare_pct": 100.0 * r / len(cc) if len(cc) else 0.0,
-        }
-        n_all, n_unique, n_rare = n_all + len(cc), n_unique + u, n_rare + r
-        if k <= domain.n_columns and bool((c < lim).any()):
-            # only combinations with a count < max(k, 2) can make a record unique or rare; a
-            # count of 0 is treated as absent, a negative one is rare
-            keep = (c < lim) & (c != 0)
-            if keep.any():
-                rare_by_len[k] = (cc.attrs[keep], c[keep].astype(np.int64))
-            if (c == 1).any():
-                unique_by_len[k] = (cc.attrs[c == 1], c[c == 1].astype(np.int64))
-    return RiskLookups(resolution, by_length, n_all, n_unique, n_rare, rare_by_len, unique_by_len)
+        parts.append(
+            length_risk(
+                k,
+                cc.counts,
+                lambda mask, cc=cc: cc.attrs[mask],  # type: ignore[misc]
+                resolution=resolution,
+                n_columns=n_columns,
+                with_unique=negative,
+            )
+        )
+    return risk_lookups_of(resolution, parts)
 
 
 def record_risk_counts(table: PreparedTable, lookups: RiskLookups) -> tuple[int, int]:

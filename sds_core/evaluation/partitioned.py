@@ -4,16 +4,19 @@ result as :func:`~sds_core.evaluation.metrics.evaluate_release` of the whole tab
 The sensitive side is reduced to sums: its exact aggregates, the counts of records holding a
 unique or rare combination (:func:`partition_risk`) and the cell counts of its 1..3-way marginals
 (:func:`partition_marginals`); every ratio is then computed from those integers as locally. The
-synthetic records, partitions of their own (:class:`PartitionedTable`, as large as the input) or
-a ``PreparedTable`` here (summed :data:`SLICE_ROWS` records at a time: :class:`RowSlices`), are
-reduced to sums the same way.
+synthetic records, partitions of their own (:class:`PartitionedTable`, as large as the input),
+are reduced to sums the same way. Records in this process (a ``PreparedTable``, as
+:class:`RowSlices`) are counted one combination length at a time (:func:`compare_by_length`)
+and one marginal at a time (:class:`LocalCells`), their risk record pass summed
+:data:`SLICE_ROWS` records at a time: the same integers, at the memory of one length, one
+marginal or one slice.
 """
 
 from __future__ import annotations
 
 import functools
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
@@ -23,18 +26,23 @@ from numpy.typing import NDArray
 from sds_core._jit import _jit
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
-from sds_core.errors import require
+from sds_core.errors import invariant, require
+from sds_core.evaluation.agreement import synthetic_keys
 from sds_core.evaluation.metrics import (
     NOT_DP_NOTE,
+    AggregateComparison,
+    LengthRisk,
     RiskLookups,
     aggregate_metrics,
+    length_risk,
     record_risk_counts,
     risk_lookups,
+    risk_lookups_of,
     risk_summary,
 )
 from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.tables import column_codes, mixed_radix
-from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.aggregates import AggregateSet, decode_keys
 from sds_core.marginals.exact_counts import exact_aggregates
 
 T = TypeVar("T")
@@ -69,6 +77,8 @@ class PartitionedTable(Protocol):
     def exact_aggregates(self, reporting_length: int) -> AggregateSet: ...
 
 
+KEY_BLOCK = 1 << 20
+"""Synthetic combinations turned from one key form into the other at a time."""
 SLICE_ROWS = 1 << 18
 """Records of a table in this process summed at a time (:class:`RowSlices`): the sums are the
 same integers whatever the slice, and the memory they take follows the slice, not the table."""
@@ -162,39 +172,110 @@ def marginal_cells(codes: NDArray[np.integer], cards: list[int], max_order: int)
     )
 
 
-def _record_cells(records: NDArray[np.int64], cards: list[int], max_order: int) -> Cells:
+def _record_cells(records: NDArray[np.integer], cards: list[int], max_order: int) -> Cells:
     """:func:`marginal_cells` of ``records`` (records x columns, C order)."""
+    every, size = _marginals(cards, max_order)
+    out = _dense_cells(records, cards, [cols for cols in every if size[cols] <= DENSE_CELLS], size)
+    for cols in every:
+        if cols not in out:
+            out[cols] = _sparse_cells(records, cards, cols, size[cols])
+    return {cols: out[cols] for cols in every}
+
+
+def _marginals(
+    cards: list[int], max_order: int
+) -> tuple[list[tuple[int, ...]], dict[tuple[int, ...], int]]:
+    """Every 1..max_order-way marginal (column indices, in order) and its cell count."""
     every = [
         cols
         for order in range(1, min(max_order, len(cards)) + 1)
         for cols in itertools.combinations(range(len(cards)), order)
     ]
-    size = {cols: int(np.prod([cards[c] for c in cols], dtype=object)) for cols in every}
-    dense = [cols for cols in every if size[cols] <= DENSE_CELLS]
+    return every, {cols: int(np.prod([cards[c] for c in cols], dtype=object)) for cols in every}
+
+
+def _dense_cells(
+    records: NDArray[np.integer],
+    cards: list[int],
+    dense: list[tuple[int, ...]],
+    size: dict[tuple[int, ...], int],
+) -> Cells:
+    """The cells of the ``dense`` marginals, counted in one compiled pass over the records."""
     out: Cells = {}
-    if dense:
-        width = max(len(c) for c in dense)
-        col_arr = np.full((len(dense), width), -1, dtype=np.int64)
-        mults = np.zeros((len(dense), width), dtype=np.int64)
-        offsets = np.zeros(len(dense) + 1, dtype=np.int64)
-        for i, cols in enumerate(dense):
-            col_arr[i, : len(cols)] = cols
-            mults[i, : len(cols)] = mixed_radix(cards, cols)
-            offsets[i + 1] = offsets[i] + size[cols]
-        counts = np.zeros(int(offsets[-1]), dtype=np.int64)
-        _dense_counts(records, col_arr, mults, offsets[:-1].copy(), counts)
-        for i, cols in enumerate(dense):
-            block = counts[offsets[i] : offsets[i + 1]]
-            nz = np.flatnonzero(block)
-            out[cols] = nz.astype(np.int64), block[nz]
-    for cols in every:
-        if cols not in out:
-            key = records[:, cols[0]].copy()
-            for c in cols[1:]:
-                np.multiply(key, cards[c], out=key)
-                np.add(key, records[:, c], out=key)
-            out[cols] = _cells(key, size[cols])
-    return {cols: out[cols] for cols in every}
+    if not dense:
+        return out
+    width = max(len(c) for c in dense)
+    col_arr = np.full((len(dense), width), -1, dtype=np.int64)
+    mults = np.zeros((len(dense), width), dtype=np.int64)
+    offsets = np.zeros(len(dense) + 1, dtype=np.int64)
+    for i, cols in enumerate(dense):
+        col_arr[i, : len(cols)] = cols
+        mults[i, : len(cols)] = mixed_radix(cards, cols)
+        offsets[i + 1] = offsets[i] + size[cols]
+    counts = np.zeros(int(offsets[-1]), dtype=np.int64)
+    _dense_counts(records, col_arr, mults, offsets[:-1].copy(), counts)
+    for i, cols in enumerate(dense):
+        block = counts[offsets[i] : offsets[i + 1]]
+        nz = np.flatnonzero(block)
+        out[cols] = nz.astype(np.int64), block[nz]
+    return out
+
+
+def _sparse_cells(
+    records: NDArray[np.integer], cards: list[int], cols: tuple[int, ...], cells: int
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """One marginal's cells from the records' int64 keys."""
+    key = records[:, cols[0]].astype(np.int64)
+    for c in cols[1:]:
+        np.multiply(key, cards[c], out=key)
+        np.add(key, records[:, c], out=key)
+    return _cells(key, cells)
+
+
+class LocalCells(Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]):
+    """The marginal cells of records in this process in the joint coding of
+    :func:`fidelity_mappings` (what :func:`partition_fidelity_cells` gives summed over every
+    slice): the records' joint codes in the smallest integer type, the marginals of up to
+    :data:`DENSE_CELLS` cells counted in one pass up front and every other one counted when
+    asked for and not kept, so one marginal's cells are made at a time, not all of them."""
+
+    def __init__(
+        self,
+        parts: RowSlices,
+        mappings: list[NDArray[np.int64]],
+        cards: list[int],
+        max_order: int,
+    ) -> None:
+        top = max(cards)
+        dtype = np.int8 if top <= 1 << 7 else np.int16 if top <= 1 << 15 else np.int32
+        records = np.empty((parts.n_records, len(cards)), dtype=dtype)
+        at = 0
+        for part in parts.slices():  # joint codes a slice at a time (int64 per slice only)
+            s = column_codes(part)
+            for j, (m, col) in enumerate(zip(mappings, part.domain.columns, strict=True)):
+                records[at : at + part.n_records, j] = m[s[col][1]]
+            at += part.n_records
+        self.records, self.cards = records, cards
+        self.every, self.size = _marginals(cards, max_order)
+        self.dense = _dense_cells(
+            records,
+            cards,
+            [cols for cols in self.every if self.size[cols] <= DENSE_CELLS],
+            self.size,
+        )
+
+    def __getitem__(self, cols: tuple[int, ...]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        if cols in self.dense:
+            return self.dense[cols]
+        if cols not in self.size:
+            raise KeyError(cols)
+        return _sparse_cells(self.records, self.cards, cols, self.size[cols])
+
+    def __iter__(self) -> Iterator[tuple[int, ...]]:
+        return iter(self.every)
+
+    def __len__(self) -> int:
+        return len(self.every)
 
 
 def partition_marginals(table: PreparedTable, cards: list[int], max_order: int) -> Cells:
@@ -275,7 +356,7 @@ def fidelity_from_cells(
     n_o: int,
     original: Cells,
     n_s: int,
-    synth: Cells,
+    synth: Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]],
     cards: list[int],
     max_order: int,
 ) -> dict[str, Any]:
@@ -315,6 +396,72 @@ def fidelity_from_cells(
     }
 
 
+def compare_by_length(
+    sensitive: AggregateSet, synthetic: PreparedTable, resolution: int, n_sensitive: int
+) -> tuple[dict[str, Any], RiskLookups]:
+    """:func:`~sds_core.evaluation.metrics.aggregate_metrics` of the records' exact aggregates
+    against ``sensitive`` and their :func:`~sds_core.evaluation.metrics.risk_lookups`, the
+    records counted one length at a time (:func:`synthetic_keys`: sorted keys and narrow
+    counts, each length freed before the next, no (m, k) rows but the lookups'): the same
+    numbers as from ``exact_aggregates(synthetic, R)``.
+
+    Length 1 goes first: no combination is more frequent than each of its attributes, so its
+    largest count is every length's (the comparison's count bins need it up front).
+    """
+    require(synthetic.n_records > 0, "the table is empty: aggregation needs at least one record")
+    R, domain = sensitive.reporting_length, synthetic.domain
+    base = max(domain.n_attributes, 1)
+    lengths = ((k, *synthetic_keys(synthetic, k, base)) for k in range(1, R + 1))
+    first = next(lengths)  # length 1: at most one combination per attribute
+    compared = AggregateComparison(sensitive, domain, resolution, int(first[2].max(initial=0)))
+    risks: list[LengthRisk] = []
+    for k, keys, counts in itertools.chain([first], lengths):
+        invariant(not bool((counts < 1).any()), "a count below 1 among the records' counts")
+        compared.add_length(k, _target_keys(compared, keys, base, k), counts)
+        risks.append(
+            length_risk(
+                k,
+                counts,
+                lambda mask, keys=keys, k=k: _rows(keys, mask, base, k),  # type: ignore[misc]
+                resolution=resolution,
+                n_columns=domain.n_columns,
+                with_unique=False,  # counts of records: no negative one
+            )
+        )
+        del keys, counts
+    return (
+        compared.result(n_sensitive, synthetic.n_records),
+        risk_lookups_of(resolution, risks),
+    )
+
+
+def _rows(
+    keys: NDArray[np.int64], mask: NDArray[np.bool_], base: int, k: int
+) -> NDArray[np.integer]:
+    """The attribute rows of the masked :func:`~sds_core.marginals.aggregates.encode_keys`
+    keys (ids below ``base``) in the smallest integer type, :data:`KEY_BLOCK` keys at a time."""
+    dtype = np.int16 if base <= 1 << 15 else np.int32
+    out = np.empty((int(mask.sum()), k), dtype=dtype)
+    at = 0
+    for start in range(0, keys.shape[0], KEY_BLOCK):
+        block = keys[start : start + KEY_BLOCK][mask[start : start + KEY_BLOCK]]
+        out[at : at + block.shape[0]] = decode_keys(block, base, k)
+        at += block.shape[0]
+    return out
+
+
+def _target_keys(
+    compared: AggregateComparison, keys: NDArray[np.int64], base: int, k: int
+) -> NDArray[np.int64]:
+    """:meth:`AggregateComparison.target_keys` of combinations given as
+    :func:`~sds_core.marginals.aggregates.encode_keys` keys, :data:`KEY_BLOCK` at a time."""
+    out = np.empty(keys.shape[0], dtype=np.int64)
+    for start in range(0, keys.shape[0], KEY_BLOCK):
+        block = decode_keys(keys[start : start + KEY_BLOCK], base, k)
+        out[start : start + KEY_BLOCK] = compared.target_keys(block)
+    return out
+
+
 def evaluate_partitioned(
     sensitive: AggregateSet,
     n_records: int,
@@ -346,21 +493,29 @@ def evaluate_partitioned(
         n_target=dp_aggregates.protected_number_of_records,
     )
     parts = RowSlices(synthetic) if isinstance(synthetic, PreparedTable) else synthetic
-    synth = parts.exact_aggregates(R)
-    s_lookups = risk_lookups(synth, resolution=k)
+    if isinstance(parts, RowSlices):  # counted here one length at a time, as keys
+        vs_synthetic, s_lookups = compare_by_length(sensitive, parts.table, k, n_records)
+    else:
+        synth = parts.exact_aggregates(R)
+        s_lookups = risk_lookups(synth, resolution=k)
+        vs_synthetic = aggregate_metrics(
+            sensitive, synth, resolution=k, n_sensitive=n_records, n_target=synthetic.n_records
+        )
+        del synth
     s_unique, s_rare = parts.map_reduce(partition_risk, add_pairs, lookups=s_lookups)
     synthetic_risk = risk_summary(s_lookups, parts.n_records, s_unique, s_rare)
     del s_lookups
-    vs_synthetic = aggregate_metrics(
-        sensitive, synth, resolution=k, n_sensitive=n_records, n_target=synthetic.n_records
-    )
-    del synth
     top = min(order, domain.n_columns)
     cards, mappings = fidelity_mappings(domain, parts.domain)
-    synth_cells = parts.map_reduce(
-        partition_fidelity_cells, add_cells, mappings=mappings, cards=cards, max_order=order
-    )
     cells = map_reduce(partition_marginals, add_cells, cards=cards, max_order=top)
+    synth_cells: Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]
+    if isinstance(parts, RowSlices):  # one marginal at a time, none summed over slices
+        synth_cells = LocalCells(parts, mappings, cards, order)
+    else:
+        summed: Cells = parts.map_reduce(
+            partition_fidelity_cells, add_cells, mappings=mappings, cards=cards, max_order=order
+        )
+        synth_cells = summed
     fidelity = fidelity_from_cells(
         domain, n_records, cells, synthetic.n_records, synth_cells, cards, order
     )

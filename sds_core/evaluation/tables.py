@@ -51,10 +51,26 @@ def radix_multipliers(domain: Domain, cols: tuple[int, ...]) -> tuple[NDArray[np
     return mult, int(mult[0]) * radix[0]
 
 
+def _clique_keys(cols: NDArray[np.integer], base: int) -> NDArray[np.integer]:
+    """:func:`row_keys` of the combinations' column rows in the smallest integer type that
+    holds them (the rows of a length hold up to every combination of it)."""
+    top = base ** cols.shape[1]
+    if top >= 1 << 31:
+        return row_keys(cols, base)
+    key: NDArray[np.integer] = np.zeros(
+        cols.shape[0], dtype=np.int16 if top < 1 << 15 else np.int32
+    )
+    for j in range(cols.shape[1]):
+        key *= base
+        key += cols[:, j]
+        key += 1
+    return key
+
+
 def record_min_counts(
     domain: Domain,
     codes: NDArray[np.int32],
-    rare: dict[int, tuple[NDArray[np.int32], NDArray[np.int64]]],
+    rare: dict[int, tuple[NDArray[np.integer], NDArray[np.integer]]],
 ) -> NDArray[np.int64]:
     """Per record, the smallest count among the given combinations it holds (int64 max: none).
 
@@ -69,7 +85,7 @@ def record_min_counts(
     big = np.iinfo(np.int64).max
     if not rare:
         return np.full(n, big, dtype=np.int64)
-    values = np.unique(np.concatenate([c for _, c in rare.values()]))
+    values = np.unique(np.concatenate([c for _, c in rare.values()])).astype(np.int64)
     none = values.size + 1  # rank of "no such combination"
     rank_dtype: type[np.integer] = (
         np.uint8 if none <= 255 else np.uint16 if none <= 65535 else np.int32
@@ -101,7 +117,7 @@ def record_min_counts(
         if not ok.all():
             attrs, counts, cols = attrs[ok], counts[ok], cols[ok]
         del ok
-        clique = row_keys(cols, domain.n_columns + 1)
+        clique = _clique_keys(cols, domain.n_columns + 1)
         order = np.argsort(clique, kind="stable")
         clique = clique[order]
         bounds = np.flatnonzero(clique[1:] != clique[:-1]) + 1

@@ -133,3 +133,70 @@ def test_key_blocks_give_the_same_aggregate_metrics(
         assert got[str(k)]["mean_error"] == float(np.mean(errors))
         assert got[str(k)]["suppressed_pct"] == 100.0 * (len(s) - len(errors)) / len(s)
         assert got[str(k)]["fabricated_pct"] == 100.0 * (len(t) - len(errors)) / len(s)
+
+
+class _OneShot:
+    """Synthetic records as one partition whose exact aggregates are counted whole: the path
+    local records took before they were counted length by length."""
+
+    def __init__(self, table: PreparedTable) -> None:
+        self.table = table
+
+    @property
+    def domain(self) -> Domain:
+        return self.table.domain
+
+    @property
+    def n_records(self) -> int:
+        return self.table.n_records
+
+    def map_reduce(self, fn: Any, combine: Any, /, **kwargs: Any) -> Any:
+        return fn(self.table, **kwargs)
+
+    def exact_aggregates(self, reporting_length: int) -> Any:
+        return exact_aggregates(self.table, reporting_length)
+
+
+@pytest.mark.parametrize(
+    ("rows", "block", "dense"), [(1, 1, 0), (7, 5, 50), (SLICE_ROWS, 97, 1 << 16)]
+)
+@pytest.mark.parametrize("same_domain", [True, False])
+def test_length_by_length_equals_the_whole_aggregates(
+    rows: int, block: int, dense: int, same_domain: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Local records counted one length at a time (synthetic keys, per-length risk lookups,
+    marginal cells one marginal at a time) give the evaluation of their whole exact aggregates
+    byte for byte, whatever the slice, key block and dense-marginal sizes, over the sensitive
+    domain or another one; and they never count the whole aggregates."""
+    from sds_core.evaluation import metrics, partitioned
+
+    sensitive, synthetic = _tables()
+    if same_domain:
+        rng = np.random.default_rng(5)
+        cards = sensitive.domain.cardinalities
+        codes = np.stack([rng.integers(-1, c, 400) for c in cards], axis=1).astype(np.int32)
+        synthetic = PreparedTable(sensitive.domain, codes, sensitive.multi_value_columns)
+    dp = dp_aggregate(sensitive, DpParams(reporting_length=3), ReleaseRandomness.from_seed(8))
+    params = EvaluationParams(reporting_length=3, resolution=10)
+    exact = exact_aggregates(sensitive, 3)
+    sliced = RowSlices(sensitive, 100)
+
+    def evaluate(synth: Any) -> str:
+        out = evaluate_partitioned(
+            exact, sensitive.n_records, sliced.map_reduce, synth, dp.aggregates, params
+        )
+        return json.dumps(out, sort_keys=True)
+
+    whole = evaluate(_OneShot(synthetic))
+    monkeypatch.setattr(metrics, "BLOCK_KEYS", block)
+    monkeypatch.setattr(partitioned, "KEY_BLOCK", block)
+    monkeypatch.setattr(partitioned, "DENSE_CELLS", dense)
+
+    def refused(*_: Any) -> None:
+        raise AssertionError("the whole exact aggregates were counted")
+
+    monkeypatch.setattr(RowSlices, "exact_aggregates", refused)
+    assert evaluate(RowSlices(synthetic, rows)) == whole
+    got = json.loads(whole)
+    assert got["synthetic_risk"]["records_with_unique_pct"] > 0
+    assert got["sensitive_vs_synthetic"]["by_length"]["3"]["n_target"] > 0
