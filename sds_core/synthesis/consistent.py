@@ -533,10 +533,12 @@ def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ModelProblem:
-    """What :func:`fit_aggregates` fits: the published aggregates over their released values,
-    the tree, the measurements, the total and the warm start."""
+    """What :func:`fit_aggregates` fits: the tree, the measurements, the total, the warm start,
+    and each column's published 1-way counts over its released values (what
+    :func:`one_way_targets` reads after the fit; the tables of all the aggregates, ~60 MB at
+    5M combinations, are not kept through the fit)."""
 
-    published: _Published
+    one_way: tuple[NDArray[np.float64], ...]
     tree: JunctionTree
     measurements: list[Measurement]
     total: float
@@ -568,7 +570,7 @@ def model_problem(
         what="the consistent model of the DP aggregates",
     )
     return ModelProblem(
-        published,
+        tuple(published.table((c,)) for c in range(len(published.cards))),
         tree,
         measurements(published, tree, noise),
         published.total,
@@ -594,7 +596,8 @@ def fit_aggregates(
     )
     if not params.match_one_way or not noise.sigma_by_len or noise.sigma_by_len[0] <= 0:
         return model
-    return match_one_way(model, one_way_targets(problem.published, model, noise.sigma_by_len[0]))
+    targets = one_way_targets(problem.one_way, problem.total, model, noise.sigma_by_len[0])
+    return match_one_way(model, targets)
 
 
 ONE_WAY_SLACK = 1.0
@@ -603,16 +606,16 @@ noise standard deviations (σ_1√Δ_1) from the published DP count, and only to
 
 
 def one_way_targets(
-    published: _Published, model: FittedModel, sd1: float
+    one_way: Sequence[NDArray[np.float64]], total: float, model: FittedModel, sd1: float
 ) -> dict[int, NDArray[np.float64]]:
     """Each column's model marginal moved to within :data:`ONE_WAY_SLACK` noise standard
-    deviations of its published DP counts (clipped at 0), its empty category taking the rest
-    of the total; a column whose values then add up to more than the total is scaled to it."""
-    total = published.total
+    deviations of its published DP counts ``one_way[c]`` (clipped at 0), its empty category
+    taking the rest of the ``total``; a column whose values then add up to more than the total
+    is scaled to it."""
     out = {}
-    for c in range(len(published.cards)):
+    for c, published in enumerate(one_way):
         current = model.marginal((c,))[:-1]  # every column is in a clique of the tree
-        dp = np.clip(published.table((c,)), 0.0, None)
+        dp = np.clip(published, 0.0, None)
         values = np.clip(current, dp - ONE_WAY_SLACK * sd1, dp + ONE_WAY_SLACK * sd1)
         values = np.clip(values, 0.0, None)
         held = float(values.sum())
