@@ -15,10 +15,15 @@ import json
 import pickle
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from release_store.inputs.commitment import commitment_key
-from release_store.workspace.files import atomic_write_bytes, atomic_write_json, sha256_file
+from release_store.workspace.files import (
+    atomic_write_bytes,
+    atomic_write_json,
+    atomic_write_stream,
+    sha256_file,
+)
 from release_store.workspace.home import ReleasePaths, new_release_id, resolve_home, utc_now
 from release_store.workspace.manifest import Manifest
 from sds_core.dp.randomness import ReleaseRandomness
@@ -139,20 +144,17 @@ class ReleaseDirs:
                 software changed since, say); the damaged file is left as it is.
         """
         path = self.checkpoint_dir / f"{stage}.pkl"
-        data = canonical_pickle(obj)
-        digest = hashlib.sha256(data).hexdigest()
         st = self.state()
         before = st["stages"].get(stage)
-        if before is not None and before["sha256"] != digest:
-            raise SdsInputError(
-                f"the checkpoint {path} of stage {stage!r} of release {self.release_id!r} was "
-                f"damaged on disk, and computing the stage again from the release key gave "
-                f"other bytes (sha256 {digest[:12]}..., recorded {before['sha256'][:12]}...), so "
-                "the release cannot go on from it: restore that file from a backup of the home "
-                f"and run `sds resume {self.release_id}` again, or abandon the release with "
-                f"`sds cancel {self.release_id}` (what it spent stays spent) and start a new one"
-            )
-        atomic_write_bytes(path, data, private=True)
+        digest = ""
+
+        def write(f: BinaryIO) -> None:  # streamed: the pickle is never held whole in memory
+            nonlocal digest
+            digest = write_canonical_pickle(obj, f)
+            if before is not None and before["sha256"] != digest:
+                raise _refused(path, self.release_id, stage, digest, before["sha256"])
+
+        atomic_write_stream(path, write, private=True)  # refused: the temporary file removed
         st["stages"][stage] = {"file": path.name, "sha256": digest, "at": now()}
         atomic_write_json(self.private_dir / STATE_FILE, st, private=True)
 
@@ -177,6 +179,40 @@ class ReleaseDirs:
         return pickle.loads(path.read_bytes())  # private file, sha256-checked above
 
 
+def _refused(path: Path, release_id: str, stage: str, digest: str, recorded: str) -> SdsInputError:
+    """A damaged checkpoint computed again to other bytes than those recorded."""
+    return SdsInputError(
+        f"the checkpoint {path} of stage {stage!r} of release {release_id!r} was "
+        f"damaged on disk, and computing the stage again from the release key gave "
+        f"other bytes (sha256 {digest[:12]}..., recorded {recorded[:12]}...), so "
+        "the release cannot go on from it: restore that file from a backup of the home "
+        f"and run `sds resume {release_id}` again, or abandon the release with "
+        f"`sds cancel {release_id}` (what it spent stays spent) and start a new one"
+    )
+
+
+class _Hashing:
+    """A binary file that also hashes what is written to it."""
+
+    def __init__(self, f: BinaryIO) -> None:
+        self._f = f
+        self.sha256 = hashlib.sha256()
+
+    def write(self, data: bytes | bytearray | memoryview) -> int:
+        self.sha256.update(data)
+        return self._f.write(data)
+
+
+def write_canonical_pickle(obj: Any, f: BinaryIO) -> str:
+    """:func:`canonical_pickle`'s bytes written to ``f`` as they are made (a large result,
+    the model's 2M records, is not held twice: as arrays and as bytes); returns their sha256."""
+    out = _Hashing(f)
+    pickler = pickle.Pickler(out, protocol=5)
+    pickler.fast = True  # no memo: every occurrence written in full
+    pickler.dump(obj)
+    return out.sha256.hexdigest()
+
+
 def canonical_pickle(obj: Any) -> bytes:
     """``obj`` pickled without the memo: the bytes follow from the values alone, not from which
     parts happen to be one object (a result computed from a loaded checkpoint shares fewer
@@ -184,9 +220,7 @@ def canonical_pickle(obj: Any) -> bytes:
     gives the very bytes it gave before. Checkpoints hold data, never a cycle (refused here).
     """
     buf = io.BytesIO()
-    pickler = pickle.Pickler(buf, protocol=5)
-    pickler.fast = True  # no memo: every occurrence written in full
-    pickler.dump(obj)
+    write_canonical_pickle(obj, buf)
     return buf.getvalue()
 
 

@@ -14,6 +14,8 @@ to DP counts yields records inside the published noise of those counts (issue 22
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -109,11 +111,24 @@ def _conditional(table: Table, given: list[int], axis: int) -> Table:
     return cond
 
 
-def sample_records(model: FittedModel, n: int, *, rng: np.random.Generator) -> NDArray[np.int64]:
-    """``n`` records as category indices (n, d) drawn from ``model`` with balanced rounding."""
+def sample_records(
+    model: FittedModel,
+    n: int,
+    *,
+    rng: np.random.Generator,
+    dtype: type[np.signedinteger[Any]] = np.int64,
+) -> NDArray[np.signedinteger[Any]]:
+    """``n`` records as category indices (n, d) drawn from ``model`` with balanced rounding.
+
+    ``dtype`` is the records' (the same draws and values in any signed integer type holding
+    every category: int32 keeps 2M records of 11 columns in 88 MB instead of 176).
+    """
     tree = model.tree
     d = len(tree.sizes)
-    out = np.zeros((n, d), dtype=np.int64)
+    invariant(
+        max(tree.sizes) - 1 <= np.iinfo(dtype).max, f"{np.dtype(dtype)} holds too few categories"
+    )
+    out = np.zeros((n, d), dtype=dtype)
     if n == 0:
         return out
     for j, clique in enumerate(tree.cliques):
@@ -133,12 +148,12 @@ def sample_records(model: FittedModel, n: int, *, rng: np.random.Generator) -> N
             alloc = round_balanced(cond, sizes, rng)
             shuffled = rng.permutation(n)  # a fresh random order within every group
             order = shuffled[np.argsort(group[shuffled], kind="stable")]
-            values = np.repeat(
-                np.tile(np.arange(cond.shape[1], dtype=np.int64), cond.shape[0]),
+            del group, shuffled
+            # the values straight into the records' column (no n-long int64 column between)
+            out[order, c] = np.repeat(
+                np.tile(np.arange(cond.shape[1], dtype=dtype), cond.shape[0]),
                 alloc.reshape(-1),
             )
-            column = np.empty(n, dtype=np.int64)
-            column[order] = values
-            out[:, c] = column
+            del order
             placed.append(c)
     return out

@@ -189,3 +189,95 @@ def test_published_tables_group_every_combination_by_its_columns() -> None:
     got = _Published(aggregates).by_subset
     assert len(got) == 5 + 10 + 10
     assert {key: (c.tolist(), v.tolist()) for key, (c, v) in got.items()} == expected
+
+
+def _suppressed_aggregates():
+    """Exact aggregates (R = 3, 5 columns) with some values' 1-tuples removed, as suppressed
+    at length 1 (their longer combinations left in: the model must drop them)."""
+    from sds_core.data.table import PreparedTable
+    from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+    from sds_core.marginals.exact_counts import exact_aggregates
+
+    cards = (7, 5, 9, 4, 6)
+    domain = Domain(
+        tuple(f"c{j}" for j in range(len(cards))),
+        tuple(tuple(f"v{i}" for i in range(n)) for n in cards),
+    )
+    rng = np.random.default_rng(3)
+    codes = np.stack([rng.integers(-1, n, 600) for n in cards], axis=1).astype(np.int32)
+    exact = exact_aggregates(PreparedTable(domain, codes), 3)
+    one = exact.by_len[1]
+    dropped = np.isin(one.attrs[:, 0], [2, 8, 9, 20, 31])  # values of columns 0, 1, 2, 4
+    by_len = dict(exact.by_len) | {1: CombinationCounts(one.attrs[~dropped], one.counts[~dropped])}
+    return AggregateSet(domain, 3, by_len, 600, True)
+
+
+def _published_domain_copy(aggregates):
+    """The model's aggregates as they were made before (main 2fc9b88): a copy over the values
+    published at length 1, and each column's values back (the reference of the tests below)."""
+    from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+
+    dom = aggregates.domain
+    keep = np.zeros(dom.n_attributes, dtype=bool)
+    keep[aggregates.counts_of(1).attrs[:, 0]] = True
+    labels, back = [], []
+    for j in range(dom.n_columns):
+        mask = keep[dom.offsets[j] : dom.offsets[j + 1]]
+        labels.append(tuple(lab for lab, m in zip(dom.labels[j], mask.tolist(), strict=True) if m))
+        back.append(np.flatnonzero(mask).astype(np.int32))
+    new_id = np.cumsum(keep) - 1
+    by_len = {}
+    for k, cc in aggregates.by_len.items():
+        alive = keep[cc.attrs].all(axis=1)
+        by_len[k] = CombinationCounts(
+            new_id[cc.attrs[alive]].astype(np.int32), cc.counts[alive].astype(np.int64)
+        )
+    small = AggregateSet(
+        Domain(dom.columns, tuple(labels)),
+        aggregates.reporting_length,
+        by_len,
+        aggregates.protected_number_of_records,
+        aggregates.is_dp,
+    )
+    return small, back
+
+
+def test_published_tables_read_in_place_equal_those_of_a_copied_domain() -> None:
+    """_Published over the values published at length 1 (``keep``, the aggregates read in place)
+    holds the very tables it held over a copy of the aggregates on the smaller domain."""
+    from sds_core.synthesis.consistent import _Published, _published_values
+
+    aggregates = _suppressed_aggregates()
+    small, _ = _published_domain_copy(aggregates)
+    assert len(small.counts_of(3)) < len(aggregates.counts_of(3))  # combinations were dropped
+    got = _Published(aggregates, 600.0, _published_values(aggregates))
+    want = _Published(small, 600.0)
+    assert got.cards == want.cards != aggregates.domain.cardinalities
+    assert got.by_subset.keys() == want.by_subset.keys()
+    for key, (cells, values) in want.by_subset.items():
+        assert got.by_subset[key][0].tolist() == cells.tolist()
+        assert got.by_subset[key][1].tolist() == values.tolist()
+
+
+def test_model_records_in_int32_in_place_equal_the_int64_records() -> None:
+    """records_of (int32 records mapped to the domain's codes in place) gives the records the
+    int64 sample mapped through the copied domain gave, draw for draw; so does int16."""
+    from sds_core.model.sampling import sample_records
+    from sds_core.synthesis.consistent import records_of
+
+    aggregates = _suppressed_aggregates()
+    noise = AggregateNoise((2.0, 2.0, 2.0), (3.0, 3.0, 3.0))
+    model = fit_aggregates(aggregates, noise, ModelParams(iterations=20))
+    cats = sample_records(model, 700, rng=np.random.default_rng(5))
+    assert cats.dtype == np.int64
+    _, back = _published_domain_copy(aggregates)
+    want = np.full(cats.shape, -1, dtype=np.int32)
+    for j, codes_back in enumerate(back):
+        value = cats[:, j] < codes_back.size
+        want[value, j] = codes_back[cats[value, j]]
+    assert (want == -1).any() and (want >= 0).any()
+    got = records_of(model, aggregates, 700, rng=np.random.default_rng(5))
+    assert got.codes.dtype == np.int32
+    assert np.array_equal(got.codes, want)
+    small = sample_records(model, 700, rng=np.random.default_rng(5), dtype=np.int16)
+    assert small.dtype == np.int16 and np.array_equal(small, cats)

@@ -77,5 +77,37 @@ def test_a_damaged_checkpoint_is_computed_again_only_to_the_same_bytes(tmp_path:
     with pytest.raises(SdsInputError, match=r"count\.pkl.*other bytes.*restore.*sds resume r1"):
         dirs.save_checkpoint("count", {"n": 42})
     assert len(path.read_bytes()) == 5
+    assert sorted(f.name for f in dirs.checkpoint_dir.iterdir()) == ["count.pkl"]  # no temp left
     dirs.save_checkpoint("count", {"n": 41})
     assert dirs.load_checkpoint("count") == {"n": 41}
+
+
+def test_a_checkpoint_is_streamed_to_the_canonical_bytes(tmp_path: Path) -> None:
+    """save_checkpoint writes the pickle as it is made (large arrays straight to the file, not
+    held as bytes too): the file and its recorded sha256 are those of the pickle made in memory
+    (protocol 5, no memo: the checkpoints' bytes before), byte for byte; so is canonical_pickle."""
+    import hashlib
+    import io
+    import pickle
+
+    import numpy as np
+
+    from release_store.run.workdir import canonical_pickle
+    from sds_core.data.domain import Domain
+    from sds_core.data.table import PreparedTable
+
+    codes = np.random.default_rng(2).integers(-1, 3, size=(100_000, 3)).astype(np.int32)
+    shared = np.arange(70_000)  # twice in the result: written twice, as without the memo
+    result = {"t": PreparedTable(Domain(("a", "b", "c"), (("x", "y", "z"),) * 3), codes)}
+    result |= {"one": shared, "two": shared, "n": 7}
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    dirs.save_checkpoint("synthesize", result)
+    buf = io.BytesIO()
+    pickler = pickle.Pickler(buf, protocol=5)
+    pickler.fast = True
+    pickler.dump(result)
+    data = buf.getvalue()
+    assert len(data) > 1_500_000 and canonical_pickle(result) == data
+    assert (dirs.checkpoint_dir / "synthesize.pkl").read_bytes() == data
+    assert dirs.state()["stages"]["synthesize"]["sha256"] == hashlib.sha256(data).hexdigest()
+    assert np.array_equal(dirs.load_checkpoint("synthesize")["t"].codes, codes)

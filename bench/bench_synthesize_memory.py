@@ -1,0 +1,165 @@
+"""Benchmark: the synthesize stage of a finished release (plan ``model``), alone, for the
+driver's memory.
+
+Reads what the ``synthesize`` task reads from a finished release's private workspace: its
+parameters (``params.json``, then the ``plan`` checkpoint's planned values and the plan after
+aggregation, :func:`release_store.config.planned.after_aggregation`), the DP aggregates (the
+``normalize`` checkpoint), the published noise (Δ_k and ρ_k of the ``aggregate-k`` checkpoints,
+:func:`release_store.run.release_run.noise_scales`) and the release key. Then runs what
+``tasks/synthesis.py`` runs for ``synthesis = "model"`` (with the Dask executor too: the model's
+records are made on the driver): ``synthesize_from_model``, then the checkpoint's bytes
+(``write_canonical_pickle``, what ``save_checkpoint`` streams to the file; here to
+``/dev/null``). Prints each part's wall time and the
+driver's resident set before and at its peak (``VmRSS`` sampled every 20 ms); with
+``--check``, whether the checkpoint's sha256 is the one the release recorded for its
+``synthesize`` stage (the same records, byte for byte). Run it under ``memray run`` for the
+allocations behind the peak.
+
+    PYTHONPATH=. .venv/bin/python bench/bench_synthesize_memory.py \
+        --private HOME/private/RELEASE_ID --check
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import pickle
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+
+def _status_kib() -> dict[str, int]:
+    out = {}
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(("VmRSS:", "VmHWM:")):
+            out[line.split(":")[0]] = int(line.split()[1])
+    return out
+
+
+class _Sampler:
+    """The largest ``VmRSS`` of this process, sampled every 20 ms while it runs."""
+
+    def __init__(self) -> None:
+        self.peak_kib = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak_kib = max(self.peak_kib, _status_kib()["VmRSS"])
+            time.sleep(0.02)
+
+    def __enter__(self) -> _Sampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peak_kib = max(self.peak_kib, _status_kib()["VmRSS"])
+
+
+def _load(path: Path) -> Any:
+    with path.open("rb") as f:
+        return pickle.load(f)
+
+
+def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
+    """The release's parameters and plan after aggregation, aggregates, noise and rng label."""
+    from release_store.config.planned import after_aggregation
+    from release_store.config.release_params import ReleaseParams
+    from release_store.run.release_run import noise_scales
+    from sds_core.dp.randomness import ReleaseRandomness
+    from sds_core.synthesis.consistent import AggregateNoise
+
+    stored = json.loads((private / "params.json").read_text())
+    if stored.get("config") is not None:
+        raise SystemExit("a release without a config only (its multi-value columns: none)")
+    release_id = stored["release_id"]
+    checkpoints = private / "checkpoints"
+    done = _load(checkpoints / "plan.pkl")
+    fields = {k: v for k, v in stored.items() if k not in ("seed", "ledger")}
+    params = ReleaseParams.model_validate(fields | done["planned"])
+    aggregates = _load(checkpoints / "normalize.pkl")
+    params, plan = after_aggregation(params, done["plan"], aggregates)
+    if params.synthesis != "model":
+        raise SystemExit(f"the release's plan synthesizes {params.synthesis!r}, not 'model'")
+    by_length = {}
+    for k in range(1, params.length + 1):  # aggregate-3's checkpoint is ~100 MB: read, dropped
+        step = _load(checkpoints / f"aggregate-{k}.pkl")
+        by_length[k] = {n: step[n] for n in ("allowed_sensitivity", "threshold")}
+        del step
+    noise = AggregateNoise.from_description(noise_scales(params, by_length))
+    rng = ReleaseRandomness((private / "release.key").read_bytes()).generator(
+        f"{release_id}/synthesis"
+    )
+    return params, plan, aggregates, noise, rng
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--private", type=Path, required=True, help="the release's private workspace")
+    ap.add_argument("--check", action="store_true", help="compare with the synthesize checkpoint")
+    args = ap.parse_args()
+
+    from release_store.run.workdir import write_canonical_pickle
+    from sds_core.synthesis.consistent import synthesize_from_model
+    from tasks.synthesis import _model_params
+
+    params, plan, aggregates, noise, rng = _inputs(args.private)
+
+    class _Run:  # what _model_params reads of a ReleaseRun
+        pass
+
+    run: Any = _Run()
+    run.params = params
+    model_params = _model_params(run, plan)
+    gc.collect()
+    before = _status_kib()["VmRSS"]
+    start = time.perf_counter()
+    with _Sampler() as model:
+        synthetic = synthesize_from_model(
+            aggregates,
+            noise,
+            params.synthetic_records,
+            rng=rng,
+            params=model_params,
+            multi_value_columns=(),
+        )
+    model_s = time.perf_counter() - start
+    held = _status_kib()["VmRSS"]
+    start = time.perf_counter()
+    with _Sampler() as pickled:
+        with open(os.devnull, "wb") as f:
+            digest = write_canonical_pickle(synthetic, f)
+    pickle_s = time.perf_counter() - start
+    out: dict[str, Any] = {
+        "model_s": round(model_s, 1),
+        "checkpoint_bytes_s": round(pickle_s, 1),
+        "driver_before_mib": round(before / 1024),
+        "model_peak_mib": round(model.peak_kib / 1024),
+        "records_held_mib": round(held / 1024),
+        "checkpoint_bytes_peak_mib": round(pickled.peak_kib / 1024),
+        "driver_added_mib": round((max(model.peak_kib, pickled.peak_kib) - before) / 1024),
+        "synthetic_records": synthetic.n_records,
+        "dp_combinations": sum(
+            len(aggregates.counts_of(k)) for k in range(1, aggregates.reporting_length + 1)
+        ),
+        "model": {
+            "structure": model_params.structure,
+            "iterations": model_params.iterations,
+            "max_model_cells": model_params.max_model_cells,
+        },
+    }
+    if args.check:
+        state = json.loads((args.private / "state.json").read_text())
+        out["equal_to_checkpoint"] = state["stages"]["synthesize"]["sha256"] == digest
+    print(json.dumps(out, indent=1))
+
+
+if __name__ == "__main__":
+    main()
