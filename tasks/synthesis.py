@@ -17,6 +17,7 @@ from release_store.cluster.inputs import whole_table
 from release_store.cluster.session import session_backend, session_client
 from release_store.cluster.synthesis import (
     StoredSynthetic,
+    scatter_records,
     synthesize_gathered,
     synthesize_on_cluster,
 )
@@ -53,9 +54,12 @@ def synthesize_records(
     multi-value column declarations (a preparation setting). With the Dask executor the
     records (``synthesis = "records"``) stay on the workers, in chunks checkpointed one file
     each (:mod:`release_store.cluster.synthesis`); with ``reconcile_one_way`` those chunks are
-    gathered here and reconciled; else one ``PreparedTable`` made here. The records are matched
-    to the aggregates within their published noise (``noise.sigma_by_len``); the model takes
-    its structure, iterations and size from the SDS ``plan`` when the plan chose the model.
+    gathered here and reconciled, and the model's records are made here: one ``PreparedTable``
+    checkpointed here, then sent to the workers in the same chunks (``scatter_records``), so
+    no later stage holds them in this process. Without Dask, one ``PreparedTable``. The
+    records are matched to the aggregates within their published noise
+    (``noise.sigma_by_len``); the model takes its structure, iterations and size from the SDS
+    ``plan`` when the plan chose the model.
     """
     progress.stage(
         "synthesize (synthetic records)"
@@ -123,6 +127,9 @@ def synthesize_records(
         f"{synthetic.n_records} synthetic records from the DP aggregates alone",
         resumed=resumed,
     )
+    if client is not None:  # made here (model, reconciled): the later stages read them there
+        part_records = run.params.synthetic_part_records
+        return session_backend(run.params, scatter_records(client, synthetic, part_records))
     return synthetic
 
 

@@ -257,6 +257,29 @@ def slices(tables: Iterator[PreparedTable], rows: int | None = None) -> Iterator
             )
 
 
+def scatter_records(client: Any, table: PreparedTable, part_records: int | None) -> DaskBackend:
+    """Records made in this process (the consistent model's, or gathered and reconciled) sent
+    to the workers in the chunks the cluster's own synthesis makes (:func:`chunk_bounds`), one
+    chunk at a time: every later stage reads them there as it reads the cluster's records
+    (the output gate chunk by chunk, the evaluation's sums, the streamed files), so this
+    process stops holding them, and their decoded text is never built here whole."""
+    parts, first = [], []
+    for lo, hi in chunk_bounds(table.n_records, part_records):
+        chunk = PreparedTable(table.domain, table.codes[lo:hi].copy(), table.multi_value_columns)
+        [future] = client.scatter([chunk], hash=False)
+        parts.append(future)
+        first.append(lo)
+        del chunk
+    return DaskBackend(
+        client,
+        tuple(parts),
+        tuple(first),
+        table.domain,
+        table.n_records,
+        multi_value_columns=table.multi_value_columns,
+    )
+
+
 # ---------------------------------------------------------------- checkpoint
 @dataclass(frozen=True)
 class StoredSynthetic:
