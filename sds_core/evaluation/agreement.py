@@ -423,6 +423,51 @@ def synthetic_keys(
     return keys, counts
 
 
+def partition_keys(
+    records: PreparedTable, *, k: int, base: int
+) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
+    """:func:`synthetic_keys` of one partition of records (a ``map_reduce`` step: summed over
+    the partitions with :func:`add_keyed_counts`)."""
+    return synthetic_keys(records, k, base)
+
+
+def add_keyed_counts(
+    a: tuple[NDArray[np.int64], NDArray[np.integer]],
+    b: tuple[NDArray[np.int64], NDArray[np.integer]],
+) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
+    """The sum of two sets of counts keyed by sorted unique keys: sorted unique keys, the counts
+    of equal keys added (int64 when int32 could overflow).
+
+    >>> a, b = (np.array([1, 5]), np.array([2, 1])), (np.array([5, 7]), np.array([3, 1]))
+    >>> k, c = add_keyed_counts(a, b)
+    >>> k.tolist(), c.tolist()
+    ([1, 5, 7], [2, 4, 1])
+    """
+    (ka, ca), (kb, cb) = a, b
+    dtype = np.result_type(ca.dtype, cb.dtype)
+    if dtype != np.int64 and int(ca.sum()) + int(cb.sum()) > _INT32_MAX:
+        dtype = np.dtype(np.int64)
+    keys = np.concatenate([ka, kb])
+    counts = np.concatenate([ca.astype(dtype, copy=False), cb.astype(dtype, copy=False)])
+    order = np.argsort(keys, kind="stable")
+    keys, counts = keys[order], counts[order]
+    del order
+    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
+    return keys[starts], np.add.reduceat(counts, starts) if counts.size else counts
+
+
+def length_keys(synthetic: Any, k: int, base: int) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
+    """The records' exact counts of length k as sorted keys and counts (:func:`synthetic_keys`),
+    for a table here or for records in partitions (``map_reduce``: each partition counted
+    where it is, the sums combined there; only this length's keys come back)."""
+    if isinstance(synthetic, PreparedTable):
+        return synthetic_keys(synthetic, k, base)
+    if synthetic.n_records == 0 or k > synthetic.domain.n_columns:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    keys, counts = synthetic.map_reduce(partition_keys, add_keyed_counts, k=k, base=base)
+    return keys, counts
+
+
 def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBackend) -> Agreement:
     """Compare the DP aggregates with the synthetic records, combination by combination.
 
@@ -447,17 +492,21 @@ def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBacke
     )
     r = aggregates.reporting_length
     base = max(aggregates.domain.n_attributes, 1)
-    syn = None  # records held in partitions count themselves, all lengths at once
-    if synthetic.n_records > 0 and not isinstance(synthetic, PreparedTable):
+    # records held in partitions with map_reduce count themselves one length at a time; a
+    # counting backend without it, all lengths at once
+    whole = not isinstance(synthetic, PreparedTable) and not hasattr(synthetic, "map_reduce")
+    syn = None
+    if whole and synthetic.n_records > 0 and not isinstance(synthetic, PreparedTable):
         syn = synthetic.exact_aggregates(r)
     by_len = {}
     for k in range(1, min(r, aggregates.domain.n_columns) + 1):
-        if isinstance(synthetic, PreparedTable):  # one length at a time
-            keys, counts = synthetic_keys(synthetic, k, base)
+        if not whole:  # one length at a time
+            keys, counts = length_keys(synthetic, k, base)
         else:
             cc = syn.counts_of(k) if syn is not None else CombinationCounts.empty(k)
             keys, counts = encode_keys(cc.attrs, base), cc.counts
         by_len[k] = merge_keyed(aggregates.counts_of(k), keys, counts, base)
+        del keys, counts
     return Agreement(aggregates.domain, r, by_len)
 
 

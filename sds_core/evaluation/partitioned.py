@@ -27,7 +27,7 @@ from sds_core._jit import _jit
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import invariant, require
-from sds_core.evaluation.agreement import synthetic_keys
+from sds_core.evaluation.agreement import length_keys
 from sds_core.evaluation.metrics import (
     NOT_DP_NOTE,
     AggregateComparison,
@@ -397,13 +397,18 @@ def fidelity_from_cells(
 
 
 def compare_by_length(
-    sensitive: AggregateSet, synthetic: PreparedTable, resolution: int, n_sensitive: int
+    sensitive: AggregateSet,
+    synthetic: PreparedTable | PartitionedTable,
+    resolution: int,
+    n_sensitive: int,
 ) -> tuple[dict[str, Any], RiskLookups]:
     """:func:`~sds_core.evaluation.metrics.aggregate_metrics` of the records' exact aggregates
     against ``sensitive`` and their :func:`~sds_core.evaluation.metrics.risk_lookups`, the
     records counted one length at a time (:func:`synthetic_keys`: sorted keys and narrow
-    counts, each length freed before the next, no (m, k) rows but the lookups'): the same
-    numbers as from ``exact_aggregates(synthetic, R)``.
+    counts, each length freed before the next, no (m, k) rows but the lookups'; records in
+    partitions are counted where they are and only one length's summed keys come here,
+    :func:`~sds_core.evaluation.agreement.length_keys`): the same numbers as from
+    ``exact_aggregates(synthetic, R)``.
 
     Length 1 goes first: no combination is more frequent than each of its attributes, so its
     largest count is every length's (the comparison's count bins need it up front).
@@ -411,7 +416,7 @@ def compare_by_length(
     require(synthetic.n_records > 0, "the table is empty: aggregation needs at least one record")
     R, domain = sensitive.reporting_length, synthetic.domain
     base = max(domain.n_attributes, 1)
-    lengths = ((k, *synthetic_keys(synthetic, k, base)) for k in range(1, R + 1))
+    lengths = ((k, *length_keys(synthetic, k, base)) for k in range(1, R + 1))
     first = next(lengths)  # length 1: at most one combination per attribute
     compared = AggregateComparison(sensitive, domain, resolution, int(first[2].max(initial=0)))
     risks: list[LengthRisk] = []
@@ -493,8 +498,9 @@ def evaluate_partitioned(
         n_target=dp_aggregates.protected_number_of_records,
     )
     parts = RowSlices(synthetic) if isinstance(synthetic, PreparedTable) else synthetic
-    if isinstance(parts, RowSlices):  # counted here one length at a time, as keys
-        vs_synthetic, s_lookups = compare_by_length(sensitive, parts.table, k, n_records)
+    if isinstance(parts, RowSlices) or parts.n_records > 0:  # one length at a time, as keys
+        records = parts.table if isinstance(parts, RowSlices) else parts
+        vs_synthetic, s_lookups = compare_by_length(sensitive, records, k, n_records)
     else:
         synth = parts.exact_aggregates(R)
         s_lookups = risk_lookups(synth, resolution=k)
