@@ -69,7 +69,7 @@ AGGREGATION_KERNELS = [
     "sds_core.marginals._kernels.count_clique_sorted",
     "sds_core.marginals._kernels.noisy_survivors",
     "sds_core.dp.noise.cdf_guide",
-    "sds_core.dp.noise.sample_guided",
+    "sds_core.dp.noise.add_guided",
     "sds_core.marginals.normalization.min_over_subsets",
 ]
 
