@@ -64,6 +64,7 @@ AGGREGATION_KERNELS = [
     "sds_core.marginals._kernels.rows_ascending",
     "sds_core.marginals._kernels.join_keep",
     "sds_core.marginals._kernels.join_fill",
+    "sds_core.marginals._kernels.join_survivors",
     "sds_core.marginals._kernels.distinct_rows",
     "sds_core.marginals._kernels.count_clique_dense",
     "sds_core.marginals._kernels.count_clique_sorted",
