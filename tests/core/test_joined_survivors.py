@@ -142,9 +142,17 @@ class _Unbuilt:
         return self.local.bounded_counts(copy, **kw)
 
 
-def test_aggregation_without_v_k_equals_the_local_one() -> None:
-    """dp_aggregate through the join path (V_k never built on the 'driver') gives the local
-    path's DP aggregates and report, byte for byte, with contribution bounding running."""
+@pytest.mark.parametrize("joined", [True, False], ids=["join", "no-numba-fallback"])
+def test_aggregation_without_v_k_equals_the_local_one(
+    joined: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """dp_aggregate through the join path (V_k never built on the 'driver'), or V_k built late
+    where numba is absent, gives the local path's DP aggregates and report, byte for byte,
+    with contribution bounding running."""
+    from sds_core.marginals import candidates as candidates_module
+
+    if not joined:
+        monkeypatch.setattr(candidates_module, "HAVE_NUMBA", False)
     rng = np.random.default_rng(11)
     header = ["A", "B", "C", "D", "E"]
     rows = [[f"{h}{min(rng.geometric(0.35), 6)}" for h in header] for _ in range(3000)]
