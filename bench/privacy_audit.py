@@ -241,16 +241,15 @@ def _no_first_threshold(sigma: float, allowed: int, delta: float) -> float:
     return -engine.DISCRETE_SHIFT
 
 
-def _half_sigma_gaussian() -> Callable[..., NDArray[np.int64]]:
+def _half_sigma_gaussian() -> Callable[..., None]:
     """Bug: the Gaussian noise of every length drawn with σ/2 (thresholds and the published σ
     unchanged)."""
-    real = engine.discrete_gaussian  # type: ignore[attr-defined]  # the name the engine calls
+    real = engine.add_discrete_gaussian  # type: ignore[attr-defined]  # the name the engine calls
 
     def broken(
-        rnd: ReleaseRandomness, label: str, *, sigma: float, size: int, stage: str
-    ) -> NDArray[np.int64]:
-        out: NDArray[np.int64] = real(rnd, label, sigma=sigma / 2, size=size, stage=stage)
-        return out
+        rnd: ReleaseRandomness, label: str, values: NDArray[np.int64], *, sigma: float, stage: str
+    ) -> None:
+        real(rnd, label, values, sigma=sigma / 2, stage=stage)
 
     return broken
 
@@ -583,7 +582,7 @@ VARIANTS: dict[str, Variant] = {
         ),
         Variant(
             "sds-sigma-half",
-            sds_with_patch(lambda: (engine, "discrete_gaussian", _half_sigma_gaussian())),
+            sds_with_patch(lambda: (engine, "add_discrete_gaussian", _half_sigma_gaussian())),
             RECORD_CASES,
             broken=True,
             note="σ halved in the Gaussian noise (thresholds unchanged)",

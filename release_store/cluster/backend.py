@@ -483,12 +483,17 @@ class DaskBackend:
             )
             for worker, idx in groups
         ]
+        # combined on the workers down to one: the driver receives the sum only, never both
+        # halves and the combine's copy (three count vectors of |V_k| at once)
         summed_futures = _tree(
-            client, client.map(core.group_reducible, counted), core.add_count_pairs
+            client, client.map(core.group_reducible, counted), core.add_count_pairs, down_to=1
         )
-        n_cands = candidates.size  # V_k for the engine, built while the workers count
+        n_cands = candidates.size  # |V_k| from the join (not V_k), made while the workers count
         summed, hist = _result(client, summed_futures, core.add_count_pairs)
         counts = core.dense(summed)
+        del summed
+        if not counts.flags.writeable:  # received read-only: the engine adds noise in place
+            counts = counts.copy()
         allowed = int(choose_allowed(hist))
         if allowed == 0:
             return np.zeros(n_cands, dtype=np.int64), 0
@@ -507,7 +512,9 @@ class DaskBackend:
                 )
                 for group_counted, (worker, idx) in zip(counted, groups, strict=True)
             ]
-            counts = counts - core.dense(_tree_reduce(client, dropped, core.add_counts))
+            core.subtract_counts(
+                counts, _tree_reduce(client, dropped, core.add_counts, on_workers=True)
+            )
         return counts, allowed
 
     def _groups(self) -> list[tuple[str, list[int]]]:

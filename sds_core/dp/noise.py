@@ -169,7 +169,17 @@ def sample_guided(
     All w in bucket b = w >> 48 satisfy guide[b] <= #{cdf <= w} <= guide[b + 1]: the entries
     below guide[b] are < b·2^48 <= w and those from guide[b + 1] on are >= (b + 1)·2^48 > w.
     """
-    out = np.empty(words.shape[0], dtype=np.int64)
+    out = np.zeros(words.shape[0], dtype=np.int64)
+    add_guided(cdf, guide, words, offset, out)
+    return out
+
+
+@_jit
+def add_guided(
+    cdf: np.ndarray, guide: np.ndarray, words: np.ndarray, offset: np.int64, out: np.ndarray
+) -> None:
+    """out[t] += offset + searchsorted(cdf, words[t], side="right") for every word t (the
+    draws of :func:`sample_guided`, added in place)."""
     shift = np.uint64(64 - GUIDE_BITS)
     for t in range(words.shape[0]):
         w = words[t]
@@ -182,8 +192,7 @@ def sample_guided(
                 lo = mid + 1
             else:
                 hi = mid
-        out[t] = offset + lo
-    return out
+        out[t] += offset + lo
 
 
 def sample_discrete(
@@ -221,6 +230,51 @@ def sample_discrete(
         return guided
     idx = np.searchsorted(cdf, words, side="right")
     return idx.astype(np.int64, copy=False) + np.int64(offset)
+
+
+def add_discrete(
+    rnd: ReleaseRandomness,
+    label: str,
+    values: NDArray[np.int64],
+    *,
+    cdf_u64: NDArray[np.uint64],
+    offset: int,
+    stage: str,
+) -> None:
+    """Add :func:`sample_discrete`'s ``len(values)`` draws to the int64 ``values`` in place:
+    the same words of the same stream in the same order, so ``values`` ends equal to
+    ``values + sample_discrete(...)``, without a noise array as large as ``values``.
+
+    Raises:
+        SdsInputError: ``values`` not a writable 1-D int64 array, or a bad ``cdf_u64``.
+    """
+    if values.dtype != np.int64 or values.ndim != 1 or not values.flags.writeable:
+        raise SdsInputError(
+            f"values must be a writable 1-D int64 array, got {values.dtype} ndim={values.ndim}"
+        )
+    size = _check_size(values.shape[0])
+    cdf = np.asarray(cdf_u64)
+    if cdf.dtype != np.uint64 or cdf.ndim != 1:
+        raise SdsInputError(f"cdf_u64 must be a 1-D uint64 array, got {cdf.dtype} ndim={cdf.ndim}")
+    words = rnd.words(label, size, stage=stage)
+    if HAVE_NUMBA and size >= GUIDED_MIN_DRAWS:  # same values as the searchsorted below
+        add_guided(cdf, cdf_guide(cdf), words, np.int64(offset), values)
+        return
+    idx = np.searchsorted(cdf, words, side="right")
+    values += idx.astype(np.int64, copy=False) + np.int64(offset)
+
+
+def add_discrete_gaussian(
+    rnd: ReleaseRandomness, label: str, values: NDArray[np.int64], *, sigma: float, stage: str
+) -> None:
+    """``values += discrete_gaussian(rnd, label, sigma=sigma, size=len(values), stage=stage)``
+    in place (:func:`add_discrete`: the same draws, no noise array).
+
+    Raises:
+        SdsInputError: σ not finite or <= 0, ``values`` not a writable 1-D int64 array.
+    """
+    table = noise_table("gaussian", _check_scale("sigma", sigma))
+    add_discrete(rnd, label, values, cdf_u64=table.cdf_u64, offset=table.offset, stage=stage)
 
 
 def discrete_gaussian(

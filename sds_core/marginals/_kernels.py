@@ -29,6 +29,7 @@ __all__ = [
     "distinct_rows",
     "join_fill",
     "join_keep",
+    "join_survivors",
     "key_buckets",
     "noisy_survivors",
     "present_attributes",
@@ -132,6 +133,39 @@ def join_fill(plan: JoinPlan, keep: np.ndarray, n_out: np.int64) -> np.ndarray:
                 out[r, km1] = prev[j, km1 - 1]
                 r += 1
     return out
+
+
+@_jit
+def join_survivors(
+    plan: JoinPlan, keep: np.ndarray, noisy: np.ndarray, threshold: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`noisy_survivors` of ``join_fill(plan, keep, len(noisy))`` without building it:
+    the joined candidates are walked in the same (i, j) order, candidate r has noisy count
+    ``noisy[r]``, and only the rows kept are written."""
+    prev = plan.prev
+    m, km1 = prev.shape
+    n_keep = 0
+    for r in range(noisy.shape[0]):
+        v = noisy[r]
+        if v > threshold and v > 0:
+            n_keep += 1
+    attrs = np.empty((n_keep, km1 + 1), dtype=np.int32)
+    kept = np.empty(n_keep, dtype=np.int64)
+    r = 0
+    out = 0
+    for i in range(m):
+        b0 = plan.block_end[i]
+        for j in range(b0, plan.group_end[i]):
+            if keep[plan.offsets[i] + j - b0]:
+                v = noisy[r]
+                if v > threshold and v > 0:
+                    for q in range(km1):
+                        attrs[out, q] = prev[i, q]
+                    attrs[out, km1] = prev[j, km1 - 1]
+                    kept[out] = v
+                    out += 1
+                r += 1
+    return attrs, kept
 
 
 @_jit
@@ -359,23 +393,23 @@ def key_buckets(keys: np.ndarray, max_buckets: int = 1 << 20) -> SortedKeys:
 
 @_jit
 def noisy_survivors(
-    cands: np.ndarray, counts: np.ndarray, noise: np.ndarray, threshold: float
+    cands: np.ndarray, noisy: np.ndarray, threshold: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Rows of ``cands`` whose noisy count counts + noise is > threshold and > 0, with it.
+    """Rows of ``cands`` whose noisy count is > threshold and > 0, with it.
 
     The comparison with the float ``threshold`` is made in float64, as numpy does.
     """
     m, k = cands.shape
     n_keep = 0
     for i in range(m):
-        v = counts[i] + noise[i]
+        v = noisy[i]
         if v > threshold and v > 0:
             n_keep += 1
     attrs = np.empty((n_keep, k), dtype=np.int32)
     kept = np.empty(n_keep, dtype=np.int64)
     j = 0
     for i in range(m):
-        v = counts[i] + noise[i]
+        v = noisy[i]
         if v > threshold and v > 0:
             for q in range(k):
                 attrs[j, q] = cands[i, q]

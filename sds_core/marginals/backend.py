@@ -68,8 +68,9 @@ class CountingBackend(Protocol):
         choose_allowed: ChooseAllowed,
         record_key: int,
     ) -> tuple[NDArray[np.int64], int]:
-        """Each candidate's count after contribution bounding (in ``candidates.attrs`` order),
-        and the Δ_k used.
+        """Each candidate's count after contribution bounding (in ``candidates.attrs`` order,
+        a new writable array the caller may change: the engine adds its noise in place), and
+        the Δ_k used.
 
         Builds the candidates' lookups where the records are (from the recipe), counts the
         candidates and every record's |W_{j,k}|, calls ``choose_allowed`` exactly
@@ -189,7 +190,7 @@ class LocalBackend:
         record_key: int,
     ) -> tuple[NDArray[np.int64], int]:
         """See :meth:`CountingBackend.bounded_counts`."""
-        n_cands = candidates.size  # V_k built once, here, and kept for the engine
+        n_cands = candidates.attrs.shape[0]  # V_k built once, here, and kept for the engine
         lookups = candidates.lookups(self.table.n_records)
         counts, hist, valid = partition_counts(self.table, lookups, n_cands, self.chunk_records)
         allowed = int(choose_allowed(hist))
@@ -303,6 +304,20 @@ def add_counts(a: Counts, b: Counts) -> Counts:
     else:
         out += b
     return out
+
+
+def subtract_counts(out: NDArray[np.int64], counts: Counts) -> None:
+    """``out -= counts`` in place, dense or sparse (no dense copy of sparse counts).
+
+    >>> out = np.arange(6)
+    >>> subtract_counts(out, compact(np.array([0, 0, 0, 0, 2, 0])))
+    >>> out.tolist()
+    [0, 1, 2, 3, 2, 5]
+    """
+    if isinstance(counts, SparseCounts):
+        out[counts.at] -= counts.values  # ``at`` is unique: one subtraction per index
+    else:
+        out -= counts
 
 
 def add_count_pairs(

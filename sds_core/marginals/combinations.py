@@ -181,10 +181,51 @@ def candidates_from_survivors(survivors: CombinationCounts, domain: Domain) -> N
 
 def join_candidates(prev: NDArray[np.int32], domain: Domain) -> NDArray[np.int32]:
     """:func:`candidates_from_survivors` of the survivors' attributes only (sorted rows)."""
-    km1 = prev.shape[1]
-    k = km1 + 1
-    if prev.shape[0] < 2:
+    k = prev.shape[1] + 1
+    if HAVE_NUMBA:
+        joined = join_plan(prev, domain)
+        if joined is None:
+            return np.zeros((0, k), dtype=np.int32)
+        plan, keep, n_out = joined
+        out: NDArray[np.int32] = join_fill(plan, keep, n_out)
+        invariant(rows_ascending(out), "join output must be sorted and unique")
+        return out
+    parts = _join_parts(prev, domain)
+    if parts is None:
         return np.zeros((0, k), dtype=np.int32)
+    _, block_end, group_end, n_partners, base = parts
+    out = _join_numpy(prev, block_end, group_end, n_partners, base)
+    keys = encode_keys(out, base)
+    invariant(bool((keys[1:] > keys[:-1]).all()), "join output must be sorted and unique")
+    return out
+
+
+def join_plan(
+    prev: NDArray[np.int32], domain: Domain
+) -> tuple[JoinPlan, NDArray[np.bool_], int] | None:
+    """The join of :func:`join_candidates` before its output is built (numba only): the plan,
+    which joined pairs are kept, and their number |V_k| (None: no candidate). ``join_fill``
+    builds V_k from it; :func:`~sds_core.marginals._kernels.join_survivors` reads the
+    survivors off it without V_k."""
+    parts = _join_parts(prev, domain)
+    if parts is None:
+        return None
+    pk, block_end, group_end, n_partners, base = parts
+    offsets = np.concatenate(([0], np.cumsum(n_partners)))
+    prev32 = np.ascontiguousarray(prev, dtype=np.int32)
+    plan = JoinPlan(prev32, pk, block_end, group_end, offsets, base)
+    keep = join_keep(plan)
+    return plan, keep, int(keep.sum())
+
+
+def _join_parts(
+    prev: NDArray[np.int32], domain: Domain
+) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], int] | None:
+    """The prefix keys, block and group ends, partners per row and key base of the join; None
+    when no pair joins."""
+    km1 = prev.shape[1]
+    if prev.shape[0] < 2:
+        return None
     base = max(domain.n_attributes, 2)
     attr_col = domain.attribute_columns()
     p = km1 - 1
@@ -199,21 +240,9 @@ def join_candidates(prev: NDArray[np.int32], domain: Domain) -> NDArray[np.int32
     block_end = _segment_end(block_change, idx)
     group_end = _segment_end(group_change, idx)
     n_partners = group_end - block_end
-    total = int(n_partners.sum())
-    if total == 0:
-        return np.zeros((0, k), dtype=np.int32)
-    if HAVE_NUMBA:
-        offsets = np.concatenate(([0], np.cumsum(n_partners)))
-        prev32 = np.ascontiguousarray(prev, dtype=np.int32)
-        plan = JoinPlan(prev32, pk, block_end, group_end, offsets, base)
-        keep = join_keep(plan)
-        out: NDArray[np.int32] = join_fill(plan, keep, int(keep.sum()))
-        invariant(rows_ascending(out), "join output must be sorted and unique")
-        return out
-    out = _join_numpy(prev, block_end, group_end, n_partners, base)
-    keys = encode_keys(out, base)
-    invariant(bool((keys[1:] > keys[:-1]).all()), "join output must be sorted and unique")
-    return out
+    if int(n_partners.sum()) == 0:
+        return None
+    return pk, block_end, group_end, n_partners, base
 
 
 def _join_numpy(

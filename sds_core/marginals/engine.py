@@ -28,7 +28,7 @@ from sds_core.dp.accounting import (
     plan_budget,
 )
 from sds_core.dp.declared import declared_one_tuples
-from sds_core.dp.noise import discrete_gaussian, discrete_laplace
+from sds_core.dp.noise import add_discrete_gaussian, discrete_laplace
 from sds_core.dp.percentile import dp_percentile_from_histogram
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInternalError, invariant, require
@@ -253,19 +253,23 @@ def aggregate_length(
         choose_allowed=choose_allowed,
         record_key=rnd.record_key(f"{prefix}/bounding"),
     )
-    cands = candidates.attrs
-    if k == 1 and not declared:
+    # V_k itself only at length 1; from length 2 its size, and the survivors are read off
+    # the join (a cluster's driver never builds the (|V_k|, k) array)
+    cands = candidates.attrs if k == 1 else None
+    if cands is not None and not declared:
         cands, counts = _bounded_universe(cands, counts)
+    n_cands = candidates.size if cands is None else int(cands.shape[0])
+    invariant(counts.shape[0] == n_cands, f"{counts.shape[0]} counts for |V_{k}| = {n_cands}")
     invariant(0 <= allowed <= upper, f"percentile returned {allowed} outside 0..{upper}")
     spend = next(s for s in plan.stage_spends() if s.stage == stage)
     if declared and k == 1 and allowed == 0:  # sensitivity 0: nothing can be released
         nothing = Domain(data.domain.columns, tuple(() for _ in data.domain.columns))
         return LengthStep(1, CombinationCounts.empty(1), 0, math.inf, 0, spend, nothing)
-    if allowed == 0 or (cands.shape[0] == 0 and not declared):
-        return LengthStep(k, CombinationCounts.empty(k), allowed, math.inf, cands.shape[0], spend)
+    if allowed == 0 or (n_cands == 0 and not declared):
+        return LengthStep(k, CombinationCounts.empty(k), allowed, math.inf, n_cands, spend)
 
     sigma = plan.sigma_by_len[k - 1]
-    if declared and k == 1:
+    if declared and cands is not None:
         return _declared_length_one(
             data.domain,
             cands,
@@ -278,16 +282,19 @@ def aggregate_length(
             prefix=prefix,
             stage=stage,
         )
-    noise = discrete_gaussian(
-        rnd,
-        f"{prefix}/gaussian",
-        sigma=sigma * math.sqrt(allowed),
-        size=counts.shape[0],
-        stage=stage,
+    # the noise is added to the counts in place (the same draws in the same order as
+    # discrete_gaussian's): no noise array as large as V_k next to the counts
+    noisy = counts if counts.flags.writeable else counts.copy()
+    del counts
+    add_discrete_gaussian(
+        rnd, f"{prefix}/gaussian", noisy, sigma=sigma * math.sqrt(allowed), stage=stage
     )
     threshold = length_threshold(k, sigma, allowed, plan, params, data.domain.n_columns)
-    survivors = CombinationCounts(*_survivors(cands, counts, noise, threshold))
-    return LengthStep(k, survivors, allowed, threshold, cands.shape[0], spend)
+    kept = candidates.joined_survivors(noisy, threshold) if cands is None else None
+    if kept is None:
+        kept = _survivors(candidates.attrs if cands is None else cands, noisy, threshold)
+    del noisy
+    return LengthStep(k, CombinationCounts(*kept), allowed, threshold, n_cands, spend)
 
 
 def _bounded_universe(
@@ -307,15 +314,14 @@ def _bounded_universe(
 
 
 def _survivors(
-    cands: NDArray[np.int32], counts: NDArray[np.int64], noise: NDArray[np.int64], threshold: float
+    cands: NDArray[np.int32], noisy: NDArray[np.int64], threshold: float
 ) -> tuple[NDArray[np.int32], NDArray[np.int64]]:
     """The candidates whose noisy count is > ρ_k and > 0, and those noisy counts."""
     if HAVE_NUMBA:
         kept: tuple[NDArray[np.int32], NDArray[np.int64]] = noisy_survivors(
-            cands, counts, noise, float(threshold)
+            cands, noisy, float(threshold)
         )
         return kept
-    noisy = counts + noise
     keep = (noisy > threshold) & (noisy > 0)
     return np.ascontiguousarray(cands[keep]), noisy[keep]
 

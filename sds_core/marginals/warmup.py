@@ -15,6 +15,7 @@ from sds_core._jit import HAVE_NUMBA, load_compiler
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.marginals.candidates import CandidateSet
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.params import DpParams
 
@@ -51,7 +52,8 @@ def load_kernels() -> None:
     """Initialise numba and load every kernel of the count, aggregate-k and normalize stages.
 
     Runs :func:`~sds_core.marginals.engine.dp_aggregate` (R = 3) on :func:`warmup_table` with a
-    fixed seed and discards the result: no sensitive data and no release randomness is involved.
+    fixed seed and discards the result, then the survivors read off the join as a cluster's
+    driver does: no sensitive data and no release randomness is involved.
     Idempotent (later calls only repeat ~20 ms of work); without numba it does nothing. It
     starts no thread of its own, but numba's initialisation imports ``scipy.linalg``, whose
     OpenBLAS starts its thread pool at import (a fork shuts it down).
@@ -60,4 +62,10 @@ def load_kernels() -> None:
         return
     load_compiler()
     params = DpParams(epsilon=WARMUP_EPSILON, reporting_length=3, delta=1e-6)
-    dp_aggregate(warmup_table(), params, ReleaseRandomness.from_seed(0), release_label="warmup")
+    table = warmup_table()
+    dp_aggregate(table, params, ReleaseRandomness.from_seed(0), release_label="warmup")
+    # a cluster's driver reads the survivors off the join, never building V_k (the local
+    # backend above builds it): that kernel too, with the driver's argument types
+    ones = np.arange(table.domain.n_attributes, dtype=np.int32).reshape(-1, 1)
+    pairs = CandidateSet(table.domain, 2, ones)
+    pairs.joined_survivors(np.zeros(pairs.size, dtype=np.int64), 0.0)

@@ -382,9 +382,9 @@ def test_compiled_survivor_selection_equals_numpy(monkeypatch) -> None:
     noise = rng.integers(-20, 20, size=5000)
     for threshold in (-5.0, 0.0, 7.5, 12.0, math.inf):
         monkeypatch.setattr(dpa, "HAVE_NUMBA", True)
-        a = dpa._survivors(cands, counts, noise, threshold)
+        a = dpa._survivors(cands, counts + noise, threshold)
         monkeypatch.setattr(dpa, "HAVE_NUMBA", False)
-        b = dpa._survivors(cands, counts, noise, threshold)
+        b = dpa._survivors(cands, counts + noise, threshold)
         assert np.array_equal(a[0], b[0]) and np.array_equal(a[1], b[1])
         assert a[0].dtype == np.int32 and a[1].dtype == np.int64
         assert (a[1] > max(threshold, 0)).all()

@@ -226,12 +226,12 @@ def _e2e_outputs(monkeypatch: pytest.MonkeyPatch | None, sigma_factor: float) ->
     from sds_core.marginals.params import DpParams
 
     if monkeypatch is not None:
-        real = dp_aggregate.discrete_gaussian
+        real = dp_aggregate.add_discrete_gaussian  # the name the engine calls
 
-        def broken(rnd, label, *, sigma, size, stage):
-            return real(rnd, label, sigma=sigma * sigma_factor, size=size, stage=stage)
+        def broken(rnd, label, values, *, sigma, stage):
+            real(rnd, label, values, sigma=sigma * sigma_factor, stage=stage)
 
-        monkeypatch.setattr(dp_aggregate, "discrete_gaussian", broken)
+        monkeypatch.setattr(dp_aggregate, "add_discrete_gaussian", broken)
     dom = Domain(("A", "B"), (("a",), ("b",)))
     tables = (
         PreparedTable(dom, np.zeros((300, 2), np.int32)),

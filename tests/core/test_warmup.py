@@ -64,12 +64,13 @@ AGGREGATION_KERNELS = [
     "sds_core.marginals._kernels.rows_ascending",
     "sds_core.marginals._kernels.join_keep",
     "sds_core.marginals._kernels.join_fill",
+    "sds_core.marginals._kernels.join_survivors",
     "sds_core.marginals._kernels.distinct_rows",
     "sds_core.marginals._kernels.count_clique_dense",
     "sds_core.marginals._kernels.count_clique_sorted",
     "sds_core.marginals._kernels.noisy_survivors",
     "sds_core.dp.noise.cdf_guide",
-    "sds_core.dp.noise.sample_guided",
+    "sds_core.dp.noise.add_guided",
     "sds_core.marginals.normalization.min_over_subsets",
 ]
 
