@@ -29,7 +29,7 @@ from release_store.cluster.inputs import DaskInput, validate_parts
 from release_store.workspace.files import atomic_write_bytes, sha256_file
 from sds_core.data.domain import Domain
 from sds_core.data.table import MultiValueColumn, PreparedTable
-from sds_core.errors import SdsInputError, SdsInternalError
+from sds_core.errors import SdsInputError, SdsInternalError, invariant
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis.generator import BatchJob, SynthesisPlan, batch_codes, plan_synthesis
 from sds_core.synthesis.params import SynthesisParams
@@ -162,12 +162,19 @@ def synthesize_gathered(
         progress=progress,
         noise_sd_by_len=noise_sd_by_len,
     )
-    codes = [table.codes for table in chunks(chunked)]
+    # the chunks written into one table as they arrive (no list of chunks next to their
+    # concatenation), reconciled in place: the records are held once
+    whole = np.empty((chunked.n_records, aggregates.domain.n_columns), dtype=np.int32)
+    at = 0
+    for chunk in chunks(chunked):
+        whole[at : at + chunk.n_records] = chunk.codes
+        at += chunk.n_records
+        del chunk
+    invariant(at == chunked.n_records, "the gathered chunks miss records (bug)")
     del chunked
-    whole = np.concatenate(codes) if codes else np.zeros((0, aggregates.domain.n_columns), np.int32)
     table = PreparedTable(aggregates.domain, whole, multi_value_columns)
     if params.reconcile_one_way:
-        table = reconcile_one_way(table, aggregates, rng=rng)
+        table = reconcile_one_way(table, aggregates, rng=rng, in_place=True)
     return table
 
 

@@ -124,7 +124,7 @@ def synthesize(
     codes = codes[rng.permutation(codes.shape[0])]
     table = PreparedTable(domain, codes, multi_value_columns)
     if params.reconcile_one_way:  # draws only when on: the default's records are unchanged
-        table = reconcile_one_way(table, aggregates, rng=rng)
+        table = reconcile_one_way(table, aggregates, rng=rng, in_place=True)
     return table
 
 

@@ -21,7 +21,11 @@ BLOCK_ROWS = 65_536
 
 
 def reconcile_one_way(
-    table: PreparedTable, aggregates: AggregateSet, *, rng: np.random.Generator
+    table: PreparedTable,
+    aggregates: AggregateSet,
+    *,
+    rng: np.random.Generator,
+    in_place: bool = False,
 ) -> PreparedTable:
     """Re-draw surplus cells (empty or over-produced) with missing values (post-processing).
 
@@ -40,12 +44,14 @@ def reconcile_one_way(
         table: synthetic records over ``aggregates.domain`` (codes, -1 = empty).
         aggregates: the (DP) aggregates the records were built from; read, never changed.
         rng: source of the fill order and the draws.
+        in_place: change ``table``'s own codes (a table the caller made and gives up: no copy
+            of the records); else a copy is changed and ``table`` is left as it was.
 
     Returns:
         A new PreparedTable (same domain, rows and multi-value columns).
     """
     dom = aggregates.domain
-    codes = table.codes.copy()
+    codes = table.codes if in_place else table.codes.copy()
     n = codes.shape[0]
     if n == 0:
         return table

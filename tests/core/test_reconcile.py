@@ -130,3 +130,19 @@ def test_same_published_aggregates_same_records() -> None:
     a = synthesize(a_even, params, rng=np.random.default_rng(1))
     b = synthesize(a_odd, params, rng=np.random.default_rng(1))
     assert np.array_equal(a.codes, b.codes)
+
+
+def test_in_place_changes_the_given_codes_with_the_same_draws() -> None:
+    """``in_place``: the caller's codes become the reconciled records (the same records and
+    draws as a copy); by default the given table is left as it was."""
+    rng = np.random.default_rng(5)
+    agg = _thin(exact_aggregates(_random_table(rng, 400, (2, 9, 4, 12, 3)), 2), rng, keep=0.6)
+    table = synthesize(agg, SynthesisParams(target_number_of_records=400), rng=rng)
+    before = table.codes.copy()
+    copied = reconcile_one_way(table, agg, rng=np.random.default_rng(3))
+    assert np.array_equal(table.codes, before)  # untouched
+    assert not np.array_equal(copied.codes, before)  # something was re-drawn
+    owned = PreparedTable(table.domain, before.copy())
+    done = reconcile_one_way(owned, agg, rng=np.random.default_rng(3), in_place=True)
+    assert np.array_equal(done.codes, copied.codes)
+    assert np.shares_memory(done.codes, owned.codes)  # no copy of the records
