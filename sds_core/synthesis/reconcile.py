@@ -74,12 +74,12 @@ def reconcile_one_way(
         surplus_of = np.append(surplus_of, max(float(np.rint(empty_surplus)), 0.0))  # last: empty
         if surplus_of.sum() <= 0 or deficit.sum() <= 0:
             continue
+        empty_rows = _narrow(np.flatnonzero(col < 0), n)
+        over_rows = _narrow(np.flatnonzero((col >= 0) & (surplus_of[np.maximum(col, 0)] > 0)), n)
         # empty cells first, then cells of over-produced values, each set in a seeded order
-        empty = np.flatnonzero(col < 0)
-        over = np.flatnonzero((col >= 0) & (surplus_of[np.maximum(col, 0)] > 0))
-        rows = np.concatenate(
-            [empty[rng.permutation(empty.size)], over[rng.permutation(over.size)]]
-        )
+        # (row numbers in the smallest integer; each set's permutation freed once applied)
+        rows = np.concatenate([_in_order(empty_rows, rng), _in_order(over_rows, rng)])
+        del empty_rows, over_rows
         uniforms = rng.random(rows.size)
         for start in range(0, rows.size, BLOCK_ROWS):  # bounded memory: rows x values per block
             block = rows[start : start + BLOCK_ROWS]
@@ -100,6 +100,16 @@ def reconcile_one_way(
             if deficit.sum() <= 0 or surplus_of.sum() <= 0:
                 break
     return PreparedTable(dom, codes, table.multi_value_columns)
+
+
+def _narrow(rows: NDArray[np.int64], n: int) -> NDArray[np.integer]:
+    """Row numbers of a table of ``n`` rows as int32 when they fit (half the memory)."""
+    return rows.astype(np.int32) if n <= np.iinfo(np.int32).max else rows
+
+
+def _in_order(rows: NDArray[np.integer], rng: np.random.Generator) -> NDArray[np.integer]:
+    """``rows[rng.permutation(rows.size)]``: the same draw, the permutation freed at once."""
+    return rows[rng.permutation(rows.size)]
 
 
 def _pair_attrs(aggregates: AggregateSet) -> NDArray[np.int64] | None:
