@@ -23,9 +23,9 @@ def test_release_config_turns_on_the_one_way_reconciliation(
     calls: list[int] = []
     real = generator.reconcile_one_way
 
-    def spy(table: Any, aggregates: Any, *, rng: Any) -> Any:
+    def spy(table: Any, aggregates: Any, *, rng: Any, **options: Any) -> Any:
         calls.append(table.n_records)
-        return real(table, aggregates, rng=rng)
+        return real(table, aggregates, rng=rng, **options)
 
     monkeypatch.setattr(generator, "reconcile_one_way", spy)
     config = tmp_path / "reconcile.toml"
