@@ -26,41 +26,14 @@ import gc
 import json
 import os
 import pickle
-import threading
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-def _status_kib() -> dict[str, int]:
-    out = {}
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith(("VmRSS:", "VmHWM:")):
-            out[line.split(":")[0]] = int(line.split()[1])
-    return out
-
-
-class _Sampler:
-    """The largest ``VmRSS`` of this process, sampled every 20 ms while it runs."""
-
-    def __init__(self) -> None:
-        self.peak_kib = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            self.peak_kib = max(self.peak_kib, _status_kib()["VmRSS"])
-            time.sleep(0.02)
-
-    def __enter__(self) -> _Sampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak_kib = max(self.peak_kib, _status_kib()["VmRSS"])
+from bench_evaluate_memory import _Sampler, _status_kib  # the same RSS sampler
 
 
 def _load(path: Path) -> Any:
