@@ -448,12 +448,13 @@ def add_keyed_counts(
     if dtype != np.int64 and int(ca.sum()) + int(cb.sum()) > _INT32_MAX:
         dtype = np.dtype(np.int64)
     keys = np.concatenate([ka, kb])
-    counts = np.concatenate([ca.astype(dtype, copy=False), cb.astype(dtype, copy=False)])
-    order = np.argsort(keys, kind="stable")
-    keys, counts = keys[order], counts[order]
-    del order
-    starts = np.flatnonzero(np.concatenate([[True], keys[1:] != keys[:-1]]))
-    return keys[starts], np.add.reduceat(counts, starts) if counts.size else counts
+    keys.sort()
+    if keys.size:
+        keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
+    counts = np.zeros(keys.size, dtype=dtype)  # merged by position: each side's keys distinct
+    counts[np.searchsorted(keys, ka)] += ca
+    counts[np.searchsorted(keys, kb)] += cb
+    return keys, counts
 
 
 def length_keys(synthetic: Any, k: int, base: int) -> tuple[NDArray[np.int64], NDArray[np.integer]]:

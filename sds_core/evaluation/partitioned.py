@@ -27,7 +27,7 @@ from sds_core._jit import _jit
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import invariant, require
-from sds_core.evaluation.agreement import length_keys
+from sds_core.evaluation.agreement import add_keyed_counts, length_keys
 from sds_core.evaluation.metrics import (
     NOT_DP_NOTE,
     AggregateComparison,
@@ -292,16 +292,9 @@ def add_cells(a: Cells, b: Cells) -> Cells:
     """The sum of two marginals' cell counts (each side's keys ascending and distinct: merged
     by position, without an inverse or float weights over both sides)."""
     out: Cells = {}
-    for cols, (ka, ca) in a.items():
-        kb, cb = b[cols]
-        keys = np.concatenate([ka, kb])
-        keys.sort()
-        if keys.size:
-            keys = keys[np.concatenate([[True], keys[1:] != keys[:-1]])]
-        counts = np.zeros(keys.size, dtype=np.int64)
-        counts[np.searchsorted(keys, ka)] += ca
-        counts[np.searchsorted(keys, kb)] += cb
-        out[cols] = keys, counts
+    for cols, side in a.items():
+        keys, counts = add_keyed_counts(side, b[cols])
+        out[cols] = keys, counts.astype(np.int64, copy=False)
     return out
 
 
