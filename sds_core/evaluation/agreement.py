@@ -463,6 +463,10 @@ def length_keys(synthetic: Any, k: int, base: int) -> tuple[NDArray[np.int64], N
     where it is, the sums combined there; only this length's keys come back)."""
     if isinstance(synthetic, PreparedTable):
         return synthetic_keys(synthetic, k, base)
+    invariant(
+        callable(getattr(synthetic, "map_reduce", None)),
+        f"records in partitions are counted with map_reduce; {type(synthetic).__name__} has none",
+    )
     if synthetic.n_records == 0 or k > synthetic.domain.n_columns:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     keys, counts = synthetic.map_reduce(partition_keys, add_keyed_counts, k=k, base=base)
@@ -476,7 +480,8 @@ def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBacke
         aggregates: the published DP aggregates (``is_dp`` must be True: exact counts of the
             sensitive data must never be compared for publication).
         synthetic: the synthetic records, over the aggregates' domain (a table, or records
-            in partitions: a counting backend, whose exact aggregates are summed there).
+            in partitions with ``map_reduce``, e.g. a Dask backend: each length's counts summed
+            where the partitions are, :func:`length_keys`).
 
     Raises:
         SdsInputError: the aggregates are not DP, or the records use another domain.
@@ -493,19 +498,9 @@ def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBacke
     )
     r = aggregates.reporting_length
     base = max(aggregates.domain.n_attributes, 1)
-    # records held in partitions with map_reduce count themselves one length at a time; a
-    # counting backend without it, all lengths at once
-    whole = not isinstance(synthetic, PreparedTable) and not hasattr(synthetic, "map_reduce")
-    syn = None
-    if whole and synthetic.n_records > 0 and not isinstance(synthetic, PreparedTable):
-        syn = synthetic.exact_aggregates(r)
     by_len = {}
-    for k in range(1, min(r, aggregates.domain.n_columns) + 1):
-        if not whole:  # one length at a time
-            keys, counts = length_keys(synthetic, k, base)
-        else:
-            cc = syn.counts_of(k) if syn is not None else CombinationCounts.empty(k)
-            keys, counts = encode_keys(cc.attrs, base), cc.counts
+    for k in range(1, min(r, aggregates.domain.n_columns) + 1):  # one length at a time
+        keys, counts = length_keys(synthetic, k, base)
         by_len[k] = merge_keyed(aggregates.counts_of(k), keys, counts, base)
         del keys, counts
     return Agreement(aggregates.domain, r, by_len)
