@@ -252,7 +252,9 @@ def test_sigint_reaches_the_child(warm: tuple[Path, int]) -> None:
     worker = _worker_pid(home)
     before = set(_children(worker))
     client = subprocess.Popen(
-        _example_release(home, "interrupted-1"),
+        # 300k synthetic records: seconds of synthesis, so the signal finds the release running
+        # (the example alone can finish between finding the child and sending the signal)
+        [*_example_release(home, "interrupted-1"), "--synthetic-records", "300000"],
         cwd=PROJECT,
         env=_env(),
         stdout=subprocess.DEVNULL,
