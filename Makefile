@@ -47,13 +47,16 @@ release: setup
 	$(VENV)/bin/sds release examples/pums_ca_10k.csv --config examples/release.toml --home $(SDS_HOME)
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py): what CI runs.
+## TEST_WORKERS test processes (pytest-xdist), each test file in one of them (its module fixtures
+## built once); every process has its own Prefect home, PostgreSQL server and test server.
+TEST_WORKERS ?= 2
 test: setup postgres chromium anonymeter
-	$(PY) -m pytest -q --durations=25 --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 ## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
 ## the other slow tests (whole releases with model/mst/aim, the pac-synth comparison, ...).
 test-fast: setup postgres
-	$(PY) -m pytest -q -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py
