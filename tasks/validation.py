@@ -49,10 +49,12 @@ def validate_output(
 ) -> list[dict[str, Any]]:
     """The synthetic table against the declared schema: declared value sets, and for binned or
     undeclared columns the values the DP aggregates report (never the domain found in the data,
-    whose size the published summary would reveal); records held on the Dask workers are
-    checked there, chunk by chunk (the same checks, with Arrow)."""
+    whose size the published summary would reveal), or with ``mst``/``aim`` their released
+    domain (values kept by a thresholded DP 1-way count: ``AggregateSet.released_labels``);
+    records held on the Dask workers are checked there, chunk by chunk (the same checks, with
+    Arrow)."""
     summary: list[dict[str, Any]] = []
-    published = aggregates.one_way_labels()
+    published = aggregates.released_labels()
     if run.params.table_schema is not None and isinstance(synthetic, DaskBackend):
         schema = output_schema(run.params.table_schema, output_columns(synthetic), published)
         summary = validate_chunks(synthetic, schema, private_dir=run.dirs.private_dir)

@@ -144,8 +144,9 @@ def output_schema(
 
     A declared column keeps its declaration (its declared values, type and range; empty cells
     allowed). A binned or undeclared column may hold the labels the DP aggregates report for it
-    at length 1 (``published``: :meth:`AggregateSet.one_way_labels`), never the domain found in
-    the data, which also holds suppressed values: their number must not be published either.
+    at length 1 (``published``: :meth:`AggregateSet.released_labels`; with ``mst``/``aim``, whose
+    domain is itself a DP release, every label of it), never the domain found in the data, which
+    also holds suppressed values: their number must not be published either.
 
     Args:
         schema: the declared schema.

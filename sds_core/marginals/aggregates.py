@@ -103,6 +103,12 @@ class AggregateSet:
         by_len: ``{k: CombinationCounts}`` for k = 1..R (missing lengths mean none).
         protected_number_of_records: the DP record count (None for exact aggregates).
         is_dp: True when every count is differentially private (safe to publish).
+        domain_released: True when every label of ``domain`` is itself a DP release: ``mst``
+            and ``aim`` keep a value only when its noisy 1-way count reached the release
+            threshold, and their records may hold any kept value, even one the published
+            counts do not list (``aim`` publishes a 1-way marginal it measured again from its
+            rounds' measurements, whose rounded cells may be <= 0). False for SDS aggregates,
+            whose domain also holds values found in the data and suppressed.
     """
 
     domain: Domain
@@ -110,6 +116,7 @@ class AggregateSet:
     by_len: Mapping[int, CombinationCounts]
     protected_number_of_records: int | None = None
     is_dp: bool = False
+    domain_released: bool = False
     _text_cache: dict[str, int] | None = field(default=None, init=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -141,6 +148,20 @@ class AggregateSet:
             lo, hi = offsets[c], offsets[c + 1]
             out[name] = tuple(labels[a - lo] for a in attrs if lo <= a < hi)
         return out
+
+    def released_labels(self) -> dict[str, tuple[str, ...]]:
+        """Each column's labels that the release has made public: the whole domain's when
+        it is a DP release itself (``domain_released``), else :meth:`one_way_labels`.
+
+        >>> d = Domain(("A",), (("a1", "a2"),))
+        >>> AggregateSet.from_text_dict(d, {"A:a1": 5}, 1).released_labels()
+        {'A': ('a1',)}
+        >>> AggregateSet(d, 1, {}, domain_released=True).released_labels()
+        {'A': ('a1', 'a2')}
+        """
+        if self.domain_released:
+            return dict(zip(self.domain.columns, self.domain.labels, strict=True))
+        return self.one_way_labels()
 
     def total_combinations(self) -> int:
         """Number of combinations over all lengths."""

@@ -380,4 +380,4 @@ def _published(
         )
         for k in range(1, length + 1)
     }
-    return AggregateSet(domain, length, by_len, max(total, 1), is_dp=True)
+    return AggregateSet(domain, length, by_len, max(total, 1), is_dp=True, domain_released=True)

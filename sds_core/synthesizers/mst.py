@@ -428,4 +428,4 @@ def _published(
             np.array([r[2] for r in rows2], dtype=np.int64),
         ),
     }
-    return AggregateSet(domain, 2, by_len, max(total, 1), is_dp=True)
+    return AggregateSet(domain, 2, by_len, max(total, 1), is_dp=True, domain_released=True)

@@ -91,8 +91,20 @@ def test_mst_release(tiny_csv: Path, tiny_config: Path, home: Path, prefect_serv
 
 @pytest.mark.slow
 def test_aim_release(tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str) -> None:
-    """aim: two ledger stages (1-way, all rounds) adding up to ε; its measurements published."""
-    code, out, err = _release(tiny_csv, tiny_config, home, "--synthesizer", "aim")
+    """aim: two ledger stages (1-way, all rounds) adding up to ε; its measurements published.
+
+    The release id is one whose records hold an age bin that aim's published 1-way counts omit
+    (its re-measured 1-way marginal rounds that cell to <= 0): the output gate refused this
+    release until it accepted aim's released domain (CI of f7c48f7)."""
+    code, out, err = _release(
+        tiny_csv,
+        tiny_config,
+        home,
+        "--synthesizer",
+        "aim",
+        "--release-id",
+        "2026-11-26T180123Z-f4798c",
+    )
     assert code == 0, err
     path = Path(out.strip().splitlines()[-1])
     rows = charges(home)
