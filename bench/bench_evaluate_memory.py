@@ -4,12 +4,12 @@ Reads a finished release's checkpoints (``normalize``: the DP aggregates; ``synt
 synthetic records, a ``PreparedTable`` on the driver when the plan chose the model) from its
 private workspace, prepares the release's Parquet input on an embedded ``LocalCluster`` (2
 workers x 1 thread, as ``--executor dask``) and runs what the ``evaluate`` task runs on that
-path (``tasks/evaluation.py``: the sensitive exact aggregates summed on the workers, then
-``evaluate_partitioned``). Prints the evaluation's wall time, the driver's resident set before
-and at its peak (``VmHWM`` reset through ``/proc/self/clear_refs`` where allowed, else sampled)
-and, with ``--check``, whether the result equals the release's own ``evaluate`` checkpoint
-(compared as canonical JSON, as ``custodian-evaluation.json`` is written). Run it under
-``memray run`` for the allocations behind the peak.
+path (``tasks/evaluation.py``: ``evaluate_partitioned`` of the backend, the sensitive side
+counted on the workers one length at a time). Prints the evaluation's wall time, the driver's
+resident set before and at its peak (``VmHWM`` reset through ``/proc/self/clear_refs`` where
+allowed, else sampled) and, with ``--check``, whether the result equals the release's own
+``evaluate`` checkpoint (compared as canonical JSON, as ``custodian-evaluation.json`` is
+written). Run it under ``memray run`` for the allocations behind the peak.
 
     PYTHONPATH=. .venv/bin/python bench/bench_evaluate_memory.py \
         --private HOME/private/RELEASE_ID --data /tmp/i28s/r2m --check
@@ -71,7 +71,6 @@ def main() -> None:
     from sds_core.data.params import PrepareParams
     from sds_core.evaluation.params import EvaluationParams
     from sds_core.evaluation.partitioned import evaluate_partitioned
-    from sds_core.marginals.backend import add_aggregates, partition_exact
 
     stored = json.loads((args.private / "params.json").read_text())
     checkpoints = args.private / "checkpoints"
@@ -94,15 +93,7 @@ def main() -> None:
         before = _status_kib()["VmRSS"]
         start = time.perf_counter()
         with _Sampler() as sampler:
-            sensitive = original.map_reduce(
-                partition_exact,
-                add_aggregates,
-                reporting_length=params.reporting_length,
-                chunk=original.chunk_records,
-            )
-            result = evaluate_partitioned(
-                sensitive, original.n_records, original.map_reduce, synthetic, aggregates, params
-            )
+            result = evaluate_partitioned(original, synthetic, aggregates, params)
         seconds = time.perf_counter() - start
     text = json.dumps(result, sort_keys=True)
     out: dict[str, Any] = {

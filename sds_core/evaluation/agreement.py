@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +36,8 @@ NOT_REPORTED = -1
 SLICE_ROWS = 1 << 18
 """Combinations of one length that :meth:`Agreement.marginal_tvd` reads at a time."""
 _INT32_MAX = 2**31 - 1
+K = TypeVar("K", bound=np.integer)
+"""The integer type of a set of sorted keys (:func:`add_keyed_counts` keeps it)."""
 Z95 = 1.96
 """Half-width of the published 95% noise interval, in noise standard deviations (the explorer's
 and the report's error bar: ``1.96 * count_sd``)."""
@@ -432,9 +434,9 @@ def partition_keys(
 
 
 def add_keyed_counts(
-    a: tuple[NDArray[np.int64], NDArray[np.integer]],
-    b: tuple[NDArray[np.int64], NDArray[np.integer]],
-) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
+    a: tuple[NDArray[K], NDArray[np.integer]],
+    b: tuple[NDArray[K], NDArray[np.integer]],
+) -> tuple[NDArray[K], NDArray[np.integer]]:
     """The sum of two sets of counts keyed by sorted unique keys: sorted unique keys, the counts
     of equal keys added (int64 when int32 could overflow).
 
