@@ -10,6 +10,8 @@ resident set before and at its peak (``VmHWM`` reset through ``/proc/self/clear_
 allowed, else sampled) and, with ``--check``, whether the result equals the release's own
 ``evaluate`` checkpoint (compared as canonical JSON, as ``custodian-evaluation.json`` is
 written). Run it under ``memray run`` for the allocations behind the peak.
+``--scatter-records``: the synthetic records on the workers, as the release holds them after
+its synthesize stage (``scatter_records``).
 
     PYTHONPATH=. .venv/bin/python bench/bench_evaluate_memory.py \
         --private HOME/private/RELEASE_ID --data /tmp/i28s/r2m --check
@@ -63,6 +65,13 @@ def main() -> None:
     ap.add_argument("--data", required=True, help="the release's Parquet input")
     ap.add_argument("--check", action="store_true", help="compare with the evaluate checkpoint")
     ap.add_argument("--json", type=Path, default=None, help="also write the evaluation here")
+    ap.add_argument(
+        "--scatter-records",
+        action="store_true",
+        help="send the synthetic records to the workers first, as the release does after its "
+        "synthesize stage (scatter_records, in the release's synthetic_part_records chunks); "
+        "without it they stay here (the evaluation's local-records path)",
+    )
     args = ap.parse_args()
 
     import distributed
@@ -90,6 +99,11 @@ def main() -> None:
         original = DaskBackend.from_parquet(client, args.data, PrepareParams())
         if original.domain != aggregates.domain:
             raise SystemExit("the prepared input's domain is not the release's (a config?)")
+        if args.scatter_records:
+            from release_store.cluster.synthesis import scatter_records
+
+            part_records = stored.get("synthetic_part_records")
+            synthetic = scatter_records(client, synthetic, part_records)
         before = _status_kib()["VmRSS"]
         start = time.perf_counter()
         with _Sampler() as sampler:
@@ -102,6 +116,7 @@ def main() -> None:
         "driver_peak_mib": round(sampler.peak_kib / 1024),
         "driver_added_mib": round((sampler.peak_kib - before) / 1024),
         "synthetic_records": synthetic.n_records,
+        "synthetic_records_on": "workers" if args.scatter_records else "driver",
         "dp_combinations": sum(
             len(aggregates.counts_of(k)) for k in range(1, aggregates.reporting_length + 1)
         ),

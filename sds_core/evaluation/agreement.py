@@ -472,7 +472,10 @@ def length_keys(synthetic: Any, k: int, base: int) -> tuple[NDArray[np.int64], N
     if synthetic.n_records == 0 or k > synthetic.domain.n_columns:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     keys, counts = synthetic.map_reduce(partition_keys, add_keyed_counts, k=k, base=base)
-    return keys, counts
+    # arrays received from another process can sit unaligned in their frame (Dask: an int64
+    # array at an address = 4 mod 8), and numpy copies an unaligned array in every call that
+    # needs it aligned (each searchsorted of a key block against all keys): align them once
+    return np.require(keys, requirements="A"), np.require(counts, requirements="A")
 
 
 def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBackend) -> Agreement:

@@ -347,6 +347,14 @@ class LengthRisk:
     unique: tuple[NDArray[np.integer], NDArray[np.integer]] | None
 
 
+def _narrowest(low: int, high: int) -> type[np.signedinteger]:
+    """The smallest signed integer type holding ``low..high``."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if np.iinfo(dtype).min <= low and high <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
 def length_risk(
     k: int,
     counts: NDArray[np.integer],
@@ -360,8 +368,9 @@ def length_risk(
     ``rows_of(mask)`` gives the attribute rows of the combinations the mask selects.
 
     The count-1 combinations are looked up on their own only ``with_unique`` (needed only
-    when some count is negative: :func:`record_risk_counts`); the rare ones keep the counts'
-    integer type."""
+    when some count is negative: :func:`record_risk_counts`); the rare ones in the smallest
+    integer type holding them (below ``max(resolution, 2)``: int8 at the usual resolutions;
+    :func:`record_risk_counts` reads only their values)."""
     c = counts
     u, r = int((c == 1).sum()), int((c < resolution).sum())
     rare = unique = None
@@ -371,7 +380,9 @@ def length_risk(
         # count of 0 is treated as absent, a negative one is rare
         keep = (c < lim) & (c != 0)
         if keep.any():
-            rare = (rows_of(keep), c[keep])
+            kept = c[keep]
+            rare = (rows_of(keep), kept.astype(_narrowest(int(kept.min()), lim - 1), copy=False))
+            del kept
         del keep
         ones = c == 1
         if with_unique and ones.any():

@@ -285,16 +285,20 @@ class LocalCells(Mapping[tuple[int, ...], tuple[NDArray[np.integer], NDArray[np.
 
 def partition_marginals(table: PreparedTable, cards: list[int], max_order: int) -> Cells:
     """:func:`marginal_cells` of a sensitive partition, an empty cell coded as its column's
-    label count (the ``""`` label of :func:`~sds_core.evaluation.tables.column_codes`); keys
-    and counts int32 where they fit (what the driver receives: the summed cells of every
-    marginal at once, half the bytes of int64)."""
+    label count (the ``""`` label of :func:`~sds_core.evaluation.tables.column_codes`), keys
+    and counts int32 where they fit (:func:`_narrow`)."""
     records = table.codes.astype(np.int64)
     for j, labels in enumerate(table.domain.labels):
         column = records[:, j]
         column[column < 0] = len(labels)
-    cells = _record_cells(records, cards, max_order)
+    return _narrow(_record_cells(records, cards, max_order), cards, max_order, table.n_records)
+
+
+def _narrow(cells: Cells, cards: list[int], max_order: int, n_records: int) -> Cells:
+    """A partition's cells with keys and counts int32 where they fit (what the driver
+    receives, summed: the cells of every marginal at once, half the bytes of int64)."""
     _, size = _marginals(cards, max_order)
-    narrow_counts = table.n_records <= _INT32_MAX
+    narrow_counts = n_records <= _INT32_MAX
     return {
         cols: (
             keys.astype(np.int32) if size[cols] <= _INT32_MAX else keys,
@@ -355,11 +359,12 @@ def fidelity_mappings(
 def partition_fidelity_cells(
     table: PreparedTable, mappings: list[NDArray[np.int64]], cards: list[int], max_order: int
 ) -> Cells:
-    """A synthetic partition's marginal cells in the joint coding of :func:`fidelity_mappings`."""
+    """A synthetic partition's marginal cells in the joint coding of :func:`fidelity_mappings`,
+    keys and counts int32 where they fit (:func:`_narrow`)."""
     s = column_codes(table)
     rows = [m[s[col][1]] for m, col in zip(mappings, table.domain.columns, strict=True)]
     codes = np.asarray(rows, dtype=np.int64).reshape(len(cards), table.n_records)
-    return marginal_cells(codes, cards, max_order)
+    return _narrow(marginal_cells(codes, cards, max_order), cards, max_order, table.n_records)
 
 
 def fidelity_from_cells(
