@@ -500,11 +500,13 @@ def compare_by_length(
         if compared is None:  # length 1: at most one combination per attribute
             top = int(counts.max(initial=0))
             compared = AggregateComparison(sensitive.domain, R, domain, resolution, top)
+        # the sensitive length before the records' risk rows: its arrival (the received
+        # frames and their aligned copy) meets one length's keys, not those rows too
+        s_keys, s_counts = _counted(sensitive, k, s_base)
+        s_keys = _in_key_space(compared, s_keys, s_base, k, target=False)
         risks.append(_length_risk(k, keys, counts, base, resolution, domain.n_columns))
         t_keys = _in_key_space(compared, keys, base, k, target=True)
         del keys
-        s_keys, s_counts = _counted(sensitive, k, s_base)
-        s_keys = _in_key_space(compared, s_keys, s_base, k, target=False)
         compared.add_length(k, s_keys, s_counts, t_keys, counts)
         del s_keys, s_counts, t_keys, counts
     invariant(compared is not None, "no length compared")
