@@ -4,12 +4,14 @@ Reads a finished release's checkpoints (``normalize``: the DP aggregates; ``synt
 synthetic records, a ``PreparedTable`` on the driver when the plan chose the model) from its
 private workspace, prepares the release's Parquet input on an embedded ``LocalCluster`` (2
 workers x 1 thread, as ``--executor dask``) and runs what the ``evaluate`` task runs on that
-path (``tasks/evaluation.py``: the sensitive exact aggregates summed on the workers, then
-``evaluate_partitioned``). Prints the evaluation's wall time, the driver's resident set before
-and at its peak (``VmHWM`` reset through ``/proc/self/clear_refs`` where allowed, else sampled)
-and, with ``--check``, whether the result equals the release's own ``evaluate`` checkpoint
-(compared as canonical JSON, as ``custodian-evaluation.json`` is written). Run it under
-``memray run`` for the allocations behind the peak.
+path (``tasks/evaluation.py``: ``evaluate_partitioned`` of the backend, the sensitive side
+counted on the workers one length at a time). Prints the evaluation's wall time, the driver's
+resident set before and at its peak (``VmHWM`` reset through ``/proc/self/clear_refs`` where
+allowed, else sampled) and, with ``--check``, whether the result equals the release's own
+``evaluate`` checkpoint (compared as canonical JSON, as ``custodian-evaluation.json`` is
+written). Run it under ``memray run`` for the allocations behind the peak.
+``--scatter-records``: the synthetic records on the workers, as the release holds them after
+its synthesize stage (``scatter_records``).
 
     PYTHONPATH=. .venv/bin/python bench/bench_evaluate_memory.py \
         --private HOME/private/RELEASE_ID --data /tmp/i28s/r2m --check
@@ -63,6 +65,13 @@ def main() -> None:
     ap.add_argument("--data", required=True, help="the release's Parquet input")
     ap.add_argument("--check", action="store_true", help="compare with the evaluate checkpoint")
     ap.add_argument("--json", type=Path, default=None, help="also write the evaluation here")
+    ap.add_argument(
+        "--scatter-records",
+        action="store_true",
+        help="send the synthetic records to the workers first, as the release does after its "
+        "synthesize stage (scatter_records, in the release's synthetic_part_records chunks); "
+        "without it they stay here (the evaluation's local-records path)",
+    )
     args = ap.parse_args()
 
     import distributed
@@ -71,7 +80,6 @@ def main() -> None:
     from sds_core.data.params import PrepareParams
     from sds_core.evaluation.params import EvaluationParams
     from sds_core.evaluation.partitioned import evaluate_partitioned
-    from sds_core.marginals.backend import add_aggregates, partition_exact
 
     stored = json.loads((args.private / "params.json").read_text())
     checkpoints = args.private / "checkpoints"
@@ -91,18 +99,15 @@ def main() -> None:
         original = DaskBackend.from_parquet(client, args.data, PrepareParams())
         if original.domain != aggregates.domain:
             raise SystemExit("the prepared input's domain is not the release's (a config?)")
+        if args.scatter_records:
+            from release_store.cluster.synthesis import scatter_records
+
+            part_records = stored.get("synthetic_part_records")
+            synthetic = scatter_records(client, synthetic, part_records)
         before = _status_kib()["VmRSS"]
         start = time.perf_counter()
         with _Sampler() as sampler:
-            sensitive = original.map_reduce(
-                partition_exact,
-                add_aggregates,
-                reporting_length=params.reporting_length,
-                chunk=original.chunk_records,
-            )
-            result = evaluate_partitioned(
-                sensitive, original.n_records, original.map_reduce, synthetic, aggregates, params
-            )
+            result = evaluate_partitioned(original, synthetic, aggregates, params)
         seconds = time.perf_counter() - start
     text = json.dumps(result, sort_keys=True)
     out: dict[str, Any] = {
@@ -111,6 +116,7 @@ def main() -> None:
         "driver_peak_mib": round(sampler.peak_kib / 1024),
         "driver_added_mib": round((sampler.peak_kib - before) / 1024),
         "synthetic_records": synthetic.n_records,
+        "synthetic_records_on": "workers" if args.scatter_records else "driver",
         "dp_combinations": sum(
             len(aggregates.counts_of(k)) for k in range(1, aggregates.reporting_length + 1)
         ),

@@ -10,6 +10,8 @@ the published manifest as it stood before them. Prints, per part, this process's
 at the start and its peak during the part (``VmHWM``, reset before each part through
 ``/proc/self/clear_refs``), and the seconds. ``--check`` compares every file written with the
 published one byte for byte (``manifest.json`` and its signature are not written here).
+``--scatter-records``: the records on the workers of an embedded cluster first, as a Dask
+release holds them after its synthesize stage (``scatter_records``).
 
 Run it under ``memray run`` to see what the peak holds::
 
@@ -22,6 +24,7 @@ Run it under ``memray run`` to see what the peak holds::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import filecmp
 import gc
 import json
@@ -85,7 +88,19 @@ def main() -> int:
     ap.add_argument("--artifacts-only", action="store_true", help="skip the report and explorer")
     ap.add_argument("--check", action="store_true", help="cmp the files with the published")
     ap.add_argument("--json", type=Path, help="write the rows here")
+    ap.add_argument(
+        "--scatter-records",
+        action="store_true",
+        help="the synthetic records on the workers of an embedded LocalCluster (2 x 1 thread), "
+        "as a Dask release holds them after its synthesize stage (scatter_records)",
+    )
     args = ap.parse_args()
+    with contextlib.ExitStack() as stack:
+        return _run(args, stack)
+
+
+def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
+    """:func:`main` with the cluster (if any) closed by ``stack``."""
 
     src_private = args.home / "private" / args.release_id
     if args.scratch.exists():
@@ -105,6 +120,18 @@ def main() -> int:
 
     aggregates = _load(src_private / "checkpoints" / "normalize.pkl")
     synthetic = _load(src_private / "checkpoints" / "synthesize.pkl")
+    if args.scatter_records:
+        import distributed
+
+        from release_store.cluster.synthesis import scatter_records
+
+        cluster = stack.enter_context(
+            distributed.LocalCluster(
+                n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+            )
+        )
+        client = stack.enter_context(distributed.Client(cluster))
+        synthetic = scatter_records(client, synthetic, params.synthetic_part_records)
     rows = [{"part": "loaded", "rss_mib": round(_status("VmRSS") / MIB)}]
     print(json.dumps(rows[0]), flush=True)
     if not args.report_only:

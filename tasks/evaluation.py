@@ -22,7 +22,6 @@ from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.partitioned import evaluate_partitioned
 from sds_core.marginals.aggregates import AggregateSet
-from sds_core.marginals.backend import add_aggregates, partition_exact
 from tasks.options import SENSITIVE, task_logger
 
 
@@ -47,15 +46,7 @@ def evaluate(
 
     def compute() -> dict[str, Any]:
         if isinstance(original, DaskBackend):  # sums from the workers, no table here
-            sensitive = original.map_reduce(
-                partition_exact,
-                add_aggregates,
-                reporting_length=params.reporting_length,
-                chunk=original.chunk_records,
-            )
-            return evaluate_partitioned(
-                sensitive, original.n_records, original.map_reduce, synthetic, aggregates, params
-            )
+            return evaluate_partitioned(original, synthetic, aggregates, params)
         if isinstance(synthetic, DaskBackend):
             raise SdsInternalError("synthetic records on the workers with a local table (bug)")
         metrics = evaluate_release(original, synthetic, aggregates, params)

@@ -532,13 +532,17 @@ class DaskBackend:
         """``fn(records, **kwargs)`` over all partitions, combined pairwise on the workers
         (:class:`sds_core.evaluation.partitioned.MapReduce`): one task per worker over the
         partitions it holds, concatenated up to :data:`GROUP_RECORDS` records per call (``fn``
-        must add up over any split of the records, as every evaluation sum does)."""
+        must add up over any split of the records, as every evaluation sum does). The
+        ``kwargs`` are sent to every worker once (scattered, not embedded in each task: the
+        evaluation's risk lookups are as large as the rare combinations, 129 MiB pickled into
+        the graph at a high-cardinality 2M release) and released when the sum is back."""
+        shared = self.client.scatter([kwargs], broadcast=True, hash=False)[0]
         futures = [
             self.client.submit(
                 _apply_group,
                 fn,
                 combine,
-                kwargs,
+                shared,
                 *[self.parts[i] for i in idx],
                 workers=[worker] if worker else None,
                 allow_other_workers=True,

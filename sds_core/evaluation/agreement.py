@@ -13,7 +13,7 @@ import itertools
 import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
@@ -36,6 +36,8 @@ NOT_REPORTED = -1
 SLICE_ROWS = 1 << 18
 """Combinations of one length that :meth:`Agreement.marginal_tvd` reads at a time."""
 _INT32_MAX = 2**31 - 1
+K = TypeVar("K", bound=np.integer)
+"""The integer type of a set of sorted keys (:func:`add_keyed_counts` keeps it)."""
 Z95 = 1.96
 """Half-width of the published 95% noise interval, in noise standard deviations (the explorer's
 and the report's error bar: ``1.96 * count_sd``)."""
@@ -432,9 +434,9 @@ def partition_keys(
 
 
 def add_keyed_counts(
-    a: tuple[NDArray[np.int64], NDArray[np.integer]],
-    b: tuple[NDArray[np.int64], NDArray[np.integer]],
-) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
+    a: tuple[NDArray[K], NDArray[np.integer]],
+    b: tuple[NDArray[K], NDArray[np.integer]],
+) -> tuple[NDArray[K], NDArray[np.integer]]:
     """The sum of two sets of counts keyed by sorted unique keys: sorted unique keys, the counts
     of equal keys added (int64 when int32 could overflow).
 
@@ -470,7 +472,10 @@ def length_keys(synthetic: Any, k: int, base: int) -> tuple[NDArray[np.int64], N
     if synthetic.n_records == 0 or k > synthetic.domain.n_columns:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
     keys, counts = synthetic.map_reduce(partition_keys, add_keyed_counts, k=k, base=base)
-    return keys, counts
+    # arrays received from another process can sit unaligned in their frame (Dask: an int64
+    # array at an address = 4 mod 8), and numpy copies an unaligned array in every call that
+    # needs it aligned (each searchsorted of a key block against all keys): align them once
+    return np.require(keys, requirements="A"), np.require(counts, requirements="A")
 
 
 def agreement(aggregates: AggregateSet, synthetic: PreparedTable | CountingBackend) -> Agreement:

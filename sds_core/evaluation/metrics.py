@@ -26,7 +26,6 @@ from sds_core.evaluation.tables import (
     joint_marginal_sums,
     mixed_radix,
     record_min_counts,
-    row_keys,
 )
 from sds_core.marginals._count_kernels import (
     CliqueKey,
@@ -35,7 +34,7 @@ from sds_core.marginals._count_kernels import (
     abs_difference,
     add_preservation_items,
 )
-from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.aggregates import AggregateSet, encode_keys
 from sds_core.marginals.exact_counts import exact_aggregates
 
 NOT_DP_NOTE = (
@@ -63,22 +62,26 @@ keys and a block, not every length's matched arrays at once)."""
 
 
 def _id_space(domain: Domain, target: Domain) -> tuple[int, NDArray[np.int64] | None]:
-    """The radix of both sides' row keys and T's attribute ids in S's id space (None: the
-    domains are equal and share their ids; otherwise T's ids are mapped through the texts)."""
+    """The radix of both sides' keys (:func:`~sds_core.marginals.aggregates.encode_keys`) and
+    T's attribute ids in S's id space (None: the domains are equal and share their ids;
+    otherwise T's ids are mapped through the texts). With equal domains the radix is that of
+    :func:`~sds_core.evaluation.agreement.length_keys` (S's keys in that form are used as
+    they are)."""
     if domain == target:
-        return domain.n_attributes + 1, None
+        return max(domain.n_attributes, 1), None
     union = {t: i for i, t in enumerate(domain.attribute_texts())}
     t_map = np.empty(len(target.attribute_texts()), dtype=np.int64)
     for i, t in enumerate(target.attribute_texts()):
         t_map[i] = union.setdefault(t, len(union))
-    return len(union) + 1, t_map
+    return max(len(union), 1), t_map
 
 
 def _keys(
     attrs: NDArray[np.integer], base: int, t_map: NDArray[np.int64] | None, target: bool
 ) -> NDArray[np.int64]:
-    """:func:`row_keys` of ``attrs``, :data:`BLOCK_KEYS` rows at a time; a target's rows mapped
-    through ``t_map`` and put in ascending order first (they should ascend already)."""
+    """:func:`~sds_core.marginals.aggregates.encode_keys` of ``attrs`` (order-preserving: the
+    rows' order), :data:`BLOCK_KEYS` rows at a time; a target's rows mapped through ``t_map``
+    and put in ascending order first (they should ascend already)."""
     keys = np.empty(attrs.shape[0], dtype=np.int64)
     for start in range(0, attrs.shape[0], BLOCK_KEYS):
         block: NDArray[np.integer] = attrs[start : start + BLOCK_KEYS]
@@ -86,7 +89,7 @@ def _keys(
             block = np.sort(t_map[block], axis=1)
         elif target and not bool((block[:, 1:] > block[:, :-1]).all()):
             block = np.sort(block, axis=1)
-        keys[start : start + BLOCK_KEYS] = row_keys(block, base)
+        keys[start : start + BLOCK_KEYS] = encode_keys(block, base)
     return keys
 
 
@@ -156,35 +159,50 @@ def aggregate_metrics(
     """
     lengths = range(1, sensitive.reporting_length + 1)
     max_t = max((int(target.counts_of(k).counts.max(initial=0)) for k in lengths), default=0)
-    compared = AggregateComparison(sensitive, target.domain, resolution, max_t)
+    compared = AggregateComparison(
+        sensitive.domain, sensitive.reporting_length, target.domain, resolution, max_t
+    )
     for k in lengths:
-        t_cc = target.counts_of(k)
-        compared.add_length(k, compared.target_keys(t_cc.attrs), t_cc.counts)
+        s_cc, t_cc = sensitive.counts_of(k), target.counts_of(k)
+        compared.add_length(
+            k,
+            compared.sensitive_keys(s_cc.attrs),
+            s_cc.counts,
+            compared.target_keys(t_cc.attrs),
+            t_cc.counts,
+        )
     return compared.result(n_sensitive, n_target)
 
 
 class AggregateComparison:
-    """:func:`aggregate_metrics`' running sums, fed the target one length at a time (lengths
-    1..R in order; a target held as keys, e.g. synthetic records counted length by length,
-    needs only one length's keys at a time): the same floats as the whole comparison.
+    """:func:`aggregate_metrics`' running sums, fed both sides one length at a time (lengths
+    1..R in order, each side as keys and counts: sides held as keys, e.g. records counted
+    length by length, need only one length's keys at a time): the same floats as the whole
+    comparison.
 
-    ``max_target`` is the target's largest count over every length (it sets the count bins)."""
+    ``sensitive`` and ``target`` are S's and T's domains, ``max_target`` T's largest count
+    over every length (it sets the count bins)."""
 
     def __init__(
-        self, sensitive: AggregateSet, target: Domain, resolution: int, max_target: int
+        self,
+        sensitive: Domain,
+        reporting_length: int,
+        target: Domain,
+        resolution: int,
+        max_target: int,
     ) -> None:
         require(
             isinstance(resolution, int) and resolution >= 1,
             f"resolution must be >= 1, got {resolution!r}",
         )
-        self.sensitive, self.resolution, self.max_target = sensitive, resolution, max_target
+        self.resolution, self.max_target = resolution, max_target
         # one length at a time, each side's keys sorted, matched BLOCK_KEYS at a time; the
         # preservation items (per length: S with count >= k, then every T combination not yet
         # included: fabricated, or rare in S) summed item by item in this order; |S - T| summed
         # as integers (a float sum of integers below 2**53 is exact in any order: the float of
         # the integer sum)
-        self.base, self.t_map = _id_space(sensitive.domain, target)
-        self.lengths = range(1, sensitive.reporting_length + 1)
+        self.base, self.t_map = _id_space(sensitive, target)
+        self.lengths = range(1, reporting_length + 1)
         bins = [FIRST_COUNT_BIN]
         while bins[-1] < max_target:
             bins.append(bins[-1] * 2)
@@ -195,23 +213,30 @@ class AggregateComparison:
         self.tot = {"s": 0, "supp": 0, "fab": 0, "err_sum": 0.0, "n_common": 0, "val_sum": 0.0}
 
     def target_keys(self, attrs: NDArray[np.integer]) -> NDArray[np.int64]:
-        """The row keys of target combinations (rows of T's attribute ids) in S's key space."""
+        """The keys of target combinations (rows of T's attribute ids) in S's key space."""
         return _keys(attrs, self.base, self.t_map, True)
 
+    def sensitive_keys(self, attrs: NDArray[np.integer]) -> NDArray[np.int64]:
+        """The keys of sensitive combinations (rows of S's attribute ids, ascending)."""
+        return _keys(attrs, self.base, None, False)
+
     def add_length(
-        self, k: int, target_keys: NDArray[np.int64], target_counts: NDArray[np.integer]
+        self,
+        k: int,
+        sensitive_keys: NDArray[np.int64],
+        sensitive_counts: NDArray[np.integer],
+        target_keys: NDArray[np.int64],
+        target_counts: NDArray[np.integer],
     ) -> None:
         """Compare length ``k`` (the next length) of S with T's combinations of that length
-        (their :meth:`target_keys`, in any order, and counts)."""
+        (each side's keys, :meth:`sensitive_keys` and :meth:`target_keys`, in any order, and
+        their counts)."""
         invariant(k == len(self.by_length) + 1, f"length {k} after {len(self.by_length)}")
         invariant(
             int(target_counts.max(initial=0)) <= self.max_target,
             f"a target count above the stated largest, {self.max_target}",
         )
-        s_cc = self.sensitive.counts_of(k)
-        sk, sc = _sorted(
-            _keys(s_cc.attrs, self.base, None, False), s_cc.counts.astype(np.int64, copy=False)
-        )
+        sk, sc = _sorted(sensitive_keys, sensitive_counts)
         tk, tc = _sorted(target_keys, target_counts)
         res = self.resolution
         sums = PreservationSums(
@@ -219,7 +244,7 @@ class AggregateComparison:
         )
         n_common = err_sum = 0
         for start in range(0, sk.size, BLOCK_KEYS):
-            s_counts = sc[start : start + BLOCK_KEYS]
+            s_counts = sc[start : start + BLOCK_KEYS].astype(np.int64, copy=False)
             hit, syn_of_s = _matched(sk[start : start + BLOCK_KEYS], tk, tc)
             n_common += int(hit.sum())
             err_sum += int(np.abs(s_counts[hit] - syn_of_s[hit]).sum())
@@ -322,6 +347,14 @@ class LengthRisk:
     unique: tuple[NDArray[np.integer], NDArray[np.integer]] | None
 
 
+def _narrowest(low: int, high: int) -> type[np.signedinteger]:
+    """The smallest signed integer type holding ``low..high``."""
+    for dtype in (np.int8, np.int16, np.int32):
+        if np.iinfo(dtype).min <= low and high <= np.iinfo(dtype).max:
+            return dtype
+    return np.int64
+
+
 def length_risk(
     k: int,
     counts: NDArray[np.integer],
@@ -335,8 +368,9 @@ def length_risk(
     ``rows_of(mask)`` gives the attribute rows of the combinations the mask selects.
 
     The count-1 combinations are looked up on their own only ``with_unique`` (needed only
-    when some count is negative: :func:`record_risk_counts`); the rare ones keep the counts'
-    integer type."""
+    when some count is negative: :func:`record_risk_counts`); the rare ones in the smallest
+    integer type holding them (below ``max(resolution, 2)``: int8 at the usual resolutions;
+    :func:`record_risk_counts` reads only their values)."""
     c = counts
     u, r = int((c == 1).sum()), int((c < resolution).sum())
     rare = unique = None
@@ -346,7 +380,9 @@ def length_risk(
         # count of 0 is treated as absent, a negative one is rare
         keep = (c < lim) & (c != 0)
         if keep.any():
-            rare = (rows_of(keep), c[keep])
+            kept = c[keep]
+            rare = (rows_of(keep), kept.astype(_narrowest(int(kept.min()), lim - 1), copy=False))
+            del kept
         del keep
         ones = c == 1
         if with_unique and ones.any():

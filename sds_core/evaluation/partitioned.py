@@ -1,15 +1,16 @@
 """The release evaluation of a sensitive table held in partitions (a cluster backend): the same
 result as :func:`~sds_core.evaluation.metrics.evaluate_release` of the whole table.
 
-The sensitive side is reduced to sums: its exact aggregates, the counts of records holding a
-unique or rare combination (:func:`partition_risk`) and the cell counts of its 1..3-way marginals
-(:func:`partition_marginals`); every ratio is then computed from those integers as locally. The
-synthetic records, partitions of their own (:class:`PartitionedTable`, as large as the input),
-are reduced to sums the same way. Records in this process (a ``PreparedTable``, as
-:class:`RowSlices`) are counted one combination length at a time (:func:`compare_by_length`)
-and one marginal at a time (:class:`LocalCells`), their risk record pass summed
-:data:`SLICE_ROWS` records at a time: the same integers, at the memory of one length, one
-marginal or one slice.
+The sensitive side is reduced to sums: its exact counts one combination length at a time
+(:func:`compare_dp_by_length`, :func:`compare_by_length`: only one length's sorted keys and
+narrow counts here at a time, never its whole exact aggregates), the counts of records
+holding a unique or rare combination (:func:`partition_risk`) and the cell counts of its
+1..3-way marginals (:func:`partition_marginals`); every ratio is then computed from those
+integers as locally. The synthetic records, partitions of their own (:class:`PartitionedTable`,
+as large as the input), are reduced to sums the same way. Records in this process (a
+``PreparedTable``, as :class:`RowSlices`) are counted one length at a time and one marginal at
+a time (:class:`LocalCells`), their risk record pass summed :data:`SLICE_ROWS` records at a
+time: the same integers, at the memory of one length, one marginal or one slice.
 """
 
 from __future__ import annotations
@@ -33,10 +34,8 @@ from sds_core.evaluation.metrics import (
     AggregateComparison,
     LengthRisk,
     RiskLookups,
-    aggregate_metrics,
     length_risk,
     record_risk_counts,
-    risk_lookups,
     risk_lookups_of,
     risk_summary,
 )
@@ -46,9 +45,10 @@ from sds_core.marginals.aggregates import AggregateSet, decode_keys
 from sds_core.marginals.exact_counts import exact_aggregates
 
 T = TypeVar("T")
-Cells = dict[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]
+Cells = dict[tuple[int, ...], tuple[NDArray[np.integer], NDArray[np.integer]]]
 """Per marginal (column indices): its occurring cells' keys and their counts, keys ascending."""
 DENSE_CELLS = 1 << 16
+_INT32_MAX = int(np.iinfo(np.int32).max)
 
 
 class MapReduce(Protocol):
@@ -60,9 +60,10 @@ class MapReduce(Protocol):
     ) -> T: ...
 
 
-class PartitionedTable(Protocol):
-    """Records held in partitions: their domain and count, ``map_reduce`` over them and their
-    exact aggregates (a cluster backend, e.g. ``release_store.cluster.backend.DaskBackend``)."""
+class Partitions(Protocol):
+    """Records held in partitions: their domain and count and ``map_reduce`` over them (a
+    cluster backend, e.g. ``release_store.cluster.backend.DaskBackend``, or
+    :class:`RowSlices`)."""
 
     @property
     def domain(self) -> Domain: ...
@@ -73,6 +74,10 @@ class PartitionedTable(Protocol):
     def map_reduce(
         self, fn: Callable[..., T], combine: Callable[[T, T], T], /, **kwargs: Any
     ) -> T: ...
+
+
+class PartitionedTable(Partitions, Protocol):
+    """:class:`Partitions` that also give their whole exact aggregates."""
 
     def exact_aggregates(self, reporting_length: int) -> AggregateSet: ...
 
@@ -232,7 +237,7 @@ def _sparse_cells(
     return _cells(key, cells)
 
 
-class LocalCells(Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]):
+class LocalCells(Mapping[tuple[int, ...], tuple[NDArray[np.integer], NDArray[np.integer]]]):
     """The marginal cells of records in this process in the joint coding of
     :func:`fidelity_mappings` (what :func:`partition_fidelity_cells` gives summed over every
     slice): the records' joint codes in the smallest integer type, the marginals of up to
@@ -264,7 +269,7 @@ class LocalCells(Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.in
             self.size,
         )
 
-    def __getitem__(self, cols: tuple[int, ...]) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    def __getitem__(self, cols: tuple[int, ...]) -> tuple[NDArray[np.integer], NDArray[np.integer]]:
         if cols in self.dense:
             return self.dense[cols]
         if cols not in self.size:
@@ -280,37 +285,54 @@ class LocalCells(Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.in
 
 def partition_marginals(table: PreparedTable, cards: list[int], max_order: int) -> Cells:
     """:func:`marginal_cells` of a sensitive partition, an empty cell coded as its column's
-    label count (the ``""`` label of :func:`~sds_core.evaluation.tables.column_codes`)."""
+    label count (the ``""`` label of :func:`~sds_core.evaluation.tables.column_codes`), keys
+    and counts int32 where they fit (:func:`_narrow`)."""
     records = table.codes.astype(np.int64)
     for j, labels in enumerate(table.domain.labels):
         column = records[:, j]
         column[column < 0] = len(labels)
-    return _record_cells(records, cards, max_order)
+    return _narrow(_record_cells(records, cards, max_order), cards, max_order, table.n_records)
+
+
+def _narrow(cells: Cells, cards: list[int], max_order: int, n_records: int) -> Cells:
+    """A partition's cells with keys and counts int32 where they fit (what the driver
+    receives, summed: the cells of every marginal at once, half the bytes of int64)."""
+    _, size = _marginals(cards, max_order)
+    narrow_counts = n_records <= _INT32_MAX
+    return {
+        cols: (
+            keys.astype(np.int32) if size[cols] <= _INT32_MAX else keys,
+            counts.astype(np.int32) if narrow_counts else counts,
+        )
+        for cols, (keys, counts) in cells.items()
+    }
 
 
 def add_cells(a: Cells, b: Cells) -> Cells:
     """The sum of two marginals' cell counts (each side's keys ascending and distinct: merged
-    by position, without an inverse or float weights over both sides)."""
-    out: Cells = {}
-    for cols, side in a.items():
-        keys, counts = add_keyed_counts(side, b[cols])
-        out[cols] = keys, counts.astype(np.int64, copy=False)
-    return out
+    by position, without an inverse or float weights over both sides; the keys' and counts'
+    integer types kept, counts widened to int64 where int32 could overflow)."""
+    return {cols: add_keyed_counts(side, b[cols]) for cols, side in a.items()}
 
 
 def _abs_total(
-    a: tuple[NDArray[np.int64], NDArray[np.int64]],
-    b: tuple[NDArray[np.int64], NDArray[np.int64]],
+    a: tuple[NDArray[np.integer], NDArray[np.integer]],
+    b: tuple[NDArray[np.integer], NDArray[np.integer]],
     wa: int,
     wb: int,
 ) -> int:
-    """sum over the union of cells of |wa * a - wb * b| (exact, int64)."""
+    """sum over the union of cells of |wa * a - wb * b| (exact, int64; counts >= 0, each
+    side's keys ascending and distinct: the cells of ``a`` found in ``b`` by position, the
+    others of either side add their own weighted count)."""
     (ka, ca), (kb, cb) = a, b
-    keys, inverse = np.unique(np.concatenate([ka, kb]), return_inverse=True)
-    diff = np.zeros(len(keys), dtype=np.int64)
-    np.add.at(diff, inverse[: len(ka)], wa * ca)
-    np.subtract.at(diff, inverse[len(ka) :], wb * cb)
-    return int(np.abs(diff).sum())
+    wca, wcb = ca.astype(np.int64) * wa, cb.astype(np.int64) * wb
+    if not kb.size:
+        return int(wca.sum())
+    pos = np.minimum(np.searchsorted(kb, ka), kb.size - 1)
+    hit = kb[pos] == ka
+    common = wcb[pos[hit]]
+    total = int(np.abs(wca[hit] - common).sum()) + int(wca[~hit].sum())
+    return total + int(wcb.sum()) - int(common.sum())
 
 
 def fidelity_mappings(
@@ -337,11 +359,12 @@ def fidelity_mappings(
 def partition_fidelity_cells(
     table: PreparedTable, mappings: list[NDArray[np.int64]], cards: list[int], max_order: int
 ) -> Cells:
-    """A synthetic partition's marginal cells in the joint coding of :func:`fidelity_mappings`."""
+    """A synthetic partition's marginal cells in the joint coding of :func:`fidelity_mappings`,
+    keys and counts int32 where they fit (:func:`_narrow`)."""
     s = column_codes(table)
     rows = [m[s[col][1]] for m, col in zip(mappings, table.domain.columns, strict=True)]
     codes = np.asarray(rows, dtype=np.int64).reshape(len(cards), table.n_records)
-    return marginal_cells(codes, cards, max_order)
+    return _narrow(marginal_cells(codes, cards, max_order), cards, max_order, table.n_records)
 
 
 def fidelity_from_cells(
@@ -349,7 +372,7 @@ def fidelity_from_cells(
     n_o: int,
     original: Cells,
     n_s: int,
-    synth: Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]],
+    synth: Mapping[tuple[int, ...], tuple[NDArray[np.integer], NDArray[np.integer]]],
     cards: list[int],
     max_order: int,
 ) -> dict[str, Any]:
@@ -389,46 +412,107 @@ def fidelity_from_cells(
     }
 
 
-def compare_by_length(
-    sensitive: AggregateSet,
-    synthetic: PreparedTable | PartitionedTable,
+def _counted(
+    records: PreparedTable | Partitions, k: int, base: int
+) -> tuple[NDArray[np.int64], NDArray[np.integer]]:
+    """:func:`~sds_core.evaluation.agreement.length_keys` of records (counts >= 1: exact)."""
+    keys, counts = length_keys(records, k, base)
+    invariant(not bool((counts < 1).any()), "a count below 1 among the records' counts")
+    return keys, counts
+
+
+def _length_risk(
+    k: int,
+    keys: NDArray[np.int64],
+    counts: NDArray[np.integer],
+    base: int,
     resolution: int,
-    n_sensitive: int,
+    n_columns: int,
+) -> LengthRisk:
+    """:func:`~sds_core.evaluation.metrics.length_risk` of one length's exact counts given as
+    keys (no count is negative: the count-1 combinations are not looked up on their own)."""
+    return length_risk(
+        k,
+        counts,
+        lambda mask: _rows(keys, mask, base, k),
+        resolution=resolution,
+        n_columns=n_columns,
+        with_unique=False,
+    )
+
+
+def compare_dp_by_length(
+    sensitive: Partitions, dp_aggregates: AggregateSet, reporting_length: int, resolution: int
+) -> tuple[dict[str, Any], RiskLookups]:
+    """:func:`~sds_core.evaluation.metrics.aggregate_metrics` of the DP aggregates against the
+    sensitive records' exact aggregates, and those aggregates'
+    :func:`~sds_core.evaluation.metrics.risk_lookups`, the records counted one length at a
+    time where they are (only one length's summed keys come here, each freed before the
+    next; the whole exact aggregates never exist): the same numbers as from
+    ``exact_aggregates(sensitive, R)``."""
+    domain, R = sensitive.domain, reporting_length
+    base = max(domain.n_attributes, 1)
+    lengths = range(1, R + 1)
+    top = max((int(dp_aggregates.counts_of(k).counts.max(initial=0)) for k in lengths), default=0)
+    compared = AggregateComparison(domain, R, dp_aggregates.domain, resolution, top)
+    risks = []
+    for k in lengths:
+        keys, counts = _counted(sensitive, k, base)
+        risks.append(_length_risk(k, keys, counts, base, resolution, domain.n_columns))
+        s_keys = _in_key_space(compared, keys, base, k, target=False)
+        del keys
+        t_cc = dp_aggregates.counts_of(k)
+        compared.add_length(k, s_keys, counts, compared.target_keys(t_cc.attrs), t_cc.counts)
+        del s_keys, counts
+    return (
+        compared.result(sensitive.n_records, dp_aggregates.protected_number_of_records),
+        risk_lookups_of(resolution, risks),
+    )
+
+
+def compare_by_length(
+    sensitive: Partitions,
+    synthetic: PreparedTable | PartitionedTable,
+    reporting_length: int,
+    resolution: int,
 ) -> tuple[dict[str, Any], RiskLookups]:
     """:func:`~sds_core.evaluation.metrics.aggregate_metrics` of the records' exact aggregates
-    against ``sensitive`` and their :func:`~sds_core.evaluation.metrics.risk_lookups`, the
-    records counted one length at a time (:func:`synthetic_keys`: sorted keys and narrow
-    counts, each length freed before the next, no (m, k) rows but the lookups'; records in
-    partitions are counted where they are and only one length's summed keys come here,
-    :func:`~sds_core.evaluation.agreement.length_keys`): the same numbers as from
-    ``exact_aggregates(synthetic, R)``.
+    against the sensitive records' and the synthetic ones'
+    :func:`~sds_core.evaluation.metrics.risk_lookups`, both counted one length at a time
+    (:func:`~sds_core.evaluation.agreement.length_keys`: sorted keys and narrow counts, each
+    length freed before the next, no (m, k) rows but the lookups'; records in partitions are
+    counted where they are and only one length's summed keys come here): the same numbers as
+    from ``exact_aggregates`` of both.
 
     Length 1 goes first: no combination is more frequent than each of its attributes, so its
     largest count is every length's (the comparison's count bins need it up front).
     """
-    require(synthetic.n_records > 0, "the table is empty: aggregation needs at least one record")
-    R, domain = sensitive.reporting_length, synthetic.domain
-    base = max(domain.n_attributes, 1)
-    lengths = ((k, *length_keys(synthetic, k, base)) for k in range(1, R + 1))
-    first = next(lengths)  # length 1: at most one combination per attribute
-    compared = AggregateComparison(sensitive, domain, resolution, int(first[2].max(initial=0)))
-    risks: list[LengthRisk] = []
-    for k, keys, counts in itertools.chain([first], lengths):
-        invariant(not bool((counts < 1).any()), "a count below 1 among the records' counts")
-        compared.add_length(k, _target_keys(compared, keys, base, k), counts)
-        risks.append(
-            length_risk(
-                k,
-                counts,
-                lambda mask, keys=keys, k=k: _rows(keys, mask, base, k),  # type: ignore[misc]
-                resolution=resolution,
-                n_columns=domain.n_columns,
-                with_unique=False,  # counts of records: no negative one
-            )
+    if isinstance(synthetic, PreparedTable):
+        require(
+            synthetic.n_records > 0, "the table is empty: aggregation needs at least one record"
         )
-        del keys, counts
+    R, domain = reporting_length, synthetic.domain
+    s_base, base = max(sensitive.domain.n_attributes, 1), max(domain.n_attributes, 1)
+    compared: AggregateComparison | None = None
+    risks: list[LengthRisk] = []
+    for k in range(1, R + 1):
+        keys, counts = _counted(synthetic, k, base)
+        if compared is None:  # length 1: at most one combination per attribute
+            top = int(counts.max(initial=0))
+            compared = AggregateComparison(sensitive.domain, R, domain, resolution, top)
+        # the sensitive length before the records' risk rows: its arrival (the received
+        # frames and their aligned copy) meets one length's keys, not those rows too
+        s_keys, s_counts = _counted(sensitive, k, s_base)
+        s_keys = _in_key_space(compared, s_keys, s_base, k, target=False)
+        risks.append(_length_risk(k, keys, counts, base, resolution, domain.n_columns))
+        t_keys = _in_key_space(compared, keys, base, k, target=True)
+        del keys
+        compared.add_length(k, s_keys, s_counts, t_keys, counts)
+        del s_keys, s_counts, t_keys, counts
+    invariant(compared is not None, "no length compared")
+    assert compared is not None  # for mypy: the invariant above
     return (
-        compared.result(n_sensitive, synthetic.n_records),
+        compared.result(sensitive.n_records, synthetic.n_records),
         risk_lookups_of(resolution, risks),
     )
 
@@ -448,66 +532,55 @@ def _rows(
     return out
 
 
-def _target_keys(
-    compared: AggregateComparison, keys: NDArray[np.int64], base: int, k: int
+def _in_key_space(
+    compared: AggregateComparison, keys: NDArray[np.int64], base: int, k: int, *, target: bool
 ) -> NDArray[np.int64]:
-    """:meth:`AggregateComparison.target_keys` of combinations given as
-    :func:`~sds_core.marginals.aggregates.encode_keys` keys, :data:`KEY_BLOCK` at a time."""
+    """Combinations given as :func:`~sds_core.marginals.aggregates.encode_keys` keys of radix
+    ``base`` in the comparison's key space (:meth:`AggregateComparison.target_keys` or
+    :meth:`AggregateComparison.sensitive_keys`): the same keys when the radix is the same and
+    the ids are not mapped, else converted :data:`KEY_BLOCK` keys at a time."""
+    if base == compared.base and (compared.t_map is None or not target):
+        return keys
+    convert = compared.target_keys if target else compared.sensitive_keys
     out = np.empty(keys.shape[0], dtype=np.int64)
     for start in range(0, keys.shape[0], KEY_BLOCK):
-        block = decode_keys(keys[start : start + KEY_BLOCK], base, k)
-        out[start : start + KEY_BLOCK] = compared.target_keys(block)
+        out[start : start + KEY_BLOCK] = convert(
+            decode_keys(keys[start : start + KEY_BLOCK], base, k)
+        )
     return out
 
 
 def evaluate_partitioned(
-    sensitive: AggregateSet,
-    n_records: int,
-    map_reduce: MapReduce,
+    sensitive: Partitions,
     synthetic: PreparedTable | PartitionedTable,
     dp_aggregates: AggregateSet,
     params: EvaluationParams = EvaluationParams(),
 ) -> dict[str, Any]:
     """:func:`~sds_core.evaluation.metrics.evaluate_release` of a sensitive table held in
-    partitions, given its exact aggregates (``sensitive``, up to the reporting length; their
-    domain is the table's), its record count and ``map_reduce`` over its partitions: the same
-    dict. NOT differentially private (reads the sensitive data through its sums). Synthetic
-    records in partitions are summed the same way (their exact aggregates, risk counts and
-    marginal cells), never brought here.
+    partitions (its domain, record count and ``map_reduce`` over them): the same dict. NOT
+    differentially private (reads the sensitive data through its sums). Both sides are
+    counted one combination length at a time where they are (their exact aggregates never
+    exist whole here), synthetic records in partitions summed the same way (their risk
+    counts and marginal cells too), never brought here.
     """
     R, k = params.reporting_length, params.resolution
     order = params.max_marginal_order
-    domain = sensitive.domain
-    # one metric at a time, each one's lookups, aggregates and cells freed before the next
-    lookups = risk_lookups(sensitive, resolution=k)
-    unique, rare = map_reduce(partition_risk, add_pairs, lookups=lookups)
+    domain, n_records = sensitive.domain, sensitive.n_records
+    # one metric at a time, each one's lookups, keys and cells freed before the next
+    vs_dp, lookups = compare_dp_by_length(sensitive, dp_aggregates, R, k)
+    unique, rare = sensitive.map_reduce(partition_risk, add_pairs, lookups=lookups)
     sensitive_risk = risk_summary(lookups, n_records, unique, rare)
     del lookups
-    vs_dp = aggregate_metrics(
-        sensitive,
-        dp_aggregates,
-        resolution=k,
-        n_sensitive=n_records,
-        n_target=dp_aggregates.protected_number_of_records,
-    )
     parts = RowSlices(synthetic) if isinstance(synthetic, PreparedTable) else synthetic
-    if isinstance(parts, RowSlices) or parts.n_records > 0:  # one length at a time, as keys
-        records = parts.table if isinstance(parts, RowSlices) else parts
-        vs_synthetic, s_lookups = compare_by_length(sensitive, records, k, n_records)
-    else:
-        synth = parts.exact_aggregates(R)
-        s_lookups = risk_lookups(synth, resolution=k)
-        vs_synthetic = aggregate_metrics(
-            sensitive, synth, resolution=k, n_sensitive=n_records, n_target=synthetic.n_records
-        )
-        del synth
+    records = parts.table if isinstance(parts, RowSlices) else parts
+    vs_synthetic, s_lookups = compare_by_length(sensitive, records, R, k)
     s_unique, s_rare = parts.map_reduce(partition_risk, add_pairs, lookups=s_lookups)
     synthetic_risk = risk_summary(s_lookups, parts.n_records, s_unique, s_rare)
     del s_lookups
     top = min(order, domain.n_columns)
     cards, mappings = fidelity_mappings(domain, parts.domain)
-    cells = map_reduce(partition_marginals, add_cells, cards=cards, max_order=top)
-    synth_cells: Mapping[tuple[int, ...], tuple[NDArray[np.int64], NDArray[np.int64]]]
+    cells = sensitive.map_reduce(partition_marginals, add_cells, cards=cards, max_order=top)
+    synth_cells: Mapping[tuple[int, ...], tuple[NDArray[np.integer], NDArray[np.integer]]]
     if isinstance(parts, RowSlices):  # one marginal at a time, none summed over slices
         synth_cells = LocalCells(parts, mappings, cards, order)
     else:

@@ -22,19 +22,11 @@ from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.partitioned import evaluate_partitioned
 from sds_core.marginals.engine import dp_aggregate
-from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.marginals.params import DpParams
 from sds_core.synthesis.generator import synthesize
 from sds_core.synthesis.params import SynthesisParams
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pums_ca_10k.csv"
-
-
-def _map_reduce(parts: list[PreparedTable]) -> Any:
-    def map_reduce(fn: Any, combine: Any, /, **kwargs: Any) -> Any:
-        return functools.reduce(combine, [fn(p, **kwargs) for p in parts])
-
-    return map_reduce
 
 
 @pytest.mark.parametrize("n_parts", [1, 3, 7])
@@ -63,14 +55,7 @@ def test_partitioned_evaluation_equals_whole_table(n_parts: int) -> None:
         PreparedTable(table.domain, table.codes[lo:hi], table.multi_value_columns)
         for lo, hi in itertools.pairwise(bounds)
     ]
-    got = evaluate_partitioned(
-        exact_aggregates(table, 3),
-        table.n_records,
-        _map_reduce(parts),
-        synthetic,
-        dp.aggregates,
-        params,
-    )
+    got = evaluate_partitioned(_Partitioned(parts), synthetic, dp.aggregates, params)
     assert whole["sensitive_risk"]["records_with_rare_pct"] > 0  # the record pass is exercised
     assert json.dumps(got, sort_keys=True, default=str) == json.dumps(
         whole, sort_keys=True, default=str
@@ -120,11 +105,8 @@ def test_synthetic_records_in_partitions_compared_length_by_length(n_parts: int)
     )
     params = EvaluationParams(reporting_length=3, resolution=10)
     parts = _Partitioned(_split(synthetic, n_parts))
-    sensitive = exact_aggregates(table, 3)
     here, there = (
-        evaluate_partitioned(
-            sensitive, table.n_records, _map_reduce([table]), s, dp.aggregates, params
-        )
+        evaluate_partitioned(_Partitioned([table]), s, dp.aggregates, params)
         for s in (synthetic, parts)
     )
     assert json.dumps(there, sort_keys=True, default=str) == json.dumps(

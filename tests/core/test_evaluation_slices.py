@@ -59,14 +59,7 @@ def test_slice_sizes_give_the_same_evaluation(rows: int) -> None:
     sliced = RowSlices(sensitive, 100)  # the sensitive side in partitions of 100 records
 
     def evaluate(synth: Any) -> str:
-        out = evaluate_partitioned(
-            exact_aggregates(sensitive, 3),
-            sensitive.n_records,
-            sliced.map_reduce,
-            synth,
-            dp.aggregates,
-            params,
-        )
+        out = evaluate_partitioned(sliced, synth, dp.aggregates, params)
         return json.dumps(out, sort_keys=True, default=str)
 
     small = RowSlices(synthetic, rows)
@@ -156,13 +149,10 @@ def test_length_by_length_equals_the_whole_aggregates(
         synthetic = PreparedTable(sensitive.domain, codes, sensitive.multi_value_columns)
     dp = dp_aggregate(sensitive, DpParams(reporting_length=3), ReleaseRandomness.from_seed(8))
     params = EvaluationParams(reporting_length=3, resolution=10)
-    exact = exact_aggregates(sensitive, 3)
     sliced = RowSlices(sensitive, 100)
 
     def evaluate(synth: Any) -> str:
-        out = evaluate_partitioned(
-            exact, sensitive.n_records, sliced.map_reduce, synth, dp.aggregates, params
-        )
+        out = evaluate_partitioned(sliced, synth, dp.aggregates, params)
         return json.dumps(out, sort_keys=True)
 
     # the whole exact aggregates of both tables (evaluate_release), before any monkeypatch

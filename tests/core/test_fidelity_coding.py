@@ -124,20 +124,9 @@ def test_local_synthetic_records_evaluate_as_their_partitions(extra: bool, n_par
     synthetic = _synthetic(sensitive, extra)
     dp = dp_aggregate(sensitive, DpParams(reporting_length=3), ReleaseRandomness.from_seed(4))
     params = EvaluationParams(reporting_length=3, resolution=10)
-    parts = _parts(sensitive, 2)
-
-    def map_reduce(fn: Any, combine: Any, /, **kwargs: Any) -> Any:
-        return functools.reduce(combine, [fn(p, **kwargs) for p in parts])
 
     def evaluate(synth: Any) -> str:
-        out = evaluate_partitioned(
-            exact_aggregates(sensitive, 3),
-            sensitive.n_records,
-            map_reduce,
-            synth,
-            dp.aggregates,
-            params,
-        )
+        out = evaluate_partitioned(_Partitioned(sensitive, 2), synth, dp.aggregates, params)
         return json.dumps(out, sort_keys=True, default=str)
 
     local = evaluate(synthetic)
