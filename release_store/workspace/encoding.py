@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -86,6 +86,11 @@ AGGREGATE_ROWS = 1 << 20
 """Rows of the aggregate table encoded at a time by the streaming writers: Parquet's default
 row group (``write_table``'s), so that a row group is one batch."""
 
+TSV_ROWS = 1 << 18
+"""Lines of ``aggregates.tsv`` built at a time: their combinations' texts, the joined lines and
+their bytes take ~350 bytes a line at the peak (length 3), so 2^20 lines held ~355 MB at a
+high-cardinality release and 2^18 hold ~90 (the same bytes in any number of pieces)."""
+
 AGGREGATE_PIECE_ROWS = 1 << 16
 """Rows of the aggregate table built at a time inside one Parquet row group: the row group is
 written from these pieces (a chunked table), so that building the texts never holds more than
@@ -151,30 +156,31 @@ def _lines(*columns: pa.Array | pa.ChunkedArray, separator: str) -> bytes:
     return bytes(data.slice(first, last - first).to_pybytes())
 
 
-def _tsv_order(aggregates: Any, table: pa.Table | None = None) -> list[NDArray[np.int64]]:
+def _tsv_order(aggregates: Any, table: pa.Table | None = None) -> Iterator[NDArray[np.int64]]:
     """Row order of the TSV within each length (lengths ascending): count descending, then the
-    text byte-wise; row positions in the length's block.
+    text byte-wise; row positions in the length's block. One length at a time (a caller that
+    writes each length before asking for the next holds one length's order).
 
-    The text order comes from integer keys per length (``text_order``), or from ranking the
+    The order comes from integer keys per length (``count_text_order``), or from ranking the
     strings when a text holds ``;``; both give the order of comparing the texts themselves.
     """
-    from sds_core.marginals.aggregates import combination_texts, text_order
+    from sds_core.marginals.aggregates import combination_texts, count_text_order
 
-    parts, start = [], 0
+    start = 0
     for k in sorted(aggregates.by_len):
         block = aggregates.counts_of(k)
         m = len(block)
-        keys = text_order(aggregates.domain, block)
-        if keys is None:
+        order = count_text_order(aggregates.domain, block)
+        if order is None:
             texts = (
                 combination_texts(aggregates.domain, block)
                 if table is None
                 else table["combination"].slice(start, m)
             )
-            keys = pc.rank(texts, sort_keys="ascending", tiebreaker="first").to_numpy()[None, :]
-        parts.append(np.lexsort((*keys, -block.counts)))
+            keys = pc.rank(texts, sort_keys="ascending", tiebreaker="first").to_numpy()
+            order = np.lexsort((keys, -block.counts))
+        yield order
         start += m
-    return parts
 
 
 def _tsv_head(aggregates: Any) -> bytes:
@@ -209,7 +215,7 @@ def _block_starts(aggregates: Any) -> list[int]:
     return [int(s) for s in np.cumsum([0, *lengths[:-1]])] if lengths else []
 
 
-def write_aggregates_tsv(file: Any, aggregates: Any, rows: int = AGGREGATE_ROWS) -> None:
+def write_aggregates_tsv(file: Any, aggregates: Any, rows: int = TSV_ROWS) -> None:
     """:func:`aggregates_tsv`'s bytes written to ``file`` ``rows`` lines at a time (the texts of
     those combinations only): the whole text is never held, whatever the number of
     combinations."""

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from sds_core._jit import _jit
 from sds_core.data.domain import Domain
 from sds_core.errors import SdsInputError, invariant, require
 
@@ -315,6 +316,72 @@ def text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.integer] 
     for j in range(k - 1):
         keys[k - 1 - j] = joined_of[ranks[:, j]]
     return keys
+
+
+def count_text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.intp] | None:
+    """Row order of one length's combinations: count descending, then the text byte-wise (the
+    order of ``aggregates.tsv``), or None when :func:`text_order` has no integer keys.
+
+    When the count's range and the ``k`` text ranks fit in 63 bits together, each combination
+    gets ONE packed int64 key (count, then the ranks :func:`text_order` gives, most significant
+    first) and the keys are argsorted: 16 bytes per combination where ``np.lexsort`` over the
+    (k, m) keys and the counts held about 40 (10M combinations of length 3: ~160 MB instead of
+    ~320). Keys are unique (a length's combinations are), so any sort gives this one order.
+    Otherwise ``np.lexsort`` over :func:`text_order`'s keys, the same order.
+
+    >>> d = Domain(("A", "B"), (("x", "y"), ("z",)))
+    >>> b = CombinationCounts(np.array([[0], [1], [2]], np.int32), np.array([5, 7, 5]))
+    >>> count_text_order(d, b).tolist()
+    [1, 0, 2]
+    """
+    texts = domain.attribute_texts()
+    if any(";" in t for t in texts):
+        return None
+    k, m = block.length, len(block)
+    if m == 0:
+        return np.zeros(0, dtype=np.intp)
+    counts = block.counts
+    lo, hi = int(counts.min()), int(counts.max())
+    bits = max(1, (len(texts) - 1).bit_length())
+    if k == 0 or k * bits + max(1, (hi - lo).bit_length()) > 63:
+        keys = text_order(domain, block)
+        invariant(keys is not None, "text_order refused texts count_text_order accepted")
+        order: NDArray[np.intp] = np.lexsort((*keys, -counts))  # type: ignore[misc]
+        return order
+    rank, rank_joined = _byte_ranks(texts), _byte_ranks(tuple(t + ";" for t in texts))
+    joined_of = rank_joined[_by_rank(rank)]
+    packed = _packed_count_text_keys(block.attrs, counts, rank, joined_of, hi, bits)
+    order = np.argsort(packed)
+    return order
+
+
+@_jit
+def _packed_count_text_keys(
+    attrs: NDArray[np.int32],
+    counts: NDArray[np.int64],
+    rank: NDArray[np.int64],
+    joined_of: NDArray[np.int64],
+    top: int,
+    bits: int,
+) -> NDArray[np.int64]:
+    """Per row: ``top - count``, then the rows' attribute ranks ascending, each but the last as
+    the rank of its text joined with ";" (``joined_of``), ``bits`` bits each."""
+    m, k = attrs.shape
+    out = np.empty(m, dtype=np.int64)
+    r = np.empty(k, dtype=np.int64)
+    for i in range(m):
+        for j in range(k):  # insertion sort of k ranks (k <= the reporting length)
+            v = rank[attrs[i, j]]
+            p = j
+            while p > 0 and r[p - 1] > v:
+                r[p] = r[p - 1]
+                p -= 1
+            r[p] = v
+        key = np.int64(top - counts[i])
+        for j in range(k - 1):
+            key = (key << bits) | joined_of[r[j]]
+        out[i] = (key << bits) | r[k - 1]
+    return out
 
 
 def row_range(blocks: list[CombinationCounts], lo: int, hi: int) -> list[CombinationCounts]:
