@@ -59,8 +59,11 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     params = ReleaseParams.model_validate(fields | done["planned"])
     aggregates = _load(checkpoints / "normalize.pkl")
     params, plan = after_aggregation(params, done["plan"], aggregates)
-    if params.synthesis != "model":
-        raise SystemExit(f"the release's plan synthesizes {params.synthesis!r}, not 'model'")
+    if params.synthesis != "model" and not params.reconcile_one_way:
+        raise SystemExit(
+            f"the release's plan synthesizes {params.synthesis!r} without reconcile_one_way "
+            "(its records are made on the workers already)"
+        )
     by_length = {}
     for k in range(1, params.length + 1):  # aggregate-3's checkpoint is ~100 MB: read, dropped
         step = _load(checkpoints / f"aggregate-{k}.pkl")
@@ -77,7 +80,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--private", type=Path, required=True, help="the release's private workspace")
     ap.add_argument("--check", action="store_true", help="compare with the synthesize checkpoint")
+    ap.add_argument(
+        "--dask",
+        action="store_true",
+        help="the Dask path on an embedded LocalCluster (2 worker processes x 1 thread)",
+    )
     args = ap.parse_args()
+    if args.dask:
+        _main_dask(args)
+        return
 
     from release_store.run.workdir import write_canonical_pickle
     from sds_core.synthesis.consistent import synthesize_from_model
@@ -131,6 +142,83 @@ def main() -> None:
     if args.check:
         state = json.loads((args.private / "state.json").read_text())
         out["equal_to_checkpoint"] = state["stages"]["synthesize"]["sha256"] == digest
+    print(json.dumps(out, indent=1))
+
+
+def _main_dask(args: argparse.Namespace) -> None:
+    """The synthesize stage's Dask path (model or reconciled records): the records made, the
+    checkpoint's bytes, the chunks sent to the workers; the driver's peak RSS."""
+    import dataclasses
+
+    from distributed import Client, LocalCluster
+
+    from release_store.cluster.synthesis import scatter_records, synthesize_gathered
+    from release_store.run.workdir import write_canonical_pickle
+    from sds_core.synthesis.consistent import estimated_total, synthesize_from_model
+    from sds_core.synthesis.params import SynthesisParams
+    from tasks.synthesis import _model_params
+
+    params, plan, aggregates, noise, rng = _inputs(args.private)
+
+    class _Run:  # what _model_params reads of a ReleaseRun
+        pass
+
+    run: Any = _Run()
+    run.params = params
+    gc.collect()
+    with (
+        LocalCluster(
+            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+        ) as cluster,
+        Client(cluster) as client,
+    ):
+        before = _status_kib()["VmRSS"]
+        start = time.perf_counter()
+        with _Sampler() as made:
+            if params.synthesis == "model":
+                synthetic = synthesize_from_model(
+                    aggregates,
+                    noise,
+                    params.synthetic_records,
+                    rng=rng,
+                    params=_model_params(run, plan),
+                    multi_value_columns=(),
+                )
+            else:
+                target = params.synthetic_records or max(
+                    round(estimated_total(aggregates, noise)), 1
+                )
+                synthetic = synthesize_gathered(
+                    client,
+                    aggregates,
+                    dataclasses.replace(
+                        SynthesisParams(target_number_of_records=target),
+                        reconcile_one_way=True,
+                    ),
+                    rng=rng,
+                    multi_value_columns=(),
+                    noise_sd_by_len=noise.sigma_by_len,
+                )
+            with open(os.devnull, "wb") as f:
+                digest = write_canonical_pickle(synthetic, f)
+            backend = scatter_records(client, synthetic, params.synthetic_part_records)
+            del synthetic
+        seconds = time.perf_counter() - start
+        out: dict[str, Any] = {
+            "path": "driver (records made here, checkpointed whole, scattered)",
+            "synthesis": params.synthesis,
+            "reconcile_one_way": params.reconcile_one_way,
+            "seconds": round(seconds, 1),
+            "driver_before_mib": round(before / 1024),
+            "driver_peak_mib": round(made.peak_kib / 1024),
+            "driver_added_mib": round((made.peak_kib - before) / 1024),
+            "synthetic_records": backend.n_records,
+            "chunks": len(backend.parts),
+        }
+        if args.check:
+            state = json.loads((args.private / "state.json").read_text())
+            out["equal_to_checkpoint"] = state["stages"]["synthesize"]["sha256"] == digest
+        del backend
     print(json.dumps(out, indent=1))
 
 
