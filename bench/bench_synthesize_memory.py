@@ -146,79 +146,78 @@ def main() -> None:
 
 
 def _main_dask(args: argparse.Namespace) -> None:
-    """The synthesize stage's Dask path (model or reconciled records): the records made, the
-    checkpoint's bytes, the chunks sent to the workers; the driver's peak RSS."""
-    import dataclasses
+    """The synthesize stage's Dask path (``tasks.synthesis.records_on_cluster``: the model
+    sampled, or the records reconciled, on one worker, cut into chunks there), then its
+    checkpoint (``StoredSynthetic.save``, one chunk here at a time, into a temporary folder
+    removed after); the driver's peak RSS, the embedded scheduler's included."""
+    import shutil
+    import tempfile
 
+    import numpy as np
     from distributed import Client, LocalCluster
 
-    from release_store.cluster.synthesis import scatter_records, synthesize_gathered
+    from release_store.cluster.synthesis import StoredSynthetic, chunks
     from release_store.run.workdir import write_canonical_pickle
-    from sds_core.synthesis.consistent import estimated_total, synthesize_from_model
-    from sds_core.synthesis.params import SynthesisParams
-    from tasks.synthesis import _model_params
+    from sds_core.data.table import PreparedTable
+    from sds_core.dp.randomness import ReleaseRandomness
+    from tasks.synthesis import records_on_cluster
 
-    params, plan, aggregates, noise, rng = _inputs(args.private)
+    params, plan, aggregates, noise, _ = _inputs(args.private)
+    key = (args.private / "release.key").read_bytes()
 
-    class _Run:  # what _model_params reads of a ReleaseRun
-        pass
+    class _Run:  # what records_on_cluster reads of a ReleaseRun
+        release_id = params.release_id
+
+        @staticmethod
+        def randomness() -> ReleaseRandomness:
+            return ReleaseRandomness(key)
 
     run: Any = _Run()
     run.params = params
     gc.collect()
-    with (
-        LocalCluster(
-            n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
-        ) as cluster,
-        Client(cluster) as client,
-    ):
-        before = _status_kib()["VmRSS"]
-        start = time.perf_counter()
-        with _Sampler() as made:
-            if params.synthesis == "model":
-                synthetic = synthesize_from_model(
-                    aggregates,
-                    noise,
-                    params.synthetic_records,
-                    rng=rng,
-                    params=_model_params(run, plan),
-                    multi_value_columns=(),
-                )
-            else:
-                target = params.synthetic_records or max(
-                    round(estimated_total(aggregates, noise)), 1
-                )
-                synthetic = synthesize_gathered(
-                    client,
-                    aggregates,
-                    dataclasses.replace(
-                        SynthesisParams(target_number_of_records=target),
-                        reconcile_one_way=True,
-                    ),
-                    rng=rng,
-                    multi_value_columns=(),
-                    noise_sd_by_len=noise.sigma_by_len,
-                )
-            with open(os.devnull, "wb") as f:
-                digest = write_canonical_pickle(synthetic, f)
-            backend = scatter_records(client, synthetic, params.synthetic_part_records)
-            del synthetic
-        seconds = time.perf_counter() - start
-        out: dict[str, Any] = {
-            "path": "driver (records made here, checkpointed whole, scattered)",
-            "synthesis": params.synthesis,
-            "reconcile_one_way": params.reconcile_one_way,
-            "seconds": round(seconds, 1),
-            "driver_before_mib": round(before / 1024),
-            "driver_peak_mib": round(made.peak_kib / 1024),
-            "driver_added_mib": round((made.peak_kib - before) / 1024),
-            "synthetic_records": backend.n_records,
-            "chunks": len(backend.parts),
-        }
-        if args.check:
-            state = json.loads((args.private / "state.json").read_text())
-            out["equal_to_checkpoint"] = state["stages"]["synthesize"]["sha256"] == digest
-        del backend
+    folder = Path(tempfile.mkdtemp(prefix="bench-synthesize-"))
+    try:
+        with (
+            LocalCluster(
+                n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            before = _status_kib()["VmRSS"]
+            start = time.perf_counter()
+            with _Sampler() as made:
+                backend = records_on_cluster(run, client, aggregates, (), noise, plan)
+                StoredSynthetic.save(backend, folder, "synthesize")
+            seconds = time.perf_counter() - start
+            workers = client.run(lambda: __import__("os").getpid())
+            held = client.who_has(backend.parts)
+            out: dict[str, Any] = {
+                "path": "workers (records made on one worker, cut into chunks there)",
+                "synthesis": params.synthesis,
+                "reconcile_one_way": params.reconcile_one_way,
+                "seconds": round(seconds, 1),
+                "driver_before_mib": round(before / 1024),
+                "driver_peak_mib": round(made.peak_kib / 1024),
+                "driver_added_mib": round((made.peak_kib - before) / 1024),
+                "synthetic_records": backend.n_records,
+                "chunks": len(backend.parts),
+                "chunks_per_worker": {
+                    str(pid): sum(w in held[p.key] for p in backend.parts)
+                    for w, pid in workers.items()
+                },
+            }
+            if args.check:  # the chunks written into one table: the release's checkpoint?
+                whole = np.empty((backend.n_records, aggregates.domain.n_columns), np.int32)
+                for part, lo in zip(chunks(backend), backend.first_rows, strict=True):
+                    whole[lo : lo + part.n_records] = part.codes
+                table = PreparedTable(aggregates.domain, whole, ())
+                with open(os.devnull, "wb") as f:
+                    digest = write_canonical_pickle(table, f)
+                state = json.loads((args.private / "state.json").read_text())
+                out["equal_to_checkpoint"] = state["stages"]["synthesize"]["sha256"] == digest
+            del backend
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(out, indent=1))
 
 
