@@ -6,14 +6,14 @@ parameters (``params.json``, then the ``plan`` checkpoint's planned values and t
 aggregation, :func:`release_store.config.planned.after_aggregation`), the DP aggregates (the
 ``normalize`` checkpoint), the published noise (Δ_k and ρ_k of the ``aggregate-k`` checkpoints,
 :func:`release_store.run.release_run.noise_scales`) and the release key. Then runs what
-``tasks/synthesis.py`` runs for ``synthesis = "model"`` (with the Dask executor too: the model's
-records are made on the driver): ``synthesize_from_model``, then the checkpoint's bytes
-(``write_canonical_pickle``, what ``save_checkpoint`` streams to the file; here to
-``/dev/null``). Prints each part's wall time and the
-driver's resident set before and at its peak (``VmRSS`` sampled every 20 ms); with
-``--check``, whether the checkpoint's sha256 is the one the release recorded for its
-``synthesize`` stage (the same records, byte for byte). Run it under ``memray run`` for the
-allocations behind the peak.
+``tasks/synthesis.py`` runs locally for ``synthesis = "model"``: ``synthesize_from_model``,
+then the checkpoint's bytes (``write_canonical_pickle``, what ``save_checkpoint`` streams to
+the file; here to ``/dev/null``). ``--dask``: the Dask path instead (the model, or
+``reconcile_one_way``, on one worker of an embedded LocalCluster, the chunks checkpointed).
+Prints each part's wall time and the driver's resident set before and at its peak
+(``VmRSS`` sampled every 20 ms); with ``--check``, whether the records' sha256 is the one the
+release recorded for its ``synthesize`` stage (the same records, byte for byte). Run it under
+``memray run`` for the allocations behind the peak.
 
     PYTHONPATH=. .venv/bin/python bench/bench_synthesize_memory.py \
         --private HOME/private/RELEASE_ID --check
