@@ -6,14 +6,14 @@ parameters (``params.json``, then the ``plan`` checkpoint's planned values and t
 aggregation, :func:`release_store.config.planned.after_aggregation`), the DP aggregates (the
 ``normalize`` checkpoint), the published noise (Δ_k and ρ_k of the ``aggregate-k`` checkpoints,
 :func:`release_store.run.release_run.noise_scales`) and the release key. Then runs what
-``tasks/synthesis.py`` runs for ``synthesis = "model"`` (with the Dask executor too: the model's
-records are made on the driver): ``synthesize_from_model``, then the checkpoint's bytes
-(``write_canonical_pickle``, what ``save_checkpoint`` streams to the file; here to
-``/dev/null``). Prints each part's wall time and the
-driver's resident set before and at its peak (``VmRSS`` sampled every 20 ms); with
-``--check``, whether the checkpoint's sha256 is the one the release recorded for its
-``synthesize`` stage (the same records, byte for byte). Run it under ``memray run`` for the
-allocations behind the peak.
+``tasks/synthesis.py`` runs locally for ``synthesis = "model"``: ``synthesize_from_model``,
+then the checkpoint's bytes (``write_canonical_pickle``, what ``save_checkpoint`` streams to
+the file; here to ``/dev/null``). ``--dask``: the Dask path instead (the model, or
+``reconcile_one_way``, on one worker of an embedded LocalCluster, the chunks checkpointed).
+Prints each part's wall time and the driver's resident set before and at its peak
+(``VmRSS`` sampled every 20 ms); with ``--check``, whether the records' sha256 is the one the
+release recorded for its ``synthesize`` stage (the same records, byte for byte). Run it under
+``memray run`` for the allocations behind the peak.
 
     PYTHONPATH=. .venv/bin/python bench/bench_synthesize_memory.py \
         --private HOME/private/RELEASE_ID --check
@@ -59,8 +59,11 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     params = ReleaseParams.model_validate(fields | done["planned"])
     aggregates = _load(checkpoints / "normalize.pkl")
     params, plan = after_aggregation(params, done["plan"], aggregates)
-    if params.synthesis != "model":
-        raise SystemExit(f"the release's plan synthesizes {params.synthesis!r}, not 'model'")
+    if params.synthesis != "model" and not params.reconcile_one_way:
+        raise SystemExit(
+            f"the release's plan synthesizes {params.synthesis!r} without reconcile_one_way "
+            "(its records are made on the workers already)"
+        )
     by_length = {}
     for k in range(1, params.length + 1):  # aggregate-3's checkpoint is ~100 MB: read, dropped
         step = _load(checkpoints / f"aggregate-{k}.pkl")
@@ -77,7 +80,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--private", type=Path, required=True, help="the release's private workspace")
     ap.add_argument("--check", action="store_true", help="compare with the synthesize checkpoint")
+    ap.add_argument(
+        "--dask",
+        action="store_true",
+        help="the Dask path on an embedded LocalCluster (2 worker processes x 1 thread)",
+    )
     args = ap.parse_args()
+    if args.dask:
+        _main_dask(args)
+        return
 
     from release_store.run.workdir import write_canonical_pickle
     from sds_core.synthesis.consistent import synthesize_from_model
@@ -131,6 +142,82 @@ def main() -> None:
     if args.check:
         state = json.loads((args.private / "state.json").read_text())
         out["equal_to_checkpoint"] = state["stages"]["synthesize"]["sha256"] == digest
+    print(json.dumps(out, indent=1))
+
+
+def _main_dask(args: argparse.Namespace) -> None:
+    """The synthesize stage's Dask path (``tasks.synthesis.records_on_cluster``: the model
+    sampled, or the records reconciled, on one worker, cut into chunks there), then its
+    checkpoint (``StoredSynthetic.save``, one chunk here at a time, into a temporary folder
+    removed after); the driver's peak RSS, the embedded scheduler's included."""
+    import shutil
+    import tempfile
+
+    import numpy as np
+    from distributed import Client, LocalCluster
+
+    from release_store.cluster.synthesis import StoredSynthetic, chunks
+    from release_store.run.workdir import write_canonical_pickle
+    from sds_core.data.table import PreparedTable
+    from sds_core.dp.randomness import ReleaseRandomness
+    from tasks.synthesis import records_on_cluster
+
+    params, plan, aggregates, noise, _ = _inputs(args.private)
+    key = (args.private / "release.key").read_bytes()
+
+    class _Run:  # what records_on_cluster reads of a ReleaseRun
+        release_id = params.release_id
+
+        @staticmethod
+        def randomness() -> ReleaseRandomness:
+            return ReleaseRandomness(key)
+
+    run: Any = _Run()
+    run.params = params
+    gc.collect()
+    folder = Path(tempfile.mkdtemp(prefix="bench-synthesize-"))
+    try:
+        with (
+            LocalCluster(
+                n_workers=2, processes=True, threads_per_worker=1, dashboard_address=None
+            ) as cluster,
+            Client(cluster) as client,
+        ):
+            before = _status_kib()["VmRSS"]
+            start = time.perf_counter()
+            with _Sampler() as made:
+                backend = records_on_cluster(run, client, aggregates, (), noise, plan)
+                StoredSynthetic.save(backend, folder, "synthesize")
+            seconds = time.perf_counter() - start
+            workers = client.run(lambda: __import__("os").getpid())
+            held = client.who_has(backend.parts)
+            out: dict[str, Any] = {
+                "path": "workers (records made on one worker, cut into chunks there)",
+                "synthesis": params.synthesis,
+                "reconcile_one_way": params.reconcile_one_way,
+                "seconds": round(seconds, 1),
+                "driver_before_mib": round(before / 1024),
+                "driver_peak_mib": round(made.peak_kib / 1024),
+                "driver_added_mib": round((made.peak_kib - before) / 1024),
+                "synthetic_records": backend.n_records,
+                "chunks": len(backend.parts),
+                "chunks_per_worker": {
+                    str(pid): sum(w in held[p.key] for p in backend.parts)
+                    for w, pid in workers.items()
+                },
+            }
+            if args.check:  # the chunks written into one table: the release's checkpoint?
+                whole = np.empty((backend.n_records, aggregates.domain.n_columns), np.int32)
+                for part, lo in zip(chunks(backend), backend.first_rows, strict=True):
+                    whole[lo : lo + part.n_records] = part.codes
+                table = PreparedTable(aggregates.domain, whole, ())
+                with open(os.devnull, "wb") as f:
+                    digest = write_canonical_pickle(table, f)
+                state = json.loads((args.private / "state.json").read_text())
+                out["equal_to_checkpoint"] = state["stages"]["synthesize"]["sha256"] == digest
+            del backend
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
     print(json.dumps(out, indent=1))
 
 

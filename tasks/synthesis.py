@@ -6,8 +6,6 @@ Both checkpoint their records, so a resumed release neither draws nor spends twi
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from functools import partial
 from typing import Any
 
 from prefect import task
@@ -17,15 +15,16 @@ from release_store.cluster.inputs import whole_table
 from release_store.cluster.session import session_backend, session_client
 from release_store.cluster.synthesis import (
     StoredSynthetic,
+    sample_model_on_cluster,
     scatter_records,
-    synthesize_gathered,
     synthesize_on_cluster,
+    synthesize_reconciled,
 )
 from release_store.config.core_objects import synthesis_epsilon
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, registry_synthesizer
 from release_store.run.stage_log import finished, stage_done
-from sds_core.data.table import PreparedTable
+from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.synthesis.consistent import (
@@ -52,12 +51,10 @@ def synthesize_records(
     ``synthesis = "records"``: SDS's record building; ``"model"``: the consistent model fitted
     to the aggregates and their published ``noise``, sampled. The table is read only for its
     multi-value column declarations (a preparation setting). With the Dask executor the
-    records (``synthesis = "records"``) stay on the workers, in chunks checkpointed one file
-    each (:mod:`release_store.cluster.synthesis`); with ``reconcile_one_way`` those chunks are
-    gathered here and reconciled, and the model's records are made here: one ``PreparedTable``
-    checkpointed here, then sent to the workers in the same chunks (``scatter_records``), so
-    no later stage holds them in this process. Without Dask, one ``PreparedTable``. The
-    records are matched to the aggregates within their published noise
+    records are made on the workers and stay there, in chunks checkpointed one file each
+    (:mod:`release_store.cluster.synthesis`): the model is fitted and sampled on one worker,
+    ``reconcile_one_way`` runs on one worker over the chunks made there. Without Dask, one
+    ``PreparedTable``. The records are matched to the aggregates within their published noise
     (``noise.sigma_by_len``); the model takes its structure, iterations and size from the SDS
     ``plan`` when the plan chose the model.
     """
@@ -68,12 +65,9 @@ def synthesize_records(
     )
     resumed = finished(run, stages.SYNTHESIZE)
     client = session_client(run.params)
-    if (
-        client is not None
-        and run.params.synthesis == "records"
-        and not run.params.reconcile_one_way
-    ):
-        chunked = _synthesize_on_cluster(run, client, aggregates, table, noise)
+    mv = table.value.multi_value_columns
+    if client is not None:
+        chunked = _synthesize_on_cluster(run, client, aggregates, mv, noise, plan)
         stage_done(
             task_logger(),
             run,
@@ -85,34 +79,19 @@ def synthesize_records(
         return chunked
 
     def compute() -> PreparedTable:
+        rng = run.randomness().generator(f"{run.release_id}/synthesis")
         if run.params.synthesis == "model":
             return synthesize_from_model(
                 aggregates,
                 noise,
                 run.params.synthetic_records,  # None: the model's estimated total
-                rng=run.randomness().generator(f"{run.release_id}/synthesis"),
+                rng=rng,
                 params=_model_params(run, plan),
-                multi_value_columns=table.value.multi_value_columns,
+                multi_value_columns=mv,
             )
-        target = run.params.synthetic_records or default_target(aggregates)
-        if run.params.reconcile_one_way and not run.params.synthetic_records:
-            # records reconciled to the 1-way counts: as many as those counts say there are
-            # (N̂ and the largest column's published sum), else a column that every record
-            # holds (state) is off by N̂'s noise, far more than its own
-            target = max(round(estimated_total(aggregates, noise)), 1)
-        params = SynthesisParams(
-            target_number_of_records=target,
-            reconcile_one_way=run.params.reconcile_one_way,
-        )
-        rng = run.randomness().generator(f"{run.release_id}/synthesis")
-        mv = table.value.multi_value_columns
-        # executor "dask": the batches on the workers, gathered here; else here
-        make: Callable[..., PreparedTable] = (
-            synthesize if client is None else partial(synthesize_gathered, client)
-        )
-        return make(
+        return synthesize(
             aggregates,
-            params,
+            _synthesis_params(run, aggregates, noise),
             rng=rng,
             multi_value_columns=mv,
             progress=progress.advance,
@@ -127,42 +106,91 @@ def synthesize_records(
         f"{synthetic.n_records} synthetic records from the DP aggregates alone",
         resumed=resumed,
     )
-    if client is not None:  # made here (model, reconciled): the later stages read them there
-        part_records = run.params.synthetic_part_records
-        return session_backend(run.params, scatter_records(client, synthetic, part_records))
     return synthetic
+
+
+def _synthesis_params(
+    run: ReleaseRun, aggregates: AggregateSet, noise: AggregateNoise
+) -> SynthesisParams:
+    """SDS's record building's settings: the release's record count, else the aggregates'
+    default target, or with ``reconcile_one_way`` as many records as the 1-way counts say."""
+    target = run.params.synthetic_records or default_target(aggregates)
+    if run.params.reconcile_one_way and not run.params.synthetic_records:
+        # records reconciled to the 1-way counts: as many as those counts say there are
+        # (N̂ and the largest column's published sum), else a column that every record
+        # holds (state) is off by N̂'s noise, far more than its own
+        target = max(round(estimated_total(aggregates, noise)), 1)
+    return SynthesisParams(
+        target_number_of_records=target,
+        reconcile_one_way=run.params.reconcile_one_way,
+    )
+
+
+def records_on_cluster(
+    run: ReleaseRun,
+    client: object,
+    aggregates: AggregateSet,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    noise: AggregateNoise,
+    plan: dict[str, Any] | None,
+) -> DaskBackend:
+    """The synthesize stage's records made on the workers, in the chunks the later stages read
+    there (the local records byte for byte, drawn from the stage's own generator): SDS's
+    batches, reconciled on one worker when asked, or the model fitted and sampled on one
+    worker."""
+    rng = run.randomness().generator(f"{run.release_id}/synthesis")
+    part_records = run.params.synthetic_part_records
+    if run.params.synthesis == "model":
+        return sample_model_on_cluster(
+            client,
+            aggregates,
+            noise,
+            run.params.synthetic_records,  # None: the model's estimated total
+            rng=rng,
+            params=_model_params(run, plan),
+            multi_value_columns=multi_value_columns,
+            part_records=part_records,
+        )
+    params = _synthesis_params(run, aggregates, noise)
+    make = synthesize_reconciled if params.reconcile_one_way else synthesize_on_cluster
+    return make(
+        client,
+        aggregates,
+        params,
+        rng=rng,
+        multi_value_columns=multi_value_columns,
+        part_records=part_records,
+        progress=progress.advance,
+        noise_sd_by_len=noise.sigma_by_len,
+    )
 
 
 def _synthesize_on_cluster(
     run: ReleaseRun,
     client: object,
     aggregates: AggregateSet,
-    table: SensitiveTable[PreparedTable],
+    multi_value_columns: tuple[MultiValueColumn, ...],
     noise: AggregateNoise,
+    plan: dict[str, Any] | None,
 ) -> DaskBackend:
     """The records made on the workers and checkpointed chunk by chunk; a resumed release
-    sends the checkpoint's chunks back to the workers (nothing drawn twice)."""
+    sends the checkpoint's chunks back to the workers (nothing drawn twice), or the whole
+    table a release checkpointed before the model's and the reconciled records were made on
+    the workers (``scatter_records``)."""
     made: list[DaskBackend] = []
 
     def compute() -> StoredSynthetic:
-        synthetic = synthesize_on_cluster(
-            client,
-            aggregates,
-            SynthesisParams(
-                target_number_of_records=run.params.synthetic_records or default_target(aggregates),
-                reconcile_one_way=False,
-            ),
-            rng=run.randomness().generator(f"{run.release_id}/synthesis"),
-            multi_value_columns=table.value.multi_value_columns,
-            part_records=run.params.synthetic_part_records,
-            progress=progress.advance,
-            noise_sd_by_len=noise.sigma_by_len,
-        )
+        synthetic = records_on_cluster(run, client, aggregates, multi_value_columns, noise, plan)
         made.append(synthetic)
         return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir, stages.SYNTHESIZE)
 
-    stored = run.stage(stages.SYNTHESIZE, compute)
-    chunked = made[0] if made else stored.load(client, run.dirs.checkpoint_dir)
+    stored: StoredSynthetic | PreparedTable = run.stage(stages.SYNTHESIZE, compute)
+    if made:
+        chunked = made[0]
+    elif isinstance(stored, PreparedTable):  # a whole table, made on the driver before
+        chunked = scatter_records(client, stored, run.params.synthetic_part_records)
+    else:
+        chunked = stored.load(client, run.dirs.checkpoint_dir)
     return session_backend(run.params, chunked)
 
 

@@ -31,6 +31,7 @@ from sds_core.data.domain import Domain
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.errors import SdsInputError, SdsInternalError, invariant
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.synthesis.consistent import AggregateNoise, ModelParams, synthesize_from_model
 from sds_core.synthesis.generator import BatchJob, SynthesisPlan, batch_codes, plan_synthesis
 from sds_core.synthesis.params import SynthesisParams
 from sds_core.synthesis.reconcile import reconcile_one_way
@@ -75,8 +76,8 @@ def synthesize_on_cluster(
     rows ``lo..hi-1``. The permutation is drawn on a worker from a copy of ``rng``, so no
     per-record array reaches the driver, and every chunk is a task graph the cluster can
     recompute; ``rng`` is left in the state the local run's shuffle leaves it (what
-    :func:`synthesize_gathered` reconciles with). Not for ``reconcile_one_way`` (it reads the
-    whole table: :func:`synthesize_gathered`). ``progress(done, target)`` is called as batches
+    :func:`synthesize_reconciled` reconciles with). Not for ``reconcile_one_way`` (it reads the
+    whole table: :func:`synthesize_reconciled`). ``progress(done, target)`` is called as batches
     finish (records of the finished batches). ``noise_sd_by_len``: as for ``synthesize`` (the
     matching's tolerance).
     """
@@ -138,20 +139,22 @@ def synthesize_on_cluster(
     )
 
 
-def synthesize_gathered(
+def synthesize_reconciled(
     client: Any,
     aggregates: AggregateSet,
     params: SynthesisParams,
     *,
     rng: np.random.Generator,
     multi_value_columns: tuple[MultiValueColumn, ...],
+    part_records: int | None,
     progress: Callable[[int, int], None] | None = None,
     noise_sd_by_len: Sequence[float] | None = None,
-) -> PreparedTable:
-    """:func:`~sds_core.synthesis.generator.synthesize`'s table in this process, its batches
-    made on the cluster: the chunks of :func:`synthesize_on_cluster` gathered in row order,
-    then ``reconcile_one_way`` here when asked (it reads the whole table), drawing from ``rng``
-    where the local run does. The same bytes as the local table."""
+) -> DaskBackend:
+    """:func:`~sds_core.synthesis.generator.synthesize` with ``reconcile_one_way``, its records
+    left on the workers: the chunks of :func:`synthesize_on_cluster`, written into one table on
+    ONE worker and reconciled there (it reads the whole table), from a copy of ``rng`` in the
+    state the local run reconciles with; then cut into the chunks :func:`chunk_bounds` gives,
+    on the workers. The same bytes as the local table; no record reaches this process."""
     chunked = synthesize_on_cluster(
         client,
         aggregates,
@@ -162,20 +165,130 @@ def synthesize_gathered(
         progress=progress,
         noise_sd_by_len=noise_sd_by_len,
     )
-    # the chunks written into one table as they arrive (no list of chunks next to their
-    # concatenation), reconciled in place: the records are held once
-    whole = np.empty((chunked.n_records, aggregates.domain.n_columns), dtype=np.int32)
-    at = 0
-    for chunk in chunks(chunked):
-        whole[at : at + chunk.n_records] = chunk.codes
-        at += chunk.n_records
-        del chunk
-    invariant(at == chunked.n_records, "the gathered chunks miss records (bug)")
+    # a task, not scattered data: a whole table lost with its worker is made again from its
+    # tasks (the chunks' and this one, whose generator is pickled by value)
+    whole = client.submit(
+        _reconciled,
+        aggregates,
+        copy.deepcopy(rng),
+        chunked.n_records,
+        multi_value_columns,
+        *chunked.parts,
+        pure=False,
+    )
+    n = chunked.n_records
     del chunked
+    return _chunked_on_workers(
+        client, whole, n, aggregates.domain, multi_value_columns, part_records
+    )
+
+
+def sample_model_on_cluster(
+    client: Any,
+    aggregates: AggregateSet,
+    noise: AggregateNoise,
+    n: int | None,
+    *,
+    rng: np.random.Generator,
+    params: ModelParams,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    part_records: int | None,
+) -> DaskBackend:
+    """:func:`~sds_core.synthesis.consistent.synthesize_from_model` on ONE worker (the fit and
+    the sampling are one sequential draw from ``rng``, copied there with its state: the local
+    records byte for byte), its table cut into the chunks :func:`chunk_bounds` gives, on the
+    workers; no record reaches this process, which draws nothing more from ``rng``."""
+    whole = client.submit(
+        _sampled,
+        aggregates,
+        noise,
+        n,
+        copy.deepcopy(rng),
+        params,
+        multi_value_columns,
+        pure=False,
+    )
+    made = int(client.submit(_n_records, whole, pure=False).result())
+    return _chunked_on_workers(
+        client, whole, made, aggregates.domain, multi_value_columns, part_records
+    )
+
+
+def _sampled(
+    aggregates: AggregateSet,
+    noise: AggregateNoise,
+    n: int | None,
+    rng: np.random.Generator,
+    params: ModelParams,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+) -> PreparedTable:
+    """On a worker: the model's records (from a copy of ``rng``: a task run again draws the
+    same)."""
+    return synthesize_from_model(
+        aggregates,
+        noise,
+        n,
+        rng=copy.deepcopy(rng),
+        params=params,
+        multi_value_columns=multi_value_columns,
+    )
+
+
+def _reconciled(
+    aggregates: AggregateSet,
+    rng: np.random.Generator,
+    n: int,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    *parts: PreparedTable,
+) -> PreparedTable:
+    """On a worker: the chunks written into one table in row order (no list of chunks next
+    to their concatenation), reconciled in place (from a copy of ``rng``)."""
+    whole = np.empty((n, aggregates.domain.n_columns), dtype=np.int32)
+    at = 0
+    for part in parts:
+        whole[at : at + part.n_records] = part.codes
+        at += part.n_records
+    invariant(at == n, "the chunks to reconcile miss records (bug)")
     table = PreparedTable(aggregates.domain, whole, multi_value_columns)
-    if params.reconcile_one_way:
-        table = reconcile_one_way(table, aggregates, rng=rng, in_place=True)
-    return table
+    return reconcile_one_way(table, aggregates, rng=copy.deepcopy(rng), in_place=True)
+
+
+def _n_records(table: PreparedTable) -> int:
+    return table.n_records
+
+
+def _rows(table: PreparedTable, lo: int, hi: int) -> PreparedTable:
+    """On a worker: rows ``lo..hi-1`` of a table as a table of their own (a copy: the chunk
+    does not keep the whole table alive)."""
+    return PreparedTable(table.domain, table.codes[lo:hi].copy(), table.multi_value_columns)
+
+
+def _chunked_on_workers(
+    client: Any,
+    whole: Any,
+    n: int,
+    domain: Domain,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    part_records: int | None,
+) -> DaskBackend:
+    """The future of a whole table made on a worker cut there into the chunks
+    :func:`chunk_bounds` gives (the whole table is released once they are made), then spread
+    over the workers (``rebalance``: the later stages read the chunks where they are)."""
+    from distributed import wait
+
+    bounds = chunk_bounds(n, part_records)
+    parts = [client.submit(_rows, whole, lo, hi, pure=False) for lo, hi in bounds]
+    wait(parts)  # type: ignore[no-untyped-call]
+    del whole
+    client.rebalance(parts)
+    return DaskBackend(
+        client,
+        tuple(parts),
+        tuple(lo for lo, _ in bounds),
+        domain,
+        n,
+        multi_value_columns=multi_value_columns,
+    )
 
 
 def _plan_shape(plan: SynthesisPlan) -> tuple[int, int | None, list[int | None]]:

@@ -197,7 +197,16 @@ def test_dask_release_killed_then_resumed_on_the_cluster_is_identical(
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("kill_at", ["synthesize", "evaluate"])
+@pytest.mark.parametrize(
+    ("synthesis", "kill_at", "whole_checkpoint"),
+    [
+        ("records", "synthesize", False),
+        ("records", "evaluate", False),
+        ("model", "evaluate", False),
+        ("model", "evaluate", True),
+        ("reconcile", "evaluate", False),
+    ],
+)
 def test_dask_synthetic_chunks_killed_then_resumed_are_identical(
     tiny_csv: Path,
     tiny_config: Path,
@@ -205,15 +214,24 @@ def test_dask_synthetic_chunks_killed_then_resumed_are_identical(
     prefect_server: str,
     cli_cluster: str,
     monkeypatch: pytest.MonkeyPatch,
+    synthesis: str,
     kill_at: str,
+    whole_checkpoint: bool,
 ) -> None:
-    """3,500 synthetic records in 4 parts, on the workers: killed right after synthesis (its
+    """3,500 synthetic records in 4 parts, on the workers (SDS's records, the consistent
+    model's or the reconciled records, made on one worker): killed right after synthesis (its
     chunk files written, the stage not yet recorded: re-synthesized) or after the output gate
-    (the chunks come back from their checkpoint files), then resumed: the local release's
-    bytes, nothing charged twice."""
+    (the chunks come back from their checkpoint files; or from the one whole table a release
+    checkpointed before the model's records were made on the workers), then resumed: the
+    local release's bytes, nothing charged twice."""
     monkeypatch.delenv("SDS_DASK_ADDRESS", raising=False)
     config = tmp_path / "parts.toml"
-    config.write_text("synthetic_part_records = 1000\n" + tiny_config.read_text())
+    text = tiny_config.read_text()
+    if synthesis == "model":
+        text = text.replace('synthesis = "records"', 'synthesis = "model"')
+    elif synthesis == "reconcile":
+        text = "reconcile_one_way = true\n" + text
+    config.write_text("synthetic_part_records = 1000\n" + text)
     rid, more = "dask-chunks", ("--synthetic-records", "3500")
     code, out, err = run_cli(*_args(tiny_csv, config, tmp_path / "local", rid, *more))
     assert code == 0, err
@@ -223,6 +241,8 @@ def test_dask_synthetic_chunks_killed_then_resumed_are_identical(
     dask_args = ("--executor", "dask", "--dask-address", cli_cluster, *more)
     killed_cli(kill_at, _args(tiny_csv, config, home, rid, *dask_args), prefect_server)
     assert list(home.rglob("checkpoints/synthesize/chunk-*.npy"))
+    if whole_checkpoint:  # the checkpoint the code before wrote: one PreparedTable
+        _whole_synthesize_checkpoint(home, rid)
     code, out, err = run_cli("resume", rid, "--home", str(home), "--quiet")
     assert code == 0, err
     resumed = json.loads((Path(out.strip().splitlines()[-1]) / "manifest.json").read_text())
@@ -232,3 +252,23 @@ def test_dask_synthetic_chunks_killed_then_resumed_are_identical(
     }
     assert len(resumed["synthetic_parts"]["parts"]) == 4
     assert [c.stage for c in charges(home)] == ["count", "aggregate-1", "aggregate-2"]
+
+
+def _whole_synthesize_checkpoint(home: Path, rid: str) -> None:
+    """The release's chunked synthesize checkpoint replaced by the one whole ``PreparedTable``
+    the model's and reconciled Dask releases checkpointed before their records were made on
+    the workers (the same records)."""
+    from release_store.cluster.synthesis import StoredSynthetic
+    from release_store.run.workdir import ReleaseDirs
+    from sds_core.data.table import PreparedTable
+
+    dirs = ReleaseDirs(home, "tiny", rid)
+    stored = dirs.load_checkpoint("synthesize")
+    assert isinstance(stored, StoredSynthetic)
+    table = stored.table(dirs.checkpoint_dir)
+    state_file = dirs.private_dir / "state.json"
+    state = json.loads(state_file.read_text())
+    del state["stages"]["synthesize"]
+    state_file.write_text(json.dumps(state))
+    dirs.save_checkpoint("synthesize", table)
+    assert isinstance(dirs.load_checkpoint("synthesize"), PreparedTable)

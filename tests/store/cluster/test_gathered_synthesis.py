@@ -1,6 +1,7 @@
 """One synthesis path on the cluster (release_store/cluster/synthesis.py): the chunks of
-``synthesize_on_cluster``, gathered and reconciled here when asked (``synthesize_gathered``), are
-the local ``synthesize``'s records byte for byte, and leave the generator where it does."""
+``synthesize_on_cluster``, reconciled on one worker when asked (``synthesize_reconciled``), and
+the consistent model sampled on one worker (``sample_model_on_cluster``) are the local records
+byte for byte, in the chunks ``chunk_bounds`` gives, and leave the generator where it does."""
 
 from __future__ import annotations
 
@@ -12,8 +13,11 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from release_store.cluster.synthesis import (  # noqa: E402
-    synthesize_gathered,
+    chunk_bounds,
+    chunks,
+    sample_model_on_cluster,
     synthesize_on_cluster,
+    synthesize_reconciled,
 )
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
@@ -21,6 +25,11 @@ from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.aggregates import AggregateSet  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402
 from sds_core.marginals.params import DpParams  # noqa: E402
+from sds_core.synthesis.consistent import (  # noqa: E402
+    AggregateNoise,
+    ModelParams,
+    synthesize_from_model,
+)
 from sds_core.synthesis.generator import synthesize  # noqa: E402
 from sds_core.synthesis.params import SynthesisParams  # noqa: E402
 
@@ -46,17 +55,25 @@ def aggregates() -> AggregateSet:
 
 @pytest.mark.parametrize("batches", [1, 3])
 @pytest.mark.parametrize("reconcile", [False, True], ids=["plain", "reconciled"])
-def test_gathered_chunks_are_the_local_records(
+def test_chunks_on_the_workers_are_the_local_records(
     client: Any, aggregates: AggregateSet, batches: int, reconcile: bool
 ) -> None:
-    """Batches on the workers, chunks gathered (and reconciled here): the local table."""
+    """Batches on the workers (reconciled on one worker): the local table, in the chunks."""
     params = SynthesisParams(
         target_number_of_records=5000, parallel_batches=batches, reconcile_one_way=reconcile
     )
     local = synthesize(aggregates, params, rng=np.random.default_rng(8))
-    got = synthesize_gathered(
-        client, aggregates, params, rng=np.random.default_rng(8), multi_value_columns=()
+    make = synthesize_reconciled if reconcile else synthesize_on_cluster
+    chunked = make(
+        client,
+        aggregates,
+        params,
+        rng=np.random.default_rng(8),
+        multi_value_columns=(),
+        part_records=1500,
     )
+    assert chunked.first_rows == tuple(lo for lo, _ in chunk_bounds(5000, 1500))
+    got = _whole(chunked)
     assert got.n_records == local.n_records == 5000
     assert got.domain == local.domain
     assert got.codes.dtype == local.codes.dtype
@@ -89,3 +106,36 @@ def test_cluster_synthesis_leaves_the_generator_where_the_local_run_does(
     )
     assert len(chunked.parts) == 3 and chunked.n_records == 3000
     assert cluster_rng.bit_generator.state == local_rng.bit_generator.state
+
+
+def _whole(chunked: Any) -> PreparedTable:
+    """The chunks brought here and written into one table."""
+    parts = list(chunks(chunked))
+    return PreparedTable(parts[0].domain, np.concatenate([p.codes for p in parts]))
+
+
+def test_model_sampled_on_a_worker_is_the_local_model(
+    client: Any, aggregates: AggregateSet
+) -> None:
+    """The consistent model fitted and sampled on one worker, cut into chunks there: the
+    local records byte for byte, and the driver's generator is left untouched."""
+    noise = AggregateNoise(sigma_by_len=(2.0, 3.0, 4.0), threshold_by_len=(0.0, 1.0, 1.0))
+    params = ModelParams(iterations=30)
+    local = synthesize_from_model(
+        aggregates, noise, 4000, rng=np.random.default_rng(5), params=params
+    )
+    rng = np.random.default_rng(5)
+    state = rng.bit_generator.state
+    chunked = sample_model_on_cluster(
+        client,
+        aggregates,
+        noise,
+        4000,
+        rng=rng,
+        params=params,
+        multi_value_columns=(),
+        part_records=1500,
+    )
+    assert rng.bit_generator.state == state
+    assert chunked.n_records == 4000 and len(chunked.parts) == 3
+    assert _whole(chunked).codes.tobytes() == local.codes.tobytes()
