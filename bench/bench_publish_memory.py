@@ -120,10 +120,15 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
 
     aggregates = _load(src_private / "checkpoints" / "normalize.pkl")
     synthetic = _load(src_private / "checkpoints" / "synthesize.pkl")
+    # a Dask release's records: one file a chunk (StoredSynthetic), loaded to the workers with
+    # --scatter-records (as the release holds them), else here whole
+    from release_store.cluster.synthesis import StoredSynthetic, scatter_records
+
+    stored = synthetic if isinstance(synthetic, StoredSynthetic) else None
+    if stored is not None and not args.scatter_records:
+        synthetic = stored.table(src_private / "checkpoints")
     if args.scatter_records:
         import distributed
-
-        from release_store.cluster.synthesis import scatter_records
 
         cluster = stack.enter_context(
             distributed.LocalCluster(
@@ -131,7 +136,11 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             )
         )
         client = stack.enter_context(distributed.Client(cluster))
-        synthetic = scatter_records(client, synthetic, params.synthetic_part_records)
+        synthetic = (
+            stored.load(client, src_private / "checkpoints")
+            if stored is not None
+            else scatter_records(client, synthetic, params.synthetic_part_records)
+        )
     rows = [{"part": "loaded", "rss_mib": round(_status("VmRSS") / MIB)}]
     print(json.dumps(rows[0]), flush=True)
     if not args.report_only:

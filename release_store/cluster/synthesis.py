@@ -68,6 +68,7 @@ def synthesize_on_cluster(
     part_records: int | None,
     progress: Callable[[int, int], None] | None = None,
     noise_sd_by_len: Sequence[float] | None = None,
+    sent_aggregates: Any = None,
 ) -> DaskBackend:
     """:func:`~sds_core.synthesis.generator.synthesize` with its records left on the workers.
 
@@ -79,7 +80,8 @@ def synthesize_on_cluster(
     :func:`synthesize_reconciled` reconciles with). Not for ``reconcile_one_way`` (it reads the
     whole table: :func:`synthesize_reconciled`). ``progress(done, target)`` is called as batches
     finish (records of the finished batches). ``noise_sd_by_len``: as for ``synthesize`` (the
-    matching's tolerance).
+    matching's tolerance). ``sent_aggregates``: ``aggregates`` already on the cluster as the
+    future of a task (:func:`send_aggregates`), for a caller whose own tasks read them too.
     """
     if params.reconcile_one_way:
         raise SdsInternalError("synthesize_on_cluster: reconcile_one_way needs the whole table")
@@ -89,7 +91,8 @@ def synthesize_on_cluster(
     # broadcast), so that every chunk can be recomputed from its tasks; its layout (hundreds of
     # MB at millions of DP combinations) never reaches the driver, which reads the batch count
     # and targets only
-    planned = client.submit(plan_synthesis, aggregates, params, noise_sd_by_len, pure=False)
+    sent = aggregates if sent_aggregates is None else sent_aggregates
+    planned = client.submit(plan_synthesis, sent, params, noise_sd_by_len, pure=False)
     n_batches, target, targets = client.submit(_plan_shape, planned, pure=False).result()
     job = client.submit(_plan_job, planned, pure=False)
     del planned
@@ -155,6 +158,7 @@ def synthesize_reconciled(
     ONE worker and reconciled there (it reads the whole table), from a copy of ``rng`` in the
     state the local run reconciles with; then cut into the chunks :func:`chunk_bounds` gives,
     on the workers. The same bytes as the local table; no record reaches this process."""
+    sent = send_aggregates(client, aggregates)  # read by the plan's task and the reconciliation
     chunked = synthesize_on_cluster(
         client,
         aggregates,
@@ -164,12 +168,13 @@ def synthesize_reconciled(
         part_records=None,
         progress=progress,
         noise_sd_by_len=noise_sd_by_len,
+        sent_aggregates=sent,
     )
     # a task, not scattered data: a whole table lost with its worker is made again from its
     # tasks (the chunks' and this one, whose generator is pickled by value)
     whole = client.submit(
         _reconciled,
-        aggregates,
+        sent,
         copy.deepcopy(rng),
         chunked.n_records,
         multi_value_columns,
@@ -181,6 +186,21 @@ def synthesize_reconciled(
     return _chunked_on_workers(
         client, whole, n, aggregates.domain, multi_value_columns, part_records
     )
+
+
+def send_aggregates(client: Any, aggregates: AggregateSet) -> Any:
+    """The aggregates on the cluster as the future of a task returning them, for several tasks
+    to read: a task's arguments stay in the scheduler while what was computed from it may be
+    recomputed (the chunks' lineage), and the embedded scheduler is this process, so every
+    task given the aggregates themselves held its own pickled copy here (~100 MiB at 5.27M
+    combinations, to the end of the release). A task, not scattered data: lost with its worker,
+    it is computed again."""
+    return client.submit(_same, aggregates, pure=False)
+
+
+def _same(value: Any) -> Any:
+    """On a worker: ``value`` itself (see :func:`send_aggregates`)."""
+    return value
 
 
 def sample_model_on_cluster(
