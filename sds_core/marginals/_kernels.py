@@ -32,6 +32,7 @@ __all__ = [
     "join_survivors",
     "key_buckets",
     "noisy_survivors",
+    "packed_count_text_keys",
     "present_attributes",
     "row_local_keys",
     "rows_ascending",
@@ -416,3 +417,33 @@ def noisy_survivors(
             kept[j] = v
             j += 1
     return attrs, kept
+
+
+@_jit
+def packed_count_text_keys(
+    attrs: NDArray[np.int32],
+    counts: NDArray[np.int64],
+    rank: NDArray[np.int64],
+    joined_of: NDArray[np.int64],
+    top: int,
+    bits: int,
+) -> NDArray[np.int64]:
+    """Per row (:func:`sds_core.marginals.aggregates.count_text_order`): ``top - count``,
+    then the row's attribute ranks ascending, each but the last as the rank of its text joined
+    with ";" (``joined_of``), ``bits`` bits each."""
+    m, k = attrs.shape
+    out = np.empty(m, dtype=np.int64)
+    r = np.empty(k, dtype=np.int64)
+    for i in range(m):
+        for j in range(k):  # insertion sort of k ranks (k <= the reporting length)
+            v = rank[attrs[i, j]]
+            p = j
+            while p > 0 and r[p - 1] > v:
+                r[p] = r[p - 1]
+                p -= 1
+            r[p] = v
+        key = np.int64(top - counts[i])
+        for j in range(k - 1):
+            key = (key << bits) | joined_of[r[j]]
+        out[i] = (key << bits) | r[k - 1]
+    return out

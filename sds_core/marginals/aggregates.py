@@ -19,7 +19,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
-from sds_core._jit import _jit
 from sds_core.data.domain import Domain
 from sds_core.errors import SdsInputError, invariant, require
 
@@ -350,38 +349,11 @@ def count_text_order(domain: Domain, block: CombinationCounts) -> NDArray[np.int
         return order
     rank, rank_joined = _byte_ranks(texts), _byte_ranks(tuple(t + ";" for t in texts))
     joined_of = rank_joined[_by_rank(rank)]
-    packed = _packed_count_text_keys(block.attrs, counts, rank, joined_of, hi, bits)
+    from sds_core.marginals._kernels import packed_count_text_keys  # numba: not at import
+
+    packed = packed_count_text_keys(block.attrs, counts, rank, joined_of, hi, bits)
     order = np.argsort(packed)
     return order
-
-
-@_jit
-def _packed_count_text_keys(
-    attrs: NDArray[np.int32],
-    counts: NDArray[np.int64],
-    rank: NDArray[np.int64],
-    joined_of: NDArray[np.int64],
-    top: int,
-    bits: int,
-) -> NDArray[np.int64]:
-    """Per row: ``top - count``, then the rows' attribute ranks ascending, each but the last as
-    the rank of its text joined with ";" (``joined_of``), ``bits`` bits each."""
-    m, k = attrs.shape
-    out = np.empty(m, dtype=np.int64)
-    r = np.empty(k, dtype=np.int64)
-    for i in range(m):
-        for j in range(k):  # insertion sort of k ranks (k <= the reporting length)
-            v = rank[attrs[i, j]]
-            p = j
-            while p > 0 and r[p - 1] > v:
-                r[p] = r[p - 1]
-                p -= 1
-            r[p] = v
-        key = np.int64(top - counts[i])
-        for j in range(k - 1):
-            key = (key << bits) | joined_of[r[j]]
-        out[i] = (key << bits) | r[k - 1]
-    return out
 
 
 def row_range(blocks: list[CombinationCounts], lo: int, hi: int) -> list[CombinationCounts]:
