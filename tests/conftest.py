@@ -182,6 +182,20 @@ def client() -> Iterator[Any]:
         yield c
 
 
+@pytest.fixture(scope="module")
+def process_client() -> Iterator[Any]:
+    """A LocalCluster of 2 single-thread worker processes, with nannies that restart a killed
+    worker (as ``--executor dask`` starts one)."""
+    distributed = pytest.importorskip("distributed")
+    with (
+        distributed.LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+        distributed.Client(cluster) as c,
+    ):
+        yield c
+
+
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
     """A fresh SDS home."""

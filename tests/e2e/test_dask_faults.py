@@ -30,15 +30,9 @@ from tests.helpers import EXAMPLE  # noqa: E402
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """A LocalCluster of 2 worker processes (with nannies, which restart a killed worker)."""
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
+def client(process_client: Any) -> Any:
+    """The module's cluster: tests/conftest.py's ``process_client`` (2 worker processes)."""
+    return process_client
 
 
 @pytest.fixture

@@ -6,7 +6,6 @@ chunks are the local records byte for byte."""
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
 from types import SimpleNamespace
 from typing import Any
 
@@ -35,15 +34,9 @@ NOISE = AggregateNoise(sigma_by_len=(2.0, 3.0, 4.0), threshold_by_len=(0.0, 1.0,
 
 
 @pytest.fixture(scope="module")
-def client() -> Iterator[Any]:
-    """A LocalCluster of 2 worker processes (as ``--executor dask`` starts one)."""
-    with (
-        distributed.LocalCluster(
-            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
-        ) as cluster,
-        distributed.Client(cluster) as c,
-    ):
-        yield c
+def client(process_client: Any) -> Any:
+    """The module's cluster: tests/conftest.py's ``process_client`` (2 worker processes)."""
+    return process_client
 
 
 @pytest.fixture(scope="module")
