@@ -49,7 +49,8 @@ def test_worker_dies_with_a_killed_release() -> None:
     end = time.monotonic() + 60
     workers: list[int] = []
     while not workers and time.monotonic() < end:
-        workers = [p for p in _children(proc.pid) if b"spawn_main" in _cmdline(p)]
+        # forked (the parent runs one thread) or spawned; not multiprocessing's resource tracker
+        workers = [p for p in _children(proc.pid) if b"resource_tracker" not in _cmdline(p)]
         time.sleep(0.2)
     assert workers, "no worker process found"
     os.kill(proc.pid, signal.SIGKILL)

@@ -35,3 +35,23 @@ def test_worker_gives_the_in_process_results() -> None:
         here.failures,
     )
     assert not here.success and len(here.failures) == 3
+
+
+def test_worker_is_forked_only_from_one_thread() -> None:
+    """``fork`` (pandas and pyarrow already loaded) while the process runs one thread, else
+    ``spawn``: a fork copies no lock another thread holds."""
+    import subprocess
+    import sys
+
+    from tests.helpers import PROJECT
+
+    code = (
+        "import threading, time; from release_store.inputs import gx_suite; "
+        "print(gx_suite.start_method()); "
+        "threading.Thread(target=time.sleep, args=(2,), daemon=True).start(); "
+        "print(gx_suite.start_method())"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=PROJECT, check=True
+    )
+    assert out.stdout.split() == ["fork", "spawn"]
