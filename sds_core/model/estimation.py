@@ -8,6 +8,7 @@ The total count is fixed (a DP count). Post-processing of the measurements only.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from sds_core.errors import SdsInputError
-from sds_core.model.inference import Table, broadcast_shape, calibrate, project
+from sds_core.model.inference import Table, broadcast_shape, calibrate, other_axes, project
 from sds_core.model.measurements import Measurement
 from sds_core.model.structure import Clique, JunctionTree
 
@@ -64,6 +65,7 @@ class _Group:
     source: int
     source_columns: Clique
     source_shape: tuple[int, ...]
+    axes: tuple[int, ...]  # the axes of the source's table summed to this group's marginal
 
 
 def _groups(tree: JunctionTree, measurements: Sequence[Measurement]) -> list[_Group]:
@@ -88,7 +90,17 @@ def _groups(tree: JunctionTree, measurements: Sequence[Measurement]) -> list[_Gr
             ):
                 source, source_columns = i, g.columns
         shape = tuple(broadcast_shape(columns, source_columns, tree.sizes))
-        out.append(_Group(j, columns, tuple(by_subset[j, columns]), source, source_columns, shape))
+        out.append(
+            _Group(
+                j,
+                columns,
+                tuple(by_subset[j, columns]),
+                source,
+                source_columns,
+                shape,
+                other_axes(source_columns, columns),
+            )
+        )
     return out
 
 
@@ -97,7 +109,8 @@ def _marginals(tree: JunctionTree, groups: Sequence[_Group], mu: Sequence[Table]
     out: list[Table] = []
     for g in groups:
         table = mu[g.clique] if g.source < 0 else out[g.source]
-        out.append(np.ascontiguousarray(project(table, g.source_columns, g.columns)))
+        # project(table, g.source_columns, g.columns), its axes found once per fit
+        out.append(np.ascontiguousarray(table.sum(axis=g.axes) if g.axes else table))
     return out
 
 
@@ -120,7 +133,7 @@ def _clique_grads(
     tree: JunctionTree, groups: Sequence[_Group], grads: Sequence[Table]
 ) -> list[Table]:
     """The gradient on every clique's log-potential (each group's, broadcast to its clique)."""
-    out = [np.zeros(tree.clique_shape(j)) for j in range(len(tree.cliques))]
+    out = [np.zeros(shape) for shape in _clique_shapes(tree)]
     into: list[Table | None] = [None] * len(groups)
     for i in range(len(groups) - 1, -1, -1):  # sources come before the groups summed from them
         g, extra = groups[i], into[i]
@@ -132,6 +145,11 @@ def _clique_grads(
             add = grad.reshape(g.source_shape)
             into[g.source] = add if below is None else below + add
     return out
+
+
+@functools.lru_cache(maxsize=16)
+def _clique_shapes(tree: JunctionTree) -> tuple[tuple[int, ...], ...]:
+    return tuple(tree.clique_shape(j) for j in range(len(tree.cliques)))
 
 
 def _dot(a: Table, b: Table) -> float:

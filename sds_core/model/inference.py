@@ -8,6 +8,8 @@ distribution p(x) ∝ exp(Σ_j θ_j(x_Cj)), scaled to a total count. Used by
 
 from __future__ import annotations
 
+import functools
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -52,6 +54,29 @@ def project(table: Table, clique: Clique, sub: Sequence[int]) -> Table:
     return table.sum(axis=axes) if axes else table
 
 
+@functools.lru_cache(maxsize=16)
+def _messages(
+    tree: JunctionTree,
+) -> tuple[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]:
+    """Per clique j > 0 (index 0: unused): its parent, the axes of clique j summed for its
+    message up, the message's shape in the parent's table, the parent's axes summed for the
+    message down and its shape in clique j's table. Computed once per tree: :func:`calibrate`
+    runs twice per mirror-descent step."""
+    out = [(-1, (), (), (), ())]
+    for j in range(1, len(tree.cliques)):
+        p, sep = tree.parents[j], tree.separator(j)
+        out.append(
+            (
+                p,
+                other_axes(tree.cliques[j], sep),
+                tuple(broadcast_shape(sep, tree.cliques[p], tree.sizes)),
+                other_axes(tree.cliques[p], sep),
+                tuple(broadcast_shape(sep, tree.cliques[j], tree.sizes)),
+            )
+        )
+    return tuple(out)
+
+
 def calibrate(tree: JunctionTree, theta: Sequence[Table], total: float) -> list[Table]:
     """Every clique's marginal (counts summing to ``total``) of p ∝ exp(Σ θ_j).
 
@@ -67,28 +92,28 @@ def calibrate(tree: JunctionTree, theta: Sequence[Table], total: float) -> list[
         total: the count the marginals sum to.
     """
     n = len(tree.cliques)
-    acc = [np.exp(t - np.max(t)) for t in theta]
+    plan = _messages(tree)
+    acc = [np.exp(t - t.max()) for t in theta]
     up: list[Table] = [np.empty(0)] * n
     for j in range(n - 1, 0, -1):  # children have larger indices: they are done first
-        sep = tree.separator(j)
-        message = project(acc[j], tree.cliques[j], sep)
-        top = float(np.max(message)) if message.size else 0.0
+        p, up_axes, into_parent, _, _ = plan[j]
+        message = acc[j].sum(axis=up_axes) if up_axes else acc[j]  # project(), as below
+        top = float(message.max()) if message.size else 0.0
         if not top > 0:
             return calibrate_log(tree, theta, total)
         message = message / top
         up[j] = message
-        p = tree.parents[j]
-        acc[p] *= message.reshape(broadcast_shape(sep, tree.cliques[p], tree.sizes))
+        acc[p] *= message.reshape(into_parent)
     beliefs = [acc[0]] + [np.empty(0)] * (n - 1)
     for j in range(1, n):
-        p, sep = tree.parents[j], tree.separator(j)
-        down = project(beliefs[p], tree.cliques[p], sep)
+        p, _, _, down_axes, into_child = plan[j]
+        down = beliefs[p].sum(axis=down_axes) if down_axes else beliefs[p]
         down = np.divide(down, up[j], out=np.zeros_like(down), where=up[j] > 0)
-        beliefs[j] = acc[j] * down.reshape(broadcast_shape(sep, tree.cliques[j], tree.sizes))
+        beliefs[j] = acc[j] * down.reshape(into_child)
     out = []
     for b in beliefs:
         mass = float(b.sum())
-        if not (mass > 0 and np.isfinite(mass)):
+        if not (mass > 0 and math.isfinite(mass)):
             return calibrate_log(tree, theta, total)
         b *= total / mass
         out.append(b)
