@@ -54,15 +54,16 @@ def project(table: Table, clique: Clique, sub: Sequence[int]) -> Table:
     return table.sum(axis=axes) if axes else table
 
 
+_Message = tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]]
+
+
 @functools.lru_cache(maxsize=16)
-def _messages(
-    tree: JunctionTree,
-) -> tuple[tuple[int, tuple[int, ...], tuple[int, ...], tuple[int, ...], tuple[int, ...]], ...]:
+def _messages(tree: JunctionTree) -> tuple[_Message, ...]:
     """Per clique j > 0 (index 0: unused): its parent, the axes of clique j summed for its
     message up, the message's shape in the parent's table, the parent's axes summed for the
     message down and its shape in clique j's table. Computed once per tree: :func:`calibrate`
     runs twice per mirror-descent step."""
-    out = [(-1, (), (), (), ())]
+    out: list[_Message] = [(-1, (), (), (), ())]
     for j in range(1, len(tree.cliques)):
         p, sep = tree.parents[j], tree.separator(j)
         out.append(
