@@ -334,6 +334,17 @@ def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
         gx_suite.stop_worker()
 
 
+def import_flow_call() -> None:
+    """Import what calling the release flow imports on its first call: Prefect's engine, its
+    flow visualisation and parameter serializer (FastAPI's), pyarrow's Parquet writer (publish).
+    ~0.3 s the home's warm runner pays before it forks and a first release while it waits for
+    the server it started, instead of after the server answered."""
+    import fastapi.encoders  # noqa: F401  (prefect.flows.serialize_parameters)
+    import prefect.flow_engine
+    import prefect.utilities.visualization  # noqa: F401  (prefect.flows.Flow.__call__)
+    import pyarrow.parquet  # noqa: F401
+
+
 def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
     from rich.console import Console
 
@@ -345,11 +356,12 @@ def _run_flow(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
     if server is not None:
         from flows.local import server as local_server
 
-        if not server.healthy:  # started by this release: use the wait for what aggregate-1 pays
+        if not server.healthy:  # started by this release: use the wait for what the run pays
             from sds_core.marginals.warmup import load_kernels
 
             with span("client:load-kernels"):
-                load_kernels()
+                load_kernels()  # else in aggregate-1
+                import_flow_call()
         try:
             local_server.wait_healthy(server)
         except RuntimeError as e:

@@ -76,18 +76,18 @@ def warm_up(home: Path, api_url: str) -> None:
 
     prefect_environment(Path(home))
     # GX too: the child runs the gate's suites itself instead of spawning a process to import it
-    import fastapi.encoders  # noqa: F401  (Prefect's parameter serializer, imported lazily)
     import great_expectations.expectations  # noqa: F401
     import rich.console  # noqa: F401
     from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: F401
 
     import flows.release  # noqa: F401  (Prefect, pandas, numba, the tasks)
     import release_store.run.progress  # noqa: F401
-    from flows.local import launch  # noqa: F401  (what the child runs)
+    from flows.local import launch  # what the child runs
     from release_store.inputs import gx_suite  # noqa: F401
     from sds_core.marginals.warmup import load_kernels
 
     load_kernels()  # numba's compiler + the count/aggregate/normalize kernels, for every fork
+    launch.import_flow_call()
 
     # OpenBLAS (numpy's and scipy's copy) starts a thread pool at import and shuts it down
     # before every fork (its pthread_atfork handler); one fork now leaves the main thread only
