@@ -174,7 +174,13 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
         return 0
     differ = []
     for path in sorted(run.dirs.release_dir.iterdir()):
-        same = filecmp.cmp(path, published / path.name, shallow=False)
+        if path.is_dir():  # a Parquet dataset of parts: each part, and the same part names
+            there = published / path.name
+            names = sorted(p.name for p in path.iterdir())
+            same = there.is_dir() and names == sorted(p.name for p in there.iterdir())
+            same = same and all(filecmp.cmp(path / n, there / n, shallow=False) for n in names)
+        else:
+            same = filecmp.cmp(path, published / path.name, shallow=False)
         print(f"{'same' if same else 'DIFFERS'} {path.name}")
         differ += [] if same else [path.name]
     return 1 if differ else 0
