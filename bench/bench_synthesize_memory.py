@@ -11,9 +11,12 @@ then the checkpoint's bytes (``write_canonical_pickle``, what ``save_checkpoint`
 the file; here to ``/dev/null``). ``--dask``: the Dask path instead (the model, or
 ``reconcile_one_way``, on one worker of an embedded LocalCluster, the chunks checkpointed).
 Prints each part's wall time and the driver's resident set before and at its peak
-(``VmRSS`` sampled every 20 ms); with ``--check``, whether the records' sha256 is the one the
-release recorded for its ``synthesize`` stage (the same records, byte for byte). Run it under
-``memray run`` for the allocations behind the peak.
+(``VmRSS`` sampled every 20 ms), and with ``--dask`` what it still holds once the stage has
+returned with the chunks' futures alive (as through a release's evaluate and publish); with
+``--check``, whether the records' sha256 is the one the release recorded for its ``synthesize``
+stage (a Dask release: each chunk file's; the same records, byte for byte). ``--problem``: the
+consistent model's problem built here alone, and what it weighs pickled against the
+aggregates. Run it under ``memray run`` for the allocations behind the peak.
 
     PYTHONPATH=. .venv/bin/python bench/bench_synthesize_memory.py \
         --private HOME/private/RELEASE_ID --check
@@ -85,7 +88,16 @@ def main() -> None:
         action="store_true",
         help="the Dask path on an embedded LocalCluster (2 worker processes x 1 thread)",
     )
+    ap.add_argument(
+        "--problem",
+        action="store_true",
+        help="the consistent model's problem (model_problem) built here alone: its time, the "
+        "driver's peak and what it and the aggregates weigh pickled",
+    )
     args = ap.parse_args()
+    if args.problem:
+        _main_problem(args)
+        return
     if args.dask:
         _main_dask(args)
         return
@@ -145,6 +157,54 @@ def main() -> None:
     print(json.dumps(out, indent=1))
 
 
+def _main_problem(args: argparse.Namespace) -> None:
+    """``model_problem`` on this process (what the Dask path's driver builds before it submits
+    the fit and the sampling): its wall time, the driver's peak while building it and what it
+    holds after, and the pickled bytes of the problem against those of the aggregates."""
+    from release_store.run.memory import return_free_memory
+    from sds_core.synthesis.consistent import model_problem
+    from tasks.synthesis import _model_params
+
+    params, plan, aggregates, noise, _ = _inputs(args.private)
+
+    class _Run:  # what _model_params reads of a ReleaseRun
+        pass
+
+    run: Any = _Run()
+    run.params = params
+    model_params = _model_params(run, plan)
+    gc.collect()
+    return_free_memory()
+    before = _status_kib()["VmRSS"]
+    start = time.perf_counter()
+    with _Sampler() as built:
+        problem = model_problem(aggregates, noise, model_params)
+    seconds = time.perf_counter() - start
+    gc.collect()
+    return_free_memory()
+    held = _status_kib()["VmRSS"]
+    sizes = {
+        "aggregates": len(pickle.dumps(aggregates, protocol=pickle.HIGHEST_PROTOCOL)),
+        "problem": len(pickle.dumps(problem, protocol=pickle.HIGHEST_PROTOCOL)),
+        "domain": len(pickle.dumps(aggregates.domain, protocol=pickle.HIGHEST_PROTOCOL)),
+    }
+    out = {
+        "problem_s": round(seconds, 1),
+        "driver_before_mib": round(before / 1024),
+        "problem_peak_mib": round(built.peak_kib / 1024),
+        "problem_added_mib": round((built.peak_kib - before) / 1024),
+        "problem_held_added_mib": round((held - before) / 1024),
+        "pickled_mib": {k: round(v / 2**20, 2) for k, v in sizes.items()},
+        "model_cells": problem.tree.cells,
+        "measurements": len(problem.measurements),
+        "measured_cells": sum(len(m.values) for m in problem.measurements),
+        "dp_combinations": sum(
+            len(aggregates.counts_of(k)) for k in range(1, aggregates.reporting_length + 1)
+        ),
+    }
+    print(json.dumps(out, indent=1))
+
+
 def _main_dask(args: argparse.Namespace) -> None:
     """The synthesize stage's Dask path (``tasks.synthesis.records_on_cluster``: the model
     sampled, or the records reconciled, on one worker, cut into chunks there), then its
@@ -157,6 +217,7 @@ def _main_dask(args: argparse.Namespace) -> None:
     from distributed import Client, LocalCluster
 
     from release_store.cluster.synthesis import StoredSynthetic, chunks
+    from release_store.run.memory import return_free_memory
     from release_store.run.workdir import write_canonical_pickle
     from sds_core.data.table import PreparedTable
     from sds_core.dp.randomness import ReleaseRandomness
@@ -183,12 +244,21 @@ def _main_dask(args: argparse.Namespace) -> None:
             ) as cluster,
             Client(cluster) as client,
         ):
+            return_free_memory()
             before = _status_kib()["VmRSS"]
             start = time.perf_counter()
             with _Sampler() as made:
                 backend = records_on_cluster(run, client, aggregates, (), noise, plan)
-                StoredSynthetic.save(backend, folder, "synthesize")
+                stored = StoredSynthetic.save(backend, folder, "synthesize")
             seconds = time.perf_counter() - start
+            # what the driver keeps once the stage has returned while the chunks' futures are
+            # alive, as through a release's evaluate and publish (the embedded scheduler keeps
+            # the arguments of the tasks the chunks may be recomputed from): the stage's end
+            # (return_free_memory, as every stage) then a settled read
+            gc.collect()
+            return_free_memory()
+            time.sleep(2.0)
+            held_kib = _status_kib()["VmRSS"]
             workers = client.run(lambda: __import__("os").getpid())
             held = client.who_has(backend.parts)
             out: dict[str, Any] = {
@@ -199,6 +269,8 @@ def _main_dask(args: argparse.Namespace) -> None:
                 "driver_before_mib": round(before / 1024),
                 "driver_peak_mib": round(made.peak_kib / 1024),
                 "driver_added_mib": round((made.peak_kib - before) / 1024),
+                "driver_held_after_mib": round(held_kib / 1024),
+                "driver_held_added_mib": round((held_kib - before) / 1024),
                 "synthetic_records": backend.n_records,
                 "chunks": len(backend.parts),
                 "chunks_per_worker": {
@@ -206,7 +278,13 @@ def _main_dask(args: argparse.Namespace) -> None:
                     for w, pid in workers.items()
                 },
             }
-            if args.check:  # the chunks written into one table: the release's checkpoint?
+            recorded = _load(args.private / "checkpoints" / "synthesize.pkl")
+            if args.check and isinstance(recorded, StoredSynthetic):  # a Dask release's
+                out["equal_to_checkpoint"] = (recorded.sha256, recorded.first_rows) == (
+                    stored.sha256,
+                    stored.first_rows,
+                )
+            elif args.check:  # the chunks written into one table: the release's checkpoint?
                 whole = np.empty((backend.n_records, aggregates.domain.n_columns), np.int32)
                 for part, lo in zip(chunks(backend), backend.first_rows, strict=True):
                     whole[lo : lo + part.n_records] = part.codes
