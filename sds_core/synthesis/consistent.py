@@ -175,7 +175,7 @@ class ModelParams:
 class _Published:
     """The published counts as tables over each column subset's non-empty values.
 
-    With ``keep`` (:func:`_published_values`: the values published at length 1), only those
+    With ``keep`` (:func:`published_values`: the values published at length 1), only those
     values: a value of the domain without a published 1-tuple was suppressed (or never seen),
     the published aggregates say nothing about it, so the model does not know it and its
     records fall into the column's "empty" category, as in aggregate-seeded synthesis. The
@@ -429,8 +429,9 @@ def measurements(
     return out
 
 
-def _published_values(aggregates: AggregateSet) -> NDArray[np.bool_]:
-    """Which attributes (values of the domain) were published at length 1."""
+def published_values(aggregates: AggregateSet) -> NDArray[np.bool_]:
+    """Which attributes (values of the domain) were published at length 1: the consistent
+    model's categories (the others fall into their column's empty category)."""
     keep = np.zeros(aggregates.domain.n_attributes, dtype=bool)
     keep[aggregates.counts_of(1).attrs[:, 0]] = True
     return keep
@@ -559,7 +560,7 @@ def model_problem(
             "the consistent model needs the DP aggregates' protected record count (> 0)"
         )
     published = _Published(
-        aggregates, estimated_total(aggregates, noise), _published_values(aggregates)
+        aggregates, estimated_total(aggregates, noise), published_values(aggregates)
     )
     tree = _tree(published, params, aggregates.reporting_length, noise)
     check_model_size(
@@ -586,7 +587,15 @@ def fit_aggregates(
     Raises:
         SdsInputError: as :func:`model_problem`.
     """
-    problem = model_problem(aggregates, noise, params)
+    return fit_problem(model_problem(aggregates, noise, params), noise, params)
+
+
+def fit_problem(
+    problem: ModelProblem, noise: AggregateNoise, params: ModelParams = ModelParams()
+) -> FittedModel:
+    """The consistent model of a :func:`model_problem` (built with the same ``noise`` and
+    ``params``): fitted, then its 1-way marginals matched to the published ones when
+    ``params.match_one_way``. Reads the problem alone, not the aggregates it was built from."""
     model = fit_model(
         problem.tree,
         problem.measurements,
@@ -636,8 +645,38 @@ def synthesize_from_model(
 ) -> PreparedTable:
     """``n`` synthetic records (None: the model's total, :func:`estimated_total`, rounded)
     from the consistent model of the published aggregates."""
-    model = fit_aggregates(aggregates, noise, params)
-    return records_of(model, aggregates, n, rng=rng, multi_value_columns=multi_value_columns)
+    return synthesize_from_problem(
+        model_problem(aggregates, noise, params),
+        noise,
+        aggregates.domain,
+        published_values(aggregates),
+        n,
+        rng=rng,
+        params=params,
+        multi_value_columns=multi_value_columns,
+    )
+
+
+def synthesize_from_problem(
+    problem: ModelProblem,
+    noise: AggregateNoise,
+    domain: Domain,
+    published: NDArray[np.bool_],
+    n: int | None,
+    *,
+    rng: np.random.Generator,
+    params: ModelParams = ModelParams(),
+    multi_value_columns: tuple[MultiValueColumn, ...] = (),
+) -> PreparedTable:
+    """:func:`synthesize_from_model` from what it reads of the aggregates: the problem
+    (:func:`model_problem`), the domain and the values published at length 1
+    (:func:`published_values`); the same draws, the same records. What a worker is sent
+    (a few tens of MB, bounded by the model's cells, where the aggregates grow with the
+    published combinations)."""
+    model = fit_problem(problem, noise, params)
+    return records_over(
+        model, domain, published, n, rng=rng, multi_value_columns=multi_value_columns
+    )
 
 
 def records_of(
@@ -650,6 +689,32 @@ def records_of(
 ) -> PreparedTable:
     """``n`` records (None: the model's total, rounded) sampled from ``model`` as a table over
     the aggregates' domain."""
+    return records_over(
+        model,
+        aggregates.domain,
+        published_values(aggregates),
+        n,
+        rng=rng,
+        multi_value_columns=multi_value_columns,
+    )
+
+
+def records_over(
+    model: FittedModel,
+    domain: Domain,
+    published: NDArray[np.bool_],
+    n: int | None,
+    *,
+    rng: np.random.Generator,
+    multi_value_columns: tuple[MultiValueColumn, ...] = (),
+) -> PreparedTable:
+    """``n`` records (None: the model's total, rounded) sampled from ``model`` as a table over
+    ``domain``, whose values ``published`` (one flag per attribute, :func:`published_values`)
+    are the model's categories.
+
+    Raises:
+        SdsInputError: ``n`` is not an integer >= 0.
+    """
     if n is None:
         n = max(round(model.total), 1)
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
@@ -657,8 +722,8 @@ def records_of(
     # the model's categories (a column's values published at length 1, then its empty
     # category) become the domain's codes column by column in place: one (n, d) int32 array,
     # no int64 records and no copy of the aggregates (2M x 11: 88 MB, was 176 + 88 + 100)
-    dom = aggregates.domain
-    keep = _published_values(aggregates)
+    dom, keep = domain, published
+    invariant(keep.shape == (dom.n_attributes,), "one published flag per value of the domain")
     codes = sample_records(model, n, rng=rng, dtype=np.int32)
     for j in range(dom.n_columns):
         back = np.flatnonzero(keep[dom.offsets[j] : dom.offsets[j + 1]]).astype(np.int32)

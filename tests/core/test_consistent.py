@@ -245,12 +245,12 @@ def _published_domain_copy(aggregates):
 def test_published_tables_read_in_place_equal_those_of_a_copied_domain() -> None:
     """_Published over the values published at length 1 (``keep``, the aggregates read in place)
     holds the very tables it held over a copy of the aggregates on the smaller domain."""
-    from sds_core.synthesis.consistent import _Published, _published_values
+    from sds_core.synthesis.consistent import _Published, published_values
 
     aggregates = _suppressed_aggregates()
     small, _ = _published_domain_copy(aggregates)
     assert len(small.counts_of(3)) < len(aggregates.counts_of(3))  # combinations were dropped
-    got = _Published(aggregates, 600.0, _published_values(aggregates))
+    got = _Published(aggregates, 600.0, published_values(aggregates))
     want = _Published(small, 600.0)
     assert got.cards == want.cards != aggregates.domain.cardinalities
     assert got.by_subset.keys() == want.by_subset.keys()
@@ -281,3 +281,82 @@ def test_model_records_in_int32_in_place_equal_the_int64_records() -> None:
     assert np.array_equal(got.codes, want)
     small = sample_records(model, 700, rng=np.random.default_rng(5), dtype=np.int16)
     assert small.dtype == np.int16 and np.array_equal(small, cats)
+
+
+def _records_spelled_out(aggregates, noise, n, seed, params, *, match=True):
+    """The model's records from its own pieces, as ``synthesize_from_model`` made them before
+    it was split into a problem, a fit and a sampling over the domain (main e2198d6): fit,
+    1-way matching, int32 sample, each column's categories mapped back to its published
+    values (the others empty)."""
+    from sds_core.data.domain import EMPTY_CODE
+    from sds_core.model.estimation import fit_model, match_one_way
+    from sds_core.model.sampling import sample_records
+    from sds_core.synthesis.consistent import model_problem, one_way_targets
+
+    problem = model_problem(aggregates, noise, params)
+    model = fit_model(
+        problem.tree,
+        problem.measurements,
+        problem.total,
+        iterations=params.iterations,
+        start=problem.start,
+    )
+    if match:
+        sd1 = noise.sigma_by_len[0]
+        model = match_one_way(model, one_way_targets(problem.one_way, problem.total, model, sd1))
+    cats = sample_records(model, n, rng=np.random.default_rng(seed), dtype=np.int32)
+    _, back = _published_domain_copy(aggregates)
+    return np.stack(
+        [np.append(b, np.int32(EMPTY_CODE))[cats[:, j]] for j, b in enumerate(back)], axis=1
+    )
+
+
+def test_model_split_into_problem_fit_and_sampling_gives_the_same_records() -> None:
+    """The problem fitted alone (``fit_problem``) and sampled over the domain and the
+    published values (``records_over``, ``synthesize_from_problem``: what a Dask worker is
+    sent instead of the aggregates) give ``synthesize_from_model``'s records, which are the
+    fit, the 1-way matching and the sampling spelled out (the matching changes them here)."""
+    from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+    from sds_core.synthesis.consistent import (
+        fit_problem,
+        model_problem,
+        published_values,
+        records_over,
+        synthesize_from_problem,
+    )
+
+    exact = _suppressed_aggregates()
+    two = exact.by_len[2]  # 2-way counts doubled: the fit pulls the 1-way marginals off
+    by_len = dict(exact.by_len) | {2: CombinationCounts(two.attrs, two.counts * 2)}
+    aggregates = AggregateSet(exact.domain, 3, by_len, 600, True)
+    noise = AggregateNoise((2.0, 2.0, 2.0), (3.0, 3.0, 3.0))
+    params = ModelParams(iterations=20)
+    want = _records_spelled_out(aggregates, noise, 900, 6, params)
+    unmatched = _records_spelled_out(aggregates, noise, 900, 6, params, match=False)
+    assert not np.array_equal(want, unmatched)
+    whole = synthesize_from_model(
+        aggregates, noise, 900, rng=np.random.default_rng(6), params=params
+    )
+    problem = model_problem(aggregates, noise, params)
+    keep = published_values(aggregates)
+    split = synthesize_from_problem(
+        problem, noise, aggregates.domain, keep, 900, rng=np.random.default_rng(6), params=params
+    )
+    model = fit_problem(problem, noise, params)
+    over = records_over(model, aggregates.domain, keep, 900, rng=np.random.default_rng(6))
+    for got in (whole, split, over):
+        assert got.domain == aggregates.domain and got.codes.dtype == np.int32
+        assert np.array_equal(got.codes, want)
+
+
+def test_records_over_refuses_a_published_mask_of_another_domain() -> None:
+    """``records_over`` needs one published flag per value of the domain (a bug otherwise)."""
+    from sds_core.errors import SdsInternalError
+    from sds_core.synthesis.consistent import published_values, records_over
+
+    aggregates = _suppressed_aggregates()
+    noise = AggregateNoise((2.0, 2.0, 2.0), (3.0, 3.0, 3.0))
+    model = fit_aggregates(aggregates, noise, ModelParams(iterations=5))
+    keep = published_values(aggregates)[:-1]
+    with pytest.raises(SdsInternalError, match="one published flag per value"):
+        records_over(model, aggregates.domain, keep, 10, rng=np.random.default_rng(0))

@@ -97,9 +97,12 @@ def test_model_and_reconciliation_run_on_a_worker_process(
         )
     for module, name in [
         (consistent, "fit_aggregates"),
+        (consistent, "fit_problem"),
+        (consistent, "fit_model"),
         (consistent, "sample_records"),
         (consistent, "synthesize_from_model"),
-        (cluster_synthesis, "synthesize_from_model"),
+        (consistent, "synthesize_from_problem"),
+        (cluster_synthesis, "synthesize_from_problem"),
         (task, "synthesize_from_model"),
         (reconcile, "reconcile_one_way"),
         (cluster_synthesis, "reconcile_one_way"),

@@ -139,3 +139,52 @@ def test_model_sampled_on_a_worker_is_the_local_model(
     assert rng.bit_generator.state == state
     assert chunked.n_records == 4000 and len(chunked.parts) == 3
     assert _whole(chunked).codes.tobytes() == local.codes.tobytes()
+
+
+class _SubmitSpy:
+    """The cluster's client, recording every argument of every ``submit`` (the rest passed
+    through): what the scheduler keeps as the tasks' arguments."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self.arguments: list[Any] = []
+
+    def submit(self, *args: Any, **kwargs: Any) -> Any:
+        self.arguments.extend(args)
+        self.arguments.extend(kwargs.values())
+        return self._client.submit(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
+
+
+def test_model_task_is_sent_its_problem_not_the_aggregates(
+    client: Any, aggregates: AggregateSet
+) -> None:
+    """``sample_model_on_cluster`` sends no task the aggregates (the embedded scheduler, in the
+    driver, would keep them to the end of the release): the model's task gets its problem,
+    the domain and the published values, and refuses the aggregates."""
+    from release_store.cluster.synthesis import _sampled
+    from sds_core.errors import SdsInternalError
+    from sds_core.synthesis.consistent import ModelProblem, published_values
+
+    noise = AggregateNoise(sigma_by_len=(2.0, 3.0, 4.0), threshold_by_len=(0.0, 1.0, 1.0))
+    params = ModelParams(iterations=10)
+    spy = _SubmitSpy(client)
+    chunked = sample_model_on_cluster(
+        spy,
+        aggregates,
+        noise,
+        2000,
+        rng=np.random.default_rng(5),
+        params=params,
+        multi_value_columns=(),
+        part_records=None,
+    )
+    assert chunked.n_records == 2000
+    assert not any(isinstance(a, AggregateSet) for a in spy.arguments)
+    assert any(isinstance(a, ModelProblem) for a in spy.arguments)
+    keep = published_values(aggregates)
+    rng = np.random.default_rng(5)
+    with pytest.raises(SdsInternalError, match="sent its problem"):
+        _sampled(aggregates, noise, aggregates.domain, keep, 10, rng, params, ())  # type: ignore[arg-type]
