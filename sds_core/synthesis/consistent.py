@@ -437,8 +437,11 @@ def published_values(aggregates: AggregateSet) -> NDArray[np.bool_]:
     return keep
 
 
-def _warm_start(tree: JunctionTree, published: _Published) -> list[NDArray[np.float64]]:
-    """Log-potentials of the independent model of the published 1-way counts (a start point)."""
+def _warm_start(
+    tree: JunctionTree, one_way: Sequence[NDArray[np.float64]], total: float
+) -> list[NDArray[np.float64]]:
+    """Log-potentials of the independent model of the published 1-way counts ``one_way[c]``
+    (each column's empty category taking the rest of ``total``): a start point."""
     theta = [np.zeros(tree.clique_shape(j)) for j in range(len(tree.cliques))]
     done: set[int] = set()
     for j, clique in enumerate(tree.cliques):
@@ -446,8 +449,8 @@ def _warm_start(tree: JunctionTree, published: _Published) -> list[NDArray[np.fl
             if c in done:
                 continue
             done.add(c)
-            counts = np.clip(published.table((c,)), 0.0, None)
-            empty = max(published.total - float(counts.sum()), 0.0)
+            counts = np.clip(one_way[c], 0.0, None)
+            empty = max(total - float(counts.sum()), 0.0)
             p = np.append(counts, empty) + 0.5
             shape = [1] * len(clique)
             shape[axis] = p.size
@@ -534,16 +537,22 @@ def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length
 
 @dataclass(frozen=True, slots=True, eq=False)
 class ModelProblem:
-    """What :func:`fit_aggregates` fits: the tree, the measurements, the total, the warm start,
-    and each column's published 1-way counts over its released values (what
+    """What :func:`fit_problem` fits: the tree, the measurements, the total, and each column's
+    published 1-way counts over its released values (the warm start, and what
     :func:`one_way_targets` reads after the fit; the tables of all the aggregates, ~60 MB at
-    5M combinations, are not kept through the fit)."""
+    5M combinations, are not kept through the fit). Bounded by the model's cells, not the
+    published combinations: what a Dask worker is sent to fit and sample the model."""
 
     one_way: tuple[NDArray[np.float64], ...]
     tree: JunctionTree
     measurements: list[Measurement]
     total: float
-    start: list[NDArray[np.float64]]
+
+    @property
+    def start(self) -> list[NDArray[np.float64]]:
+        """The fit's start point: the independent model of the published 1-way counts (made
+        when read, one float per model cell: not carried with the problem)."""
+        return _warm_start(self.tree, self.one_way, self.total)
 
 
 def model_problem(
@@ -575,7 +584,6 @@ def model_problem(
         tree,
         measurements(published, tree, noise),
         published.total,
-        _warm_start(tree, published),
     )
 
 
