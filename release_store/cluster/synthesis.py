@@ -231,7 +231,7 @@ def sample_model_on_cluster(
     problem, the domain and the published values, not the aggregates: the scheduler keeps a
     task's arguments while the chunks computed from it may be recomputed, to the end of the
     release, and the embedded scheduler is this process (the problem is bounded by the model's
-    cells: ~21 MiB pickled at 5.26M combinations, where the aggregates were ~99 MiB)."""
+    cells: ~10 MiB pickled at 5.26M combinations, where the aggregates were ~99 MiB)."""
     problem = model_problem(aggregates, noise, params)
     whole = client.submit(
         _sampled,

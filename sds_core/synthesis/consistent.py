@@ -678,9 +678,9 @@ def synthesize_from_problem(
 ) -> PreparedTable:
     """:func:`synthesize_from_model` from what it reads of the aggregates: the problem
     (:func:`model_problem`), the domain and the values published at length 1
-    (:func:`published_values`); the same draws, the same records. What a worker is sent
-    (a few tens of MB, bounded by the model's cells, where the aggregates grow with the
-    published combinations)."""
+    (:func:`published_values`); the same draws, the same records. What a Dask worker is sent
+    (~10 MB pickled at 5M combinations, bounded by the model's cells, where the aggregates
+    grow with the published combinations: ~100 MB)."""
     model = fit_problem(problem, noise, params)
     return records_over(
         model, domain, published, n, rng=rng, multi_value_columns=multi_value_columns
