@@ -403,9 +403,12 @@ def chunks(synthetic: DaskBackend) -> Iterator[PreparedTable]:
         yield table
 
 
-ENCODE_ROWS = 1 << 18
-"""Records publish decodes to text at a time (a quarter of a chunk): their frame of strings,
-CSV rows and Arrow table, several times the size of their codes, are what the driver holds."""
+ENCODE_ROWS = 1 << 16
+"""Records publish decodes to text at a time: their frame of strings (one Python object per
+cell, ~50 bytes each), CSV rows and Arrow table, many times the size of their codes, are what
+the driver holds beside the row group's tables. 2^18 held ~80 MiB more at binned 10M
+(``bench/bench_publish_memory.py``: +465 -> +385 MiB, raw 2M +415 -> +336; the same bytes;
+``write_synthetic`` alone at raw 2M 2.0-2.1 s either way)."""
 
 
 def slices(tables: Iterator[PreparedTable], rows: int | None = None) -> Iterator[PreparedTable]:
