@@ -167,7 +167,15 @@ def test_the_flow_resolves_previous_month_before_reserving(
     Ledger.open(home).set_budget("monthly", epsilon=2.0, delta=1e-3, per_period=True)
     params = build_params(
         load_config(config),
-        {"input": str(data), "home": str(home), "period": "previous-month", "seed": 3},
+        {
+            "input": str(data),
+            "home": str(home),
+            "period": "previous-month",
+            "seed": 3,
+            # pinned: the noise's streams are keyed by the release id, and at 200 rows some ids
+            # leave no 1-way count above the threshold (the CI of af0eb7e drew one)
+            "release_id": "2026-11-26T120000Z-5e7a11",
+        },
     )
     folder = Path(release(params))
     manifest = json.loads((folder / "manifest.json").read_text())
