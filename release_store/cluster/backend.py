@@ -33,7 +33,7 @@ from sds_core.data.preparation import match_key
 from sds_core.data.readers import cell_text
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.data.text import matching_column
-from sds_core.errors import SdsInputError
+from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals import backend as core
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.candidates import CandidateSet
@@ -535,21 +535,37 @@ class DaskBackend:
         must add up over any split of the records, as every evaluation sum does). The
         ``kwargs`` are sent to every worker once (scattered, not embedded in each task: the
         evaluation's risk lookups are as large as the rare combinations, 129 MiB pickled into
-        the graph at a high-cardinality 2M release) and released when the sum is back."""
-        shared = self.client.scatter([kwargs], broadcast=True, hash=False)[0]
-        futures = [
-            self.client.submit(
-                _apply_group,
-                fn,
-                combine,
-                shared,
-                *[self.parts[i] for i in idx],
-                workers=[worker] if worker else None,
-                allow_other_workers=True,
-            )
-            for worker, idx in self._groups()
-        ]
-        return _tree_reduce(self.client, futures, combine, on_workers=True)
+        the graph at a high-cardinality 2M release) and released when the sum is back.
+
+        Scattered data has no lineage, and the scheduler keeps as few copies of it as its tasks
+        need (distributed's active memory manager drops the broadcast's replicas): a worker that
+        dies holding the last copy loses the ``kwargs``. The sum is then computed once more
+        with the ``kwargs`` sent again (every ``fn`` here is an exact count: no draw, the same
+        sum); a loss of partitions still raises.
+
+        Raises:
+            DaskClusterError: a worker died with partitions no task can recompute.
+        """
+        for attempt in (1, 2):
+            shared = self.client.scatter([kwargs], broadcast=True, hash=False)[0]
+            futures = [
+                self.client.submit(
+                    _apply_group,
+                    fn,
+                    combine,
+                    shared,
+                    *[self.parts[i] for i in idx],
+                    workers=[worker] if worker else None,
+                    allow_other_workers=True,
+                )
+                for worker, idx in self._groups()
+            ]
+            try:
+                return _tree_reduce(self.client, futures, combine, on_workers=True)
+            except DaskClusterError:
+                if attempt == 2 or shared.status == "finished":
+                    raise  # the partitions were lost, not the kwargs
+        raise SdsInternalError("map_reduce: no attempt returned (bug)")
 
     def exact_aggregates(self, reporting_length: int) -> AggregateSet:
         """Exact aggregates per partition, summed."""

@@ -6,6 +6,7 @@ whose input is read and prepared by tasks; scattered partitions fail with a clea
 from __future__ import annotations
 
 import dataclasses
+import operator
 import os
 import signal
 from collections.abc import Iterator
@@ -218,3 +219,57 @@ def test_release_flow_survives_a_worker_killed_mid_stage(
     stages = [c.stage for c in charges(tmp_path / "dask")]
     assert stages == [c.stage for c in charges(tmp_path / "local")]
     assert len(stages) == len(set(stages)) and "aggregate-2" in stages
+
+
+def test_map_reduce_sends_its_kwargs_again_when_their_last_copy_is_lost(
+    process_client: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``map_reduce``'s scattered ``kwargs`` have no lineage, and the scheduler may keep a
+    single copy of them (its memory manager drops a broadcast's replicas): the worker holding it
+    is killed once the map's results are in, and the exact sum is computed again with the
+    ``kwargs`` sent anew instead of failing the stage (CI of af0eb7e, the evaluate stage)."""
+    from release_store.cluster import backend as dask_backend
+    from sds_core.data.domain import Domain
+    from sds_core.data.table import PreparedTable
+
+    client = process_client
+    domain = Domain(("a",), (("x", "y"),))
+    sizes = [100, 200, 300, 400]
+    first = sorted(client.scheduler_info()["workers"])[0]
+    parts = [  # tasks (lambdas travel by value): lost partitions are made again
+        client.submit(
+            lambda n: PreparedTable(domain, np.zeros((n, 1), dtype=np.int32)),
+            n,
+            pure=False,
+            workers=[first],  # every map task there: no other worker fetches a copy of kwargs
+            allow_other_workers=True,
+        )
+        for n in sizes
+    ]
+    backend = DaskBackend(client, tuple(parts), (0, 100, 300, 600), domain, sum(sizes))
+    real_scatter, sent_to = client.scatter, []
+
+    def scatter_to_one(data: Any, **kw: Any) -> Any:  # one copy, as the memory manager leaves
+        # first: where the partitions are (the map results it computes are lost with it); then
+        # any worker alive
+        alive = sorted(client.scheduler_info()["workers"])
+        holder = first if not sent_to else alive[0]
+        sent_to.append(holder)
+        return real_scatter(data, workers=[holder], hash=False)
+
+    real_reduce, killed = dask_backend._tree_reduce, []
+
+    def kill_holder(client_: Any, futures: list[Any], combine: Any, **kw: Any) -> Any:
+        if not killed:
+            with client.as_current():
+                distributed.wait(futures)
+            pid = client.run(os.getpid, workers=[sent_to[-1]])[sent_to[-1]]
+            os.kill(pid, signal.SIGKILL)
+            killed.append(sent_to[-1])
+        return real_reduce(client_, futures, combine, **kw)
+
+    monkeypatch.setattr(client, "scatter", scatter_to_one)
+    monkeypatch.setattr(dask_backend, "_tree_reduce", kill_holder)
+    total = backend.map_reduce(lambda part, scale: part.n_records * scale, operator.add, scale=3)
+    assert total == 3 * sum(sizes)
+    assert len(sent_to) == 2  # sent again once, after the kill
