@@ -79,6 +79,19 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     return params, plan, aggregates, noise, rng
 
 
+def _model_params_of(params: Any, plan: Any) -> Any:
+    """The stage's ``ModelParams`` (``tasks.synthesis._model_params``, which reads only the
+    run's parameters)."""
+    from tasks.synthesis import _model_params
+
+    class _Run:  # what _model_params reads of a ReleaseRun
+        pass
+
+    run: Any = _Run()
+    run.params = params
+    return _model_params(run, plan)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--private", type=Path, required=True, help="the release's private workspace")
@@ -104,16 +117,9 @@ def main() -> None:
 
     from release_store.run.workdir import write_canonical_pickle
     from sds_core.synthesis.consistent import synthesize_from_model
-    from tasks.synthesis import _model_params
 
     params, plan, aggregates, noise, rng = _inputs(args.private)
-
-    class _Run:  # what _model_params reads of a ReleaseRun
-        pass
-
-    run: Any = _Run()
-    run.params = params
-    model_params = _model_params(run, plan)
+    model_params = _model_params_of(params, plan)
     gc.collect()
     before = _status_kib()["VmRSS"]
     start = time.perf_counter()
@@ -163,16 +169,9 @@ def _main_problem(args: argparse.Namespace) -> None:
     holds after, and the pickled bytes of the problem against those of the aggregates."""
     from release_store.run.memory import return_free_memory
     from sds_core.synthesis.consistent import model_problem
-    from tasks.synthesis import _model_params
 
     params, plan, aggregates, noise, _ = _inputs(args.private)
-
-    class _Run:  # what _model_params reads of a ReleaseRun
-        pass
-
-    run: Any = _Run()
-    run.params = params
-    model_params = _model_params(run, plan)
+    model_params = _model_params_of(params, plan)
     gc.collect()
     return_free_memory()
     before = _status_kib()["VmRSS"]
