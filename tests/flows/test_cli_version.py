@@ -31,8 +31,20 @@ def test_version_is_the_packaged_one() -> None:
 
 
 def test_completion_script_for_bash() -> None:
-    """--show-completion prints a bash completion function for `sds`."""
-    done = _sds("--show-completion", SHELL="/bin/bash")
+    """--show-completion, run from a bash, prints a bash completion function for `sds`.
+
+    typer detects the shell from the parent processes (shellingham), not from $SHELL: the
+    command runs as a child of a real bash (the `; exit` keeps bash from exec-ing it), so the
+    test does not depend on what started pytest (make runs recipes through /bin/sh).
+    """
+    done = subprocess.run(
+        ["bash", "-c", '"$0" -m flows.cli --show-completion; exit $?', sys.executable],
+        cwd=PROJECT,
+        env={**os.environ, "SHELL": "/bin/bash"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
     assert "_sds_completion" in done.stdout and "complete" in done.stdout
 
