@@ -4,7 +4,7 @@ Reads a finished release's checkpoints (``normalize``: the DP aggregates; ``synt
 synthetic records, a ``PreparedTable`` on the driver when the plan chose the model) from its
 private workspace, prepares the release's Parquet input on an embedded ``LocalCluster`` (2
 workers x 1 thread, as ``--executor dask``) and runs what the ``evaluate`` task runs on that
-path (``tasks/evaluation.py``: ``evaluate_partitioned`` of the backend, the sensitive side
+path (``tasks/evaluation.py``: ``evaluate_release`` of the backend, the sensitive side
 counted on the workers one length at a time). Prints the evaluation's wall time, the driver's
 resident set before and at its peak (``VmHWM`` reset through ``/proc/self/clear_refs`` where
 allowed, else sampled) and, with ``--check``, whether the result equals the release's own
@@ -79,7 +79,7 @@ def main() -> None:
     from release_store.cluster.backend import DaskBackend
     from sds_core.data.params import PrepareParams
     from sds_core.evaluation.params import EvaluationParams
-    from sds_core.evaluation.partitioned import evaluate_partitioned
+    from sds_core.evaluation.release import evaluate_release
 
     stored = json.loads((args.private / "params.json").read_text())
     checkpoints = args.private / "checkpoints"
@@ -107,7 +107,7 @@ def main() -> None:
         before = _status_kib()["VmRSS"]
         start = time.perf_counter()
         with _Sampler() as sampler:
-            result = evaluate_partitioned(original, synthetic, aggregates, params)
+            result = evaluate_release(original, synthetic, aggregates, params)
         seconds = time.perf_counter() - start
     text = json.dumps(result, sort_keys=True)
     out: dict[str, Any] = {

@@ -12,15 +12,14 @@ from typing import Any
 from prefect import task
 
 from release_store.cluster.backend import DaskBackend
+from release_store.cluster.inputs import whole_table
 from release_store.compare.risk import release_risks
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable
 from release_store.run.stage_log import finished, stage_done
 from sds_core.data.table import PreparedTable
-from sds_core.errors import SdsInternalError
-from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.partitioned import evaluate_partitioned
+from sds_core.evaluation.release import evaluate_release
 from sds_core.marginals.aggregates import AggregateSet
 from tasks.options import SENSITIVE, task_logger
 
@@ -45,14 +44,12 @@ def evaluate(
     original = table.value
 
     def compute() -> dict[str, Any]:
-        if isinstance(original, DaskBackend):  # sums from the workers, no table here
-            return evaluate_partitioned(original, synthetic, aggregates, params)
-        if isinstance(synthetic, DaskBackend):
-            raise SdsInternalError("synthetic records on the workers with a local table (bug)")
         metrics = evaluate_release(original, synthetic, aggregates, params)
         if run.params.privacy_risk:
             progress.stage("privacy risk (anonymeter)")
-            metrics["privacy_risk"] = release_risks(run, original, synthetic, dp_edges)
+            metrics["privacy_risk"] = release_risks(
+                run, whole_table(original), whole_table(synthetic), dp_edges
+            )
         return metrics
 
     result = run.stage(stages.EVALUATE, compute)

@@ -300,7 +300,7 @@ def test_worker_side_modules_import_neither_prefect_nor_gx() -> None:
 
     code = (
         "import sys, release_store.cluster.inputs, release_store.cluster.backend, "
-        "sds_core.evaluation.partitioned; "
+        "sds_core.evaluation.release; "
         "print(sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules))"
     )
     out = subprocess.run(
