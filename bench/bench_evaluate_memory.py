@@ -76,7 +76,8 @@ def main() -> None:
 
     import distributed
 
-    from release_store.cluster.backend import DaskBackend
+    from release_store.cluster.executor import DaskExecutor
+    from release_store.cluster.inputs import open_input
     from sds_core.data.params import PrepareParams
     from sds_core.evaluation.params import EvaluationParams
     from sds_core.evaluation.release import evaluate_release
@@ -96,14 +97,15 @@ def main() -> None:
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        original = DaskBackend.from_parquet(client, args.data, PrepareParams())
+        executor = DaskExecutor(client)
+        original = executor.prepare(
+            open_input(client, args.data, delimiter=",")[0], PrepareParams()
+        )
         if original.domain != aggregates.domain:
             raise SystemExit("the prepared input's domain is not the release's (a config?)")
         if args.scatter_records:
-            from release_store.cluster.synthesis import scatter_records
-
             part_records = stored.get("synthetic_part_records")
-            synthetic = scatter_records(client, synthetic, part_records)
+            synthetic = executor.hold(synthetic, part_records)
         before = _status_kib()["VmRSS"]
         start = time.perf_counter()
         with _Sampler() as sampler:

@@ -122,7 +122,9 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     synthetic = _load(src_private / "checkpoints" / "synthesize.pkl")
     # a Dask release's records: one file a chunk (StoredSynthetic), loaded to the workers with
     # --scatter-records (as the release holds them), else here whole
-    from release_store.cluster.synthesis import StoredSynthetic, scatter_records
+    from release_store.cluster.executor import DaskExecutor
+    from release_store.cluster.synthesis import StoredSynthetic
+    from release_store.executor.local import LocalExecutor
 
     stored = synthetic if isinstance(synthetic, StoredSynthetic) else None
     if stored is not None and not args.scatter_records:
@@ -136,11 +138,14 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             )
         )
         client = stack.enter_context(distributed.Client(cluster))
+        executor: Any = DaskExecutor(client)
         synthetic = (
             stored.load(client, src_private / "checkpoints")
             if stored is not None
-            else scatter_records(client, synthetic, params.synthetic_part_records)
+            else executor.hold(synthetic, params.synthetic_part_records)
         )
+    else:
+        executor = LocalExecutor()
     rows = [{"part": "loaded", "rss_mib": round(_status("VmRSS") / MIB)}]
     print(json.dumps(rows[0]), flush=True)
     if not args.report_only:
@@ -148,7 +153,12 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             _part(
                 "write_artifacts",
                 lambda: write_artifacts(
-                    run, aggregates, synthetic, validation, manifest["privacy"]["noise"]
+                    run,
+                    aggregates,
+                    synthetic,
+                    executor.chunks(synthetic, params.synthetic_part_records),
+                    validation,
+                    manifest["privacy"]["noise"],
                 ),
             )
         )

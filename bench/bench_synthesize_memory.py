@@ -205,8 +205,9 @@ def _main_problem(args: argparse.Namespace) -> None:
 
 
 def _main_dask(args: argparse.Namespace) -> None:
-    """The synthesize stage's Dask path (``tasks.synthesis.records_on_cluster``: the model
-    sampled, or the records reconciled, on one worker, cut into chunks there), then its
+    """The synthesize stage's Dask path (``tasks.synthesis.stage_records`` on the Dask
+    executor: the model sampled, or the records reconciled, on one worker, cut into chunks
+    there), then its
     checkpoint (``StoredSynthetic.save``, one chunk here at a time, into a temporary folder
     removed after); the driver's peak RSS, the embedded scheduler's included."""
     import shutil
@@ -215,17 +216,18 @@ def _main_dask(args: argparse.Namespace) -> None:
     import numpy as np
     from distributed import Client, LocalCluster
 
-    from release_store.cluster.synthesis import StoredSynthetic, chunks
+    from release_store.cluster.executor import DaskExecutor
+    from release_store.cluster.synthesis import StoredSynthetic
     from release_store.run.memory import return_free_memory
     from release_store.run.workdir import write_canonical_pickle
     from sds_core.data.table import PreparedTable
     from sds_core.dp.randomness import ReleaseRandomness
-    from tasks.synthesis import records_on_cluster
+    from tasks.synthesis import stage_records
 
     params, plan, aggregates, noise, _ = _inputs(args.private)
     key = (args.private / "release.key").read_bytes()
 
-    class _Run:  # what records_on_cluster reads of a ReleaseRun
+    class _Run:  # what stage_records reads of a ReleaseRun
         release_id = params.release_id
 
         @staticmethod
@@ -247,7 +249,7 @@ def _main_dask(args: argparse.Namespace) -> None:
             before = _status_kib()["VmRSS"]
             start = time.perf_counter()
             with _Sampler() as made:
-                backend = records_on_cluster(run, client, aggregates, (), noise, plan)
+                backend = stage_records(run, DaskExecutor(client), aggregates, (), noise, plan)
                 stored = StoredSynthetic.save(backend, folder, "synthesize")
             seconds = time.perf_counter() - start
             # what the driver keeps once the stage has returned while the chunks' futures are
@@ -285,7 +287,7 @@ def _main_dask(args: argparse.Namespace) -> None:
                 )
             elif args.check:  # the chunks written into one table: the release's checkpoint?
                 whole = np.empty((backend.n_records, aggregates.domain.n_columns), np.int32)
-                for part, lo in zip(chunks(backend), backend.first_rows, strict=True):
+                for part, lo in zip(backend.chunks(), backend.first_rows, strict=True):
                     whole[lo : lo + part.n_records] = part.codes
                 table = PreparedTable(aggregates.domain, whole, ())
                 with open(os.devnull, "wb") as f:

@@ -18,21 +18,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
-from release_store.cluster.backend import DaskBackend
-from release_store.cluster.session import cluster_session
+from release_store.cluster.executor import DaskExecutor
 from release_store.config.core_objects import dp_binned_columns
 from release_store.config.periods import resolve_period
 from release_store.config.planned import after_aggregation
 from release_store.config.release_params import ReleaseParams
+from release_store.executor.base import Executor
+from release_store.executor.local import LocalExecutor
 from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun, noise_scales
-from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis.consistent import AggregateNoise
 from tasks.artifacts import show_budget
@@ -59,6 +60,14 @@ def _run_name() -> str:
     return f"release-{params.get('release_id') or params.get('dataset', 'new')}"
 
 
+EXECUTORS: dict[str, Callable[[ReleaseParams], AbstractContextManager[Executor[Any, Any]]]] = {
+    LocalExecutor.name: LocalExecutor.session,
+    DaskExecutor.name: DaskExecutor.session,
+}
+"""The executors by ``executor`` parameter (``ReleaseParams.executor``): each opens its session
+for one release (the Dask one connects, and a bad address is refused before any charge)."""
+
+
 NOISE_FIELDS = ("allowed_sensitivity", "threshold")
 """What :func:`~release_store.run.release_run.noise_scales` reads of an ``aggregate-k`` result."""
 
@@ -74,7 +83,7 @@ class StageOutputs:
     input_summary: list[dict[str, Any]]
     output_summary: list[dict[str, Any]]
     aggregates: AggregateSet
-    synthetic: PreparedTable | DaskBackend  # Dask: the records' chunks on the workers
+    synthetic: Any  # the records where the executor holds them (Dask: chunks on the workers)
     evaluation: dict[str, Any]
     noise: dict[str, Any]
 
@@ -93,10 +102,12 @@ def _call(task: Any, *, wait_for: list[Any] | None = None, **kwargs: Any) -> Any
 def run_stages(
     run: ReleaseRun,
     timeline: stages.Timeline,
+    executor: Executor[Any, Any],
     call: Callable[..., Any] = _call,
     log: logging.Logger | logging.LoggerAdapter[Any] | None = None,
 ) -> StageOutputs:
-    """The stages between the budget and publish, in the registry's order.
+    """The stages between the budget and publish, in the registry's order, their data work on
+    ``executor``.
 
     The one place the stage sequence is written: the flow runs each stage as a Prefect task
     (``call`` = the task), the replay audit (flows/replay.py) as the task's body (``task.fn``).
@@ -104,19 +115,20 @@ def run_stages(
     params = run.params
     # --- ingest, validate (GX gate; nothing charged yet), [DP bins], prepare --------------------
     with timeline.run(stages.INGEST):
-        raw, input_sha256 = call(read_input, run=run, wait_for=[run])
+        raw, input_sha256 = call(read_input, run=run, executor=executor, wait_for=[run])
     with timeline.run(stages.VALIDATE):
-        input_summary = call(validate_input, run=run, table=raw)
+        input_summary = call(validate_input, run=run, table=raw, executor=executor)
     dp_edges = None
     if dp_binned_columns(params):  # --- DP quantile bins: charged, drawn, checkpointed --------
         with timeline.run(stages.BINNING):
-            dp_edges = call(choose_bins, run=run, table=raw)
+            dp_edges = call(choose_bins, run=run, table=raw, executor=executor)
     with timeline.run(stages.PREPARE):
         table = call(
             prepare_table,
             run=run,
             table=raw,
             input_sha256=input_sha256,
+            executor=executor,
             dp_edges=dp_edges,
             wait_for=[input_summary],
         )
@@ -127,7 +139,7 @@ def run_stages(
     if params.synthesizer == "aggregate-seeded":
         # --- count, aggregate k = 1..R: each charged, then drawn -------------------------------
         with timeline.run(stages.COUNT):
-            protected_n = call(count_records, run=run, table=table)
+            protected_n = call(count_records, run=run, table=table, executor=executor)
         # --- plan: R, the split and the synthesis from the DP count (post-processing) ----------
         with timeline.run(stages.PLAN):
             planned = call(plan_aggregation, run=run, table=table, protected_n=protected_n)
@@ -139,6 +151,7 @@ def run_stages(
                     aggregate_length,
                     run=run,
                     table=table,
+                    executor=executor,
                     k=k,
                     protected_n=protected_n,
                     shorter=by_length,
@@ -172,17 +185,20 @@ def run_stages(
                 aggregates=aggregates,
                 table=table,
                 noise=AggregateNoise.from_description(noise),
+                executor=executor,
                 plan=plan,
             )
     else:
         # --- fit a registry synthesizer: all its charges, then its draws -----------------------
         with timeline.run(stages.FIT):
-            synthetic, aggregates = call(fit_synthesizer, run=run, table=table)
+            synthetic, aggregates = call(fit_synthesizer, run=run, table=table, executor=executor)
         noise = noise_scales(params, by_length)  # no SDS lengths: the registry's note
 
     # --- validate output, evaluate --------------------------------------------------------------
     with timeline.run(stages.VALIDATE_OUTPUT):
-        output_summary = call(validate_output, run=run, synthetic=synthetic, aggregates=aggregates)
+        output_summary = call(
+            validate_output, run=run, synthetic=synthetic, aggregates=aggregates, executor=executor
+        )
     with timeline.run(stages.EVALUATE):
         evaluation = call(
             evaluate,
@@ -190,6 +206,7 @@ def run_stages(
             table=table,
             aggregates=aggregates,
             synthetic=synthetic,
+            executor=executor,
             dp_edges=dp_edges,  # privacy_risk: the control rows are binned as the table was
             wait_for=[output_summary],
         )
@@ -217,7 +234,8 @@ def release(params: ReleaseParams) -> str:
     # Prefect progress artifacts for the long stages, next to the CLI's display
     with (
         progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))),
-        cluster_session(params),  # executor "dask": connect first, before anything is charged
+        # the executor, resolved once: the Dask one connects first, before anything is charged
+        EXECUTORS[params.executor](params) as executor,
     ):
         # a relative period (previous-month) names the period of the run's scheduled start
         params = resolve_period(params, runtime.flow_run.scheduled_start_time)
@@ -226,13 +244,14 @@ def release(params: ReleaseParams) -> str:
             run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
         try:
             # --- ingest, validate, prepare, count, aggregate-k, normalize, synthesize, evaluate -
-            out = run_stages(run, timeline, log=log)
+            out = run_stages(run, timeline, executor, log=log)
 
             # --- publish (the manifest turns complete, anchored to the ledger head) -------------
             with timeline.run(stages.PUBLISH):  # the manifest gets the stages before this one
                 released = _call(
                     publish_release,
                     run=out.run,
+                    executor=executor,
                     input_sha256=out.input_sha256,
                     aggregates=out.aggregates,
                     synthetic=out.synthetic,

@@ -10,10 +10,10 @@ from typing import Any
 
 from prefect import task
 
-from release_store.cluster.session import counting_backend
 from release_store.config.core_objects import PROVISIONAL_REPORTING_LENGTH, dp_params
 from release_store.config.planned import PLANNED_FIELDS, planned_params
 from release_store.config.release_params import ReleaseParams
+from release_store.executor.base import Executor
 from release_store.run import progress, stages
 from release_store.run.claims import delta_detail
 from release_store.run.release_run import (
@@ -23,7 +23,6 @@ from release_store.run.release_run import (
     planned_charges,
 )
 from release_store.run.stage_log import by_length_text, finished, stage_done
-from sds_core.data.table import PreparedTable
 from sds_core.marginals import engine
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis.consistent import ModelParams, worst_case_model_bytes
@@ -31,7 +30,9 @@ from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.COUNT, **SENSITIVE)
-def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> ProtectedCount:
+def count_records(
+    run: ReleaseRun, table: SensitiveTable[Any], executor: Executor[Any, Any]
+) -> ProtectedCount:
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
     resumed = finished(run, stages.COUNT)
@@ -47,7 +48,7 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
 
     def compute() -> int:
         step = engine.protect_record_count(
-            counting_backend(run.params, table.value),
+            executor.counting_backend(table.value),
             dp_params(run.params),
             run.randomness(),
             release_label=run.release_id,
@@ -67,7 +68,7 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
 
 @task(name=stages.PLAN, **SENSITIVE)
 def plan_aggregation(
-    run: ReleaseRun, table: SensitiveTable[PreparedTable], protected_n: ProtectedCount
+    run: ReleaseRun, table: SensitiveTable[Any], protected_n: ProtectedCount
 ) -> dict[str, Any]:
     """The SDS plan from the DP record count: the parameters the release runs with from here
     (R, split, synthesis) and the plan for the manifest. Post-processing: nothing is charged
@@ -100,7 +101,8 @@ def plan_aggregation(
 @task(name=stages.AGGREGATE, task_run_name="aggregate-{k}", **SENSITIVE)
 def aggregate_length(
     run: ReleaseRun,
-    table: SensitiveTable[PreparedTable],
+    table: SensitiveTable[Any],
+    executor: Executor[Any, Any],
     k: int,
     protected_n: ProtectedCount,
     shorter: dict[int, dict[str, Any]],
@@ -118,7 +120,7 @@ def aggregate_length(
     def compute() -> dict[str, Any]:
         dp = dp_params(run.params)
         step = engine.aggregate_length(
-            counting_backend(run.params, table.value),
+            executor.counting_backend(table.value),
             k,
             {j: shorter[j]["survivors"] for j in range(1, k)},
             engine.plan_release(dp, protected_n.value),
@@ -154,7 +156,7 @@ def aggregate_length(
 @task(name=stages.NORMALIZE, **SENSITIVE)
 def normalize_aggregates(
     run: ReleaseRun,
-    table: SensitiveTable[PreparedTable],
+    table: SensitiveTable[Any],
     by_length: dict[int, dict[str, Any]],
     protected_n: ProtectedCount,
 ) -> AggregateSet:

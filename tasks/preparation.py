@@ -3,37 +3,27 @@ then SDS preprocessing of the sensitive table into integer codes."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 from prefect import task
 
-from release_store.cluster.backend import DaskBackend
-from release_store.cluster.inputs import (
-    DaskInput,
-    column_numbers,
-    fingerprint_parts,
-    prepare_parts,
-    zero_counts_shares,
-)
-from release_store.cluster.session import session_backend
 from release_store.config.core_objects import dp_binned_columns, prepare_params
+from release_store.executor.base import Executor
 from release_store.inputs.preflight import zero_warning
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, binning_spend
 from release_store.run.stage_log import finished, stage_done
-from sds_core.data.decoding import fingerprint
-from sds_core.data.preparation import prepare
-from sds_core.data.table import PreparedTable
-from sds_core.data.text import matching_column
-from sds_core.data.zeros import zero_shares
 from sds_core.errors import SdsInputError, SdsInternalError
 from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.BINNING, **SENSITIVE)
-def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[float]]:
+def choose_bins(
+    run: ReleaseRun, table: SensitiveTable[Any], executor: Executor[Any, Any]
+) -> dict[str, list[float]]:
     """DP quantile edges of every ``bins = { dp_quantiles = q }`` column: charged, then drawn.
 
     With ``subject_id`` the mechanism reads one number per subject
@@ -47,7 +37,7 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
     progress.stage("binning (DP quantile bin edges)")
     cols = dp_binned_columns(run.params)
     spend = binning_spend(run.params)
-    numbers = {} if finished(run, stages.BINNING) else _binning_numbers(run, table, cols)
+    numbers = {} if finished(run, stages.BINNING) else _binning_numbers(run, table, cols, executor)
 
     def compute() -> dict[str, list[float]]:
         rnd = run.randomness()
@@ -74,32 +64,13 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
 
 
 def _binning_numbers(
-    run: ReleaseRun, table: SensitiveTable[Any], cols: list[Any]
+    run: ReleaseRun, table: SensitiveTable[Any], cols: list[Any], executor: Executor[Any, Any]
 ) -> dict[str, NDArray[np.float64]]:
     """What the quantile mechanism reads per DP-binned column: the numbers of the first
     ``record_limit`` rows, one per subject with ``subject_id``."""
-    import pandas as pd
-
-    from sds_core.dp.quantiles import subject_numbers
-
     params = run.params
-    limit = params.record_limit
-    if isinstance(table.value, DaskInput):  # one numeric column gathered (per subject: minima)
-        return {c.name: column_numbers(table.value, c.name, limit, params.subject_id) for c in cols}
-    subject, subjects = params.subject_id, None
-    if subject is not None:
-        subjects = table.value.column(matching_column(table.value.column_names, subject))
-        subjects = subjects.to_pylist()[:limit]
-    out = {}
-    for col in cols:
-        raw = table.value.column(col.name).to_pylist()[:limit]
-        values = pd.to_numeric(pd.Series(raw, dtype="string"), errors="coerce")
-        parsed = values.to_numpy(dtype=np.float64, na_value=np.nan)
-        if subject is None or subjects is None:
-            out[col.name] = parsed[~np.isnan(parsed)]
-        else:
-            out[col.name] = subject_numbers(parsed, subjects, subject_column=subject)[1]
-    return out
+    first = executor.first_rows(table.value, params.record_limit)
+    return executor.column_numbers(first, [c.name for c in cols], params.subject_id)
 
 
 @task(name=stages.PREPARE, **SENSITIVE)
@@ -107,38 +78,33 @@ def prepare_table(
     run: ReleaseRun,
     table: SensitiveTable[Any],
     input_sha256: str,
+    executor: Executor[Any, Any],
     dp_edges: dict[str, list[float]] | None = None,
-) -> SensitiveTable[PreparedTable | DaskBackend]:
-    """Prepare the table; a resumed release must find the same prepared data (fingerprint).
+) -> SensitiveTable[Any]:
+    """Prepare the first ``record_limit`` rows where ``executor`` holds them; a resumed release
+    must find the same prepared data (fingerprint).
 
-    With the Dask executor the prepared table is a :class:`DaskBackend` (partitions on the
-    workers) with the local table's fingerprint, and the "0" cells warning (counted on the
-    workers) goes to the custodian's terminal as well as, in bands, to the flow log.
+    The "0" cells warning goes to the flow log in bands, and to the custodian's terminal as
+    well when the CLI's pre-flight did not read the rows (only their column names).
     """
     progress.stage("preparing the data")
     params = run.params
-    on_workers = isinstance(table.value, DaskInput)
-    shares = zero_counts_shares if on_workers else zero_shares
-    zeros = shares(
-        table.value,
-        use_columns=params.use_columns,
-        sensitive_zeros=params.sensitive_zeros,
-        record_limit=params.record_limit,
+    data = executor.first_rows(table.value, params.record_limit)
+    zeros = executor.zero_shares(
+        data, use_columns=params.use_columns, sensitive_zeros=params.sensitive_zeros
     )
     if zeros:
         task_logger().warning(zero_warning(zeros, coarse=True))  # the log: bands only
-        if on_workers and run.dirs.state().get("fingerprint") is None:
+        if not executor.preflight_reads_rows and run.dirs.state().get("fingerprint") is None:
             # the CLI's pre-flight read only the column names: the terminal gets the warning
             # it prints for a local release (same text), once (not again on resume)
             progress.warning(zero_warning(zeros))
-    core = prepare_params(params, dp_edges, table.value.column_names)
-    prepared: PreparedTable | DaskBackend
-    if isinstance(table.value, DaskInput):  # on the workers; the driver merges labels only
-        prepared = session_backend(params, prepare_parts(table.value, core))
-        fp = fingerprint_parts(prepared)
-    else:
-        prepared = prepare(table.value, core)
-        fp = fingerprint(prepared)
+    # the rows are cut already (the one record_limit cut): prepared as they are
+    core = dataclasses.replace(
+        prepare_params(params, dp_edges, data.column_names), record_limit=None
+    )
+    prepared = executor.prepare(data, core)
+    fp = executor.fingerprint(prepared)
     dirs = run.dirs
     if dirs.state().get("fingerprint") not in (None, fp):
         raise SdsInputError(

@@ -48,7 +48,6 @@ _EXPORTS: dict[str, str] = {
     "resolve_home": "release_store.workspace.home",
     "sha256_file": "release_store.workspace.files",
     "synthetic_csv": "release_store.workspace.encoding",
-    "synthetic_files": "release_store.workspace.encoding",
     "synthetic_part_name": "release_store.workspace.encoding",
     "synthetic_part_problems": "release_store.workspace.integrity",
     "utc_now": "release_store.workspace.home",
@@ -89,7 +88,6 @@ __all__ = [
     "resolve_home",
     "sha256_file",
     "synthetic_csv",
-    "synthetic_files",
     "synthetic_part_name",
     "synthetic_part_problems",
     "utc_now",
@@ -115,7 +113,6 @@ if TYPE_CHECKING:
         parquet_bytes,
         part_rows,
         synthetic_csv,
-        synthetic_files,
         synthetic_part_name,
     )
     from release_store.workspace.files import (

@@ -44,6 +44,7 @@ from flows.release import run_stages
 from release_store.audit.signing import signing_key, verify_signed_release
 from release_store.config import build_params, load_config
 from release_store.config.release_params import ReleaseParams
+from release_store.executor.local import LocalExecutor
 from release_store.inputs.commitment import input_commitment
 from release_store.report.custodian import CUSTODIAN_EVALUATION
 from release_store.run import stages
@@ -301,12 +302,12 @@ def _publish(
     state["stages"].pop(stages.EVALUATE, None)
     atomic_write_json(run.dirs.private_dir / "state.json", state, private=True)
     timeline = stages.Timeline()
-    out = run_stages(run, timeline, call=_body)
+    out = run_stages(run, timeline, LocalExecutor(), call=_body)
     aggregates, synthetic, output_summary = out.aggregates, out.synthetic, out.output_summary
     if new_labels:
         aggregates = _in_neighbour_domain(aggregates, new_labels)
         synthetic = _in_neighbour_domain(synthetic, new_labels)
-        output_summary = validate_output.fn(run, synthetic, aggregates)
+        output_summary = validate_output.fn(run, synthetic, aggregates, LocalExecutor())
     done = [
         {"name": s["name"], "status": "complete", "started": "t", "finished": "t", "duration_s": 0}
         for s in timeline.done
@@ -323,6 +324,7 @@ def _publish(
             m.setattr(tasks.publish, name, lambda kind=kind, **kw: artifacts.append((kind, kw)))
         released = tasks.publish.publish_release.fn(
             run,
+            executor=LocalExecutor(),
             input_sha256=out.input_sha256,
             aggregates=aggregates,
             synthetic=synthetic,
@@ -377,7 +379,8 @@ def test_neighbouring_inputs_publish_byte_identical_files(
     )
     run = reserve(params)
     signing_key(run.home)  # the home's signing key exists before either publish
-    run_stages(run, stages.Timeline(), call=_body)  # every DP stage charged, drawn, saved
+    # every DP stage charged, drawn, saved
+    run_stages(run, stages.Timeline(), LocalExecutor(), call=_body)
     shutil.copytree(home, base)
 
     reference = _publish(base, home, params, monkeypatch)
