@@ -215,6 +215,37 @@ def test_model_release_on_dask_like_local(
     assert gate_tasks() > before  # the records were checked where they were sent
 
 
+def test_registry_synthesizer_records_on_the_workers_release_like_local(
+    tmp_path: Path, prefect_server: str, on_client: Any
+) -> None:
+    """A registry synthesizer (``histogram-1way``) on the Dask executor: the table is gathered
+    to fit it, its records are sent to the workers like SDS records, gated there chunk by chunk,
+    and every published file derived from them has the local release's bytes."""
+    csv = tmp_path / "tiny.csv"
+    _frame().to_csv(csv, index=False)
+    config = tmp_path / "registry.toml"
+    config.write_text(
+        TINY_CONFIG.replace('synthesis = "records"\n', "").replace(
+            "reporting_length = 2", 'reporting_length = 2\nsynthesizer = "histogram-1way"'
+        )
+    )
+    names = (*COMPARED, "synthetic.csv", "validation.json", "explorer.html")
+
+    def gate_tasks() -> int:  # the output gate's tasks on the chunks, ever (as_text)
+        def count(dask_scheduler: Any) -> int:
+            prefix = dask_scheduler.task_prefixes.get("as_text")
+            return 0 if prefix is None else sum(prefix.state_counts.values())
+
+        return int(on_client.run_on_scheduler(count))
+
+    hashes, before = {}, gate_tasks()
+    for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
+        rel = _release(csv, config, tmp_path / name, *extra)
+        hashes[name] = {n: sha256_file(rel / n) for n in names}
+    assert hashes["local"] == hashes["dask"]
+    assert gate_tasks() > before  # the records were checked where they were sent
+
+
 def _failures(text: str) -> list[str]:
     found = re.search(r"expectation\(s\)\): (.*?)\. (Full details|Fix the data)", text, re.S)
     assert found, text
