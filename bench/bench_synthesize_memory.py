@@ -49,7 +49,9 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     from release_store.config.planned import after_aggregation
     from release_store.config.release_params import ReleaseParams
     from release_store.run.release_run import noise_scales
+    from release_store.run.results import LengthResult
     from sds_core.dp.randomness import ReleaseRandomness
+    from sds_core.marginals.plan import SdsPlan
     from sds_core.synthesis.consistent import AggregateNoise
 
     stored = json.loads((private / "params.json").read_text())
@@ -61,7 +63,8 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     fields = {k: v for k, v in stored.items() if k not in ("seed", "ledger")}
     params = ReleaseParams.model_validate(fields | done["planned"])
     aggregates = _load(checkpoints / "normalize.pkl")
-    params, plan = after_aggregation(params, done["plan"], aggregates)
+    stored_plan = None if done["plan"] is None else SdsPlan.from_dict(done["plan"])
+    params, plan = after_aggregation(params, stored_plan, aggregates)
     if params.synthesis != "model" and not params.reconcile_one_way:
         raise SystemExit(
             f"the release's plan synthesizes {params.synthesis!r} without reconcile_one_way "
@@ -70,7 +73,7 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     by_length = {}
     for k in range(1, params.length + 1):  # aggregate-3's checkpoint is ~100 MB: read, dropped
         step = _load(checkpoints / f"aggregate-{k}.pkl")
-        by_length[k] = {n: step[n] for n in ("allowed_sensitivity", "threshold")}
+        by_length[k] = LengthResult.from_checkpoint(step).noise
         del step
     noise = AggregateNoise.from_description(noise_scales(params, by_length))
     rng = ReleaseRandomness((private / "release.key").read_bytes()).generator(

@@ -34,7 +34,9 @@ from release_store.executor.base import Executor
 from release_store.executor.local import LocalExecutor
 from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun, noise_scales
+from release_store.run.results import LengthNoise, LengthResult
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.plan import SdsPlan
 from sds_core.synthesis.consistent import AggregateNoise
 from tasks.artifacts import show_budget
 from tasks.budget import reserve_budget
@@ -68,17 +70,13 @@ EXECUTORS: dict[str, Callable[[ReleaseParams], AbstractContextManager[Executor[A
 for one release (the Dask one connects, and a bad address is refused before any charge)."""
 
 
-NOISE_FIELDS = ("allowed_sensitivity", "threshold")
-"""What :func:`~release_store.run.release_run.noise_scales` reads of an ``aggregate-k`` result."""
-
-
 @dataclass(frozen=True)
 class StageOutputs:
     """What the data stages hand to publish: DP outputs, summaries and the evaluation, and the
     run as the SDS plan set it (its parameters are the ones the release ran with)."""
 
     run: ReleaseRun
-    plan: dict[str, Any] | None
+    plan: SdsPlan | None
     input_sha256: str
     input_summary: list[dict[str, Any]]
     output_summary: list[dict[str, Any]]
@@ -91,11 +89,13 @@ class StageOutputs:
 def _call(task: Any, *, wait_for: list[Any] | None = None, **kwargs: Any) -> Any:
     """Run a stage as a Prefect task (a task run in the flow's graph).
 
-    The ``ReleaseRun`` is every stage's context, not its data: it is quoted so the graph has no
-    budget -> every-stage edges; ``wait_for`` draws the edge of a gate to the stage after it.
+    The ``ReleaseRun`` and the executor are every stage's context, not its data: they are
+    quoted so the graph has no budget -> every-stage edges (and Prefect never walks into the
+    executor's client); ``wait_for`` draws the edge of a gate to the stage after it.
     """
-    if "run" in kwargs:
-        kwargs["run"] = quote(kwargs["run"])
+    for context in ("run", "executor"):
+        if context in kwargs:
+            kwargs[context] = quote(kwargs[context])
     return task(**kwargs, wait_for=wait_for) if wait_for else task(**kwargs)
 
 
@@ -134,17 +134,18 @@ def run_stages(
         )
     del raw
 
-    by_length: dict[int, dict[str, Any]] = {}
-    plan: dict[str, Any] | None = None
-    if params.synthesizer == "aggregate-seeded":
+    noise_by_length: dict[int, LengthNoise] = {}  # a registry synthesizer has no SDS lengths
+    plan: SdsPlan | None = None
+    if params.aggregate_seeded:
+        by_length: dict[int, LengthResult] = {}
         # --- count, aggregate k = 1..R: each charged, then drawn -------------------------------
         with timeline.run(stages.COUNT):
             protected_n = call(count_records, run=run, table=table, executor=executor)
         # --- plan: R, the split and the synthesis from the DP count (post-processing) ----------
         with timeline.run(stages.PLAN):
             planned = call(plan_aggregation, run=run, table=table, protected_n=protected_n)
-        run = run.with_params(ReleaseParams.model_validate(planned["params"]))
-        params, plan = run.params, planned["plan"]
+        run = run.with_params(planned.params)
+        params, plan = run.params, planned.plan
         for k in range(1, params.length + 1):
             with timeline.run(stages.aggregate_stage(k)):
                 by_length[k] = call(
@@ -157,9 +158,7 @@ def run_stages(
                     shorter=by_length,
                 )
             if log is not None:
-                log.info(
-                    "aggregate-%d: %d DP combinations survive", k, len(by_length[k]["survivors"])
-                )
+                log.info("aggregate-%d: %d DP combinations survive", k, len(by_length[k].survivors))
 
         # --- normalize, synthesize: post-processing of the DP aggregates, no spend -------------
         with timeline.run(stages.NORMALIZE):
@@ -172,12 +171,13 @@ def run_stages(
             )
         # the survivors are in the aggregates now: privacy.noise reads only Δ_k and the
         # thresholds (the longest length's survivors are ~100 MB at raw 2M, held to the end)
-        by_length = {k: {n: step[n] for n in NOISE_FIELDS} for k, step in by_length.items()}
+        noise_by_length = {k: step.noise for k, step in by_length.items()}
+        del by_length
         # the plan once the aggregates are known: records, or the model above length 2
         params, plan = after_aggregation(params, plan, aggregates)
         run = run.with_params(params)
         # the manifest's privacy.noise: what the consistent model (synthesis = "model") reads
-        noise = noise_scales(params, by_length)
+        noise = noise_scales(params, noise_by_length)
         with timeline.run(stages.SYNTHESIZE):
             synthetic = call(
                 synthesize_records,
@@ -192,7 +192,7 @@ def run_stages(
         # --- fit a registry synthesizer: all its charges, then its draws -----------------------
         with timeline.run(stages.FIT):
             synthetic, aggregates = call(fit_synthesizer, run=run, table=table, executor=executor)
-        noise = noise_scales(params, by_length)  # no SDS lengths: the registry's note
+        noise = noise_scales(params, noise_by_length)  # the registry's note
 
     # --- validate output, evaluate --------------------------------------------------------------
     with timeline.run(stages.VALIDATE_OUTPUT):

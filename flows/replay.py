@@ -66,7 +66,7 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
         names = [s["name"] for s in timeline.done]
         expected = stages.release_stages(
             params.length,
-            aggregate_seeded=params.synthesizer == "aggregate-seeded",
+            aggregate_seeded=params.aggregate_seeded,
             dp_binning=bool(dp_binned_columns(params)),
         )
         if tuple(names) != expected:

@@ -6,6 +6,7 @@ Each noisy stage is charged, then drawn from the release key, then checkpointed 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prefect import task
@@ -22,9 +23,11 @@ from release_store.run.release_run import (
     SensitiveTable,
     planned_charges,
 )
+from release_store.run.results import LengthResult, PlannedRelease
 from release_store.run.stage_log import by_length_text, finished, stage_done
 from sds_core.marginals import engine
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.plan import SdsPlan
 from sds_core.synthesis.consistent import ModelParams, worst_case_model_bytes
 from tasks.options import SENSITIVE, task_logger
 
@@ -69,17 +72,22 @@ def count_records(
 @task(name=stages.PLAN, **SENSITIVE)
 def plan_aggregation(
     run: ReleaseRun, table: SensitiveTable[Any], protected_n: ProtectedCount
-) -> dict[str, Any]:
+) -> PlannedRelease:
     """The SDS plan from the DP record count: the parameters the release runs with from here
     (R, split, synthesis) and the plan for the manifest. Post-processing: nothing is charged
     or drawn; the ledger's not-yet-charged stages get the planned shares within the reserved
-    total. The table is read for its number of columns only (public: the header's)."""
+    total. The table is read for its number of columns only (public: the header's). The
+    checkpoint keeps the plan as written (:meth:`~sds_core.marginals.plan.SdsPlan.as_dict`),
+    and the plan handed on is read from it, fresh or resumed."""
     progress.stage("plan (R, split and synthesis from the DP record count)")
     resumed = finished(run, stages.PLAN)
 
     def compute() -> dict[str, Any]:
         planned, plan = planned_params(run.params, protected_n.value, table.value.domain.n_columns)
-        return {"planned": {f: getattr(planned, f) for f in PLANNED_FIELDS}, "plan": plan}
+        return {
+            "planned": {f: getattr(planned, f) for f in PLANNED_FIELDS},
+            "plan": None if plan is None else plan.as_dict(),
+        }
 
     done = run.stage(stages.PLAN, compute)
     planned = ReleaseParams.model_validate(run.params.model_dump() | done["planned"])
@@ -87,15 +95,15 @@ def plan_aggregation(
         run.ledger().revise_plan(
             run.release_id, planned_charges(planned), flow_run_id=run.flow_run_id
         )
-    plan = done["plan"]
+    plan = None if done["plan"] is None else SdsPlan.from_dict(done["plan"])
     stage_done(
         task_logger(),
         run,
         stages.PLAN,
-        plan["reason"] if plan else "no SDS plan (a registry synthesizer)",
+        plan.reason if plan else "no SDS plan (a registry synthesizer)",
         resumed=resumed,
     )
-    return {"params": planned.model_dump(mode="json"), "plan": plan}
+    return PlannedRelease(planned, plan)
 
 
 @task(name=stages.AGGREGATE, task_run_name="aggregate-{k}", **SENSITIVE)
@@ -105,8 +113,8 @@ def aggregate_length(
     executor: Executor[Any, Any],
     k: int,
     protected_n: ProtectedCount,
-    shorter: dict[int, dict[str, Any]],
-) -> dict[str, Any]:
+    shorter: Mapping[int, LengthResult],
+) -> LengthResult:
     """DP counts of the length-k combinations, given the DP results of lengths 1..k-1.
 
     Returns the survivors with their noisy counts, Δ_k, the threshold and (k = 1 with declared
@@ -122,12 +130,12 @@ def aggregate_length(
         step = engine.aggregate_length(
             executor.counting_backend(table.value),
             k,
-            {j: shorter[j]["survivors"] for j in range(1, k)},
+            {j: shorter[j].survivors for j in range(1, k)},
             engine.plan_release(dp, protected_n.value),
             dp,
             run.randomness(),
             release_label=run.release_id,
-            domain=shorter[1].get("domain") if k > 1 else None,
+            domain=shorter[1].domain if k > 1 else None,
         )
         return {
             "survivors": step.survivors,
@@ -150,14 +158,14 @@ def aggregate_length(
         f"Δ_{k}={done['allowed_sensitivity']}, chosen by the DP percentile)",
         resumed=resumed,
     )
-    return {key: value for key, value in done.items() if key != "private_notes"}
+    return LengthResult.from_checkpoint(done)
 
 
 @task(name=stages.NORMALIZE, **SENSITIVE)
 def normalize_aggregates(
     run: ReleaseRun,
     table: SensitiveTable[Any],
-    by_length: dict[int, dict[str, Any]],
+    by_length: Mapping[int, LengthResult],
     protected_n: ProtectedCount,
 ) -> AggregateSet:
     """Round, add missing parents, normalize: the published DP ``AggregateSet``.
@@ -170,8 +178,8 @@ def normalize_aggregates(
 
     def compute() -> AggregateSet:
         return engine.finalize(
-            {k: step["survivors"] for k, step in by_length.items()},
-            domain=by_length[1].get("domain") or table.value.domain,
+            {k: step.survivors for k, step in by_length.items()},
+            domain=by_length[1].domain or table.value.domain,
             reporting_length=run.params.length,
             protected_number_of_records=protected_n.value,
         )

@@ -29,6 +29,7 @@ from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun
 from release_store.run.stage_log import stage_done
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.plan import SdsPlan
 from tasks.options import task_logger
 
 
@@ -44,7 +45,7 @@ def publish_release(
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
     noise: dict[str, Any] | None = None,
-    plan: dict[str, Any] | None = None,
+    plan: SdsPlan | None = None,
 ) -> str:
     """Publish and sign the release; returns its directory.
 

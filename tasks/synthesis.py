@@ -18,6 +18,7 @@ from release_store.run.stage_log import finished, stage_done
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
+from sds_core.marginals.plan import SdsPlan
 from sds_core.synthesis.consistent import AggregateNoise, ModelParams, estimated_total
 from sds_core.synthesis.generator import default_target
 from sds_core.synthesis.params import SynthesisParams
@@ -31,7 +32,7 @@ def synthesize_records(
     table: SensitiveTable[Any],
     noise: AggregateNoise,
     executor: Executor[Any, Any],
-    plan: dict[str, Any] | None = None,
+    plan: SdsPlan | None = None,
 ) -> Any:
     """Aggregate-seeded synthesis from the DP aggregates (post-processing, no spend), the
     records made and checkpointed where ``executor`` holds records.
@@ -71,7 +72,7 @@ def stage_records(
     aggregates: AggregateSet,
     multi_value_columns: tuple[MultiValueColumn, ...],
     noise: AggregateNoise,
-    plan: dict[str, Any] | None,
+    plan: SdsPlan | None,
 ) -> Any:
     """The synthesize stage's records, made where ``executor`` holds records and drawn from
     the stage's own generator: the consistent model's (``synthesis = "model"``) or SDS's."""
@@ -115,16 +116,16 @@ def _synthesis_params(
     )
 
 
-def _model_params(run: ReleaseRun, plan: dict[str, Any] | None) -> ModelParams:
+def _model_params(run: ReleaseRun, plan: SdsPlan | None) -> ModelParams:
     """The consistent model's settings: the SDS plan's (structure, iterations, cells) when it
     chose the model, else the defaults; the memory cap is the release's."""
-    if plan is None or "synthesis" not in plan["chosen"]:
+    if plan is None or "synthesis" not in plan.chosen:
         return ModelParams(max_model_bytes=run.params.max_model_bytes)
     return ModelParams(
         max_model_bytes=run.params.max_model_bytes,
-        structure=plan["model_structure"],
-        iterations=plan["model_iterations"],
-        max_model_cells=plan["max_model_cells"],
+        structure=plan.model_structure,
+        iterations=plan.model_iterations,
+        max_model_cells=plan.max_model_cells,
     )
 
 

@@ -46,6 +46,7 @@ from release_store.workspace.files import (
 from release_store.workspace.home import utc_now
 from release_store.workspace.manifest import collect_versions
 from sds_core.data.table import PreparedTable
+from sds_core.marginals.plan import SdsPlan
 
 ARTIFACTS = (
     "aggregates.parquet",
@@ -217,7 +218,7 @@ def write_release(
     validation: dict[str, Any],
     stages: list[dict[str, Any]],
     noise: dict[str, Any] | None = None,
-    plan: dict[str, Any] | None = None,
+    plan: SdsPlan | None = None,
 ) -> dict[str, Any]:
     """Write artifacts, the report and the complete manifest; close the ledger reservation.
 
@@ -245,7 +246,7 @@ def write_release(
         "finished_at": now(),
         "status": "running",
         "parameters": parameters,
-        **({"plan": plan} if plan is not None else {}),
+        **({"plan": plan.as_dict()} if plan is not None else {}),
         "privacy": {
             "epsilon": run.epsilon,
             "delta": run.delta,
