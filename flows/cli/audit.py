@@ -16,7 +16,9 @@ from flows.cli.common import (
     echo_json,
     fail,
     home_dir,
+    print_table,
     published_release,
+    stdout_console,
 )
 
 __all__ = ["key_app", "register"]
@@ -54,7 +56,6 @@ def audit(
     `sds audit RELEASE_ID --replay --input PATH` recomputes that release and compares it with
     what was published; it exits 1 when anything differs.
     """
-    from rich.console import Console
     from rich.table import Table
 
     if replay or input is not None:
@@ -73,8 +74,8 @@ def audit(
         table = Table(*(rows[0].keys() if rows else ["release"]))
         for row in rows:
             table.add_row(*row.values())
-        console = Console()
-        console.print(table)
+        console = stdout_console()
+        print_table(console, table)
         for r in report.releases:
             if r.report:
                 console.print(
@@ -128,9 +129,9 @@ def _replay(
         table = Table("stage", "compared", "result", "detail")
         for c in report.checks:
             table.add_row(c.stage, c.subject, f"[{colour[c.status]}]{c.status}[/]", c.detail)
-        out = Console()
+        out = stdout_console()
         out.print(f"replay of release {report.release_id} (dataset {report.dataset})")
-        out.print(table)
+        print_table(out, table)
         if report.identical:
             out.print(
                 "[green]identical: every published file is what the recorded method, "
