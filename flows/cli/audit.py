@@ -147,7 +147,9 @@ def _replay(
 
 
 def verify_command(
-    release_dir: Annotated[Path, typer.Argument(help="A published release directory.")],
+    release_dir: Annotated[
+        Path, typer.Argument(help="A published release directory (or a series folder).")
+    ],
     public_key: Annotated[
         Path | None,
         typer.Option(
@@ -158,11 +160,14 @@ def verify_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check a downloaded release: its signature and every artifact's sha256.
+    """Check a downloaded release (or a series folder, `sds series`): its signature and every
+    artifact's sha256.
 
     Needs only the release directory (no ledger, no private files); exits 1 on any problem.
     """
     from release_store.audit.signing import load_public_key, verify_signed_release
+    from release_store.series.files import is_series_dir, verify_series
+    from release_store.workspace.home import MANIFEST
     from sds_core.errors import SdsInputError
 
     key = None
@@ -172,12 +177,16 @@ def verify_command(
         except OSError as e:
             raise SdsInputError(f"--public-key {public_key}: {e.strerror or e}") from None
         key = load_public_key(data, f"--public-key {public_key}")
-    check = verify_signed_release(release_dir, key)
+    series = is_series_dir(release_dir) and not (release_dir / MANIFEST).exists()
+    check = verify_series(release_dir, key) if series else verify_signed_release(release_dir, key)
     if as_json:
-        echo_json(check.to_dict())
+        echo_json(check.to_dict() | ({"series": True} if series else {}))
     else:
         typer.echo(
-            f"release {check.release_id} (dataset {check.dataset}): {check.artifacts} artifacts"
+            f"series of dataset {check.dataset}: {check.artifacts} files"
+            if series
+            else f"release {check.release_id} (dataset {check.dataset}): {check.artifacts} "
+            "artifacts"
         )
         if check.signature_valid and check.key_source == "given":
             typer.echo(f"signature: valid, by the given key {check.key_id}")

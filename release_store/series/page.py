@@ -54,7 +54,8 @@ def series_payload(
     """The page's data: periods, attributes, combinations with a count per period, changes.
 
     ``attrs`` are the (column, value) pairs of every combination (column in the series' column
-    order); a combination is its sorted attribute ids; ``counts[i][p]`` is its DP count in
+    order); a combination is its sorted attribute ids (``names``: its text form, as in
+    ``series.parquet``); ``counts[i][p]`` is its DP count in
     period ``p``, :data:`SUPPRESSED` or :data:`NOT_RELEASED`. ``changes`` are the ``top``
     largest changes beyond the noise: [combination, period index (the later one), change,
     combined half-width], largest first.
@@ -100,6 +101,7 @@ def series_payload(
         "periods": [r.facts() | s.to_dict() for r, s in zip(sources.releases, scopes, strict=True)],
         "attrs": [[c, v] for c, v in attrs],
         "combos": combo_attrs,
+        "names": combos["combination"].tolist(),
         "counts": counts,
         "changes": [
             [

@@ -18,8 +18,7 @@
   }
 
   function comboText(i) {
-    const ids = state.d.combos[i];
-    return ids.length ? ids.map(attrText).join("; ") : "all records";
+    return state.d.combos[i].length ? state.d.names[i] : "all records";
   }
 
   // the 95% half-width of period p's count of a combination of length k (null: not described)
@@ -48,7 +47,7 @@
 
   function chart(i) {
     const d = state.d, pts = points(i), P = pts.length;
-    const W = 640, H = 260, L = 56, R = 16, T = 14, B = 44;
+    const W = 640, H = 260, L = 56, R = 48, T = 14, B = 44;
     let top = 1, low = 0;
     for (const q of pts) if (q.count !== undefined) {
       top = Math.max(top, q.count + (q.hw || 0));
@@ -121,7 +120,7 @@
     });
     window.series.selection = ids.map(attrText);
     if (i === undefined) {
-      $("combination").textContent = ids.map(attrText).join("; ");
+      $("combination").textContent = ids.map(attrText).sort().join(";");
       $("chart").innerHTML = "<p class='none'>No release of the series reports this combination " +
         "(suppressed in every period, or never a candidate).</p>";
       $("point-rows").innerHTML = "";
