@@ -1,5 +1,5 @@
-"""``sds audit`` (with ``--verify`` or ``--replay``), ``sds verify``, ``sds sign`` and
-``sds signing-key show|rotate``: checking releases after the fact, and their signatures."""
+"""``sds audit`` (with ``--verify``, ``--replay`` or ``--report``), ``sds verify``, ``sds sign``
+and ``sds signing-key show|rotate``: checking releases after the fact, and their signatures."""
 
 from __future__ import annotations
 
@@ -45,6 +45,23 @@ def audit(
             "postgresql:// URL: the table or query is the recorded one).",
         ),
     ] = None,
+    report: Annotated[
+        bool,
+        typer.Option(
+            "--report",
+            help="Write one private HTML page of every release of the home (or DATASET): who "
+            "started it, its state, spend, budget before and after, and its checks now.",
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="FILE",
+            help="With --report: where to write the page (default "
+            "HOME/private/_audit/audit-report.html).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
@@ -52,11 +69,14 @@ def audit(
     """List releases and budgets; --verify checks the ledger chain and every artifact hash.
 
     `sds audit RELEASE_ID --replay --input PATH` recomputes that release and compares it with
-    what was published; it exits 1 when anything differs.
+    what was published; it exits 1 when anything differs. `sds audit --report [DATASET]`
+    writes the audit page and prints its path last.
     """
     from rich.console import Console
     from rich.table import Table
 
+    if (report or out is not None) and (replay or input is not None):
+        raise fail("--report and --replay are separate audits; run one at a time", 2)
     if replay or input is not None:
         _replay(dataset, input, replay=replay, verify=verify, as_json=as_json, home=home)
         return
@@ -65,6 +85,11 @@ def audit(
 
     if dataset is not None:
         validate_id(dataset, "dataset id")
+    if report or out is not None:
+        _report(
+            dataset, out, report=report, verify=verify, as_json=as_json, home=home, ledger=ledger
+        )
+        return
     report = run_audit(home_dir(home), dataset, verify=verify, ledger_url=ledger)
     if as_json:
         echo_json(report.to_dict())
@@ -87,6 +112,37 @@ def audit(
         if verify and report.ok:
             console.print("[green]verified: ledger chain and all artifacts intact[/green]")
     if verify and not report.ok:
+        raise typer.Exit(1)
+
+
+def _report(
+    dataset: str | None,
+    out: Path | None,
+    *,
+    report: bool,
+    verify: bool,
+    as_json: bool,
+    home: str | None,
+    ledger: str | None,
+) -> None:
+    """``sds audit --report``: the audit page (it reads the ledger and the published files only,
+    charges nothing); prints the number of problems found and the page's path last."""
+    if not report:
+        raise fail("--out names the page of --report: sds audit --report [DATASET] --out FILE", 2)
+    if as_json:
+        raise fail("--report writes a page; --json prints the audit: run one at a time", 2)
+    from release_store.audit.page import write_audit_page
+    from release_store.audit.trail import audit_trail
+
+    trail = audit_trail(home_dir(home), dataset, ledger_url=ledger)
+    path = write_audit_page(trail, out)
+    bad = len(trail.problems) + (trail.ledger_ok is False)
+    typer.echo(
+        f"audit page: {len(trail.entries)} release(s) and refusal(s), "
+        + (f"{bad} problem(s) found (listed on the page)" if bad else "every check passed")
+    )
+    typer.echo(path)
+    if verify and bad:
         raise typer.Exit(1)
 
 

@@ -19,7 +19,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from release_store.workspace.home import utc_now
+from release_store.config.release_params import ReleaseParams
+from release_store.workspace.home import resolve_home, utc_now
 
 __all__ = [
     "AUDIT_DIR",
@@ -28,6 +29,7 @@ __all__ = [
     "RunOrigin",
     "journal_path",
     "note_refusal",
+    "note_refused",
     "note_start",
     "read_journal",
     "user_at_host",
@@ -157,6 +159,26 @@ def note_refusal(
         reason=reason,
     )
     return _append(home, entry)
+
+
+def note_refused(params: ReleaseParams, origin: RunOrigin, error: BaseException) -> bool:
+    """:func:`note_refusal` of the release ``params`` describe, refused with ``error`` (a release
+    refused before it was given an id is recorded as ``(no id yet)``)."""
+    try:
+        home = resolve_home(params.home)
+        delta = params.resolved_delta()
+    except Exception:  # the refusal itself is what the caller reports
+        return False
+    return note_refusal(
+        home,
+        params.release_id or "(no id yet)",
+        str(params.dataset),
+        params.period,
+        origin,
+        epsilon=params.epsilon,
+        delta=delta,
+        reason=str(error),
+    )
 
 
 def read_journal(home: str | Path) -> list[JournalEntry]:
