@@ -45,7 +45,7 @@ def audit(
             "postgresql:// URL: the table or query is the recorded one).",
         ),
     ] = None,
-    report: Annotated[
+    as_report: Annotated[
         bool,
         typer.Option(
             "--report",
@@ -75,7 +75,7 @@ def audit(
     from rich.console import Console
     from rich.table import Table
 
-    if (report or out is not None) and (replay or input is not None):
+    if (as_report or out is not None) and (replay or input is not None):
         raise fail("--report and --replay are separate audits; run one at a time", 2)
     if replay or input is not None:
         _replay(dataset, input, replay=replay, verify=verify, as_json=as_json, home=home)
@@ -85,9 +85,9 @@ def audit(
 
     if dataset is not None:
         validate_id(dataset, "dataset id")
-    if report or out is not None:
+    if as_report or out is not None:
         _report(
-            dataset, out, report=report, verify=verify, as_json=as_json, home=home, ledger=ledger
+            dataset, out, report=as_report, verify=verify, as_json=as_json, home=home, ledger=ledger
         )
         return
     report = run_audit(home_dir(home), dataset, verify=verify, ledger_url=ledger)

@@ -85,8 +85,19 @@ class RunOrigin:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> RunOrigin:
         """Read back :func:`dataclasses.asdict` (unknown keys ignored)."""
-        known = {k: data.get(k) for k in cls.__dataclass_fields__}
-        return cls(**{**known, "kind": str(data.get("kind") or "unknown")})
+
+        def text(key: str) -> str | None:
+            value = data.get(key)
+            return None if value is None else str(value)
+
+        return cls(
+            kind=str(data.get("kind") or "unknown"),
+            deployment=text("deployment"),
+            schedule=text("schedule"),
+            flow_run_id=text("flow_run_id"),
+            flow_run_name=text("flow_run_name"),
+            user=text("user"),
+        )
 
 
 @dataclass(frozen=True, slots=True)

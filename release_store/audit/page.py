@@ -134,8 +134,13 @@ def _chart(datasets: tuple[DatasetTotals, ...]) -> str:
     ticks = nice_ticks(max(p[2] for p in points))
     top = ticks[-1] or 1.0
     left, right, top_pad, height = 56, 24, 20, 220
-    x = lambda t: left + (t - t0) / span * (WIDTH - left - right)  # noqa: E731
-    y = lambda v: top_pad + (1 - v / top) * (height - top_pad - 30)  # noqa: E731
+
+    def x(t: float) -> float:
+        return left + (t - t0) / span * (WIDTH - left - right)
+
+    def y(v: float) -> float:
+        return top_pad + (1 - v / top) * (height - top_pad - 30)
+
     out = [
         f"<svg viewBox='0 0 {WIDTH} {height}' class='chart-svg' role='img' "
         "aria-label='ε charged over time per dataset'>"

@@ -113,6 +113,7 @@ def write_series(
     frame, scopes = series_frame(sources.releases)
     changed = changes(frame, [r.period for r in sources.releases])
     payload = series_payload(sources, frame, scopes, changed)
+    beyond = int(changed["exceeds_noise"].sum())
     files = {
         "series.parquet": parquet_bytes(frame),
         "series.html": series_html(payload).encode("utf-8"),
@@ -125,7 +126,7 @@ def write_series(
         "releases": [r.facts() for r in sources.releases],
         "skipped": [{"release_id": s.release_id, "reason": s.reason} for s in sources.skipped],
         "rows": len(frame),
-        "changes_beyond_noise": int(changed["exceeds_noise"].sum()),
+        "changes_beyond_noise": beyond,
         "artifacts": {name: hashlib.sha256(data).hexdigest() for name, data in files.items()},
         "versions": {"project": collect_versions()["project"]},
     }
@@ -135,9 +136,7 @@ def write_series(
     files[SERIES_SIGNATURE] = key.sign(body)
     files[PUBLIC_KEY] = public_pem(key.public_key())
     _put_in_place(target, files)
-    return WrittenSeries(
-        target, sources, len(frame), manifest["changes_beyond_noise"], key_id(key.public_key())
-    )
+    return WrittenSeries(target, sources, len(frame), beyond, key_id(key.public_key()))
 
 
 def _put_in_place(target: Path, files: dict[str, bytes]) -> None:
