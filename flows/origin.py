@@ -7,13 +7,17 @@ Read from the Prefect runtime of the flow run; a deployment's schedule is read f
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from prefect import runtime
 
 from release_store.audit.journal import RunOrigin, user_at_host
 
-__all__ = ["run_origin"]
+__all__ = ["MOCKED", "run_origin"]
+
+MOCKED = "PREFECT__RUNTIME__DEPLOYMENT__NAME"
+"""Prefect's override of ``runtime.deployment.name`` (a test runs the deployed flow with it)."""
 
 
 def _schedules(deployment_id: str) -> str | None:
@@ -43,13 +47,16 @@ def run_origin() -> RunOrigin:
 
     flow_run_id = str(runtime.flow_run.id or "") or None
     name = runtime.flow_run.name or None
-    deployment = runtime.deployment.name
-    if not deployment:
-        return RunOrigin("cli", flow_run_id=flow_run_id, flow_run_name=name, user=user_at_host())
     ctx = FlowRunContext.get()
     flow_run = ctx.flow_run if ctx is not None else None
-    scheduled = bool(getattr(flow_run, "auto_scheduled", False))
     deployment_id = getattr(flow_run, "deployment_id", None)
+    # a flow run the context knows without a deployment is a command-line run: no need to ask
+    # the server (runtime.deployment.name would); Prefect's runtime override is honoured
+    local = flow_run is not None and deployment_id is None and MOCKED not in os.environ
+    deployment = None if local else runtime.deployment.name
+    if not deployment:
+        return RunOrigin("cli", flow_run_id=flow_run_id, flow_run_name=name, user=user_at_host())
+    scheduled = bool(getattr(flow_run, "auto_scheduled", False))
     return RunOrigin(
         "scheduled" if scheduled else "on-demand",
         deployment=str(deployment),

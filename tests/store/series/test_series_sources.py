@@ -56,6 +56,25 @@ def test_a_release_that_does_not_verify_is_left_out_and_named(
     assert skipped.release_id == "r-sep" and "aggregates.parquet: sha256" in skipped.reason
 
 
+def test_a_release_changed_after_signing_is_left_out(make_release: MakeRelease, home: Path) -> None:
+    """A signed release whose manifest was edited afterwards (its signature no longer checks)
+    is not in the series."""
+    import json
+
+    from release_store.audit.signing import sign_release
+
+    make_release("r-aug", {"sex:0": 5}, period=AUG)
+    signed = make_release("r-sep", {"sex:0": 5}, period=SEP)
+    sign_release(home, signed)
+    assert [r.signed_by is not None for r in series_sources(home, "d").releases] == [False, True]
+    manifest = json.loads((signed / "manifest.json").read_text())
+    manifest["privacy"]["epsilon"] = 0.5
+    (signed / "manifest.json").write_text(json.dumps(manifest))
+    found = series_sources(home, "d")
+    assert [r.release_id for r in found.releases] == ["r-aug"]
+    assert "does not match manifest.json" in found.skipped[0].reason
+
+
 def test_releases_without_periods_follow_their_creation(
     make_release: MakeRelease, home: Path
 ) -> None:
