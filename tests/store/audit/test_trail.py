@@ -70,3 +70,20 @@ def test_the_totals_are_the_budget_shows(trail_home: Path) -> None:
     page = audit_page_html(trail)
     assert "<span class='ok'>equal</span>" in page and "PRIVATE" in page
     assert page.count("<tr class='release'") == 3
+
+
+def test_a_failed_release_reads_failed(trail_home: Path) -> None:
+    """A release whose manifest is failed (its reservation kept open to resume) is listed as
+    failed, holding what it reserved."""
+    import json
+
+    from release_store.workspace.home import release_paths
+
+    ledger = Ledger.open(trail_home)
+    ledger.reserve("d", "r4", PLAN, delta=1e-5)
+    ledger.charge("r4", "count")
+    paths = release_paths(trail_home, "d", "r4")
+    paths.create()
+    paths.manifest.write_text(json.dumps({"release_id": "r4", "dataset": "d", "status": "failed"}))
+    entry = next(t for t in audit_trail(trail_home).entries if t.release_id == "r4")
+    assert (entry.state, entry.held, entry.epsilon_spent) == ("failed", True, 1.0)
