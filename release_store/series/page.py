@@ -156,6 +156,8 @@ def series_html(payload: dict[str, Any]) -> str:
         "<p id='status'>Loading…</p><div id='selectors'></div>"
         "<button id='clear' type='button'>Clear the selection</button>"
         "<h2 id='combination'></h2><div id='chart'></div>"
+        "<p class='legend'>● the DP count and its 95% noise interval · red line: a change "
+        "larger than the combined noise · dashed: within the noise · □ suppressed</p>"
         "<table id='points'><thead><tr><th>" + what + "</th><th>release</th>"
         "<th class='num'>ε</th><th class='num'>DP count</th><th class='num'>95% noise</th>"
         "<th class='num'>change</th><th>beyond the noise</th></tr></thead>"

@@ -73,6 +73,29 @@ def test_the_series_holds_every_published_count_of_the_three_months(history: dic
     assert len(frame) == 3 * (len(union) + 1)  # R = 2 and the same columns every month
 
 
+def test_the_page_holds_the_same_counts(history: dict) -> None:
+    """series.html embeds every combination of series.parquet with the same count per month:
+    "suppressed" (-1) where the table has a suppressed row, never 0 for one."""
+    frame = _series(history)
+    page = (history["series"] / "series.html").read_text()
+    found = re.search(r"<script type='application/json' id='series'>(.*?)</script>", page)
+    assert found is not None
+    data = json.loads(found.group(1))
+    assert [p["period"] for p in data["periods"]] == list(PERIODS)
+    shown = {
+        (name, PERIODS[i]): n
+        for name, counts in zip(data["names"], data["counts"], strict=True)
+        for i, n in enumerate(counts)
+    }
+    table = {
+        (c, p): -1 if s else int(n)
+        for c, p, n, s in zip(
+            frame["combination"], frame["period"], frame["count"], frame["suppressed"], strict=True
+        )
+    }
+    assert shown == table
+
+
 def test_the_deployment_rebuilt_the_same_series(history: dict) -> None:
     """The deployed run's pin file asked for the series: HOME/series/monthly/2026-10 holds the
     same bytes as `sds series` (the same releases give the same files)."""
