@@ -16,7 +16,7 @@ from pathlib import Path
 from release_store.audit.journal import AUDIT_DIR
 from release_store.audit.trail import AuditTrail, DatasetTotals, TrailEntry
 from release_store.report.charts import PALETTE, WIDTH, esc, nice_ticks
-from release_store.report.page import CSP, template
+from release_store.report.offline import CSP, template
 from release_store.workspace.files import atomic_write_text
 from release_store.workspace.home import validate_id
 

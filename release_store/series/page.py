@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from importlib import resources
 from typing import Any
 
 import pandas as pd
 
 from release_store.report.charts import esc
-from release_store.report.page import CSP
+from release_store.report.offline import CSP, template
 from release_store.series.sources import SeriesSources
 from release_store.series.table import SERIES_COLUMNS, ReleaseScope
 
@@ -32,9 +31,7 @@ NOT_RELEASED = -2
 
 
 def _template(name: str) -> str:
-    return (resources.files("release_store.series") / "templates" / name).read_text(
-        encoding="utf-8"
-    )
+    return template(name, "release_store.series")
 
 
 def _json_for_script(obj: Any) -> str:
