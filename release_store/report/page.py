@@ -16,7 +16,8 @@ from typing import Any
 
 from release_store.report.charts import Series, esc, hbars, heatmap, stacked, vbars
 from release_store.report.inputs import ReportInputs, count_sd, laplace_half_width
-from release_store.report.offline import CSP, template
+from release_store.report.offline import CSP as CSP  # re-exported (explorer, custodian)
+from release_store.report.offline import template as template
 
 MAX_VALUES = 25
 """Largest number of values drawn per column in the 1-way charts (the largest by DP count)."""
