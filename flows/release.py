@@ -24,12 +24,15 @@ from typing import Any
 from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
+from flows.origin import run_origin
+from release_store.audit.journal import note_refused, note_start
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.session import cluster_session
 from release_store.config.core_objects import dp_binned_columns
 from release_store.config.periods import resolve_period
 from release_store.config.planned import after_aggregation
 from release_store.config.release_params import ReleaseParams
+from release_store.ledger.values import BudgetExceededError, PeriodMismatchError
 from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun, noise_scales
 from sds_core.data.table import PreparedTable
@@ -221,9 +224,17 @@ def release(params: ReleaseParams) -> str:
     ):
         # a relative period (previous-month) names the period of the run's scheduled start
         params = resolve_period(params, runtime.flow_run.scheduled_start_time)
+        origin = run_origin()  # the run journal: who started it (CLI, schedule, UI run)
         # --- budget: reserve (ε, δ) before the data is read -------------------------------------
         with timeline.run(stages.BUDGET):
-            run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
+            try:
+                run = reserve_budget(
+                    params=params, flow_run_id=str(runtime.flow_run.id or "") or None
+                )
+            except (BudgetExceededError, PeriodMismatchError) as e:
+                note_refused(params, origin, e)
+                raise
+        note_start(run.home, run.release_id, run.dataset, params.period, origin)
         try:
             # --- ingest, validate, prepare, count, aggregate-k, normalize, synthesize, evaluate -
             out = run_stages(run, timeline, log=log)
