@@ -100,6 +100,13 @@ def summary(inputs: ReportInputs) -> str:
     plan = m.get("plan")
     if isinstance(plan, dict) and plan.get("reason"):  # the SDS plan: R, split, synthesis
         parts.append(f"<p><b>How it was planned:</b> {esc(str(plan['reason']))}</p>")
+    period = params.get("period")
+    if period is not None:  # a public parameter; the budget around the release is private
+        parts.append(
+            f"<p><b>Period {esc(period)}:</b> this release holds only the rows of period "
+            f"<b>{esc(period)}</b> and is paid from that period's own budget, set per period "
+            "(periods hold disjoint records: parallel composition).</p>"
+        )
     return "".join(parts)
 
 
