@@ -49,6 +49,7 @@ def test_the_series_holds_every_published_count_of_the_three_months(history: dic
     frame = _series(history)
     assert frame["period"].drop_duplicates().tolist() == list(PERIODS)
     union = set(frame["combination"]) - {""}
+    suppressed_somewhere = False
     for period, folder in history["dirs"].items():
         agg = pd.read_parquet(folder / "aggregates.parquet")
         mine = frame[frame["period"] == period].set_index("combination")
@@ -68,8 +69,12 @@ def test_the_series_holds_every_published_count_of_the_three_months(history: dic
             == published[HALF_WIDTH_COLUMN].tolist()
         )
         missing = sorted(union - set(published.index))
-        assert missing, period  # the months differ: each leaves out something another has
+        suppressed_somewhere |= bool(missing)
         assert mine.loc[missing, "suppressed"].all() and mine.loc[missing, "count"].isna().all()
+    # the months differ (August and September, seeded, hold other rows): some month leaves out
+    # a combination another reports; October's deployed release is unseeded, so which one is not
+    # fixed
+    assert suppressed_somewhere
     assert len(frame) == 3 * (len(union) + 1)  # R = 2 and the same columns every month
 
 
