@@ -19,6 +19,7 @@ from release_store.config.deployment import (
     read_pins,
     require_budget,
 )
+from release_store.workspace.home import private_umask
 from sds_core.errors import SdsInputError
 
 __all__ = ["deployed_release"]
@@ -61,4 +62,5 @@ def deployed_release(options: RunOptions = RunOptions()) -> str:
         deployment,
         options.given() or "nothing (the deployment's values)",
     )
-    return release.fn(built.params)
+    with private_umask():  # as `sds release`: what the release writes is 0600 (folders 0700)
+        return release.fn(built.params)
