@@ -25,7 +25,7 @@ from release_store.config.deployment import (
     read_pins,
     require_budget,
 )
-from release_store.workspace.home import MANIFEST
+from release_store.workspace.home import MANIFEST, private_umask
 from sds_core.errors import SdsInputError
 from tasks.series import rebuild_series
 
@@ -73,12 +73,14 @@ def deployed_release(options: RunOptions = RunOptions()) -> str:
         deployment,
         options.given() or "nothing (the deployment's values)",
     )
-    released = release.fn(built.params)
+    with private_umask():  # as `sds release`: what the release writes is 0600 (folders 0700)
+        released = release.fn(built.params)
     if pins.series:  # the series up to the period just released, next to the releases
         dataset = str(built.params.dataset)
         period = json.loads((Path(released) / MANIFEST).read_text())["parameters"].get("period")
         try:
-            rebuild_series(str(home), dataset, period)
+            with private_umask():
+                rebuild_series(str(home), dataset, period)
         except Exception as e:  # the release is complete: its run stays a success
             until = f" --until {period}" if period else ""
             log.error(

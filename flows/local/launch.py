@@ -328,14 +328,18 @@ def _no_heartbeats() -> Iterator[None]:
 
 
 def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
+    """Run the release in this process, everything it writes private to the home's owner (the
+    umask 077: files 0600, folders 0700; also a temporary Prefect server's database)."""
     from release_store.inputs import gx_suite
+    from release_store.workspace.home import private_umask
 
-    if params.table_schema is not None and "great_expectations" not in sys.modules:
-        gx_suite.start_worker()  # GX imports on the other core while Prefect loads
-    try:
-        _run_flow(params, root, server, quiet=quiet, verbose=verbose)
-    finally:
-        gx_suite.stop_worker()
+    with private_umask():
+        if params.table_schema is not None and "great_expectations" not in sys.modules:
+            gx_suite.start_worker()  # GX imports on the other core while Prefect loads
+        try:
+            _run_flow(params, root, server, quiet=quiet, verbose=verbose)
+        finally:
+            gx_suite.stop_worker()
 
 
 def import_flow_call() -> None:

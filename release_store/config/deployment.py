@@ -48,7 +48,8 @@ PIN_DIR = "deployments"
 
 def _option(name: str) -> Any:
     """The pydantic Field of run option ``name``: empty by default (= the deployment's value),
-    with ReleaseParams' description and bounds, so the server checks them at submission."""
+    with ReleaseParams' description and bounds, so the server checks them at submission; a
+    numeric option's description ends with its largest value (the Custom run form shows it)."""
     info = ReleaseParams.model_fields[name]
     bounds = {
         attr: getattr(m, attr)
@@ -57,7 +58,16 @@ def _option(name: str) -> Any:
         if getattr(m, attr, None) is not None
     }
     doc = f"{info.description} Empty: the value of the deployment's config."
+    if "le" in bounds:
+        doc += f" Largest value: {_number(bounds['le'])}."
+    elif "lt" in bounds:
+        doc += f" Must be below {_number(bounds['lt'])}."
     return Field(None, description=doc, **bounds)
+
+
+def _number(value: float) -> str:
+    """A bound as the form says it: ``100,000,000``, ``1``, ``0.5``."""
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
 
 class RunOptions(BaseModel):

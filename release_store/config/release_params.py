@@ -21,6 +21,15 @@ from sds_core.data.text import match_key
 from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals.params import release_delta
 
+SYNTHETIC_RECORDS_MAX = 100_000_000
+"""The most synthetic records a release may ask for (``synthetic_records``, and the largest
+``synthetic_part_records``): whoever may set a run's options must not be able to fill the
+worker's disk (10^8 records of the tiny example's 5 columns: about 2 GB of CSV and Parquet).
+Leaving ``synthetic_records`` empty (the DP record count) is never capped."""
+RECORDS_PER_MAX_ROW = 10
+"""``synthetic_records`` may be at most this many times the schema's ``max_rows`` (a public
+bound, known before anything is charged; the DP record count is known only after a charge)."""
+
 
 class LifetimeBudget(BaseModel):
     """Lifetime (ε, δ) budget given to a dataset the ledger does not know yet."""
@@ -170,12 +179,16 @@ class ReleaseParams(BaseModel):
     synthetic_records: int | None = Field(
         None,
         ge=1,
+        le=SYNTHETIC_RECORDS_MAX,
         description="aggregate-seeded: how many synthetic records to make (default: the DP "
-        "record count). Post-processing of the DP aggregates: no privacy cost.",
+        "record count). Post-processing of the DP aggregates: no privacy cost. At most "
+        f"{SYNTHETIC_RECORDS_MAX:,}, and at most {RECORDS_PER_MAX_ROW} times the schema's "
+        "max_rows when it declares one (checked before anything is read or charged).",
     )
     synthetic_part_records: int = Field(
         5_000_000,
         ge=1_000,
+        le=SYNTHETIC_RECORDS_MAX,
         description="Most synthetic records in one Parquet file: a release with more writes "
         "synthetic.parquet as a directory of part files (part-00000.parquet, ...; each listed "
         "with its sha256 and rows in the manifest, checked by sds audit --verify). No privacy "
@@ -259,6 +272,19 @@ class ReleaseParams(BaseModel):
                 f"--period {self.period!r} is not supported with executor 'dask' (the period "
                 "filter and the subject record run in the flow's process): release periods with "
                 '--executor local (or executor = "local" in the config)'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _records_fit(self) -> ReleaseParams:
+        most = self.table_schema.max_rows if self.table_schema is not None else None
+        n = self.synthetic_records
+        if n is not None and most is not None and n > RECORDS_PER_MAX_ROW * most:
+            raise ValueError(
+                f"synthetic_records = {n:,} is more than {RECORDS_PER_MAX_ROW} times the "
+                f"schema's max_rows ({most:,}): ask for at most "
+                f"{RECORDS_PER_MAX_ROW * most:,} records, or leave synthetic_records empty for "
+                "the DP record count; nothing was read or charged"
             )
         return self
 

@@ -37,6 +37,55 @@ def test_resolve_home_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert sorted(p.name for p in (tmp_path / "arg").iterdir()) == []  # probe file removed
 
 
+def test_a_new_home_is_private_to_its_owner(tmp_path: Path) -> None:
+    """A home resolve_home creates is 0700 whatever the umask: another local account can
+    neither list it nor reach a file in it (before: 0755)."""
+    old = os.umask(0o022)
+    try:
+        home = ws.resolve_home(tmp_path / "new" / "home")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
+def test_make_private_takes_group_and_others_access_away(tmp_path: Path) -> None:
+    """make_private keeps the owner's bits and drops the rest, on the path or the whole tree;
+    symlinks are left alone; it returns exactly the paths it changed."""
+    root = tmp_path / "prefect"
+    (root / "storage").mkdir(parents=True)
+    for name, mode in (("prefect.db", 0o644), ("key", 0o600), ("storage/result", 0o444)):
+        (root / name).write_text("x")
+        (root / name).chmod(mode)
+    root.chmod(0o755)
+    (root / "storage").chmod(0o775)
+    (root / "link").symlink_to("/etc/hostname")
+    assert ws.make_private(root) == [root]
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    changed = ws.make_private(root, tree=True)
+    assert sorted(changed) == [root / "prefect.db", root / "storage", root / "storage/result"]
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in root.rglob("*") if not p.is_symlink()}
+    assert modes == {"prefect.db": 0o600, "key": 0o600, "storage": 0o700, "result": 0o400}
+    assert ws.make_private(root, tree=True) == []
+
+
+def test_private_umask_makes_files_private_and_restores_the_umask(tmp_path: Path) -> None:
+    """Within private_umask new files are 0600 and folders 0700 (a stricter umask the process
+    had is kept); the umask is restored after."""
+    old = os.umask(0o022)
+    try:
+        with ws.private_umask():
+            (tmp_path / "f").write_text("x")
+            (tmp_path / "d").mkdir()
+        assert os.umask(0o027) == 0o022
+        with ws.private_umask():
+            assert os.umask(0o077) == 0o077
+        assert os.umask(0o022) == 0o027
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o700
+
+
 def test_resolve_home_under_a_file(tmp_path: Path) -> None:
     """A home below a regular file is refused, naming the directory and the fix."""
     (tmp_path / "f").write_text("x")
