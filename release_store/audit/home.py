@@ -177,7 +177,9 @@ def _period_label_problems(ledger: Ledger, budgets: list[BudgetStatus]) -> list[
     out = []
     for b in budgets:
         fmt = ledger.period_format(b.dataset)
-        for p in b.periods if fmt is not None else ():
+        if fmt is None:
+            continue
+        for p in b.periods:
             problem = label_problem(str(p.period), fmt)
             if problem is not None:
                 used = p.epsilon_spent + p.epsilon_reserved
