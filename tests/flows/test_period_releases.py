@@ -184,3 +184,49 @@ def test_the_flow_resolves_previous_month_before_reserving(
     assert reservation.period == month
     private = json.loads((home / "private" / folder.name / "params.json").read_text())
     assert private["period"] == month
+
+
+def test_another_spelling_of_a_released_month_is_refused_before_any_charge(
+    tmp_path: Path, prefect_server: str
+) -> None:
+    """Issue #37's reproduction: examples/monthly.toml on a per-period budget of ε 4; October
+    released, then `--period "2026-10 "` (and other spellings of October): each refused with
+    the label, the format and the fix, nothing reserved, and October's rows spent ε 4 in all."""
+    project = Path(__file__).resolve().parents[2]
+    rows = (project / "examples" / "pums_ca_10k.csv").read_text().splitlines()[:1201]
+    data = tmp_path / "monthly.csv"  # as the config's header builds it, 600 rows per month
+    data.write_text(
+        "\n".join(
+            ["month," + rows[0]]
+            + [("2026-09," if i % 2 else "2026-10,") + r for i, r in enumerate(rows[1:])]
+        )
+        + "\n"
+    )
+    home = str(tmp_path / "home")
+    config = str(project / "examples" / "monthly.toml")
+    code, out, err = run_cli(
+        "budget", "set", "pums-ca-monthly", "--epsilon", "4", "--delta", "1e-4", "--per-period",
+        "--home", home,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "periods written YYYY-MM" in out and "--lifetime-epsilon caps that sum" in out
+    release = ("release", str(data), "--config", config, "--home", home, "--seed", "7", "--quiet")
+    code, _, err = run_cli(*release, "--period", OCT, "--release-id", "oct-1")
+    assert code == 0, err
+    rows_before = len(Ledger.open(home).rows())
+    for spelling, why in (
+        ("2026-10 ", "has leading or trailing whitespace"),
+        (" 2026-10", "has leading or trailing whitespace"),
+        ("2026-10\t", "has leading or trailing whitespace"),
+        ("2026-010", "is not a period written YYYY-MM"),
+        ("2026/10", "is not a period written YYYY-MM"),
+        ("202610", "is not a period written YYYY-MM"),
+    ):
+        code, _, err = run_cli(*release, "--period", spelling)
+        assert code == 2, (spelling, err)
+        assert f"period {spelling!r} {why}" in err and "Nothing was read or charged" in err
+    assert len(Ledger.open(home).rows()) == rows_before
+    status = Ledger.open(home).budget("pums-ca-monthly")
+    assert status is not None
+    assert [(p.period, p.epsilon_spent) for p in status.periods] == [(OCT, 4.0)]
+    assert status.epsilon_spent == 4.0
