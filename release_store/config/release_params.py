@@ -182,8 +182,8 @@ class ReleaseParams(BaseModel):
     )
     dask_address: str | None = Field(
         None,
-        description="executor 'dask': the scheduler, e.g. tcp://host:8786; checked before "
-        "anything is charged.",
+        description="The Dask scheduler, e.g. tcp://host:8786: implies executor 'dask' (refused "
+        "with executor 'local'); checked before anything is charged.",
     )
     dask_partitions: int | None = Field(
         None, ge=1, description="executor 'dask': record partitions (default: from the size)."
@@ -221,6 +221,22 @@ class ReleaseParams(BaseModel):
             cfg.pop("config", None)
             data = {**cfg, **{k: v for k, v in data.items() if v is not None}}
         return data
+
+    @model_validator(mode="after")
+    def _address_means_dask(self) -> ReleaseParams:
+        """A dask_address names a cluster: it implies executor 'dask' and is never ignored."""
+        if self.dask_address is None:
+            return self
+        if "executor" not in self.model_fields_set:
+            self.executor = "dask"
+        elif self.executor == "local":
+            raise ValueError(
+                f"dask_address {self.dask_address!r} names a Dask scheduler, but executor is "
+                "'local', which counts in this process and never contacts it: remove executor "
+                "(a dask_address implies executor 'dask'), or remove dask_address to release "
+                "locally"
+            )
+        return self
 
     @model_validator(mode="after")
     def _has_dataset(self) -> ReleaseParams:
@@ -296,7 +312,7 @@ class ReleaseParams(BaseModel):
             raise ValueError(
                 f"--period {self.period!r} is not supported with executor 'dask' (the period "
                 "filter and the subject record run in the flow's process): release periods with "
-                '--executor local (or executor = "local" in the config)'
+                '--executor local (or executor = "local" in the config) and no dask_address'
             )
         return self
 
