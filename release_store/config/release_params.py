@@ -154,7 +154,8 @@ class ReleaseParams(BaseModel):
         min_length=1,
         description="Release only the rows whose period_column holds this value (e.g. 2026-10), "
         "charging that period's budget; required when the dataset's budget is per period. "
-        "'previous-month' names the month before the run's scheduled start (UTC) as YYYY-MM. "
+        "'previous-month' names the month before the run's schedule slot (a deployment's run "
+        "the schedule made; outside deployments: now), in UTC, as YYYY-MM. "
         "Written exactly in period_format (no spaces): each period has one spelling, so one "
         "budget.",
     )
