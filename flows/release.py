@@ -25,7 +25,7 @@ from typing import Any
 from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
-from flows.slots import run_origin
+from flows.slots import run_slot
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.session import cluster_session
 from release_store.config.core_objects import dp_binned_columns
@@ -224,8 +224,8 @@ def release(params: ReleaseParams) -> str:
     ):
         # a relative period (previous-month): a deployment's run takes it from its schedule slot
         try:
-            origin = run_origin() if params.period in RELATIVE_PERIODS else None
-            params = period_of_run(params, origin, datetime.now(UTC))
+            made = run_slot() if params.period in RELATIVE_PERIODS else None
+            params = period_of_run(params, made, datetime.now(UTC))
         except SdsInputError as e:
             log.error("refused before anything was read or charged: %s", e)
             raise

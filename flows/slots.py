@@ -15,12 +15,12 @@ from typing import Any
 
 from prefect import runtime
 
-from release_store.config.periods import RunOrigin
+from release_store.config.periods import RunSlot
 
-__all__ = ["is_slot", "run_origin"]
+__all__ = ["is_slot", "run_slot"]
 
 
-def run_origin() -> RunOrigin | None:
+def run_slot() -> RunSlot | None:
     """Who made the current flow run, if a deployment did (None: a run outside deployments,
     such as ``sds release``'s)."""
     from prefect.client.orchestration import get_client
@@ -32,7 +32,7 @@ def run_origin() -> RunOrigin | None:
         run = client.read_flow_run(runtime.flow_run.id)
         deployment = client.read_deployment(deployment_id)
     slot = run.expected_start_time
-    return RunOrigin(
+    return RunSlot(
         deployment=deployment.name,
         auto_scheduled=bool(run.auto_scheduled),
         slot=slot,

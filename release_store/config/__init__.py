@@ -28,7 +28,7 @@ _EXPORTS: dict[str, str] = {
     "PINNED": "release_store.config.deployment",
     "LifetimeBudget": "release_store.config.release_params",
     "RELATIVE_PERIODS": "release_store.config.periods",
-    "RunOrigin": "release_store.config.periods",
+    "RunSlot": "release_store.config.periods",
     "RELEASE_OVERRIDES": "release_store.config.fields",
     "ReleaseParams": "release_store.config.release_params",
     "RunOptions": "release_store.config.deployment",
@@ -72,7 +72,7 @@ __all__ = [
     "LifetimeBudget",
     "ReleaseParams",
     "RunOptions",
-    "RunOrigin",
+    "RunSlot",
     "TableSchema",
     "binning_epsilon",
     "build_params",
@@ -129,7 +129,7 @@ if TYPE_CHECKING:
     from release_store.config.loading import CONFIG_RENAMES, describe_validation_error, load_config
     from release_store.config.periods import (
         RELATIVE_PERIODS,
-        RunOrigin,
+        RunSlot,
         period_of_run,
         previous_month,
         resolve_period,

@@ -19,7 +19,7 @@ from sds_core.errors import SdsInputError
 __all__ = [
     "EARLY_START",
     "RELATIVE_PERIODS",
-    "RunOrigin",
+    "RunSlot",
     "period_of_run",
     "previous_month",
     "resolve_period",
@@ -55,8 +55,8 @@ def resolve_period(params: ReleaseParams, when: datetime | None = None) -> Relea
 
 
 @dataclass(frozen=True, slots=True)
-class RunOrigin:
-    """Who made a deployment's flow run, as the orchestrator records it (read by the flow).
+class RunSlot:
+    """Who made a deployment's flow run and for which slot, as the server records it.
 
     Attributes:
         deployment: the deployment's name.
@@ -96,9 +96,9 @@ class RunOrigin:
         return None
 
 
-def period_of_run(params: ReleaseParams, origin: RunOrigin | None, now: datetime) -> ReleaseParams:
+def period_of_run(params: ReleaseParams, run: RunSlot | None, now: datetime) -> ReleaseParams:
     """``params`` with a relative ``period`` resolved for a flow run: at its schedule slot for a
-    run of a deployment (``origin``), at ``now`` for a run outside any deployment (the
+    run of a deployment (``run``), at ``now`` for a run outside any deployment (the
     custodian's own process: ``sds release``, a script); any other ``params`` unchanged.
 
     Raises:
@@ -109,14 +109,14 @@ def period_of_run(params: ReleaseParams, origin: RunOrigin | None, now: datetime
     rule = RELATIVE_PERIODS.get(params.period or "")
     if rule is None:
         return params
-    if origin is None:
+    if run is None:
         return resolve_period(params, now)
-    problem = origin.problem(now)
-    if problem is not None or origin.slot is None:
+    problem = run.problem(now)
+    if problem is not None or run.slot is None:
         raise SdsInputError(
-            f"period {params.period!r} of deployment {origin.deployment!r} is the period of "
+            f"period {params.period!r} of deployment {run.deployment!r} is the period of "
             f"the run's schedule slot, but {problem}; this run releases nothing, and nothing "
             "was read or charged. The schedule releases each period at its slot; to release "
             "a period by hand, the custodian runs `sds release --period YYYY-MM`"
         )
-    return params.model_copy(update={"period": rule(origin.slot)})
+    return params.model_copy(update={"period": rule(run.slot)})

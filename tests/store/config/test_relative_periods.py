@@ -9,7 +9,7 @@ from datetime import UTC, datetime, timedelta, timezone
 import pytest
 
 from release_store.config import build_params
-from release_store.config.periods import RunOrigin, period_of_run, previous_month, resolve_period
+from release_store.config.periods import RunSlot, period_of_run, previous_month, resolve_period
 from sds_core.errors import SdsInputError
 
 
@@ -44,7 +44,7 @@ SLOT = datetime(2026, 11, 1, 3, 0, tzinfo=UTC)
 DEPLOYED = datetime(2026, 1, 5, tzinfo=UTC)
 
 
-def _origin(**changes: object) -> RunOrigin:
+def _slot(**changes: object) -> RunSlot:
     """A run the monthly schedule made for its slot of 2026-11-01 03:00 UTC."""
     base = {
         "deployment": "monthly-release",
@@ -53,7 +53,7 @@ def _origin(**changes: object) -> RunOrigin:
         "is_slot": True,
         "deployed_at": DEPLOYED,
     }
-    return RunOrigin(**{**base, **changes})  # type: ignore[arg-type]
+    return RunSlot(**{**base, **changes})  # type: ignore[arg-type]
 
 
 def test_a_scheduled_run_takes_the_period_of_its_slot_whenever_it_runs() -> None:
@@ -62,12 +62,12 @@ def test_a_scheduled_run_takes_the_period_of_its_slot_whenever_it_runs() -> None
     rule = build_params({}, {"input": "x", "dataset": "d", "period_column": "m",
                              "period": "previous-month"})  # fmt: skip
     late = datetime(2027, 1, 3, tzinfo=UTC)
-    assert period_of_run(rule, _origin(), late).period == "2026-10"
-    assert period_of_run(rule, _origin(), SLOT - timedelta(minutes=5)).period == "2026-10"
+    assert period_of_run(rule, _slot(), late).period == "2026-10"
+    assert period_of_run(rule, _slot(), SLOT - timedelta(minutes=5)).period == "2026-10"
     assert period_of_run(rule, None, late).period == "2026-12"
     concrete = build_params({}, {"input": "x", "dataset": "d", "period_column": "m",
                                  "period": "2026-07"})  # fmt: skip
-    assert period_of_run(concrete, _origin(auto_scheduled=False), late) is concrete
+    assert period_of_run(concrete, _slot(auto_scheduled=False), late) is concrete
 
 
 @pytest.mark.parametrize(
@@ -93,4 +93,4 @@ def test_a_run_the_schedule_did_not_make_at_its_slot_releases_nothing(
         match=rf"'previous-month' of deployment 'monthly-release'.*{why}.*releases nothing"
         r".*sds release --period YYYY-MM",
     ):
-        period_of_run(rule, _origin(**changes), now)
+        period_of_run(rule, _slot(**changes), now)
