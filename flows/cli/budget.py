@@ -10,7 +10,17 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import HomeOpt, JsonOpt, LedgerOpt, SdsTyper, echo_json, fail, home_dir
+from flows.cli.common import (
+    HomeOpt,
+    JsonOpt,
+    LedgerOpt,
+    SdsTyper,
+    echo_json,
+    fail,
+    home_dir,
+    print_table,
+    stdout_console,
+)
 
 __all__ = ["budget_app"]
 
@@ -154,7 +164,6 @@ def budget_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show lifetime, spent, reserved and remaining budget per dataset."""
-    from rich.console import Console
     from rich.table import Table
 
     from release_store.ledger.book import Ledger
@@ -185,4 +194,4 @@ def budget_show(
             "its ε/δ left and runway are those of a period not released yet. Then one row per "
             "released period, with its runway of that period's last release size."
         )
-    Console().print(table)
+    print_table(stdout_console(), table)

@@ -199,8 +199,10 @@ def preflight_checks(params: Any) -> None:
     """The checks that need neither Prefect nor GX (:mod:`release_store.inputs.preflight`;
     with ``privacy_risk`` first anonymeter's environment); warns about columns whose '0' cells
     look like values."""
+    from release_store.audit.journal import RunOrigin, note_refused, user_at_host
     from release_store.compare.risk import anonymeter_python
     from release_store.inputs.preflight import preflight, zero_warning
+    from release_store.ledger.values import BudgetExceededError, PeriodMismatchError
     from sds_core.errors import SdsInputError
 
     try:
@@ -208,6 +210,8 @@ def preflight_checks(params: Any) -> None:
             anonymeter_python()
         found = preflight(params)
     except SdsInputError as e:  # the text and exit status the flow would have failed with
+        if isinstance(e, BudgetExceededError | PeriodMismatchError):  # the audit page lists it
+            note_refused(params, RunOrigin("cli", user=user_at_host()), e)
         raise fail(f"release {params.release_id} failed: {e}", 1) from None
     if found.zero_shares:
         warn(zero_warning(found.zero_shares))

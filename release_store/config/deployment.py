@@ -33,6 +33,7 @@ __all__ = [
     "PINNED",
     "PIN_DIR",
     "PIN_KEYS",
+    "SERIES_PIN",
     "DeployedRelease",
     "Pins",
     "RunOptions",
@@ -113,10 +114,14 @@ PINNED = frozenset(ReleaseParams.model_fields) - frozenset(RunOptions.model_fiel
 """ReleaseParams fields no run can set: they come from the pin file and the config it names.
 Every field added to ReleaseParams is pinned until it is added to RunOptions."""
 
-PIN_KEYS = PINNED - {"home", "seed", "release_id", "default_budget"}
+SERIES_PIN = "series"
+"""A pin file's ``series = true``: after each release, the deployment rebuilds the dataset's
+series up to the period released (``sds series``); not a release parameter."""
+
+PIN_KEYS = (PINNED - {"home", "seed", "release_id", "default_budget"}) | {SERIES_PIN}
 """What a pin file may set: the pinned fields but the home (where the pin file is), the seed
-and release id (every run is a new release with a fresh key) and budgets (``sds budget set``).
-Keys it does not set come from the config it names."""
+and release id (every run is a new release with a fresh key) and budgets (``sds budget set``),
+plus :data:`SERIES_PIN`. Keys it does not set come from the config it names."""
 
 _NEVER_IN_CONFIG = ("seed", "release_id")
 
@@ -133,6 +138,11 @@ class Pins:
         """The release config the pin file names (absolute), if any."""
         value = self.values.get("config")
         return None if value is None else str(value)
+
+    @property
+    def series(self) -> bool:
+        """Whether each run rebuilds the dataset's series after its release."""
+        return self.values.get(SERIES_PIN) is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,6 +227,10 @@ def read_pins(path: Path) -> Pins:
                 f"pin file {path}: {key} = {value!r} is not an absolute path; the worker runs "
                 "in a temporary directory, so give the full path"
             )
+    if not isinstance(values.get(SERIES_PIN, False), bool):
+        raise SdsInputError(
+            f"pin file {path}: {SERIES_PIN} = {values[SERIES_PIN]!r} is not true or false"
+        )
     ledger = values.get("ledger")
     if isinstance(ledger, str) and split_password(ledger)[1] is not None:
         raise SdsInputError(
@@ -292,7 +306,7 @@ def deployed_params(home: Path, pins: Pins, options: RunOptions) -> DeployedRele
                 "budget (the custodian sets it with `sds budget set`)"
             )
         cfg.pop("config", None)
-    pinned = {k: v for k, v in pins.values.items() if k != "config"}
+    pinned = {k: v for k, v in pins.values.items() if k not in ("config", SERIES_PIN)}
     merged = {**cfg, **pinned, **options.given(), "home": str(home)}
     params = build_params(merged, {})
     if not is_postgres_url(params.input):

@@ -5,7 +5,8 @@ the custodian's private report.
 - ``explorer``: ``explorer.html``;
 - ``custodian``: ``custodian-report.html`` (private: the evaluation against the sensitive data);
 - ``inputs``: the published values the report and explorer are built from;
-- ``charts``: inline SVG charts.
+- ``charts``: inline SVG charts;
+- ``offline``: what every generated page shares (the CSP, the shipped templates).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """

@@ -12,16 +12,15 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
 from release_store.report.charts import Series, esc, hbars, heatmap, stacked, vbars
 from release_store.report.inputs import ReportInputs, count_sd, laplace_half_width
+from release_store.report.offline import CSP as CSP  # re-exported (explorer, custodian)
+from release_store.report.offline import template as template
 
 MAX_VALUES = 25
 """Largest number of values drawn per column in the 1-way charts (the largest by DP count)."""
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-"""Content-Security-Policy of the generated pages: nothing may be loaded from anywhere."""
 
 
 def not_private_banner(manifest: dict[str, Any]) -> str:
@@ -30,13 +29,6 @@ def not_private_banner(manifest: dict[str, Any]) -> str:
     reason = manifest.get("privacy", {}).get("not_private")
     style = "background:#fde8e8;border-left:4px solid #c0392b;padding:.5em .8em;font-weight:bold"
     return f"<p role='alert' style='{style}'>{esc(reason)}</p>" if reason else ""
-
-
-def template(name: str) -> str:
-    """A template file (CSS, JS) shipped in ``release_store/report/templates``."""
-    return (resources.files("release_store.report") / "templates" / name).read_text(
-        encoding="utf-8"
-    )
 
 
 @dataclass(frozen=True, slots=True)

@@ -134,8 +134,9 @@ class ModelParams:
             the clique. ``"pair-dependence"`` (:mod:`sds_core.synthesis.dependence`): the
             pairs whose published 2-way tables are furthest from independence net of noise,
             counted in records; better when R = 2 (no published table wider than a pair) or
-            a high-cardinality column makes noisy pairs look significant (docs/benchmarks.md,
-            issue 22). Needs R >= 2 (with R = 1 both are the same).
+            a high-cardinality column makes noisy pairs look significant (issue 22's sweep:
+            ``git show 78ca7e7:docs/benchmarks.md``, "What the sweeps showed"). Needs R >= 2
+            (with R = 1 both are the same).
         match_one_way: after the fit, adjust the model so every column's marginal lies within
             one noise standard deviation of its published DP 1-way counts, its empty category
             taking the rest of the estimated total (:func:`one_way_targets`,

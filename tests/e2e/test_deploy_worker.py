@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from release_store.audit.journal import read_journal
 from release_store.config.deployment import PINNED, pin_path, write_pins
 from release_store.ledger.book import Ledger
 from tests.e2e.prefect_processes import prefect_server, run_logs, wait_final, worker
@@ -237,6 +238,13 @@ def test_an_allowed_run_completes_charged_once(deployed: Deployed, client: Any) 
     release_id = new.pop().parent.name
     assert Ledger.open(deployed.home).reservation(release_id).status == "completed"
     assert "this run chose {'epsilon': 1.0, 'reporting_length': 2}" in run_logs(client, run.id)
+    [start] = [e for e in read_journal(deployed.home) if e.release_id == release_id]
+    assert (start.event, start.origin.kind, start.origin.deployment) == (
+        "start",
+        "on-demand",
+        "on-demand-tiny",
+    )  # the audit page's "who started it": a run of the deployment, not a schedule
+    assert start.origin.flow_run_id == str(run.id)
 
 
 def _extra_deployment(name: str) -> None:
@@ -266,6 +274,8 @@ def test_a_run_never_creates_a_budget(
     assert run.state.is_failed()
     assert "'nobudget' has no lifetime budget" in run.state.message
     assert "refused before anything was read or charged" in run_logs(client, run.id)
+    refused = [e for e in read_journal(deployed.home) if e.dataset == "nobudget"]
+    assert [(e.event, e.origin.deployment) for e in refused] == [("refused", "no-budget")]
     assert Ledger.open(deployed.home).budget("nobudget") is None
     assert not (deployed.home / "releases" / "nobudget").exists()
 
@@ -289,6 +299,10 @@ def test_a_run_over_the_per_release_policy_is_refused(
     assert run.state.is_failed()
     assert "at most 0.5" in run.state.message and "custodian" in run.state.message
     assert _spent(deployed.home, "capped") == 0.0
+    [refused] = [e for e in read_journal(deployed.home) if e.dataset == "capped"]
+    assert (refused.event, refused.epsilon) == ("refused", 1.0) and "at most 0.5" in (
+        refused.reason or ""
+    )
     assert not (deployed.home / "releases" / "capped").exists()
 
 

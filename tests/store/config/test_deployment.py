@@ -79,6 +79,21 @@ def test_every_field_is_either_a_run_option_or_pinned() -> None:
     assert not {"home", "seed", "release_id", "default_budget"} & PIN_KEYS
 
 
+def test_a_pin_file_may_ask_for_the_series(home: Path, config: Path) -> None:
+    """``series = true`` is pinned (no run can set it) and is no release parameter; anything but
+    true or false is refused, naming the file."""
+    pins = _pins(home, config, series=True)
+    assert pins.series and not _pins(home, config).series
+    built = deployed_params(home, pins, RunOptions())
+    assert "series" not in ReleaseParams.model_fields and built.params.dataset == "tiny"
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        RunOptions.model_validate({"series": True})
+    path = pin_path(home, "on-demand-tiny")
+    path.write_text(path.read_text() + 'series = "yes"\n')
+    with pytest.raises(SdsInputError, match=r"series = 'yes' is not true or false"):
+        read_pins(path)
+
+
 @pytest.mark.parametrize("field", sorted(PINNED))
 def test_a_run_option_naming_a_pinned_field_is_refused_by_name(field: str) -> None:
     """Every pinned field given as a run option is refused, the message naming it."""
