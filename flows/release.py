@@ -8,7 +8,9 @@ receives what it reads and returns what the next one needs; the sensitive table 
 only this flow run holds. Re-running with the same release id resumes:
 finished stages load their hash-checked checkpoints and nothing is charged twice.
 
-Every stage logs one DP-safe line to the run (the Prefect UI's Logs tab); the run's graph is the
+Every stage logs only DP or public facts to the run (the Prefect UI's Logs tab): what the data
+holds beyond its DP outputs (the "0" cells, stage times) goes to the custodian's terminal and the
+private custodian report, never to the log. The run's graph is the
 stage chain: the ``ReleaseRun`` is passed quoted (context, not data), and the gates are linked
 with ``wait_for``. After the run, finished or failed, the dataset's budget goes to the table
 artifact ``budget-<dataset>`` (tasks/artifacts.py).
@@ -217,9 +219,7 @@ def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     timing.mark("flow:body-start", flow_run_id=str(runtime.flow_run.id or ""))
     log = get_run_logger()
-    timeline = stages.Timeline(
-        on_done=lambda s: log.info("%s finished in %.3f s", s["name"], s["duration_s"])
-    )
+    timeline = stages.Timeline(on_done=lambda s: _log_finished(log, s))
     # Prefect progress artifacts for the long stages, next to the CLI's display
     with (
         progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))),
@@ -272,6 +272,15 @@ def release(params: ReleaseParams) -> str:
         _show_budget(run, log)
     timing.mark("flow:body-end")
     return str(released)
+
+
+def _log_finished(log: Any, record: dict[str, Any]) -> None:
+    """One line per finished stage; its time only where the stage's time is public (the
+    registry's ``public_timing``: most stages take a time that follows the data)."""
+    if stages.spec(record["name"]).public_timing:
+        log.info("%s finished in %.3f s", record["name"], record["duration_s"])
+    else:
+        log.info("%s finished", record["name"])
 
 
 def _show_budget(run: ReleaseRun, log: Any) -> None:

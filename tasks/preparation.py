@@ -112,8 +112,13 @@ def prepare_table(
     """Prepare the table; a resumed release must find the same prepared data (fingerprint).
 
     With the Dask executor the prepared table is a :class:`DaskBackend` (partitions on the
-    workers) with the local table's fingerprint, and the "0" cells warning (counted on the
-    workers) goes to the custodian's terminal as well as, in bands, to the flow log.
+    workers) with the local table's fingerprint.
+
+    The "0" cells SDS empties are counted from the data, so they are not DP: their warning
+    goes to the custodian's terminal (the CLI's pre-flight prints it; with the Dask executor,
+    whose pre-flight reads only the header, this stage does) and to the private custodian
+    report (the shares are kept in the private state), never to the run's log, which UI users
+    read.
     """
     progress.stage("preparing the data")
     params = run.params
@@ -125,12 +130,10 @@ def prepare_table(
         sensitive_zeros=params.sensitive_zeros,
         record_limit=params.record_limit,
     )
-    if zeros:
-        task_logger().warning(zero_warning(zeros, coarse=True))  # the log: bands only
-        if on_workers and run.dirs.state().get("fingerprint") is None:
-            # the CLI's pre-flight read only the column names: the terminal gets the warning
-            # it prints for a local release (same text), once (not again on resume)
-            progress.warning(zero_warning(zeros))
+    if zeros and on_workers and run.dirs.state().get("fingerprint") is None:
+        # the CLI's pre-flight read only the column names: the terminal gets the warning it
+        # prints for a local release (same text), once (not again on resume)
+        progress.warning(zero_warning(zeros))
     core = prepare_params(params, dp_edges, table.value.column_names)
     prepared: PreparedTable | DaskBackend
     if isinstance(table.value, DaskInput):  # on the workers; the driver merges labels only
@@ -146,7 +149,7 @@ def prepare_table(
             "prepared-data fingerprint differs); resume with the original input file, or "
             f"cancel with `sds cancel {run.release_id}` and start a new release"
         )
-    dirs.update_state(fingerprint=fp, input_sha256=input_sha256)
+    dirs.update_state(fingerprint=fp, input_sha256=input_sha256, zero_shares=zeros)
     stage_done(
         task_logger(),
         run,

@@ -3,22 +3,25 @@
 Lists the releases under ``$SDS_HOME/releases`` and the ledger's reservations; with
 ``verify=True`` also checks the ledger hash chain, each release directory against its
 manifest (:func:`release_store.workspace.integrity.verify_release`), the manifest against the
-ledger, the ledger head each complete manifest recorded (:func:`ledger_anchor`) against the chain,
-and a
+ledger, the ledger head each complete release anchored (a commitment in the manifest, opened with
+the release's private record and key: :mod:`release_store.ledger.anchor`) against the chain, and
+a
 signed release's signature against the home's signing keys (:func:`signature_problems`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release_store.ledger.anchor import anchor_problems
+from release_store.ledger.anchor import ANCHOR_FILE, anchor_key, anchor_problems
 from release_store.ledger.backends import resolve_ledger_url, sqlite_path
 from release_store.ledger.book import BudgetStatus, Ledger, VerifyReport
 from release_store.ledger.periods import label_problem
+from release_store.run.workdir import ReleaseDirs
 from release_store.workspace.home import MANIFEST, PUBLIC_KEY, SIGNATURE, find_release
 from release_store.workspace.integrity import verify_release
 from release_store.workspace.manifest import Manifest
@@ -192,6 +195,21 @@ def _period_label_problems(ledger: Ledger, budgets: list[BudgetStatus]) -> list[
     return out
 
 
+def _anchor_problems(
+    home: Path, release_dir: Path, ledger: Ledger | None, anchor: object
+) -> list[str]:
+    """The manifest's ``ledger_head`` opened with the release's private anchor record and key
+    (:mod:`release_store.ledger.anchor`), then checked against the ledger."""
+    dirs = ReleaseDirs(home, release_dir.parent.name, release_dir.name)
+    record = dirs.private_dir / ANCHOR_FILE
+    try:
+        head = json.loads(record.read_text()) if record.is_file() else None
+        key = anchor_key(dirs.release_key())
+    except (OSError, ValueError):  # unreadable (SdsInputError: no release key): not opened
+        head, key = None, None
+    return anchor_problems(ledger, anchor, private_head=head, key=key)
+
+
 def audit_home(
     home: str | Path,
     dataset: str | None = None,
@@ -248,7 +266,7 @@ def audit_home(
                         f"manifest period {recorded!r} differs from the ledger reservation's "
                         f"period {res.period!r}"
                     )
-            found += anchor_problems(ledger, m.get("ledger_head"))
+            found += _anchor_problems(home, release_dir, ledger, m.get("ledger_head"))
         releases.append(
             ReleaseAudit(
                 dataset=release_dir.parent.name,

@@ -264,25 +264,20 @@ def check_column_names(params: ReleaseParams, headers: list[str]) -> None:
                 )
 
 
-def _share_text(share: float, *, coarse: bool) -> str:
-    if coarse:  # for logs kept outside the custodian's terminal: a band, not a figure
-        bands = ((0.01, "under 1%"), (0.1, "1-10%"), (0.5, "10-50%"), (1.01, "over 50%"))
-        return next(text for upper, text in bands if share < upper)
+def _share_text(share: float) -> str:
     return "under 1%" if share < 0.005 else f"{share:.0%}"
 
 
-def zero_warning(shares: Mapping[str, float], *, coarse: bool = False) -> str:
+def zero_warning(shares: Mapping[str, float]) -> str:
     """The one warning about "0" cells SDS will treat as empty: columns, shares and the fix.
 
-    ``coarse`` gives each share as a band (under 1%, 1-10%, 10-50%, over 50%) instead of a
-    rounded percentage: the flow log keeps it there, outside the custodian's terminal.
+    Its shares are counted from the data (not DP): for the custodian's terminal and the private
+    custodian report only, never the run's log or a published file.
 
     >>> zero_warning({"sex": 0.48, "married": 0.004})
     'columns sex (48% of rows), married (under 1% of rows) hold "0", which SDS treats as an empty cell: those zeros will not appear in the release. To keep "0" as a value, pass --sensitive-zeros sex,married (or --sensitive-zeros all) or list them in sensitive_zeros in the config.'
     """  # noqa: E501
-    listed = ", ".join(
-        f"{name} ({_share_text(share, coarse=coarse)} of rows)" for name, share in shares.items()
-    )
+    listed = ", ".join(f"{name} ({_share_text(share)} of rows)" for name, share in shares.items())
     names = ",".join(shares)
     subject = f"columns {listed} hold" if len(shares) > 1 else f"column {listed} holds"
     them = "them" if len(shares) > 1 else "it"

@@ -73,7 +73,9 @@ def test_each_period_releases_with_its_full_budget(released: dict) -> None:
         assert manifest["privacy"]["epsilon"] == 2.0
         assert manifest["parameters"]["period"] == period
         assert manifest["parameters"]["period_column"] == "month"
-        assert manifest["dataset_budget"]["period"] == period
+        assert "dataset_budget" not in manifest  # which other releases spent: private
+        report = (folder.parents[2] / "private" / folder.name / "custodian-report.html").read_text()
+        assert f"<b>Period {period}:</b> this release holds only the rows" in report
 
 
 def test_a_spent_period_is_refused_before_anything_is_read(released: dict) -> None:
@@ -111,11 +113,13 @@ def test_the_period_and_subject_columns_are_never_released(released: dict) -> No
 def test_report_budget_show_and_audit_show_the_period(
     released: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The report's one line names the period and its budget; `budget show` has a row per
-    period; `sds audit` a period column and the spend of each period; --verify is clean."""
+    """The report's one line names the period (its budget around the release only in the
+    private custodian report); `budget show` has a row per period; `sds audit` a period
+    column and the spend of each period; --verify is clean."""
     monkeypatch.setenv("COLUMNS", "250")
     report = (released["dirs"][OCT] / "report.html").read_text()
     assert "Period 2026-10:" in report and "per period" in report
+    assert "Before this release" not in report
     home = str(released["home"])
     code, out, _ = run_cli("budget", "show", "--home", home)
     assert code == 0 and SEP in out and OCT in out

@@ -18,8 +18,9 @@ import pytest
 
 from release_store import workspace as ws
 from release_store.audit.home import audit_home
-from release_store.ledger.anchor import ledger_anchor
+from release_store.ledger.anchor import ANCHOR_FILE
 from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.run.workdir import ReleaseDirs
 from release_store.workspace import files
 from sds_core.errors import SdsInputError
 
@@ -295,8 +296,10 @@ def _home_with_ledger(tmp_path: Path) -> tuple[Path, Ledger]:
         led.charge("r1", stage)
     led.complete("r1")
     m = ws.Manifest.load(_complete_release(tmp_path).manifest)
-    m.data["ledger_head"] = ledger_anchor(tmp_path)  # as publish records it
-    m.save(ws.release_paths(tmp_path, "pums", "r1").manifest)
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    dirs.randomness(None)  # the release key (publish anchors with a key derived from it)
+    del m.data["status"]
+    dirs.write_manifest(m.data | {"status": "complete"})  # anchored, as publish records it
     led.reserve("pums", "r2", plan)  # running elsewhere: ledger only
     led.charge("r2", "count")
     return tmp_path, led
@@ -351,8 +354,8 @@ def test_audit_flags_manifest_ledger_mismatch(tmp_path: Path) -> None:
     report = audit_home(tmp_path, verify=True)
     assert report.problems == (
         "pums/ghost: complete release has no reservation in the ledger",
-        "pums/ghost: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
-        "not anchored by this release",
+        "pums/ghost: manifest records no ledger head (ledger_head), so the ledger is not "
+        "anchored by this release",
     )
 
 
@@ -398,10 +401,7 @@ def test_audit_detects_a_consistently_rewritten_ledger(
 ) -> None:
     """A re-hashed (chain-valid) edit or truncation is caught by the manifest's ledger head."""
     home, led = _home_with_ledger(tmp_path)
-    assert (
-        json.loads(ws.release_paths(home, "pums", "r1").manifest.read_text())["ledger_head"]["seq"]
-        == 5
-    )  # budget, reserve, 2 charges, close
+    assert json.loads(_private_anchor(home).read_text())["seq"] == 5  # budget, reserve, 2, close
     _rewrite_chain(led.path, sql)
     report = audit_home(home, verify=True)
     assert report.ledger.ok  # the chain alone no longer shows anything
@@ -415,9 +415,37 @@ def test_audit_requires_the_ledger_head(tmp_path: Path) -> None:
     del m.data["ledger_head"]
     m.save(ws.release_paths(home, "pums", "r1").manifest)
     assert audit_home(home, verify=True).problems == (
-        "pums/r1: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
-        "not anchored by this release",
+        "pums/r1: manifest records no ledger head (ledger_head), so the ledger is not anchored "
+        "by this release",
     )
+
+
+def _private_anchor(home: Path) -> Path:
+    return ReleaseDirs(home, "pums", "r1").private_dir / ANCHOR_FILE
+
+
+def test_audit_opens_the_anchor_commitment(tmp_path: Path) -> None:
+    """The manifest's commitment must open to the private head record: a changed commitment,
+    a changed or missing record are problems; a release made before commitments (the plain
+    {seq, hash} in its manifest) is still checked against the ledger."""
+    home, _ = _home_with_ledger(tmp_path)
+    path = ws.release_paths(home, "pums", "r1").manifest
+    record = json.loads(_private_anchor(home).read_text())
+    m = ws.Manifest.load(path)
+    m.data["ledger_head"]["commitment"] = "0" * 64
+    m.save(path)
+    assert audit_home(home, verify=True).problems == (
+        "pums/r1: the manifest's ledger_head commitment does not open to the ledger head "
+        f"recorded privately ({ANCHOR_FILE}): the manifest or that record was changed",
+    )
+    _private_anchor(home).unlink()
+    assert "cannot be opened" in audit_home(home, verify=True).problems[0]
+    m.data["ledger_head"] = record  # an older release's manifest: the plain head
+    m.save(path)
+    assert audit_home(home, verify=True).problems == ()
+    m.data["ledger_head"] = record | {"hash": "ab" * 32}
+    m.save(path)
+    assert "ledger row 5 no longer has the hash" in audit_home(home, verify=True).problems[0]
 
 
 def test_audit_empty_home_creates_nothing(tmp_path: Path) -> None:
