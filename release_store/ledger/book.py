@@ -32,7 +32,12 @@ from release_store.ledger.backends import (
     resolve_ledger_url,
 )
 from release_store.ledger.chain import FIELDS, VerifyReport, append_row, verify_chain
-from release_store.ledger.periods import DEFAULT_PERIOD_FORMAT, PERIOD_FORMATS, label_problem
+from release_store.ledger.periods import (
+    DEFAULT_PERIOD_FORMAT,
+    PERIOD_FORMATS,
+    check_format_change,
+    label_problem,
+)
 from release_store.ledger.values import (
     BudgetExceededError,
     BudgetStatus,
@@ -232,7 +237,7 @@ class Ledger:
             kept = terms.period_format if terms is not None else DEFAULT_PERIOD_FORMAT
             fmt = period_format or kept
             if per_period and fmt != kept:
-                _check_period_format(dataset, usage, fmt)
+                check_format_change(dataset, usage, fmt)
             if terms is not None:
                 _check_kind_change(dataset, terms, usage, per_period=per_period)
                 if per_period and cap is None and terms.per_period:
@@ -1043,19 +1048,6 @@ def _check_kind_change(
         "budget of each period (a budget cannot turn back into a lifetime budget once a "
         "period has spent)"
     )
-
-
-def _check_period_format(dataset: str, usage: dict[str | None, _Use], fmt: str) -> None:
-    """Refuse a period format that a period already reserved is not written in: its budget
-    would then be found under two spellings."""
-    other = sorted(p for p in usage if p is not None and label_problem(p, fmt) is not None)
-    if other:
-        raise SdsInputError(
-            f"--period-format {fmt}: dataset {dataset!r} has already reserved period(s) "
-            f"{other[:3]} that are not written {fmt}, and each period has one spelling; keep "
-            "the format its periods are written in (leave out --period-format), or release "
-            "the periods in the new format under a new dataset id"
-        )
 
 
 def _check_not_below_use(

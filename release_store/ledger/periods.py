@@ -12,6 +12,7 @@ cells in the same format. Stdlib only.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from datetime import date
 from typing import Literal
 
@@ -22,6 +23,7 @@ __all__ = [
     "EXAMPLES",
     "PERIOD_FORMATS",
     "PeriodFormat",
+    "check_format_change",
     "check_period",
     "date_key",
     "label_problem",
@@ -135,3 +137,21 @@ def check_period(label: str, fmt: str) -> str:
     if problem is not None:
         raise SdsInputError(problem)
     return label
+
+
+def check_format_change(dataset: str, periods: Iterable[str | None], fmt: str) -> None:
+    """Refuse the period format ``fmt`` for ``dataset`` when a period it already reserved
+    (``periods``; None: a release without a period) is not written in it: that period's budget
+    would then be found under two spellings.
+
+    Raises:
+        SdsInputError: names the periods and the two ways out.
+    """
+    other = sorted(p for p in periods if p is not None and label_problem(p, fmt) is not None)
+    if other:
+        raise SdsInputError(
+            f"--period-format {fmt}: dataset {dataset!r} has already reserved period(s) "
+            f"{other[:3]} that are not written {fmt}, and each period has one spelling; keep "
+            "the format its periods are written in (leave out --period-format), or release "
+            "the periods in the new format under a new dataset id"
+        )
