@@ -21,23 +21,26 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
 from flows.origin import run_origin
+from flows.slots import run_slot
 from release_store.audit.journal import note_refused, note_start
 from release_store.cluster.backend import DaskBackend
 from release_store.cluster.session import cluster_session
 from release_store.config.core_objects import dp_binned_columns
-from release_store.config.periods import resolve_period
+from release_store.config.periods import RELATIVE_PERIODS, period_of_run
 from release_store.config.planned import after_aggregation
 from release_store.config.release_params import ReleaseParams
 from release_store.ledger.values import BudgetExceededError, PeriodMismatchError
 from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun, noise_scales
 from sds_core.data.table import PreparedTable
+from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis.consistent import AggregateNoise
 from tasks.artifacts import show_budget
@@ -222,9 +225,15 @@ def release(params: ReleaseParams) -> str:
         progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))),
         cluster_session(params),  # executor "dask": connect first, before anything is charged
     ):
-        # a relative period (previous-month) names the period of the run's scheduled start
-        params = resolve_period(params, runtime.flow_run.scheduled_start_time)
         origin = run_origin()  # the run journal: who started it (CLI, schedule, UI run)
+        # a relative period (previous-month): a deployment's run takes it from its schedule slot
+        try:
+            made = run_slot() if params.period in RELATIVE_PERIODS else None
+            params = period_of_run(params, made, datetime.now(UTC))
+        except SdsInputError as e:
+            log.error("refused before anything was read or charged: %s", e)
+            note_refused(params, origin, e)  # the audit page lists the refusal
+            raise
         # --- budget: reserve (ε, δ) before the data is read -------------------------------------
         with timeline.run(stages.BUDGET):
             try:

@@ -52,7 +52,7 @@ def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
             params.input,
             delimiter=params.delimiter,
             gate_columns=gate_columns(params),
-            period=PeriodFilter.of(params.period_column, params.period),
+            period=PeriodFilter.of(params.period_column, params.period, params.period_format),
             table=params.table,
             query=params.query,
         )

@@ -9,6 +9,7 @@ deployment's pin file, ``$SDS_HOME/deployments/<deployment>.toml``, written by t
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -21,9 +22,11 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from release_store.config.loading import load_config
 from release_store.config.release_params import ReleaseParams, build_params
+from release_store.config.sources import is_postgres_url
 from release_store.ledger.backends import split_password
 from release_store.workspace.files import atomic_write_text
 from release_store.workspace.home import HOME_ENV, resolve_home, validate_id
+from release_store.workspace.writers import check_path_writers
 from sds_core.errors import SdsInputError, SdsInternalError
 
 __all__ = [
@@ -214,6 +217,7 @@ def read_pins(path: Path) -> Pins:
         )
     _check_private(path.parent, "the pin folder")
     _check_private(path, "the pin file")
+    check_path_writers([path], "the pin file")
     try:
         values = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -284,16 +288,17 @@ def deployed_params(home: Path, pins: Pins, options: RunOptions) -> DeployedRele
     continues it with exactly these parameters whatever happens to the config later.
 
     Raises:
-        SdsInputError: the config is unsafe or sets what a deployment may not; a value breaks
-            a rule (the message names the parameter).
+        SdsInputError: the config is unsafe or sets what a deployment may not; a folder on
+            the config's or the input's path can be written by someone other than this user or
+            root; a value breaks a rule (the message names the parameter).
     """
     notes: list[str] = []
     cfg: dict[str, Any] = {}
     if pins.config is not None:
         config = Path(pins.config)
         if config.is_file():
-            _check_private(config, "the config", root_ok=True)
-        cfg = load_config(config)
+            _check_private(Path(os.path.realpath(config)), "the config", root_ok=True)
+        cfg = load_config(config)  # checks the folders on its path
         for key in _NEVER_IN_CONFIG:
             if cfg.get(key) is not None:
                 raise SdsInputError(
@@ -313,7 +318,17 @@ def deployed_params(home: Path, pins: Pins, options: RunOptions) -> DeployedRele
         cfg.pop("config", None)
     pinned = {k: v for k, v in pins.values.items() if k not in ("config", SERIES_PIN)}
     merged = {**cfg, **pinned, **options.given(), "home": str(home)}
-    return DeployedRelease(build_params(merged, {}), tuple(notes))
+    params = build_params(merged, {})
+    if not is_postgres_url(params.input):
+        check_path_writers([_fixed_folders(params.input)], "the input")
+    return DeployedRelease(params, tuple(notes))
+
+
+def _fixed_folders(source: str) -> Path:
+    """An input path up to its first glob pattern (the folders every part file is under)."""
+    parts = Path(source).parts
+    fixed = list(itertools.takewhile(lambda p: not any(c in p for c in "*?["), parts))
+    return Path(*fixed)
 
 
 def require_budget(params: ReleaseParams) -> None:

@@ -89,7 +89,7 @@ def preflight(params: ReleaseParams) -> Preflight:
         path,
         delimiter=params.delimiter,
         gate_columns=gate,
-        period=PeriodFilter.of(params.period_column, params.period),
+        period=PeriodFilter.of(params.period_column, params.period, params.period_format),
         table=params.table,
         query=params.query,
     )

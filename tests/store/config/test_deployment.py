@@ -280,6 +280,49 @@ def test_a_config_others_can_write_is_refused(home: Path, config: Path) -> None:
         deployed_params(home, pins, RunOptions())
 
 
+def test_a_config_is_checked_where_it_points_and_on_every_folder(
+    home: Path, config: Path, tmp_path: Path
+) -> None:
+    """Issue #37: the pin file names a symlink to a config in a folder others can write (it
+    could be pointed at another custodian's config): refused naming that folder and the fix;
+    an input in such a folder too; both are fine once the folder is closed."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    config.rename(shared / "tiny.toml")
+    config.symlink_to(shared / "tiny.toml")
+    shared.chmod(0o775)
+    pins = _pins(home, config)
+    with pytest.raises(
+        SdsInputError, match=rf"the folder {shared} on the path of the config .*chmod g-w {shared}"
+    ):
+        deployed_params(home, pins, RunOptions())
+    shared.chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o777)
+    data.chmod(0o777)
+    pins = _pins(home, config, input=str(data / "tiny.csv"))
+    with pytest.raises(SdsInputError, match=rf"the folder {data} on the path of the input"):
+        deployed_params(home, pins, RunOptions())
+    pins = _pins(home, config, input=str(data / "part-*.parquet"))
+    with pytest.raises(SdsInputError, match=rf"the folder {data} on the path of the input"):
+        deployed_params(home, pins, RunOptions())
+    data.chmod(0o755)
+    assert deployed_params(home, pins, RunOptions()).params.input.endswith("part-*.parquet")
+
+
+def test_a_pin_file_under_a_folder_others_can_write_is_refused(
+    home: Path, config: Path, tmp_path: Path
+) -> None:
+    """The folders above the home are on the pin file's path too."""
+    pins = _pins(home, config)
+    tmp_path.chmod(0o757)
+    try:
+        with pytest.raises(SdsInputError, match=rf"the folder {tmp_path} on the path of the pin"):
+            read_pins(pins.path)
+    finally:
+        tmp_path.chmod(0o700)
+
+
 def test_a_missing_pin_file_says_who_writes_it(home: Path) -> None:
     """No pin file: the message says to run sds deploy."""
     with pytest.raises(SdsInputError, match=r"no pin file .*run `sds deploy`"):
