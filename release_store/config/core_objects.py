@@ -176,11 +176,15 @@ def prepare_params(
     params: ReleaseParams,
     dp_edges: dict[str, list[float]] | None = None,
     headers: Sequence[str] = (),
+    *,
+    before_dp_bins: bool = False,
 ) -> PrepareParams:
     """The core PrepareParams (declared bins from the schema, DP quantile edges from the
     ``binning`` stage in ``dp_edges``).
 
     ``headers`` are the input's column names, needed to expand ``sensitive_zeros = ["all"]``.
+    ``before_dp_bins``: the DP-binned columns without binning (their edges are not drawn yet:
+    the checks that run before the ``binning`` charge read their text).
     """
     from sds_core.data.binning import Binning
     from sds_core.data.zeros import ALL_COLUMNS, zero_columns
@@ -189,6 +193,8 @@ def prepare_params(
     for col in params.table_schema.columns if params.table_schema else []:
         if col.bins is not None and (not params.use_columns or col.name in params.use_columns):
             if col.bins.dp_quantiles is not None:
+                if before_dp_bins:
+                    continue
                 if dp_edges is None or col.name not in dp_edges:
                     raise SdsInputError(
                         f"column {col.name!r} asks for DP quantile bins but the binning stage "
