@@ -20,6 +20,7 @@ from release_store.cluster.inputs import (
 )
 from release_store.cluster.session import session_backend
 from release_store.config.core_objects import dp_binned_columns, prepare_params
+from release_store.config.planned import check_synthesis_sizes
 from release_store.inputs.preflight import check_subject_join, subject_conflict, zero_warning
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, binning_spend
@@ -52,6 +53,8 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
     numbers = {}
     if not finished(run, stages.BINNING):
         _check_subject_join(run.params, table.value, [c.name for c in cols])
+        if not isinstance(table.value, DaskInput):  # on Dask: the count stage's check
+            _check_sizes(run.params, table.value, cols)
         numbers = _binning_numbers(run, table, cols)
 
     def compute() -> dict[str, list[float]]:
@@ -90,6 +93,18 @@ def _check_subject_join(params: Any, table: Any, binned: list[str]) -> None:
     conflicts = subject_conflicts(table, core, binned)
     if conflicts:
         raise subject_conflict(params, conflicts)
+
+
+def _check_sizes(params: Any, table: Any, binned: list[Any]) -> None:
+    """The synthesis's sizes (:func:`check_synthesis_sizes`) before the binning charge: each
+    column's values counted as preparation will code them, a DP-binned column as its q bins."""
+    from sds_core.data.preparation import label_counts
+    from sds_core.data.text import match_key
+
+    core = prepare_params(params, None, table.column_names, before_dp_bins=True)
+    bins = {match_key(c.name): c.bins.dp_quantiles for c in binned}
+    counts = [(name, bins.get(match_key(name), n)) for name, n in label_counts(table, core)]
+    check_synthesis_sizes(params, [name for name, _ in counts], [n for _, n in counts])
 
 
 def _binning_numbers(

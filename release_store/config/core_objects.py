@@ -99,6 +99,34 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     )
 
 
+def declared_sizes(params: ReleaseParams) -> tuple[list[str], list[int]] | None:
+    """The released columns and an upper bound on each one's values, from the schema alone:
+    its declared ``values``, the labels of its declared bins, or its ``dp_quantiles`` bins.
+    None when a released column has none of these (its values are known from the data only)."""
+    from sds_core.data.binning import declared_bin_labels
+    from sds_core.data.text import normalize_text
+
+    schema = params.table_schema
+    if schema is None or (not params.use_columns and schema.allow_extra_columns):
+        return None
+    names, sizes = [], []
+    for name in params.use_columns or [c.name for c in schema.columns]:
+        c = schema.column(name)
+        if c is None:
+            return None
+        if c.bins is not None and c.bins.dp_quantiles is not None:
+            size = c.bins.dp_quantiles
+        elif c.bins is not None:
+            size = len(declared_bin_labels(_declared_binning(c), c.min, c.max))
+        elif c.values is not None:
+            size = len(_declared_values(c, params))
+        else:
+            return None
+        names.append(normalize_text(c.name))
+        sizes.append(size)
+    return names, sizes
+
+
 def _declared_values(column: ColumnSchema, params: ReleaseParams) -> tuple[str, ...]:
     """A column's declared ``values`` as preparation sees them: normalized, less its empties
     (``""``, and ``"0"`` unless the column keeps its zeros: ``sensitive_zeros``)."""

@@ -1,20 +1,22 @@
 """Pre-flight checks of a release, before Prefect or GX load (the CLI or the warm runner's child).
 
 In order: whether the budget can pay the release (read-only; nothing is read from the data
-before that; a periodic release: its period's budget), the input file (exists, readable, not
-empty, UTF-8, header, plausible delimiter, regular rows: :mod:`release_store.inputs.ingest`;
-a PostgreSQL input: server, table or read-only query, :mod:`release_store.inputs.postgres`), a
-periodic release's period (its column present and filled in every row, the period present:
-:mod:`release_store.inputs.periods`), the declared schema (the GX gate's checks evaluated with
-Arrow: :mod:`release_store.inputs.schema_checks`) and the column names the parameters mention
-(with ``executor = "dask"`` only the column names: the rows are read and checked on the workers
-by the flow's gate, still before any charge), with DP quantile bins and a subject id that no
-subject's rows disagree (:func:`check_subject_join`) and, with ``privacy_risk``, that the input
-is large enough for its control rows (:mod:`release_store.inputs.holdback`). Each problem is the
-``SdsInputError`` the flow would raise later, with the same text, in a fraction of a second,
-with nothing reserved or charged. It also finds the "0" cells that SDS would turn into empty
-cells (:func:`zero_warning`). No Prefect or GX import here (pandas only to count the subjects
-of a ``privacy_risk`` release with a subject id).
+before that; a periodic release: its period's budget), when the declared schema bounds every
+released column's values the synthesis's sizes (:func:`check_synthesis_sizes`), the input file
+(exists, readable, not empty, UTF-8, header, plausible delimiter, regular rows:
+:mod:`release_store.inputs.ingest`; a PostgreSQL input: server, table or read-only query,
+:mod:`release_store.inputs.postgres`), a periodic release's period (its column present and
+filled in every row, the period present: :mod:`release_store.inputs.periods`), the declared
+schema (the GX gate's checks evaluated with Arrow: :mod:`release_store.inputs.schema_checks`)
+and the column names the parameters mention (with ``executor = "dask"`` only the column names:
+the rows are read and checked on the workers by the flow's gate, still before any charge), with
+DP quantile bins and a subject id that no subject's rows disagree (:func:`check_subject_join`)
+and, with ``privacy_risk``, that the input is large enough for its control rows
+(:mod:`release_store.inputs.holdback`). Each problem is the ``SdsInputError`` the flow would
+raise later, with the same text, in a fraction of a second, with nothing reserved or charged.
+It also finds the "0" cells that SDS would turn into empty cells (:func:`zero_warning`). No
+Prefect or GX import here (pandas only to count the subjects of a ``privacy_risk`` release with
+a subject id).
 """
 
 from __future__ import annotations
@@ -24,7 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release_store.config.core_objects import dp_binned_columns, gate_columns, prepare_params
+from release_store.config.core_objects import (
+    declared_sizes,
+    dp_binned_columns,
+    gate_columns,
+    prepare_params,
+)
+from release_store.config.planned import check_synthesis_sizes
 from release_store.config.release_params import ReleaseParams
 from release_store.config.sources import is_postgres_url
 from release_store.inputs.holdback import check_holdback
@@ -91,6 +99,9 @@ def preflight(params: ReleaseParams) -> Preflight:
     source = params.input  # a PostgreSQL URL: read (and so checked) below, after the budget
     path = source if is_postgres_url(source) else check_input_path(source)
     check_budget(params)
+    declared = declared_sizes(params)
+    if declared is not None:  # the schema bounds every column: the synthesis is sized now
+        check_synthesis_sizes(params, *declared)
     gate = gate_columns(params)
     if params.executor == "dask":  # never a PostgreSQL input (ReleaseParams refuses it)
         _check_headers(params, input_headers(path, delimiter=params.delimiter), gate)

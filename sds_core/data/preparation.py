@@ -33,6 +33,7 @@ __all__ = [
     "PrepareParams",
     "SubjectValues",
     "fingerprint",
+    "label_counts",
     "match_key",
     "normalize_text",
     "prepare",
@@ -241,6 +242,28 @@ def _source_columns(
         id_index = _resolve(headers, "subject_id", (params.subject_id,))[0]
         id_column = (source.column(id_index), names[id_index])
     return source, columns, id_column
+
+
+def label_counts(data: TableLike, params: PrepareParams) -> tuple[tuple[str, int], ...]:
+    """The columns :func:`prepare` would encode and how many labels (values) each would hold,
+    without encoding: (normalized name, count) in prepare's order; a multi-value column gives
+    one column of one label per value. The subject join keeps every label, so these are the
+    prepared domain's sizes (columns binned later, such as DP bins, are counted unbinned).
+
+    >>> label_counts([["a", "b"], ["x", "1"], ["y", "1"], [" x", "0"]], PrepareParams())
+    (('a', 2), ('b', 1))
+
+    Raises:
+        SdsInputError: what :func:`prepare` raises about the columns and their names.
+    """
+    _, columns, _ = _source_columns(data, params)
+    out: list[tuple[str, int]] = []
+    for col in columns:
+        if col.codes is not None:
+            out.append((col.name, len(col.labels)))
+        else:
+            out.extend((f"{col.name}_{v}", 1) for v in col.labels)
+    return tuple(out)
 
 
 @dataclass(frozen=True, slots=True)
