@@ -40,12 +40,14 @@ DEFAULT_MAX_CLIQUE_COLUMNS = 4
 
 def check_key_width(n_attributes: int, reporting_length: int) -> None:
     """Refuse a domain whose combination keys (base ``n_attributes + 1``, ``reporting_length``
-    digits) would overflow int64.
+    digits) would overflow int64. The margin is the marginals engine's
+    (:func:`~sds_core.marginals.aggregates.encode_keys`, which normalizes the aggregates with
+    keys of base ``n_attributes``), so a domain that passes here passes there too.
 
     Raises:
         SdsInputError: naming the attributes, R and the fixes.
     """
-    if reporting_length * math.log2(n_attributes + 1) >= 62.9:
+    if reporting_length * math.log2(n_attributes + 1) >= 62.5:
         raise SdsInputError(
             f"{n_attributes} attributes with reporting_length {reporting_length}: combination "
             "keys overflow int64; bin or merge high-cardinality columns, or lower the reporting "
