@@ -15,11 +15,13 @@ from release_store.cluster.inputs import (
     column_numbers,
     fingerprint_parts,
     prepare_parts,
+    subject_conflicts,
     zero_counts_shares,
 )
 from release_store.cluster.session import session_backend
 from release_store.config.core_objects import dp_binned_columns, prepare_params
-from release_store.inputs.preflight import zero_warning
+from release_store.config.planned import check_synthesis_sizes
+from release_store.inputs.preflight import check_subject_join, subject_conflict, zero_warning
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, binning_spend
 from release_store.run.stage_log import finished, stage_done
@@ -38,16 +40,22 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
 
     With ``subject_id`` the mechanism reads one number per subject
     (:func:`~sds_core.dp.quantiles.subject_numbers`), as the subject join keeps one record per
-    subject. The numbers are read before the charge (a missing subject id is refused with
-    nothing charged). Returns only the DP edges (published as the bins' labels); checkpointed,
-    so a resumed release reuses them and spends nothing twice.
+    subject. The numbers are read, and the subject join's conflicts checked, before the charge
+    (a missing subject id, or a subject whose rows disagree, is refused with nothing charged).
+    Returns only the DP edges (published as the bins' labels); checkpointed, so a resumed
+    release reuses them and spends nothing twice.
     """
     from sds_core.dp.quantiles import dp_quantile_edges
 
     progress.stage("binning (DP quantile bin edges)")
     cols = dp_binned_columns(run.params)
     spend = binning_spend(run.params)
-    numbers = {} if finished(run, stages.BINNING) else _binning_numbers(run, table, cols)
+    numbers = {}
+    if not finished(run, stages.BINNING):
+        _check_subject_join(run.params, table.value, [c.name for c in cols])
+        if not isinstance(table.value, DaskInput):  # on Dask: the count stage's check
+            _check_sizes(run.params, table.value, cols)
+        numbers = _binning_numbers(run, table, cols)
 
     def compute() -> dict[str, list[float]]:
         rnd = run.randomness()
@@ -71,6 +79,32 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
         return out
 
     return run.stage(stages.BINNING, compute)
+
+
+def _check_subject_join(params: Any, table: Any, binned: list[str]) -> None:
+    """Refuse, before the charge, subject rows that the join after it would refuse (locally in
+    every single-value column; on the Dask workers in the DP-binned columns)."""
+    if not isinstance(table, DaskInput):
+        check_subject_join(params, table)
+        return
+    if params.subject_id is None:
+        return
+    core = prepare_params(params, None, table.column_names, before_dp_bins=True)
+    conflicts = subject_conflicts(table, core, binned)
+    if conflicts:
+        raise subject_conflict(params, conflicts)
+
+
+def _check_sizes(params: Any, table: Any, binned: list[Any]) -> None:
+    """The synthesis's sizes (:func:`check_synthesis_sizes`) before the binning charge: each
+    column's values counted as preparation will code them, a DP-binned column as its q bins."""
+    from sds_core.data.preparation import label_counts
+    from sds_core.data.text import match_key
+
+    core = prepare_params(params, None, table.column_names, before_dp_bins=True)
+    bins = {match_key(c.name): c.bins.dp_quantiles for c in binned}
+    counts = [(name, bins.get(match_key(name), n)) for name, n in label_counts(table, core)]
+    check_synthesis_sizes(params, [name for name, _ in counts], [n for _, n in counts])
 
 
 def _binning_numbers(

@@ -312,6 +312,28 @@ def column_numbers(
     return subject_numbers(minima, keys, subject_column=subject_id)[1]
 
 
+def _subject_values(table: pa.Table, keep: int, params: Any, columns: list[str]) -> Any:
+    """On a worker: :func:`~sds_core.data.preparation.subject_values` of a part's first
+    ``keep`` rows."""
+    from sds_core.data.preparation import subject_values
+
+    return subject_values(table.slice(0, keep), params, columns)
+
+
+def subject_conflicts(data: DaskInput, params: Any, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` some subject's rows disagree on (``params``: the core PrepareParams),
+    as the subject join would find them: each part sends its subjects' value keys, the driver
+    merges them (subjects may span parts)."""
+    from dataclasses import replace
+
+    from sds_core.data.preparation import SubjectValues
+
+    keep = _limits(data, params.record_limit)
+    each = replace(params, record_limit=None)
+    futures = data.client.map(_subject_values, data.parts, keep, params=each, columns=list(columns))
+    return SubjectValues.merge(data.client.gather(futures)).conflicts()
+
+
 def _zero_counts(
     table: pa.Table,
     keep: int,

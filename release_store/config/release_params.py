@@ -222,10 +222,11 @@ class ReleaseParams(BaseModel):
         False,
         description="Measure anonymeter's singling-out, linkability and inference risks of the "
         "synthetic records (NOT DP; private custodian report only; make anonymeter). The "
-        "release first holds back 20% of the input rows (of the subjects with subject_id), "
-        "chosen with the release key, as control rows kept in the private workspace and never "
-        "released: the release is DP with respect to the other rows, so it costs no budget, "
-        "and its record count is theirs. Needs at least 498 rows (subjects).",
+        "release first holds back each input row (each subject with subject_id) with chance "
+        "20%, by its own coin keyed with the release key, as control rows kept in the private "
+        "workspace and never released: the release reads the other rows and stays DP with "
+        "respect to the whole input, so it costs no extra budget, and its record count is "
+        "theirs. Needs at least 746 rows (subjects).",
     )
 
     @model_validator(mode="before")

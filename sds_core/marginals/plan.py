@@ -20,10 +20,35 @@ from sds_core.errors import require
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.params import AccuracyMode, DpParams
 
-__all__ = ["PLAN_SYNTHESES", "SdsPlan", "noise_excess", "pair_noise", "plan_sds"]
+__all__ = [
+    "PLAN_LENGTHS",
+    "PLAN_SYNTHESES",
+    "SdsPlan",
+    "longest_length",
+    "noise_excess",
+    "pair_noise",
+    "plan_sds",
+]
 
 PLAN_SYNTHESES = ("records", "model")
 """What the plan may choose to build the synthetic records from the aggregates."""
+
+PLAN_LENGTHS = (2, 3)
+"""The reporting lengths the plan may choose (at most the number of columns)."""
+
+
+def longest_length(n_columns: int, reporting_length: int | None = None) -> int:
+    """The longest reporting length a release may run with: the user's R, else the longest the
+    plan may choose for ``n_columns`` columns. The worst case that the size checks run before
+    the first charge are computed for, whatever the DP record count then makes the plan pick.
+
+    >>> longest_length(11), longest_length(2), longest_length(11, 5)
+    (3, 2, 5)
+    """
+    if reporting_length is not None:
+        return reporting_length
+    return min(max(PLAN_LENGTHS), n_columns)
+
 
 SIGNAL_FOR_LENGTH_3 = 16_000.0
 """From this signal on (N̂ / pair noise) the plan releases combinations of three attributes with

@@ -237,3 +237,28 @@ def test_columns_named_like_the_aggregate_table_are_refused(tmp_path: Path) -> N
     with pytest.raises(SdsInputError, match=r"input column\(s\) \['count'\].*rename"):
         preflight(build_params({}, base))
     preflight(build_params({}, {**base, "use_columns": ["a"]}))
+
+
+def test_subject_rows_that_disagree_on_a_dp_binned_column_are_refused(tmp_path: Path) -> None:
+    """With DP quantile bins and a subject id, a subject whose rows hold two ages is refused by
+    the pre-flight, naming the column, before anything is reserved; without DP bins the join
+    refuses it in the prepare stage, still before any charge, so the pre-flight leaves it."""
+    data = tmp_path / "people.csv"
+    rows = [f"p{i},{20 + i % 40},{i % 2}" for i in range(200)] + ["p3,71,1"]
+    data.write_text("pid,age,sex\n" + "\n".join(rows) + "\n")
+    age = {"name": "age", "type": "integer", "min": 0, "max": 120}
+    values = {
+        "input": str(data),
+        "dataset": "people",
+        "home": str(tmp_path / "home"),
+        "default_budget": {"epsilon": 10.0, "delta": 1e-3},
+        "use_columns": ["age", "sex"],
+        "subject_id": "pid",
+    }
+    binned = [age | {"bins": {"dp_quantiles": 4}}, {"name": "sex"}]
+    values["table_schema"] = {"columns": binned, "allow_extra_columns": True}
+    with pytest.raises(SdsInputError, match=r"different values in column\(s\) age; in age"):
+        preflight(build_params({}, values))
+    assert charges(tmp_path / "home") == []
+    plain = {"columns": [age, {"name": "sex"}], "allow_extra_columns": True}
+    preflight(build_params({}, values | {"table_schema": plain}))
