@@ -60,7 +60,8 @@ def peaks_by_stage(
 ) -> dict[str, int]:
     """Each stage's peak driver RSS (KiB) from ``(epoch s, VmRSS, VmHWM)`` samples.
 
-    A sample belongs to the stage whose manifest ``started``..``finished`` holds its time;
+    A sample belongs to the stage whose ``started``..``finished`` (the private timeline) holds
+    its time;
     where ``VmHWM`` rose since the previous sample, that new peak belongs to the sample's stage
     too (it was reached in the 0.2 s before). Samples outside every stage go to ``(before
     stages)``, ``(between stages)`` or ``(after stages)``.
@@ -239,13 +240,14 @@ def measure(cmd: list[str], env: dict[str, str]) -> dict[str, Any]:
     if proc.returncode:
         sys.exit(f"release failed ({proc.returncode}):\n{err.decode()[-3000:]}")
     rel = Path(out.decode().strip().splitlines()[-1])
-    manifest = json.loads((rel / "manifest.json").read_text())
+    # every stage's times are in the private timeline (the manifest publishes none of them)
+    timeline = json.loads((rel.parents[2] / "private" / rel.name / "timeline.json").read_text())
     stages = {
         s["name"]: round(float(s["duration_s"]), 2)
-        for s in manifest.get("stages", [])
+        for s in timeline.get("stages", [])
         if "duration_s" in s
     }
-    by_stage = peaks_by_stage(samples, manifest.get("stages", []))
+    by_stage = peaks_by_stage(samples, timeline.get("stages", []))
     with (rel / "aggregates.tsv").open("rb") as f:
         combinations = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 24), b"")) - 2
     return {

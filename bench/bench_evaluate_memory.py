@@ -11,7 +11,7 @@ allowed, else sampled) and, with ``--check``, whether the result equals the rele
 ``evaluate`` checkpoint (compared as canonical JSON, as ``custodian-evaluation.json`` is
 written). Run it under ``memray run`` for the allocations behind the peak.
 ``--scatter-records``: the synthetic records on the workers, as the release holds them after
-its synthesize stage (``scatter_records``).
+its synthesize stage (``DaskExecutor.hold``).
 
     PYTHONPATH=. .venv/bin/python bench/bench_evaluate_memory.py \
         --private HOME/private/RELEASE_ID --data /tmp/i28s/r2m --check
@@ -69,7 +69,7 @@ def main() -> None:
         "--scatter-records",
         action="store_true",
         help="send the synthetic records to the workers first, as the release does after its "
-        "synthesize stage (scatter_records, in the release's synthetic_part_records chunks); "
+        "synthesize stage (DaskExecutor.hold, in the release's synthetic_part_records chunks); "
         "without it they stay here (the evaluation's local-records path)",
     )
     args = ap.parse_args()

@@ -11,7 +11,7 @@ at the start and its peak during the part (``VmHWM``, reset before each part thr
 ``/proc/self/clear_refs``), and the seconds. ``--check`` compares every file written with the
 published one byte for byte (``manifest.json`` and its signature are not written here).
 ``--scatter-records``: the records on the workers of an embedded cluster first, as a Dask
-release holds them after its synthesize stage (``scatter_records``).
+release holds them after its synthesize stage (``DaskExecutor.hold``).
 
 Run it under ``memray run`` to see what the peak holds::
 
@@ -92,7 +92,7 @@ def main() -> int:
         "--scatter-records",
         action="store_true",
         help="the synthetic records on the workers of an embedded LocalCluster (2 x 1 thread), "
-        "as a Dask release holds them after its synthesize stage (scatter_records)",
+        "as a Dask release holds them after its synthesize stage (DaskExecutor.hold)",
     )
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:

@@ -463,7 +463,9 @@ def run_case(
     sizes = {p.name: p.stat().st_size for p in release_dir.iterdir()}
     with (release_dir / "aggregates.tsv").open("rb") as f:
         combinations = sum(block.count(b"\n") for block in iter(lambda: f.read(1 << 24), b"")) - 2
-    stages = {s["name"]: s.get("duration_s", s.get("seconds")) for s in manifest["stages"]}
+    # every stage's time is in the private timeline (the manifest publishes budget's and plan's)
+    timeline = json.loads((home / "private" / release_dir.name / "timeline.json").read_text())
+    stages = {s["name"]: s.get("duration_s", s.get("seconds")) for s in timeline["stages"]}
     marks = read_marks(marks_file)
     flow_run = next((m.get("flow_run_id") for m in marks if m.get("mark") == "flow:body-start"), "")
     runs = task_runs(home, api_url, flow_run) if flow_run else []

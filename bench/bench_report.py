@@ -22,7 +22,7 @@ from typing import Any
 import pandas as pd
 
 from release_store.report.explorer import explorer_html
-from release_store.report.inputs import BudgetSnapshot, ReportInputs, sd_by_len
+from release_store.report.inputs import ReportInputs, sd_by_len
 from release_store.report.page import report_html
 from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
@@ -135,13 +135,7 @@ def main() -> None:
     agree = agreement(aggregates, syn)
     published = agreement_summary(agree, sd_by_len(manifest))  # evaluation.json's metrics
     t1, c1 = time.perf_counter(), time.process_time()
-    inputs = ReportInputs(
-        manifest,
-        BudgetSnapshot(20.0, 1e-4, 20.0, 1e-4, args.epsilon, 1e-9, 20.0 - args.epsilon, 1e-4, 0.0),
-        published,
-        agree,
-        syn.n_records,
-    )
+    inputs = ReportInputs(manifest, published, agree, syn.n_records)
     report = report_html(inputs)
     t2, c2 = time.perf_counter(), time.process_time()
     explorer = explorer_html(inputs)

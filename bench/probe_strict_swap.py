@@ -4,7 +4,7 @@ For each column, cells of over-produced values (more than the DP 1-count, scaled
 in a seeded order, among the values with a 1-way deficit whose every 2- and 3-combination with
 the rest of the record is reported; empty cells are left alone. Pure Python (slow: ~20 s at
 100k). Prints TVD1/2/3 and SDS's own metrics for the default records, the swapped records and
-independent sampling (docs/benchmarks.md, "Default-mode TVD1").
+independent sampling (docs/benchmarks.md, "What did not work").
 
     PYTHONPATH=. .venv/bin/python bench/probe_strict_swap.py 100000 binned 4
 """

@@ -7,12 +7,12 @@ Runs a fixed matrix of releases (fixed ``--seed`` and ``--release-id``, a fresh 
   - ``manifest.json``: only its deterministic fields are hashed (``dataset``, ``release_id``,
     ``status``, ``input``, ``privacy``, ``artifacts`` except ``report.html``'s sha256, the
     ``parameters`` minus the ``home`` and ``input`` paths, and the stage names, statuses and
-    artifact lists). Left out: ``created_at``, ``finished_at``, stage times, ``versions``
-    (library versions), ``ledger_head`` (hash of a ledger chain that includes timestamps) and
-    the raw sha256 of ``report.html`` (it prints ``created_at``);
+    artifact lists). Left out: ``created_at``, ``finished_at`` (older manifests), stage times,
+    ``versions`` (library versions), ``ledger_head`` (a commitment to the hash of a ledger chain
+    that includes timestamps) and the raw sha256 of ``report.html`` (it prints ``created_at``);
   - ``report.html``: hashed after replacing ISO timestamps and the temporary home and project
     paths (it prints ``created_at`` and the parameters, paths included) with placeholders, and
-    without its "time per stage" figure (wall-clock seconds);
+    without a "time per stage" figure (wall-clock seconds; older reports had one);
   - ``manifest.sig`` and ``signing-key.pub`` are left out: they are made with the fresh home's
     random signing key over a manifest holding timestamps (``sds verify`` checks them).
 * ``private/<path>``: the private workspace.
@@ -25,7 +25,10 @@ Runs a fixed matrix of releases (fixed ``--seed`` and ``--release-id``, a fresh 
   - ``state.json``: without each stage's ``at`` time and pickle ``sha256`` (module paths).
   - ``params.json``: without the ``home`` and ``input`` paths.
   - ``validation-*.json`` (Great Expectations results): without the random expectation ``id``.
-  - ``custodian-report.html``: as ``report.html`` (timestamps and paths replaced).
+  - ``custodian-report.html``: as ``report.html`` (timestamps and paths replaced, no "time per
+    stage" figure).
+  - ``timeline.json``: the stage names, statuses and artifact lists only (no times).
+  - ``ledger-anchor.json``: the anchored row number only (its hash chains timestamps).
   - anything else (``seed.json``, ``release.key``) byte for byte.
 * ``ledger``: the ledger rows in order (kind, dataset, release, stage, mechanism, ε, δ, ρ,
   detail), read with sqlite3; ``seq``, ``created_at``, ``flow_run_id`` and the chain hashes are
@@ -127,6 +130,8 @@ CASES: dict[str, Case] = {
     "resume-synthesize": Case((*BASE, "--reporting-length", "3", *RECORDS), "synthesize", "sds-r3"),
 }
 
+STAGE_KEYS = ("name", "status", "artifacts")
+"""What is hashed of a stage record (its times are wall-clock)."""
 TIMING_RE = re.compile(r'<figure class="chart" id="fig-timing".*?</figure>', re.S)
 TIME_RE = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:Z|[+-]\d\d:\d\d)?")
 
@@ -229,9 +234,7 @@ def manifest_view(m: dict[str, Any]) -> dict[str, Any]:
     view = {k: m.get(k) for k in keep}
     view["artifacts"] = {k: v for k, v in m["artifacts"].items() if k != "report.html"}
     view["parameters"] = {k: v for k, v in m["parameters"].items() if k not in ("home", "input")}
-    view["stages"] = [
-        {k: s.get(k) for k in ("name", "status", "artifacts")} for s in m.get("stages", [])
-    ]
+    view["stages"] = [{k: s.get(k) for k in STAGE_KEYS} for s in m.get("stages", [])]
     return view
 
 
@@ -275,9 +278,14 @@ def fingerprint(home: Path, tmp: Path) -> dict[str, str]:
             out[key] = json_hash(st)
         elif name == "params.json":
             out[key] = json_hash(drop_keys(json.loads(f.read_text()), {"home", "input"}))
-        elif name == "custodian-report.html":  # prints created_at and the home's paths
-            text = TIME_RE.sub("<TIME>", f.read_text())
+        elif name == "custodian-report.html":  # prints created_at, paths and stage seconds
+            text = TIME_RE.sub("<TIME>", TIMING_RE.sub("<TIMING>", f.read_text()))
             out[key] = sha(text.replace(str(tmp), "<TMP>").replace(str(ROOT), "<ROOT>"))
+        elif name == "timeline.json":  # every stage's wall-clock times
+            stages = json.loads(f.read_text())["stages"]
+            out[key] = json_hash([{k: s.get(k) for k in STAGE_KEYS} for s in stages])
+        elif name == "ledger-anchor.json":  # the row's hash chains timestamps
+            out[key] = json_hash({"seq": json.loads(f.read_text())["seq"]})
         elif name.startswith("validation-") and name.endswith(".json"):
             out[key] = json_hash(drop_keys(json.loads(f.read_text()), {"id"}))
         else:

@@ -1,4 +1,5 @@
-"""What ``sds`` prints and how it ends: one-paragraph errors, warnings, the quick exit.
+"""What ``sds`` prints and how it ends: one-paragraph errors, warnings, tables that fit any width,
+the quick exit.
 
 Used by the command line (:mod:`flows.cli`) and by the release it launches
 (:mod:`flows.local.launch`), in-process or in a child of the warm runner, so a failure reads
@@ -9,11 +10,15 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import NoReturn
+from typing import TYPE_CHECKING, NoReturn
 
 import typer
 
-__all__ = ["fail", "quick_exit", "warn"]
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.table import Table
+
+__all__ = ["fail", "plain_table", "print_table", "quick_exit", "stdout_console", "warn"]
 
 
 def fail(message: str, code: int = 1) -> typer.Exit:
@@ -27,6 +32,63 @@ def warn(message: str) -> None:
     from release_store.run.progress import warning_line
 
     typer.echo(warning_line(message), err=True)
+
+
+def stdout_console() -> Console:
+    """The console a command prints its tables and notes on (stdout).
+
+    On a terminal rich lays everything out at the terminal's width. In a pipe or a log, whatever
+    COLUMNS says, no line is wrapped: a long note stays one line for ``grep``. (rich's own
+    switches, e.g. ``TTY_COMPATIBLE=1``, make a pipe count as a terminal.)
+    """
+    from rich.console import Console
+
+    console = Console()
+    if not console.is_terminal:
+        console.soft_wrap = True
+    return console
+
+
+def print_table(console: Console, table: Table) -> None:
+    """``table`` on ``console``: rich's boxed table on a terminal; in a pipe or a log,
+    :func:`plain_table` (full column names, one row per line), then a blank line and the
+    caption."""
+    if console.is_terminal:
+        console.print(table)
+        return
+    lines = plain_table(table)
+    if table.caption:
+        lines += ["", _plain(table.caption)]
+    for line in lines:
+        console.print(line, soft_wrap=True, markup=False, highlight=False, emoji=False)
+
+
+def plain_table(table: Table) -> list[str]:
+    """The header and the rows of ``table`` as lines of text, columns aligned by two spaces:
+    no box, no colour, no cell cut or wrapped (a newline in a cell becomes a space)."""
+    from rich.cells import cell_len
+
+    columns = [[_plain(c.header), *map(_plain, c.cells)] for c in table.columns]
+    widths = [max(map(cell_len, cells)) for cells in columns]
+    right = [c.justify == "right" for c in table.columns]
+    lines = []
+    for row in zip(*columns, strict=True):
+        cells = [
+            " " * (w - cell_len(v)) + v if r else v + " " * (w - cell_len(v))
+            for v, w, r in zip(row, widths, right, strict=True)
+        ]
+        lines.append("  ".join(cells).rstrip())
+    return lines
+
+
+def _plain(cell: object) -> str:
+    """The text of one table cell (rich markup read as rich would, then dropped), on one line."""
+    from rich.text import Text
+
+    if isinstance(cell, str):
+        cell = Text.from_markup(cell)
+    text = cell.plain if isinstance(cell, Text) else str(cell)
+    return " ".join(text.splitlines())
 
 
 EXIT_DRAIN_S = 15.0

@@ -1,16 +1,22 @@
 """The flow deployments run: a release whose run chooses only :class:`RunOptions`.
 
 Pinned settings -> [refusal, logged in the run, before anything is read or charged] ->
-the ``release`` flow's stages. The input, config, dataset, ledger and the rest come from the
+the ``release`` flow's stages -> [pin file ``series = true``: the dataset's series rebuilt up
+to the period released]. The input, config, dataset, ledger and the rest come from the
 deployment's pin file (``$SDS_HOME/deployments/<deployment>.toml``, written by ``sds deploy``);
 the home from the work pool's environment; the lifetime budget must already be in the ledger.
 """
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 from prefect import flow, get_run_logger, runtime
 
+from flows.origin import run_origin
 from flows.release import release
+from release_store.audit.journal import note_refused
 from release_store.config.deployment import (
     RunOptions,
     deployed_params,
@@ -19,7 +25,9 @@ from release_store.config.deployment import (
     read_pins,
     require_budget,
 )
+from release_store.workspace.home import MANIFEST, private_umask
 from sds_core.errors import SdsInputError
+from tasks.series import rebuild_series
 
 __all__ = ["deployed_release"]
 
@@ -49,7 +57,11 @@ def deployed_release(options: RunOptions = RunOptions()) -> str:
         home = deployment_home()
         pins = read_pins(pin_path(home, deployment))
         built = deployed_params(home, pins, options)
-        require_budget(built.params)
+        try:
+            require_budget(built.params)
+        except SdsInputError as e:  # the audit page lists the refusal
+            note_refused(built.params, run_origin(), e)
+            raise
     except SdsInputError as e:
         log.error("refused before anything was read or charged: %s", e)
         raise
@@ -61,4 +73,23 @@ def deployed_release(options: RunOptions = RunOptions()) -> str:
         deployment,
         options.given() or "nothing (the deployment's values)",
     )
-    return release.fn(built.params)
+    with private_umask():  # as `sds release`: what the release writes is 0600 (folders 0700)
+        released = release.fn(built.params)
+    if pins.series:  # the series up to the period just released, next to the releases
+        dataset = str(built.params.dataset)
+        period = json.loads((Path(released) / MANIFEST).read_text())["parameters"].get("period")
+        try:
+            with private_umask():
+                rebuild_series(str(home), dataset, period)
+        except Exception as e:  # the release is complete: its run stays a success
+            until = f" --until {period}" if period else ""
+            log.error(
+                "the release is complete, but its dataset's series was not rebuilt (%s: %s); "
+                "rebuild it with `sds series %s%s --home %s`",
+                type(e).__name__,
+                e,
+                dataset,
+                until,
+                home,
+            )
+    return released

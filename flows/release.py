@@ -8,7 +8,9 @@ receives what it reads and returns what the next one needs; the sensitive table 
 only this flow run holds. Re-running with the same release id resumes:
 finished stages load their hash-checked checkpoints and nothing is charged twice.
 
-Every stage logs one DP-safe line to the run (the Prefect UI's Logs tab); the run's graph is the
+Every stage logs only DP or public facts to the run (the Prefect UI's Logs tab): what the data
+holds beyond its DP outputs (the "0" cells, stage times) goes to the custodian's terminal and the
+private custodian report, never to the log. The run's graph is the
 stage chain: the ``ReleaseRun`` is passed quoted (context, not data), and the gates are linked
 with ``wait_for``. After the run, finished or failed, the dataset's budget goes to the table
 artifact ``budget-<dataset>`` (tasks/artifacts.py).
@@ -20,21 +22,27 @@ import logging
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
+from flows.origin import run_origin
+from flows.slots import run_slot
+from release_store.audit.journal import note_refused, note_start
 from release_store.cluster.executor import DaskExecutor
 from release_store.config.core_objects import dp_binned_columns
-from release_store.config.periods import resolve_period
+from release_store.config.periods import RELATIVE_PERIODS, period_of_run
 from release_store.config.planned import after_aggregation
 from release_store.config.release_params import ReleaseParams
 from release_store.executor.base import Executor
 from release_store.executor.local import LocalExecutor
+from release_store.ledger.values import BudgetExceededError, PeriodMismatchError
 from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun, noise_scales
 from release_store.run.results import LengthNoise, LengthResult
+from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.plan import SdsPlan
 from sds_core.synthesis.consistent import AggregateNoise
@@ -228,20 +236,32 @@ def release(params: ReleaseParams) -> str:
     """Run one DP release of ``params.input``; returns the release directory."""
     timing.mark("flow:body-start", flow_run_id=str(runtime.flow_run.id or ""))
     log = get_run_logger()
-    timeline = stages.Timeline(
-        on_done=lambda s: log.info("%s finished in %.3f s", s["name"], s["duration_s"])
-    )
+    timeline = stages.Timeline(on_done=lambda s: _log_finished(log, s))
     # Prefect progress artifacts for the long stages, next to the CLI's display
     with (
         progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))),
         # the executor, resolved once: the Dask one connects first, before anything is charged
         EXECUTORS[params.executor](params) as executor,
     ):
-        # a relative period (previous-month) names the period of the run's scheduled start
-        params = resolve_period(params, runtime.flow_run.scheduled_start_time)
+        origin = run_origin()  # the run journal: who started it (CLI, schedule, UI run)
+        # a relative period (previous-month): a deployment's run takes it from its schedule slot
+        try:
+            made = run_slot() if params.period in RELATIVE_PERIODS else None
+            params = period_of_run(params, made, datetime.now(UTC))
+        except SdsInputError as e:
+            log.error("refused before anything was read or charged: %s", e)
+            note_refused(params, origin, e)  # the audit page lists the refusal
+            raise
         # --- budget: reserve (ε, δ) before the data is read -------------------------------------
         with timeline.run(stages.BUDGET):
-            run = reserve_budget(params=params, flow_run_id=str(runtime.flow_run.id or "") or None)
+            try:
+                run = reserve_budget(
+                    params=params, flow_run_id=str(runtime.flow_run.id or "") or None
+                )
+            except (BudgetExceededError, PeriodMismatchError) as e:
+                note_refused(params, origin, e)
+                raise
+        note_start(run.home, run.release_id, run.dataset, params.period, origin)
         try:
             # --- ingest, validate, prepare, count, aggregate-k, normalize, synthesize, evaluate -
             out = run_stages(run, timeline, executor, log=log)
@@ -271,6 +291,15 @@ def release(params: ReleaseParams) -> str:
         _show_budget(run, log)
     timing.mark("flow:body-end")
     return str(released)
+
+
+def _log_finished(log: Any, record: dict[str, Any]) -> None:
+    """One line per finished stage; its time only where the stage's time is public (the
+    registry's ``public_timing``: most stages take a time that follows the data)."""
+    if stages.spec(record["name"]).public_timing:
+        log.info("%s finished in %.3f s", record["name"], record["duration_s"])
+    else:
+        log.info("%s finished", record["name"])
 
 
 def _show_budget(run: ReleaseRun, log: Any) -> None:

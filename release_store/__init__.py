@@ -17,7 +17,9 @@ One package per concept, in the order they may import each other (tests/test_imp
 - ``cluster``: the Dask executor;
 - ``report``: report.html and explorer.html, from published values only;
 - ``publish``: the publish stage's files;
-- ``audit``: audits after the fact (the home's audit, replay, signatures);
+- ``audit``: audits after the fact (the home's audit, replay, signatures, the run journal and
+  the audit page);
+- ``series``: a dataset's DP counts across its periods (``sds series``), from published files;
 - ``compare``: ``sds evaluate`` outside a release (NOT DP).
 
 It imports neither ``tasks`` nor ``flows``; this module imports nothing.

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from prefect import task
 
+from release_store.config.core_objects import declared_sizes
+from release_store.config.planned import check_synthesis_sizes
 from release_store.config.release_params import ReleaseParams
 from release_store.ledger.book import Ledger
 from release_store.run import progress, stages
@@ -13,8 +15,12 @@ from tasks.options import SENSITIVE, task_logger
 
 @task(name=stages.BUDGET, **SENSITIVE)
 def reserve_budget(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun:
-    """Reserve the release's (ε, δ) in the ledger; refuse when it does not fit the budget."""
+    """Reserve the release's (ε, δ) in the ledger; refuse when it does not fit the budget, or
+    when a schema that bounds every column's values says the synthesis cannot fit."""
     progress.stage("reserving the privacy budget")
+    declared = declared_sizes(params)
+    if declared is not None:  # the schema bounds every column: the synthesis is sized now
+        check_synthesis_sizes(params, *declared)
     run = reserve(params, flow_run_id)
     left = Ledger.open(run.home, run.params.ledger).budget(run.dataset)  # never a replay
     task_logger().info(

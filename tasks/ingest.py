@@ -41,7 +41,8 @@ def read_input(run: ReleaseRun, executor: Executor[Any, Any]) -> tuple[Sensitive
             table = first_period_subjects(run, table)
     if params.privacy_risk:
         table = hold_back_control(run, table)
-        where += f"; {CONTROL_SHARE:.0%} held back as private control rows (privacy_risk)"
+        share = f"{CONTROL_SHARE:.0%}"
+        where += f"; rows (subjects) held back with chance {share} each as private control rows"
     stage_done(
         task_logger(),
         run,

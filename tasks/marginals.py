@@ -11,8 +11,8 @@ from typing import Any
 
 from prefect import task
 
-from release_store.config.core_objects import PROVISIONAL_REPORTING_LENGTH, dp_params
-from release_store.config.planned import PLANNED_FIELDS, planned_params
+from release_store.config.core_objects import dp_params
+from release_store.config.planned import PLANNED_FIELDS, check_synthesis_sizes, planned_params
 from release_store.config.release_params import ReleaseParams
 from release_store.executor.base import Executor
 from release_store.run import progress, stages
@@ -28,7 +28,6 @@ from release_store.run.stage_log import by_length_text, finished, stage_done
 from sds_core.marginals import engine
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.plan import SdsPlan
-from sds_core.synthesis.consistent import ModelParams, worst_case_model_bytes
 from tasks.options import SENSITIVE, task_logger
 
 
@@ -41,13 +40,9 @@ def count_records(
     resumed = finished(run, stages.COUNT)
     if not resumed:  # refused before the first charge: the samplers' part of δ must fit
         delta_detail(run.params, table.value.domain.n_columns)
-    if run.params.synthesis == "model" and not resumed:
-        # the consistent model's largest possible size, refused before the first charge
-        worst_case_model_bytes(
-            table.value.domain,
-            ModelParams(max_model_bytes=run.params.max_model_bytes),
-            run.params.reporting_length or PROVISIONAL_REPORTING_LENGTH,
-        )
+    if not resumed:  # the synthesis's sizes, whatever the plan picks, before the first charge
+        domain = table.value.domain
+        check_synthesis_sizes(run.params, domain.columns, domain.cardinalities)
 
     def compute() -> int:
         step = engine.protect_record_count(

@@ -6,13 +6,12 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
 from prefect import task
 
 from release_store.config.core_objects import dp_binned_columns, prepare_params
+from release_store.config.planned import check_synthesis_sizes
 from release_store.executor.base import Executor
-from release_store.inputs.preflight import zero_warning
+from release_store.inputs.preflight import subject_conflict, zero_warning
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, binning_spend
 from release_store.run.stage_log import finished, stage_done
@@ -28,16 +27,22 @@ def choose_bins(
 
     With ``subject_id`` the mechanism reads one number per subject
     (:func:`~sds_core.dp.quantiles.subject_numbers`), as the subject join keeps one record per
-    subject. The numbers are read before the charge (a missing subject id is refused with
-    nothing charged). Returns only the DP edges (published as the bins' labels); checkpointed,
-    so a resumed release reuses them and spends nothing twice.
+    subject. The numbers are read, and the subject join's conflicts checked, before the charge
+    (a missing subject id, or a subject whose rows disagree, is refused with nothing charged).
+    Returns only the DP edges (published as the bins' labels); checkpointed, so a resumed
+    release reuses them and spends nothing twice.
     """
     from sds_core.dp.quantiles import dp_quantile_edges
 
     progress.stage("binning (DP quantile bin edges)")
     cols = dp_binned_columns(run.params)
     spend = binning_spend(run.params)
-    numbers = {} if finished(run, stages.BINNING) else _binning_numbers(run, table, cols, executor)
+    numbers = {}
+    if not finished(run, stages.BINNING):  # refusals before the charge, then the numbers
+        first = executor.first_rows(table.value, run.params.record_limit)
+        _check_subject_join(run.params, first, [c.name for c in cols], executor)
+        _check_sizes(run.params, first, cols, executor)
+        numbers = executor.column_numbers(first, [c.name for c in cols], run.params.subject_id)
 
     def compute() -> dict[str, list[float]]:
         rnd = run.randomness()
@@ -63,14 +68,35 @@ def choose_bins(
     return run.stage(stages.BINNING, compute)
 
 
-def _binning_numbers(
-    run: ReleaseRun, table: SensitiveTable[Any], cols: list[Any], executor: Executor[Any, Any]
-) -> dict[str, NDArray[np.float64]]:
-    """What the quantile mechanism reads per DP-binned column: the numbers of the first
-    ``record_limit`` rows, one per subject with ``subject_id``."""
-    params = run.params
-    first = executor.first_rows(table.value, params.record_limit)
-    return executor.column_numbers(first, [c.name for c in cols], params.subject_id)
+def _check_subject_join(
+    params: Any, first: Any, binned: list[str], executor: Executor[Any, Any]
+) -> None:
+    """Refuse, before the charge, subject rows that the join after it would refuse (the
+    executor checks at least the DP-binned columns: locally every single-value column)."""
+    if params.subject_id is None:
+        return
+    core = prepare_params(params, None, first.column_names, before_dp_bins=True)
+    conflicts = executor.subject_conflicts(
+        first, dataclasses.replace(core, record_limit=None), binned
+    )
+    if conflicts:
+        raise subject_conflict(params, conflicts)
+
+
+def _check_sizes(params: Any, first: Any, binned: list[Any], executor: Executor[Any, Any]) -> None:
+    """The synthesis's sizes (:func:`check_synthesis_sizes`) before the binning charge: each
+    column's values counted as preparation will code them, a DP-binned column as its q bins,
+    when the executor counts them before preparation (else the count stage checks the prepared
+    domain, before its own charge)."""
+    from sds_core.data.text import match_key
+
+    core = prepare_params(params, None, first.column_names, before_dp_bins=True)
+    counted = executor.label_counts(first, dataclasses.replace(core, record_limit=None))
+    if counted is None:
+        return
+    bins = {match_key(c.name): c.bins.dp_quantiles for c in binned}
+    counts = [(name, bins.get(match_key(name), n)) for name, n in counted]
+    check_synthesis_sizes(params, [name for name, _ in counts], [n for _, n in counts])
 
 
 @task(name=stages.PREPARE, **SENSITIVE)
@@ -84,8 +110,11 @@ def prepare_table(
     """Prepare the first ``record_limit`` rows where ``executor`` holds them; a resumed release
     must find the same prepared data (fingerprint).
 
-    The "0" cells warning goes to the flow log in bands, and to the custodian's terminal as
-    well when the CLI's pre-flight did not read the rows (only their column names).
+    The "0" cells SDS empties are counted from the data, so they are not DP: their warning
+    goes to the custodian's terminal (the CLI's pre-flight prints it when it read the rows;
+    otherwise, with an executor whose pre-flight reads only the header, this stage does) and
+    to the private custodian report (the shares are kept in the private state), never to the
+    run's log, which UI users read.
     """
     progress.stage("preparing the data")
     params = run.params
@@ -93,12 +122,10 @@ def prepare_table(
     zeros = executor.zero_shares(
         data, use_columns=params.use_columns, sensitive_zeros=params.sensitive_zeros
     )
-    if zeros:
-        task_logger().warning(zero_warning(zeros, coarse=True))  # the log: bands only
-        if not executor.preflight_reads_rows and run.dirs.state().get("fingerprint") is None:
-            # the CLI's pre-flight read only the column names: the terminal gets the warning
-            # it prints for a local release (same text), once (not again on resume)
-            progress.warning(zero_warning(zeros))
+    if zeros and not executor.preflight_reads_rows and run.dirs.state().get("fingerprint") is None:
+        # the CLI's pre-flight read only the column names: the terminal gets the warning it
+        # prints for a local release (same text), once (not again on resume)
+        progress.warning(zero_warning(zeros))
     # the rows are cut already (the one record_limit cut): prepared as they are
     core = dataclasses.replace(
         prepare_params(params, dp_edges, data.column_names), record_limit=None
@@ -112,7 +139,7 @@ def prepare_table(
             "prepared-data fingerprint differs); resume with the original input file, or "
             f"cancel with `sds cancel {run.release_id}` and start a new release"
         )
-    dirs.update_state(fingerprint=fp, input_sha256=input_sha256)
+    dirs.update_state(fingerprint=fp, input_sha256=input_sha256, zero_shares=zeros)
     stage_done(
         task_logger(),
         run,

@@ -231,9 +231,9 @@ def summary_markdown(
     rows: list[dict[str, Any]],
     signed_by: str,
 ) -> str:
-    """The headline numbers: guarantee, budget before/after, counts, links, signature, files."""
+    """The headline numbers: guarantee, counts, links, signature, files and the public stage
+    times (the dataset's budget is the ``budget-<dataset>`` artifact, linked)."""
     p = manifest["privacy"]
-    budget = manifest.get("dataset_budget")  # the ledger's snapshot at publication
     budget_key = budget_artifact_key("budget", manifest["dataset"])
     lines = [
         f"# DP release {manifest['release_id']}",
@@ -248,17 +248,6 @@ def summary_markdown(
         + ", ".join(f"{r['combinations_reported']:,} of length {r['length']}" for r in rows)
         + " |",
     ]
-    if isinstance(budget, dict):
-        of = (
-            "dataset budget"
-            if budget.get("period") is None
-            else f"budget of period {budget['period']} (per period)"
-        )
-        lines += [
-            f"| {of} before this release | ε = {budget['epsilon_before']:.6g}"
-            f" of {budget['epsilon_lifetime']:.6g} |",
-            f"| {of} left after it | ε = {budget['epsilon_after']:.6g} |",
-        ]
     for r in rows:
         if r["tvd_mean"] is not None:
             lines.append(
@@ -279,6 +268,9 @@ def summary_markdown(
         "",
         "| stage | seconds |",
         "|---|---|",
-        *(f"| {s['name']} | {s.get('duration_s', '')} |" for s in manifest.get("stages") or []),
+        *(
+            f"| {s['name']} | {s.get('duration_s', 'not public')} |"
+            for s in manifest.get("stages") or []
+        ),
     ]
     return "\n".join(lines) + "\n"

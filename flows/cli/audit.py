@@ -1,5 +1,5 @@
-"""``sds audit`` (with ``--verify`` or ``--replay``), ``sds verify``, ``sds sign`` and
-``sds signing-key show|rotate``: checking releases after the fact, and their signatures."""
+"""``sds audit`` (with ``--verify``, ``--replay`` or ``--report``), ``sds verify``, ``sds sign``
+and ``sds signing-key show|rotate``: checking releases after the fact, and their signatures."""
 
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ from flows.cli.common import (
     echo_json,
     fail,
     home_dir,
+    print_table,
     published_release,
+    stdout_console,
 )
 
 __all__ = ["key_app", "register"]
@@ -45,6 +47,23 @@ def audit(
             "postgresql:// URL: the table or query is the recorded one).",
         ),
     ] = None,
+    as_report: Annotated[
+        bool,
+        typer.Option(
+            "--report",
+            help="Write one private HTML page of every release of the home (or DATASET): who "
+            "started it, its state, spend, budget before and after, and its checks now.",
+        ),
+    ] = False,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            metavar="FILE",
+            help="With --report: where to write the page (default "
+            "HOME/private/_audit/audit-report.html).",
+        ),
+    ] = None,
     as_json: JsonOpt = False,
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
@@ -52,11 +71,13 @@ def audit(
     """List releases and budgets; --verify checks the ledger chain and every artifact hash.
 
     `sds audit RELEASE_ID --replay --input PATH` recomputes that release and compares it with
-    what was published; it exits 1 when anything differs.
+    what was published; it exits 1 when anything differs. `sds audit --report [DATASET]`
+    writes the audit page and prints its path last.
     """
-    from rich.console import Console
     from rich.table import Table
 
+    if (as_report or out is not None) and (replay or input is not None):
+        raise fail("--report and --replay are separate audits; run one at a time", 2)
     if replay or input is not None:
         _replay(dataset, input, replay=replay, verify=verify, as_json=as_json, home=home)
         return
@@ -65,6 +86,11 @@ def audit(
 
     if dataset is not None:
         validate_id(dataset, "dataset id")
+    if as_report or out is not None:
+        _report(
+            dataset, out, report=as_report, verify=verify, as_json=as_json, home=home, ledger=ledger
+        )
+        return
     report = run_audit(home_dir(home), dataset, verify=verify, ledger_url=ledger)
     if as_json:
         echo_json(report.to_dict())
@@ -73,8 +99,8 @@ def audit(
         table = Table(*(rows[0].keys() if rows else ["release"]))
         for row in rows:
             table.add_row(*row.values())
-        console = Console()
-        console.print(table)
+        console = stdout_console()
+        print_table(console, table)
         for r in report.releases:
             if r.report:
                 console.print(
@@ -87,6 +113,37 @@ def audit(
         if verify and report.ok:
             console.print("[green]verified: ledger chain and all artifacts intact[/green]")
     if verify and not report.ok:
+        raise typer.Exit(1)
+
+
+def _report(
+    dataset: str | None,
+    out: Path | None,
+    *,
+    report: bool,
+    verify: bool,
+    as_json: bool,
+    home: str | None,
+    ledger: str | None,
+) -> None:
+    """``sds audit --report``: the audit page (it reads the ledger and the published files only,
+    charges nothing); prints the number of problems found and the page's path last."""
+    if not report:
+        raise fail("--out names the page of --report: sds audit --report [DATASET] --out FILE", 2)
+    if as_json:
+        raise fail("--report writes a page; --json prints the audit: run one at a time", 2)
+    from release_store.audit.page import write_audit_page
+    from release_store.audit.trail import audit_trail
+
+    trail = audit_trail(home_dir(home), dataset, ledger_url=ledger)
+    path = write_audit_page(trail, out)
+    bad = len(trail.problems) + (trail.ledger_ok is False)
+    typer.echo(
+        f"audit page: {len(trail.entries)} release(s) and refusal(s), "
+        + (f"{bad} problem(s) found (listed on the page)" if bad else "every check passed")
+    )
+    typer.echo(path)
+    if verify and bad:
         raise typer.Exit(1)
 
 
@@ -128,9 +185,9 @@ def _replay(
         table = Table("stage", "compared", "result", "detail")
         for c in report.checks:
             table.add_row(c.stage, c.subject, f"[{colour[c.status]}]{c.status}[/]", c.detail)
-        out = Console()
+        out = stdout_console()
         out.print(f"replay of release {report.release_id} (dataset {report.dataset})")
-        out.print(table)
+        print_table(out, table)
         if report.identical:
             out.print(
                 "[green]identical: every published file is what the recorded method, "
@@ -147,7 +204,9 @@ def _replay(
 
 
 def verify_command(
-    release_dir: Annotated[Path, typer.Argument(help="A published release directory.")],
+    release_dir: Annotated[
+        Path, typer.Argument(help="A published release directory (or a series folder).")
+    ],
     public_key: Annotated[
         Path | None,
         typer.Option(
@@ -158,11 +217,14 @@ def verify_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check a downloaded release: its signature and every artifact's sha256.
+    """Check a downloaded release (or a series folder, `sds series`): its signature and every
+    artifact's sha256.
 
     Needs only the release directory (no ledger, no private files); exits 1 on any problem.
     """
     from release_store.audit.signing import load_public_key, verify_signed_release
+    from release_store.series.files import is_series_dir, verify_series
+    from release_store.workspace.home import MANIFEST
     from sds_core.errors import SdsInputError
 
     key = None
@@ -172,12 +234,16 @@ def verify_command(
         except OSError as e:
             raise SdsInputError(f"--public-key {public_key}: {e.strerror or e}") from None
         key = load_public_key(data, f"--public-key {public_key}")
-    check = verify_signed_release(release_dir, key)
+    series = is_series_dir(release_dir) and not (release_dir / MANIFEST).exists()
+    check = verify_series(release_dir, key) if series else verify_signed_release(release_dir, key)
     if as_json:
-        echo_json(check.to_dict())
+        echo_json(check.to_dict() | ({"series": True} if series else {}))
     else:
         typer.echo(
-            f"release {check.release_id} (dataset {check.dataset}): {check.artifacts} artifacts"
+            f"series of dataset {check.dataset}: {check.artifacts} files"
+            if series
+            else f"release {check.release_id} (dataset {check.dataset}): {check.artifacts} "
+            "artifacts"
         )
         if check.signature_valid and check.key_source == "given":
             typer.echo(f"signature: valid, by the given key {check.key_id}")

@@ -10,7 +10,17 @@ from typing import Annotated
 
 import typer
 
-from flows.cli.common import HomeOpt, JsonOpt, LedgerOpt, SdsTyper, echo_json, fail, home_dir
+from flows.cli.common import (
+    HomeOpt,
+    JsonOpt,
+    LedgerOpt,
+    SdsTyper,
+    echo_json,
+    fail,
+    home_dir,
+    print_table,
+    stdout_console,
+)
 
 __all__ = ["budget_app"]
 
@@ -57,6 +67,15 @@ def budget_set(
             "whatever each period has left. Kept when not given.",
         ),
     ] = None,
+    period_format: Annotated[
+        str | None,
+        typer.Option(
+            help="With --per-period: how the dataset's periods are written, one of YYYY-MM "
+            "(the default), YYYY-Qn, YYYY, YYYY-MM-DD; every release's --period and "
+            "period_format must be written so (one spelling, one budget per period). Kept when "
+            "not given.",
+        ),
+    ] = None,
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
 ) -> None:
@@ -67,7 +86,8 @@ def budget_set(
 
     root = home_dir(home)
     validate_id(dataset, "dataset id")
-    st = Ledger.open(root, ledger).set_budget(
+    book = Ledger.open(root, ledger)
+    st = book.set_budget(
         dataset,
         epsilon=epsilon,
         delta=delta,
@@ -76,6 +96,7 @@ def budget_set(
         clear_policy=clear_policy,
         per_period=per_period,
         lifetime_epsilon=lifetime_epsilon,
+        period_format=period_format,
     )
     if st.per_period:
         cap = (
@@ -86,8 +107,10 @@ def budget_set(
         )
         typer.echo(
             f"{dataset}: per period ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g} "
-            f"({len(st.periods)} period(s) released so far){cap}"
+            f"({len(st.periods)} period(s) released so far){cap}; periods written "
+            f"{book.period_format(dataset)}"
         )
+        typer.echo(_CAP_NOTE)
     else:
         typer.echo(
             f"{dataset}: lifetime ε={st.epsilon_lifetime:.6g} δ={st.delta_lifetime:.3g}, "
@@ -97,6 +120,14 @@ def budget_set(
         typer.echo(f"{dataset}: policy {st.policy.describe()} (set by {st.policy.set_by})")
     if os.environ.get("PREFECT_API_URL"):  # a real server: refresh its budget dashboard
         _budget_to_prefect(root, dataset, ledger)
+
+
+_CAP_NOTE = (
+    "note: each period's ε protects each row of that period, as long as a row's period never "
+    "changes between releases. Someone with rows in several periods (no subject_id) is "
+    "exposed at the sum of those periods' ε; --lifetime-epsilon caps that sum across all "
+    "periods (without it, nothing bounds how many periods are released)."
+)
 
 
 def _budget_to_prefect(root: Path, dataset: str, ledger: str | None = None) -> None:
@@ -133,7 +164,6 @@ def budget_show(
     as_json: JsonOpt = False,
 ) -> None:
     """Show lifetime, spent, reserved and remaining budget per dataset."""
-    from rich.console import Console
     from rich.table import Table
 
     from release_store.ledger.book import Ledger
@@ -164,4 +194,4 @@ def budget_show(
             "its ε/δ left and runway are those of a period not released yet. Then one row per "
             "released period, with its runway of that period's last release size."
         )
-    Console().print(table)
+    print_table(stdout_console(), table)

@@ -15,7 +15,7 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from flows.console import fail, warn
+from flows.console import fail, print_table, stdout_console, warn
 
 __all__ = [
     "HomeOpt",
@@ -29,7 +29,9 @@ __all__ = [
     "fail",
     "home_dir",
     "input_errors",
+    "print_table",
     "published_release",
+    "stdout_console",
     "warn",
 ]
 

@@ -50,6 +50,14 @@ def deploy_command(
             "deploys deployments/prefect.yaml itself).",
         ),
     ] = True,
+    series: Annotated[
+        bool,
+        typer.Option(
+            "--series",
+            help="After each release, rebuild the dataset's series up to the period released "
+            "(as `sds series DATASET --until PERIOD`; pin file: series = true).",
+        ),
+    ] = False,
 ) -> None:
     """Register the nightly and on-demand releases of a home on the Prefect server.
 
@@ -67,6 +75,7 @@ def deploy_command(
             timezone=timezone,
             pool=pool,
             register=register,
+            series=series,
         )
     )
     typer.echo(

@@ -136,10 +136,10 @@ def split(
         Path, typer.Option("--out-dir", help="Where training.* and control.* go (private).")
     ],
     control_share: Annotated[
-        float, typer.Option(help="Share of the rows (or subjects) held back.")
+        float, typer.Option(help="Chance that each row (or subject) is held back.")
     ] = 0.2,
     seed: Annotated[
-        int | None, typer.Option(help="Seed of the split (default: fresh, not repeatable).")
+        int | None, typer.Option(help="Key of the coins (default: fresh, not repeatable).")
     ] = None,
     delimiter: Annotated[str, typer.Option(help="CSV delimiter.")] = ",",
     subject_id: Annotated[

@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from flows.cli.common import HomeOpt, JsonOpt, LedgerOpt, echo_json, home_dir
+from flows.cli.common import (
+    HomeOpt,
+    JsonOpt,
+    LedgerOpt,
+    echo_json,
+    home_dir,
+    print_table,
+    stdout_console,
+)
 
 if TYPE_CHECKING:
     from release_store.inputs.plan import ReleasePlan
@@ -90,12 +98,11 @@ def plan(
 
 
 def _print(p: ReleasePlan) -> None:
-    from rich.console import Console
     from rich.table import Table
 
     from sds_core.marginals.forecast import EXAMPLE_COUNTS
 
-    out = Console()
+    out = stdout_console()
     out.print(
         f"plan of a release of dataset {p.dataset} (nothing read but the header, nothing charged)"
     )
@@ -136,8 +143,8 @@ def _print(p: ReleasePlan) -> None:
                 for e in x.examples
             ),
         )
-    out.print(noise)
-    out.print(counts)
+    print_table(out, noise)
+    print_table(out, counts)
     out.print(
         "Δ_k likely: C(columns, k), what the DP percentile picks when records fill every "
         "column; a smaller Δ_k (emptier records) means less noise. The release's manifest "

@@ -62,6 +62,7 @@ class DeploySettings:
     timezone: str = "UTC"
     pool: str = "sds-local"
     register: bool = True
+    series: bool = False  # each run rebuilds the dataset's series (pin file: series = true)
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +103,8 @@ def locked_template(home: Path, python: str | None = None) -> dict[str, Any]:
 
 def pin_settings(settings: DeploySettings) -> dict[str, Any]:
     """The pin file's values: absolute ``input`` and ``config`` and the ledger (without a
-    password), from the options, else the config file, else ``$SDS_LEDGER_URL``.
+    password), from the options, else the config file, else ``$SDS_LEDGER_URL``; ``series =
+    true`` when each run rebuilds the dataset's series.
 
     Raises:
         SdsInputError: no input, a missing file, or a ledger URL with a password.
@@ -129,6 +131,8 @@ def pin_settings(settings: DeploySettings) -> dict[str, Any]:
             "PGPASSWORD or ~/.pgpass of the worker's user"
         )
     values: dict[str, Any] = {"input": source, "ledger": ledger}
+    if settings.series:
+        values["series"] = True
     if settings.config:
         values["config"] = str(Path(settings.config).expanduser().absolute())
     return values

@@ -199,8 +199,10 @@ def preflight_checks(params: Any) -> None:
     """The checks that need neither Prefect nor GX (:mod:`release_store.inputs.preflight`;
     with ``privacy_risk`` first anonymeter's environment); warns about columns whose '0' cells
     look like values."""
+    from release_store.audit.journal import RunOrigin, note_refused, user_at_host
     from release_store.compare.risk import anonymeter_python
     from release_store.inputs.preflight import preflight, zero_warning
+    from release_store.ledger.values import BudgetExceededError, PeriodMismatchError
     from sds_core.errors import SdsInputError
 
     try:
@@ -208,6 +210,8 @@ def preflight_checks(params: Any) -> None:
             anonymeter_python()
         found = preflight(params)
     except SdsInputError as e:  # the text and exit status the flow would have failed with
+        if isinstance(e, BudgetExceededError | PeriodMismatchError):  # the audit page lists it
+            note_refused(params, RunOrigin("cli", user=user_at_host()), e)
         raise fail(f"release {params.release_id} failed: {e}", 1) from None
     if found.zero_shares:
         warn(zero_warning(found.zero_shares))
@@ -324,14 +328,18 @@ def _no_heartbeats() -> Iterator[None]:
 
 
 def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: bool) -> None:
+    """Run the release in this process, everything it writes private to the home's owner (the
+    umask 077: files 0600, folders 0700; also a temporary Prefect server's database)."""
     from release_store.inputs import gx_suite
+    from release_store.workspace.home import private_umask
 
-    if params.table_schema is not None and "great_expectations" not in sys.modules:
-        gx_suite.start_worker()  # GX imports on the other core while Prefect loads
-    try:
-        _run_flow(params, root, server, quiet=quiet, verbose=verbose)
-    finally:
-        gx_suite.stop_worker()
+    with private_umask():
+        if params.table_schema is not None and "great_expectations" not in sys.modules:
+            gx_suite.start_worker()  # GX imports on the other core while Prefect loads
+        try:
+            _run_flow(params, root, server, quiet=quiet, verbose=verbose)
+        finally:
+            gx_suite.stop_worker()
 
 
 def import_flow_call() -> None:

@@ -45,6 +45,7 @@ from typing import Any
 
 from flows.local.handoff import import_time_env, runner_identity, socket_path
 from release_store.run.timing import mark
+from release_store.workspace.home import private_umask
 
 __all__ = ["main", "serve"]
 
@@ -362,7 +363,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", required=True, type=Path)
     ap.add_argument("--api-url", required=True)
     args = ap.parse_args(argv)
-    return serve(args.home, args.api_url)
+    with private_umask():  # its socket; a release's child sets its own (flows.local.launch)
+        return serve(args.home, args.api_url)
 
 
 if __name__ == "__main__":

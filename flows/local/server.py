@@ -5,8 +5,10 @@ server in the background on 127.0.0.1, its database in ``$SDS_HOME/prefect``; la
 reuse it and start in seconds instead of waiting for a temporary server. The Prefect UI it serves
 shows every run and artifact. A supervisor process (:mod:`flows.local.supervisor`) owns the
 server and the home's warm release runner; this module is the client side: the record
-``server.json``, starting the supervisor, waiting for the server, stopping it. Only the standard
-library is imported here.
+``server.json``, starting the supervisor, waiting for the server, stopping it. Everything under
+the home's ``prefect/`` is private to the home's owner (folders 0700, files 0600): the database
+holds every run's parameters, logs and artifacts. Only the standard library (and the home's
+layout) is imported here.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from flows.local.handoff import ping, worker_enabled
+from release_store.workspace.home import PRIVATE_UMASK, make_private
 
 __all__ = [
     "AUTH_ENV",
@@ -39,6 +42,7 @@ __all__ = [
     "api_auth",
     "client_env",
     "healthy",
+    "make_home_private",
     "read_record",
     "server_dir",
     "start",
@@ -149,15 +153,45 @@ def client_env(home: Path, info: ServerInfo) -> dict[str, str]:
 
 
 def server_dir(home: Path) -> Path:
-    """``$SDS_HOME/prefect``: the server's database, record, log and lock."""
+    """``$SDS_HOME/prefect``: the server's database, record, log and lock (0700)."""
     return Path(home) / "prefect"
+
+
+def _private_dir(home: Path) -> Path:
+    """:func:`server_dir`, made if missing, 0700."""
+    d = server_dir(home)
+    d.mkdir(parents=True, exist_ok=True, mode=0o700)
+    return d
+
+
+def _open_private(path: Path, flags: int) -> int:
+    """A descriptor of ``path``, created 0600 if missing."""
+    return os.open(path, flags | os.O_CREAT, 0o600)
+
+
+def make_home_private(home: Path) -> str | None:
+    """Tighten a home made before homes were private: the home and ``prefect/`` 0700, every
+    file under ``prefect/`` 0600 (its database holds every run's parameters, logs and
+    artifacts). A one-line note of what changed, or None when nothing was readable."""
+    home = Path(home)
+    before = os.stat(home).st_mode
+    changed = make_private(home) + make_private(server_dir(home), tree=True)
+    if not changed:
+        return None
+    inside = [p for p in changed if p != home]
+    what = f"the home {home} (was {before & 0o777:o}, now 700)" if home in changed else ""
+    if inside:
+        what += (" and " if what else "") + (
+            f"{len(inside)} files and folders of its Prefect server under "
+            f"{server_dir(home)} (database, logs)"
+        )
+    return f"made {what} private to their owner: other local accounts could read them"
 
 
 @contextlib.contextmanager
 def _locked(home: Path) -> Iterator[None]:
-    d = server_dir(home)
-    d.mkdir(parents=True, exist_ok=True)
-    with open(d / "server.lock", "a+") as f:
+    fd = _open_private(_private_dir(home) / "server.lock", os.O_RDWR)
+    with os.fdopen(fd, "r+") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
@@ -287,6 +321,10 @@ def start(
 ) -> ServerInfo:
     """Start the home's server in the background (or return the running one); no waiting.
 
+    The supervisor, the server and the warm runner run with the umask 077 (what they write is
+    0600, their folders 0700); a home made before homes were private is tightened first, said
+    in one warning line.
+
     Args:
         home: the SDS home; the database is ``<home>/prefect/prefect.db``.
         idle_timeout_s: stop after this many seconds without a release (None: never).
@@ -300,9 +338,15 @@ def start(
         if running is not None:
             return running
         port = port or _free_port()
+        note = make_home_private(home)
+        if note is not None:
+            from flows.console import warn
+
+            warn(note)
         api_auth(home, create=True)  # before the supervisor reads it
         d = server_dir(home)
-        log = open(d / LOG_FILE, "ab")  # handed to the detached process, closed here
+        # handed to the detached process, closed here
+        log = os.fdopen(_open_private(d / LOG_FILE, os.O_WRONLY | os.O_APPEND), "ab")
         try:
             proc = subprocess.Popen(
                 [
@@ -322,6 +366,7 @@ def start(
                 stdout=log,
                 stderr=log,
                 start_new_session=True,  # not killed with the terminal or the release's group
+                umask=PRIVATE_UMASK,  # the supervisor's, its server's and its runner's files
             )
         finally:
             log.close()
@@ -334,7 +379,8 @@ def start(
         )
         record = asdict(info)
         record.pop("healthy")
-        (d / STATE_FILE).write_text(json.dumps(record, indent=2) + "\n")
+        with os.fdopen(_open_private(d / STATE_FILE, os.O_WRONLY | os.O_TRUNC), "w") as f:
+            f.write(json.dumps(record, indent=2) + "\n")
         touch(home)
         return info
 
@@ -409,6 +455,5 @@ def stop(home: Path, timeout: float = 60.0) -> ServerInfo | None:
 
 def touch(home: Path) -> None:
     """Record that a release used the server now (the idle timeout counts from here)."""
-    path = server_dir(Path(home)) / LAST_USED_FILE
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch()
+    path = _private_dir(Path(home)) / LAST_USED_FILE
+    path.touch(mode=0o600)

@@ -7,14 +7,15 @@ watches them. It stops them on ``sds server stop`` (SIGTERM), when the home's re
 without releases. A server started by a release starts its runner only once that release has
 ended (the release runs in-process and would otherwise share the cores with the runner's
 imports). Once the runner is ready, a missing database template is built in the background.
+The supervisor and its children run with the umask 077: what they write in the home is private.
+The server is Prefect's application behind a Content Security Policy
+(:mod:`flows.local.webapp`), its UI bundles copied to the user's cache, not into the package.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import importlib.metadata
-import importlib.util
 import os
 import signal
 import subprocess
@@ -44,6 +45,7 @@ from flows.local.template import (
     user_database,
 )
 from release_store.run.timing import TIMING_ENV, mark
+from release_store.workspace.home import private_umask
 
 _POLL_S = 2.0
 _TIMING_POLL_S = 0.05
@@ -51,9 +53,11 @@ _TIMING_POLL_S = 0.05
 server that has not answered yet, so its mark ``supervisor:server-answered`` is that close."""
 
 
+UI_STATIC_ENV = "PREFECT_UI_STATIC_DIRECTORY"
+
+
 def _server_command(port: int) -> list[str]:
-    spec = importlib.util.find_spec("prefect")
-    app_dir = str(Path(spec.origin).parents[1]) if spec and spec.origin else "."
+    app_dir = str(Path(__file__).resolve().parents[2])  # where the flows package is
     return [
         sys.executable,
         "-m",
@@ -61,7 +65,7 @@ def _server_command(port: int) -> list[str]:
         "--app-dir",
         app_dir,
         "--factory",
-        "prefect.server.api.server:create_app",
+        "flows.local.webapp:create_app",
         "--host",
         "127.0.0.1",
         "--port",
@@ -80,9 +84,19 @@ def _server_env(home: Path, port: int) -> dict[str, str]:
     env["PREFECT_UI_API_URL"] = f"http://127.0.0.1:{port}/api"
     env["PREFECT_SERVER_API_AUTH_STRING"] = _auth(home)  # every request but /health needs it
     env.pop(AUTH_ENV, None)
+    env.setdefault(UI_STATIC_ENV, str(ui_static_dir()))
     if not user_database():
         env["PREFECT_API_DATABASE_CONNECTION_URL"] = DB_URL  # the server runs in server_dir
     return env
+
+
+def ui_static_dir() -> Path:
+    """Where the home's server keeps the UI bundles it serves (Prefect copies them there once per
+    version): this user's cache, ``$XDG_CACHE_HOME/sds/prefect-ui``. By default Prefect writes
+    them into the installed package, where a server with the umask 077 would leave them
+    unreadable to every other user of a shared installation (and a read-only one gets no UI)."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "sds" / "prefect-ui"
 
 
 def _log(message: str) -> None:
@@ -92,9 +106,12 @@ def _log(message: str) -> None:
 
 def _start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
     """The Prefect server (uvicorn) on ``port``, its database in the home."""
+    env = _server_env(home, port)
+    with contextlib.suppress(OSError):  # Prefect locks its UI copy in this folder's parent
+        Path(env[UI_STATIC_ENV]).mkdir(parents=True, exist_ok=True)
     return subprocess.Popen(
         _server_command(port),
-        env=_server_env(home, port),
+        env=env,
         cwd=str(server_dir(home)),
         stdin=subprocess.DEVNULL,
     )
@@ -240,7 +257,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--idle-timeout", type=float, default=None)
     ap.add_argument("--worker-after", type=int, default=None)
     args = ap.parse_args(argv)
-    return supervise(args.home, args.port, args.idle_timeout, args.worker_after)
+    with private_umask():  # the server's database and log, the runner's socket: 0600
+        return supervise(args.home, args.port, args.idle_timeout, args.worker_after)
 
 
 if __name__ == "__main__":

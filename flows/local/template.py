@@ -69,22 +69,32 @@ def template_dir() -> Path | None:
 
 
 def seed_database(home: Path) -> bool:
-    """Copy the template into a home that has no database yet; whether it did."""
+    """Copy the template into a home that has no database yet (0600, as the server's own
+    files: its runs will be in it); whether it did."""
     template = template_dir()
     d = server_dir(home)
     if template is None or (d / DB_NAME).exists() or not (template / DB_NAME).is_file():
         return False
     tmp = d / f".{DB_NAME}.{os.getpid()}"
     try:
-        shutil.copyfile(template / DB_NAME, tmp)
+        _copy_private(template / DB_NAME, tmp)
         if (template / MEMO_NAME).is_file():
-            shutil.copyfile(template / MEMO_NAME, d / MEMO_NAME)
+            _copy_private(template / MEMO_NAME, d / MEMO_NAME)
         tmp.replace(d / DB_NAME)
     except OSError:
         with contextlib.suppress(OSError):
             tmp.unlink()
         return False
     return True
+
+
+def _copy_private(source: Path, target: Path) -> None:
+    """Copy ``source`` to ``target`` (replaced), which is 0600 from its creation."""
+    with contextlib.suppress(FileNotFoundError):
+        target.unlink()
+    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with open(source, "rb") as src, os.fdopen(fd, "wb") as dst:
+        shutil.copyfileobj(src, dst, 1 << 20)
 
 
 def _template_env(directory: Path) -> dict[str, str]:

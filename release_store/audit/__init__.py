@@ -2,7 +2,10 @@
 
 - ``home``: ``sds audit``: every release of a home, with integrity checks;
 - ``replay``: ``sds audit --replay``: what a release recorded and the byte comparison;
-- ``signing``: the home's Ed25519 key, ``manifest.sig`` and ``sds verify``.
+- ``signing``: the home's Ed25519 key, ``manifest.sig`` and ``sds verify``;
+- ``journal``: the private run journal (who or what started each run, the refused releases);
+- ``trail``: every release and refusal with its spend, budget before and after, checks now;
+- ``page``: ``sds audit --report``, the trail as one private HTML page.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -14,21 +17,34 @@ from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
     "AuditReport": "release_store.audit.home",
+    "AuditTrail": "release_store.audit.trail",
     "Check": "release_store.audit.replay",
+    "DatasetTotals": "release_store.audit.trail",
+    "JournalEntry": "release_store.audit.journal",
     "LOCAL_ONLY": "release_store.audit.replay",
     "RUN_FACTS": "release_store.audit.replay",
     "RecordedRelease": "release_store.audit.replay",
     "ReleaseAudit": "release_store.audit.home",
     "ReplayReport": "release_store.audit.replay",
+    "RunOrigin": "release_store.audit.journal",
     "SignatureCheck": "release_store.audit.signing",
+    "TrailEntry": "release_store.audit.trail",
     "audit_home": "release_store.audit.home",
+    "audit_page_html": "release_store.audit.page",
+    "audit_trail": "release_store.audit.trail",
     "check_signature": "release_store.audit.signing",
+    "default_report_path": "release_store.audit.page",
     "home_public_keys": "release_store.audit.signing",
+    "journal_path": "release_store.audit.journal",
     "key_history": "release_store.audit.signing",
     "key_id": "release_store.audit.signing",
     "load_public_key": "release_store.audit.signing",
     "manifest_differences": "release_store.audit.replay",
+    "note_refusal": "release_store.audit.journal",
+    "note_refused": "release_store.audit.journal",
+    "note_start": "release_store.audit.journal",
     "public_pem": "release_store.audit.signing",
+    "read_journal": "release_store.audit.journal",
     "replay_parameters": "release_store.audit.replay",
     "report_path": "release_store.audit.home",
     "rotate_key": "release_store.audit.signing",
@@ -36,26 +52,41 @@ _EXPORTS: dict[str, str] = {
     "sign_release": "release_store.audit.signing",
     "signature_problems": "release_store.audit.home",
     "signing_key": "release_store.audit.signing",
+    "user_at_host": "release_store.audit.journal",
     "verify_signed_release": "release_store.audit.signing",
+    "write_audit_page": "release_store.audit.page",
 }
 
 __all__ = [
     "LOCAL_ONLY",
     "RUN_FACTS",
     "AuditReport",
+    "AuditTrail",
     "Check",
+    "DatasetTotals",
+    "JournalEntry",
     "RecordedRelease",
     "ReleaseAudit",
     "ReplayReport",
+    "RunOrigin",
     "SignatureCheck",
+    "TrailEntry",
     "audit_home",
+    "audit_page_html",
+    "audit_trail",
     "check_signature",
+    "default_report_path",
     "home_public_keys",
+    "journal_path",
     "key_history",
     "key_id",
     "load_public_key",
     "manifest_differences",
+    "note_refusal",
+    "note_refused",
+    "note_start",
     "public_pem",
+    "read_journal",
     "replay_parameters",
     "report_path",
     "rotate_key",
@@ -63,7 +94,9 @@ __all__ = [
     "sign_release",
     "signature_problems",
     "signing_key",
+    "user_at_host",
     "verify_signed_release",
+    "write_audit_page",
 ]
 
 
@@ -82,6 +115,17 @@ if TYPE_CHECKING:
         report_path,
         signature_problems,
     )
+    from release_store.audit.journal import (
+        JournalEntry,
+        RunOrigin,
+        journal_path,
+        note_refusal,
+        note_refused,
+        note_start,
+        read_journal,
+        user_at_host,
+    )
+    from release_store.audit.page import audit_page_html, default_report_path, write_audit_page
     from release_store.audit.replay import (
         LOCAL_ONLY,
         RUN_FACTS,
@@ -105,3 +149,4 @@ if TYPE_CHECKING:
         signing_key,
         verify_signed_release,
     )
+    from release_store.audit.trail import AuditTrail, DatasetTotals, TrailEntry, audit_trail

@@ -3,21 +3,25 @@
 Lists the releases under ``$SDS_HOME/releases`` and the ledger's reservations; with
 ``verify=True`` also checks the ledger hash chain, each release directory against its
 manifest (:func:`release_store.workspace.integrity.verify_release`), the manifest against the
-ledger, the ledger head each complete manifest recorded (:func:`ledger_anchor`) against the chain,
-and a
+ledger, the ledger head each complete release anchored (a commitment in the manifest, opened with
+the release's private record and key: :mod:`release_store.ledger.anchor`) against the chain, and
+a
 signed release's signature against the home's signing keys (:func:`signature_problems`).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from release_store.ledger.anchor import anchor_problems
+from release_store.ledger.anchor import ANCHOR_FILE, anchor_key, anchor_problems
 from release_store.ledger.backends import resolve_ledger_url, sqlite_path
 from release_store.ledger.book import BudgetStatus, Ledger, VerifyReport
+from release_store.ledger.periods import label_problem
+from release_store.run.workdir import ReleaseDirs
 from release_store.workspace.home import MANIFEST, PUBLIC_KEY, SIGNATURE, find_release
 from release_store.workspace.integrity import verify_release
 from release_store.workspace.manifest import Manifest
@@ -169,6 +173,43 @@ def _manifests(home: Path, dataset: str | None) -> list[Path]:
     return sorted(p for p in root.glob(pattern) if p.is_dir()) if root.is_dir() else []
 
 
+def _period_label_problems(ledger: Ledger, budgets: list[BudgetStatus]) -> list[str]:
+    """One problem per period of a per-period dataset that the ledger holds under a label not
+    written in the dataset's period format: its budget may be spent again under the canonical
+    label (a ledger written before labels were checked)."""
+    out = []
+    for b in budgets:
+        fmt = ledger.period_format(b.dataset)
+        if fmt is None:
+            continue
+        for p in b.periods:
+            problem = label_problem(str(p.period), fmt)
+            if problem is not None:
+                used = p.epsilon_spent + p.epsilon_reserved
+                out.append(
+                    f"ledger: dataset {b.dataset!r} holds the period label {p.period!r} (ε "
+                    f"{used:.6g} spent or reserved), which is not a period written {fmt}: its "
+                    "rows may have been released again under another spelling of the period, "
+                    "each from its own budget (docs/ledger.md, one spelling per period)"
+                )
+    return out
+
+
+def _anchor_problems(
+    home: Path, release_dir: Path, ledger: Ledger | None, anchor: object
+) -> list[str]:
+    """The manifest's ``ledger_head`` opened with the release's private anchor record and key
+    (:mod:`release_store.ledger.anchor`), then checked against the ledger."""
+    dirs = ReleaseDirs(home, release_dir.parent.name, release_dir.name)
+    record = dirs.private_dir / ANCHOR_FILE
+    try:
+        head = json.loads(record.read_text()) if record.is_file() else None
+        key = anchor_key(dirs.release_key())
+    except (OSError, ValueError):  # unreadable (SdsInputError: no release key): not opened
+        head, key = None, None
+    return anchor_problems(ledger, anchor, private_head=head, key=key)
+
+
 def audit_home(
     home: str | Path,
     dataset: str | None = None,
@@ -225,7 +266,7 @@ def audit_home(
                         f"manifest period {recorded!r} differs from the ledger reservation's "
                         f"period {res.period!r}"
                     )
-            found += anchor_problems(ledger, m.get("ledger_head"))
+            found += _anchor_problems(home, release_dir, ledger, m.get("ledger_head"))
         releases.append(
             ReleaseAudit(
                 dataset=release_dir.parent.name,
@@ -251,6 +292,8 @@ def audit_home(
     budgets: list[BudgetStatus] = []
     if ledger is not None:
         budgets = [b for b in ledger.datasets() if dataset in (None, b.dataset)]
+        if verify:
+            problems += _period_label_problems(ledger, budgets)
         for res in ledger.reservations(dataset):
             if res.release_id not in seen:
                 spent = ledger.spent(res.release_id)

@@ -56,9 +56,10 @@ __all__ = [
     "same_value",
 ]
 
-RUN_FACTS = ("created_at", "finished_at", "stages", "ledger_head", "versions")
+RUN_FACTS = ("created_at", "finished_at", "stages", "ledger_head", "dataset_budget", "versions")
 """Manifest keys that record how a run went, not what it computed: never compared byte for byte
-(stage *names* are compared; versions are reported when they differ)."""
+(stage *names* are compared; versions are reported when they differ). ``finished_at`` and
+``dataset_budget`` are in manifests made before they left the public manifest."""
 
 LOCAL_ONLY: dict[str, Any] = {"executor": "local", "dask_address": None}
 """Where a release was computed (a Dask cluster) does not change its keyed result; a replay

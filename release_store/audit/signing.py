@@ -279,12 +279,17 @@ class SignatureCheck:
 
 
 def check_signature(
-    release_dir: Path, public_key: Ed25519PublicKey | None = None
+    release_dir: Path,
+    public_key: Ed25519PublicKey | None = None,
+    *,
+    manifest: str = MANIFEST,
+    signature: str = SIGNATURE,
 ) -> tuple[Ed25519PublicKey | None, bool, list[str]]:
     """The signature of ``release_dir/manifest.json`` alone: (key used, valid, problems).
 
     ``public_key`` None uses the release's own ``signing-key.pub``; a given key must also be
-    the one the release ships.
+    the one the release ships. ``manifest`` and ``signature`` name another signed file and its
+    signature in the folder (a series: ``series.json``, ``series.sig``).
     """
     problems: list[str] = []
     included = release_dir / PUBLIC_KEY
@@ -309,18 +314,19 @@ def check_signature(
         except SdsInputError as e:
             problems.append(str(e))
     valid = False
-    manifest_path, sig_path = release_dir / MANIFEST, release_dir / SIGNATURE
+    manifest_path, sig_path = release_dir / manifest, release_dir / signature
     if not manifest_path.is_file():
-        problems.append(f"no {MANIFEST} in {release_dir}")
+        problems.append(f"no {manifest} in {release_dir}")
     elif not sig_path.is_file():
-        problems.append(f"no {SIGNATURE}: the release is not signed")
+        what = "release" if manifest == MANIFEST else manifest
+        problems.append(f"no {signature}: the {what} is not signed")
     elif public_key is not None:
         try:
             public_key.verify(sig_path.read_bytes(), manifest_path.read_bytes())
             valid = True
         except InvalidSignature:
             problems.append(
-                f"the signature {SIGNATURE} does not match {MANIFEST} under key "
+                f"the signature {signature} does not match {manifest} under key "
                 f"{key_id(public_key)}: the manifest was changed after signing, or signed "
                 "with another key"
             )

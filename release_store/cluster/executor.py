@@ -27,6 +27,7 @@ from release_store.cluster.inputs import (
     DaskInput,
     column_numbers,
     open_input,
+    subject_conflicts,
     zero_counts_shares,
 )
 from release_store.cluster.preparation import fingerprint_parts, prepare_parts
@@ -148,6 +149,17 @@ class DaskExecutor:
     ) -> dict[str, float]:
         """From each part's counts."""
         return zero_counts_shares(data, use_columns=use_columns, sensitive_zeros=sensitive_zeros)
+
+    def subject_conflicts(
+        self, data: DaskInput, params: PrepareParams, columns: Sequence[str]
+    ) -> list[str]:
+        """The conflicts in ``columns`` (the DP-binned ones), from each part's subjects."""
+        return subject_conflicts(data, params, columns)
+
+    def label_counts(self, data: DaskInput, params: PrepareParams) -> None:
+        """Not known before the workers prepare the parts: the count stage checks the sizes
+        on the prepared domain."""
+        return None
 
     def prepare(self, data: DaskInput, params: PrepareParams) -> ClusterTable:
         """Prepared on the workers, the domain merged here (labels only)."""

@@ -247,6 +247,26 @@ def column_numbers(
     return subject_numbers(minima, keys, subject_column=subject_id)[1]
 
 
+def _subject_values(table: pa.Table, params: Any, columns: list[str]) -> Any:
+    """On a worker: :func:`~sds_core.data.preparation.subject_values` of a part."""
+    from sds_core.data.preparation import subject_values
+
+    return subject_values(table, params, columns)
+
+
+def subject_conflicts(data: DaskInput, params: Any, columns: Sequence[str]) -> list[str]:
+    """The ``columns`` some subject's rows disagree on (``params``: the core PrepareParams) in
+    the input's first ``record_limit`` rows (:meth:`DaskInput.first_rows`), as the subject join
+    would find them: each part sends its subjects' value keys, the driver merges them
+    (subjects may span parts)."""
+    from sds_core.data.preparation import SubjectValues
+
+    data = data.first_rows(params.record_limit)
+    each = dataclasses.replace(params, record_limit=None)
+    futures = data.client.map(_subject_values, data.parts, params=each, columns=list(columns))
+    return SubjectValues.merge(data.client.gather(futures)).conflicts()
+
+
 def _zero_counts(
     table: pa.Table,
     use_columns: Sequence[str],

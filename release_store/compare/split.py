@@ -3,9 +3,10 @@
 The attack-based risk of synthetic records compares what an attacker learns about the rows the
 synthesizer saw (the training rows) with what it learns about rows it never saw (the control
 rows). The control rows must be chosen before the release and never released: this module cuts
-an input into ``training`` and ``control`` files by a seeded permutation of its rows (or of its
-subjects, so all rows of one person stay on one side), written privately (0600, new directories
-0700). The training file is then released; both files stay with the data owner.
+an input into ``training`` and ``control`` files, each row (or each subject, so all rows of one
+person stay on one side) held back by its own coin keyed by the seed, as a ``privacy_risk``
+release does (:func:`release_store.inputs.holdback.control_mask`), written privately (0600, new
+directories 0700). The training file is then released; both files stay with the data owner.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from release_store.inputs.holdback import (
     MIN_SIDE_ROWS,
     check_side_sizes,
     control_mask,
-    subject_codes,
+    side_sizes,
 )
 from sds_core.errors import SdsInputError
 
@@ -58,8 +59,8 @@ def split_input(
     Args:
         input_path: the sensitive table (CSV, Parquet file or Parquet dataset).
         out_dir: where the two files go (created 0700 when missing).
-        control_share: share of the rows (or subjects) held back as the control set.
-        seed: the permutation's seed (None: fresh entropy, the split cannot be redone).
+        control_share: the chance that each row (or subject) is held back as a control row.
+        seed: the coins' key (None: fresh entropy, the split cannot be redone).
         delimiter: the input's CSV delimiter.
         subject_id: a column identifying the person: all rows of a subject go to one side.
 
@@ -84,16 +85,9 @@ def split_input(
             )
     table = read_table(source, delimiter=delimiter)
     seed = secrets.randbits(63) if seed is None else seed
-    if subject_id is None:
-        control = control_mask(table.num_rows, control_share, seed)
-        n_control = int(control.sum())
-        check_side_sizes(table.num_rows - n_control, n_control, unit="rows")
-    else:
-        subject = subject_codes(table, subject_id)
-        chosen = control_mask(int(subject.max()) + 1, control_share, seed)
-        n_control = int(chosen.sum())
-        check_side_sizes(chosen.size - n_control, n_control, unit="subjects")
-        control = chosen[subject]
+    control = control_mask(table, control_share, seed, subject_id=subject_id)
+    unit = "rows" if subject_id is None else "subjects"
+    check_side_sizes(*side_sizes(table, control, subject_id), unit=unit)
     sides = (table.filter(pa.array(~control)), table.filter(pa.array(control)))
     for target, side in zip(targets, sides, strict=True):
         if parquet:

@@ -28,6 +28,7 @@ _EXPORTS: dict[str, str] = {
     "PINNED": "release_store.config.deployment",
     "LifetimeBudget": "release_store.config.release_params",
     "RELATIVE_PERIODS": "release_store.config.periods",
+    "RunSlot": "release_store.config.periods",
     "RELEASE_OVERRIDES": "release_store.config.fields",
     "ReleaseParams": "release_store.config.release_params",
     "RunOptions": "release_store.config.deployment",
@@ -47,6 +48,7 @@ _EXPORTS: dict[str, str] = {
     "is_postgres_url": "release_store.config.sources",
     "load_config": "release_store.config.loading",
     "prepare_params": "release_store.config.core_objects",
+    "period_of_run": "release_store.config.periods",
     "previous_month": "release_store.config.periods",
     "public_input": "release_store.config.sources",
     "resolve_period": "release_store.config.periods",
@@ -70,6 +72,7 @@ __all__ = [
     "LifetimeBudget",
     "ReleaseParams",
     "RunOptions",
+    "RunSlot",
     "TableSchema",
     "binning_epsilon",
     "build_params",
@@ -84,6 +87,7 @@ __all__ = [
     "gate_columns",
     "is_postgres_url",
     "load_config",
+    "period_of_run",
     "prepare_params",
     "previous_month",
     "public_input",
@@ -123,7 +127,13 @@ if TYPE_CHECKING:
         core_field,
     )
     from release_store.config.loading import CONFIG_RENAMES, describe_validation_error, load_config
-    from release_store.config.periods import RELATIVE_PERIODS, previous_month, resolve_period
+    from release_store.config.periods import (
+        RELATIVE_PERIODS,
+        RunSlot,
+        period_of_run,
+        previous_month,
+        resolve_period,
+    )
     from release_store.config.release_params import LifetimeBudget, ReleaseParams, build_params
     from release_store.config.schema import ID_PATTERN, BinSpec, ColumnSchema, TableSchema
     from release_store.config.sources import (

@@ -99,6 +99,34 @@ def declared_domains(params: ReleaseParams) -> tuple[Any, ...]:
     )
 
 
+def declared_sizes(params: ReleaseParams) -> tuple[list[str], list[int]] | None:
+    """The released columns and an upper bound on each one's values, from the schema alone:
+    its declared ``values``, the labels of its declared bins, or its ``dp_quantiles`` bins.
+    None when a released column has none of these (its values are known from the data only)."""
+    from sds_core.data.binning import declared_bin_labels
+    from sds_core.data.text import normalize_text
+
+    schema = params.table_schema
+    if schema is None or (not params.use_columns and schema.allow_extra_columns):
+        return None
+    names, sizes = [], []
+    for name in params.use_columns or [c.name for c in schema.columns]:
+        c = schema.column(name)
+        if c is None:
+            return None
+        if c.bins is not None and c.bins.dp_quantiles is not None:
+            size = c.bins.dp_quantiles
+        elif c.bins is not None:
+            size = len(declared_bin_labels(_declared_binning(c), c.min, c.max))
+        elif c.values is not None:
+            size = len(_declared_values(c, params))
+        else:
+            return None
+        names.append(normalize_text(c.name))
+        sizes.append(size)
+    return names, sizes
+
+
 def _declared_values(column: ColumnSchema, params: ReleaseParams) -> tuple[str, ...]:
     """A column's declared ``values`` as preparation sees them: normalized, less its empties
     (``""``, and ``"0"`` unless the column keeps its zeros: ``sensitive_zeros``)."""
@@ -176,11 +204,15 @@ def prepare_params(
     params: ReleaseParams,
     dp_edges: dict[str, list[float]] | None = None,
     headers: Sequence[str] = (),
+    *,
+    before_dp_bins: bool = False,
 ) -> PrepareParams:
     """The core PrepareParams (declared bins from the schema, DP quantile edges from the
     ``binning`` stage in ``dp_edges``).
 
     ``headers`` are the input's column names, needed to expand ``sensitive_zeros = ["all"]``.
+    ``before_dp_bins``: the DP-binned columns without binning (their edges are not drawn yet:
+    the checks that run before the ``binning`` charge read their text).
     """
     from sds_core.data.binning import Binning
     from sds_core.data.zeros import ALL_COLUMNS, zero_columns
@@ -189,6 +221,8 @@ def prepare_params(
     for col in params.table_schema.columns if params.table_schema else []:
         if col.bins is not None and (not params.use_columns or col.name in params.use_columns):
             if col.bins.dp_quantiles is not None:
+                if before_dp_bins:
+                    continue
                 if dp_edges is None or col.name not in dp_edges:
                     raise SdsInputError(
                         f"column {col.name!r} asks for DP quantile bins but the binning stage "

@@ -9,6 +9,7 @@ deployment's pin file, ``$SDS_HOME/deployments/<deployment>.toml``, written by t
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import stat
@@ -22,15 +23,18 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from release_store.config.fields import SynthesizerName
 from release_store.config.loading import load_config
 from release_store.config.release_params import ReleaseParams, build_params
+from release_store.config.sources import is_postgres_url
 from release_store.ledger.backends import split_password
 from release_store.workspace.files import atomic_write_text
 from release_store.workspace.home import HOME_ENV, resolve_home, validate_id
+from release_store.workspace.writers import check_path_writers
 from sds_core.errors import SdsInputError, SdsInternalError
 
 __all__ = [
     "PINNED",
     "PIN_DIR",
     "PIN_KEYS",
+    "SERIES_PIN",
     "DeployedRelease",
     "Pins",
     "RunOptions",
@@ -48,7 +52,8 @@ PIN_DIR = "deployments"
 
 def _option(name: str) -> Any:
     """The pydantic Field of run option ``name``: empty by default (= the deployment's value),
-    with ReleaseParams' description and bounds, so the server checks them at submission."""
+    with ReleaseParams' description and bounds, so the server checks them at submission; a
+    numeric option's description ends with its largest value (the Custom run form shows it)."""
     info = ReleaseParams.model_fields[name]
     bounds = {
         attr: getattr(m, attr)
@@ -57,7 +62,16 @@ def _option(name: str) -> Any:
         if getattr(m, attr, None) is not None
     }
     doc = f"{info.description} Empty: the value of the deployment's config."
+    if "le" in bounds:
+        doc += f" Largest value: {_number(bounds['le'])}."
+    elif "lt" in bounds:
+        doc += f" Must be below {_number(bounds['lt'])}."
     return Field(None, description=doc, **bounds)
+
+
+def _number(value: float) -> str:
+    """A bound as the form says it: ``100,000,000``, ``1``, ``0.5``."""
+    return f"{value:,}" if isinstance(value, int) else f"{value:g}"
 
 
 class RunOptions(BaseModel):
@@ -111,10 +125,14 @@ PINNED = frozenset(ReleaseParams.model_fields) - frozenset(RunOptions.model_fiel
 """ReleaseParams fields no run can set: they come from the pin file and the config it names.
 Every field added to ReleaseParams is pinned until it is added to RunOptions."""
 
-PIN_KEYS = PINNED - {"home", "seed", "release_id", "default_budget"}
+SERIES_PIN = "series"
+"""A pin file's ``series = true``: after each release, the deployment rebuilds the dataset's
+series up to the period released (``sds series``); not a release parameter."""
+
+PIN_KEYS = (PINNED - {"home", "seed", "release_id", "default_budget"}) | {SERIES_PIN}
 """What a pin file may set: the pinned fields but the home (where the pin file is), the seed
-and release id (every run is a new release with a fresh key) and budgets (``sds budget set``).
-Keys it does not set come from the config it names."""
+and release id (every run is a new release with a fresh key) and budgets (``sds budget set``),
+plus :data:`SERIES_PIN`. Keys it does not set come from the config it names."""
 
 _NEVER_IN_CONFIG = ("seed", "release_id")
 
@@ -131,6 +149,11 @@ class Pins:
         """The release config the pin file names (absolute), if any."""
         value = self.values.get("config")
         return None if value is None else str(value)
+
+    @property
+    def series(self) -> bool:
+        """Whether each run rebuilds the dataset's series after its release."""
+        return self.values.get(SERIES_PIN) is True
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,6 +218,7 @@ def read_pins(path: Path) -> Pins:
         )
     _check_private(path.parent, "the pin folder")
     _check_private(path, "the pin file")
+    check_path_writers([path], "the pin file")
     try:
         values = tomllib.loads(path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
@@ -214,6 +238,10 @@ def read_pins(path: Path) -> Pins:
                 f"pin file {path}: {key} = {value!r} is not an absolute path; the worker runs "
                 "in a temporary directory, so give the full path"
             )
+    if not isinstance(values.get(SERIES_PIN, False), bool):
+        raise SdsInputError(
+            f"pin file {path}: {SERIES_PIN} = {values[SERIES_PIN]!r} is not true or false"
+        )
     ledger = values.get("ledger")
     if isinstance(ledger, str) and split_password(ledger)[1] is not None:
         raise SdsInputError(
@@ -261,16 +289,17 @@ def deployed_params(home: Path, pins: Pins, options: RunOptions) -> DeployedRele
     continues it with exactly these parameters whatever happens to the config later.
 
     Raises:
-        SdsInputError: the config is unsafe or sets what a deployment may not; a value breaks
-            a rule (the message names the parameter).
+        SdsInputError: the config is unsafe or sets what a deployment may not; a folder on
+            the config's or the input's path can be written by someone other than this user or
+            root; a value breaks a rule (the message names the parameter).
     """
     notes: list[str] = []
     cfg: dict[str, Any] = {}
     if pins.config is not None:
         config = Path(pins.config)
         if config.is_file():
-            _check_private(config, "the config", root_ok=True)
-        cfg = load_config(config)
+            _check_private(Path(os.path.realpath(config)), "the config", root_ok=True)
+        cfg = load_config(config)  # checks the folders on its path
         for key in _NEVER_IN_CONFIG:
             if cfg.get(key) is not None:
                 raise SdsInputError(
@@ -288,9 +317,19 @@ def deployed_params(home: Path, pins: Pins, options: RunOptions) -> DeployedRele
                 "budget (the custodian sets it with `sds budget set`)"
             )
         cfg.pop("config", None)
-    pinned = {k: v for k, v in pins.values.items() if k != "config"}
+    pinned = {k: v for k, v in pins.values.items() if k not in ("config", SERIES_PIN)}
     merged = {**cfg, **pinned, **options.given(), "home": str(home)}
-    return DeployedRelease(build_params(merged, {}), tuple(notes))
+    params = build_params(merged, {})
+    if not is_postgres_url(params.input):
+        check_path_writers([_fixed_folders(params.input)], "the input")
+    return DeployedRelease(params, tuple(notes))
+
+
+def _fixed_folders(source: str) -> Path:
+    """An input path up to its first glob pattern (the folders every part file is under)."""
+    parts = Path(source).parts
+    fixed = list(itertools.takewhile(lambda p: not any(c in p for c in "*?["), parts))
+    return Path(*fixed)
 
 
 def require_budget(params: ReleaseParams) -> None:

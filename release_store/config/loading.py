@@ -12,6 +12,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from release_store.workspace.writers import check_path_writers
 from sds_core.errors import SdsInputError
 
 CONFIG_RENAMES = {"schema": "table_schema", "budget": "default_budget"}
@@ -21,11 +22,13 @@ def load_config(path: str | Path) -> dict[str, Any]:
     """Read a TOML release config into a plain dict (``[schema]`` -> ``table_schema``).
 
     Raises:
-        SdsInputError: the file is missing or not valid TOML (message names the file).
+        SdsInputError: the file is missing or not valid TOML, or a folder on its path can be
+            written by someone other than this user or root (message names the file or folder).
     """
     p = Path(path)
     if not p.is_file():
         raise SdsInputError(f"config file {str(p)!r} does not exist; check the --config path")
+    [p] = check_path_writers([p], "the config")  # read where it is, once no one else can move it
     try:
         raw = tomllib.loads(p.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:

@@ -11,16 +11,25 @@ chosen and the release runs as configured. The release's parameters become the p
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from release_store.config.core_objects import dp_params
 from release_store.config.release_params import ReleaseParams
+from sds_core.errors import SdsInputError
 from sds_core.marginals.params import AccuracyMode, DpParams
 
 if TYPE_CHECKING:
     from sds_core.marginals.plan import SdsPlan
 
-__all__ = ["PLANNED_FIELDS", "after_aggregation", "planned_params"]
+__all__ = [
+    "PLANNED_FIELDS",
+    "after_aggregation",
+    "check_synthesis_sizes",
+    "may_build_records",
+    "may_draw_model",
+    "planned_params",
+]
 
 PLANNED_FIELDS = ("reporting_length", "sigma_proportions", "synthesis", "reconcile_one_way")
 """The ReleaseParams fields the SDS plan sets: the first three when the configuration left them
@@ -87,3 +96,64 @@ def after_aggregation(
     # the plan's own reconciliation goes with its records (a user's keeps records: no switch)
     update = {"synthesis": after.synthesis, "reconcile_one_way": after.reconcile_one_way}
     return params.model_copy(update=update), after
+
+
+def may_build_records(params: ReleaseParams) -> bool:
+    """Whether the release may build its records from the aggregates (aggregate-seeded
+    synthesis): unless the configuration pins the model."""
+    return params.aggregate_seeded and params.synthesis != "model"
+
+
+def may_draw_model(params: ReleaseParams) -> bool:
+    """Whether the release may draw its records from the consistent model: pinned by the
+    configuration, or left to the SDS plan (which keeps records for ``reconcile_one_way``)."""
+    if not params.aggregate_seeded:
+        return False
+    if params.synthesis is not None:
+        return params.synthesis == "model"
+    return not params.reconcile_one_way
+
+
+def check_synthesis_sizes(
+    params: ReleaseParams, columns: Sequence[str], cardinalities: Sequence[int]
+) -> None:
+    """Refuse, before the first charge, a release whose synthesis could exceed its size limits,
+    for whatever the SDS plan may choose: the records at the longest reporting length it may
+    pick (:func:`~sds_core.synthesis.generator.check_synthesis_size`) and, when it may draw
+    them from the consistent model, the model's worst case
+    (:func:`~sds_core.synthesis.consistent.worst_case_model_bytes`).
+
+    ``columns`` and ``cardinalities``: the released columns and an upper bound on each one's
+    values (the declared schema, or the prepared data's domain, which holds every value the
+    aggregates can publish), so no size met after the charges can exceed them.
+
+    Raises:
+        SdsInputError: the sizes, the limit, the fixes; nothing was charged.
+    """
+    from sds_core.marginals.plan import longest_length
+    from sds_core.synthesis.sizes import check_synthesis_size, worst_case_model_bytes
+
+    r = longest_length(len(columns), params.reporting_length)
+    chosen = params.reporting_length is None
+    if may_build_records(params):
+        try:
+            check_synthesis_size(len(columns), sum(cardinalities), r)
+        except SdsInputError as e:
+            longest = ", the longest the SDS plan may choose" if chosen else ""
+            raise SdsInputError(
+                f"{e} (synthesis from records at reporting length {r}{longest}). Nothing was "
+                "charged."
+            ) from e
+    if may_draw_model(params):
+        try:
+            worst_case_model_bytes(
+                columns, cardinalities, r, max_model_bytes=params.max_model_bytes
+            )
+        except SdsInputError as e:
+            if params.synthesis is not None:
+                raise
+            raise SdsInputError(
+                "the synthesis is left to the SDS plan, which may draw the records from the "
+                "consistent model (pin synthesis = 'records' to rule it out, or set "
+                f"reconcile_one_way): {e}"
+            ) from e

@@ -22,9 +22,30 @@ from release_store.config.fields import (
 from release_store.config.loading import describe_validation_error, load_config
 from release_store.config.schema import ID_PATTERN, TableSchema
 from release_store.config.sources import public_input, source_refusal
+from release_store.ledger.periods import (
+    DEFAULT_PERIOD_FORMAT,
+    EXAMPLES,
+    PeriodFormat,
+    label_problem,
+)
 from sds_core.data.text import match_key
 from sds_core.errors import SdsInputError, SdsInternalError
 from sds_core.marginals.params import release_delta
+
+SYNTHETIC_RECORDS_MAX = 100_000_000
+"""The most synthetic records a release may ask for (``synthetic_records``, and the largest
+``synthetic_part_records``): whoever may set a run's options must not be able to fill the
+worker's disk (10^8 records of the tiny example's 5 columns: about 2 GB of CSV and Parquet).
+Leaving ``synthetic_records`` empty (the DP record count) is never capped."""
+
+RECORDS_PER_MAX_ROW = 10
+"""``synthetic_records`` may be at most this many times the schema's ``max_rows`` (a public
+bound, known before anything is charged; the DP record count is known only after a charge)."""
+
+RELATIVE_PERIODS_FORMAT: dict[str, PeriodFormat] = {"previous-month": "YYYY-MM"}
+"""The rules ``period`` may name instead of a period (resolved by
+:mod:`release_store.config.periods` before anything is reserved), each with the format of the
+period it names."""
 
 
 class LifetimeBudget(BaseModel):
@@ -148,7 +169,18 @@ class ReleaseParams(BaseModel):
         min_length=1,
         description="Release only the rows whose period_column holds this value (e.g. 2026-10), "
         "charging that period's budget; required when the dataset's budget is per period. "
-        "'previous-month' names the month before the run's scheduled start (UTC) as YYYY-MM.",
+        "'previous-month' names the month before the run's schedule slot (a deployment's run "
+        "the schedule made; outside deployments: now), in UTC, as YYYY-MM. "
+        "Written exactly in period_format (no spaces): each period has one spelling, so one "
+        "budget.",
+    )
+    period_format: PeriodFormat | None = Field(
+        None,
+        description="How the dataset's periods are written: YYYY-MM (empty: the default; "
+        "2026-10), YYYY-Qn (2026-Q4), YYYY (2026) or YYYY-MM-DD (2026-10-31). The period and "
+        "every cell of period_column are read in it (a Parquet date column: the period holding "
+        "the date; an integer column: 202610); it must be the format recorded with the "
+        "dataset's budget (sds budget set --per-period --period-format).",
     )
     record_limit: int | None = core_field("record_limit")
     table_schema: TableSchema | None = Field(
@@ -166,8 +198,8 @@ class ReleaseParams(BaseModel):
     )
     dask_address: str | None = Field(
         None,
-        description="executor 'dask': the scheduler, e.g. tcp://host:8786; checked before "
-        "anything is charged.",
+        description="The Dask scheduler, e.g. tcp://host:8786: implies executor 'dask' (refused "
+        "with executor 'local'); checked before anything is charged.",
     )
     dask_partitions: int | None = Field(
         None, ge=1, description="executor 'dask': record partitions (default: from the size)."
@@ -175,12 +207,16 @@ class ReleaseParams(BaseModel):
     synthetic_records: int | None = Field(
         None,
         ge=1,
+        le=SYNTHETIC_RECORDS_MAX,
         description="aggregate-seeded: how many synthetic records to make (default: the DP "
-        "record count). Post-processing of the DP aggregates: no privacy cost.",
+        "record count). Post-processing of the DP aggregates: no privacy cost. At most "
+        f"{SYNTHETIC_RECORDS_MAX:,}, and at most {RECORDS_PER_MAX_ROW} times the schema's "
+        "max_rows when it declares one (checked before anything is read or charged).",
     )
     synthetic_part_records: int = Field(
         5_000_000,
         ge=1_000,
+        le=SYNTHETIC_RECORDS_MAX,
         description="Most synthetic records in one Parquet file: a release with more writes "
         "synthetic.parquet as a directory of part files (part-00000.parquet, ...; each listed "
         "with its sha256 and rows in the manifest, checked by sds audit --verify). No privacy "
@@ -191,10 +227,11 @@ class ReleaseParams(BaseModel):
         False,
         description="Measure anonymeter's singling-out, linkability and inference risks of the "
         "synthetic records (NOT DP; private custodian report only; make anonymeter). The "
-        "release first holds back 20% of the input rows (of the subjects with subject_id), "
-        "chosen with the release key, as control rows kept in the private workspace and never "
-        "released: the release is DP with respect to the other rows, so it costs no budget, "
-        "and its record count is theirs. Needs at least 498 rows (subjects).",
+        "release first holds back each input row (each subject with subject_id) with chance "
+        "20%, by its own coin keyed with the release key, as control rows kept in the private "
+        "workspace and never released: the release reads the other rows and stays DP with "
+        "respect to the whole input, so it costs no extra budget, and its record count is "
+        "theirs. Needs at least 746 rows (subjects).",
     )
 
     @model_validator(mode="before")
@@ -205,6 +242,22 @@ class ReleaseParams(BaseModel):
             cfg.pop("config", None)
             data = {**cfg, **{k: v for k, v in data.items() if v is not None}}
         return data
+
+    @model_validator(mode="after")
+    def _address_means_dask(self) -> ReleaseParams:
+        """A dask_address names a cluster: it implies executor 'dask' and is never ignored."""
+        if self.dask_address is None:
+            return self
+        if "executor" not in self.model_fields_set:
+            self.executor = "dask"
+        elif self.executor == "local":
+            raise ValueError(
+                f"dask_address {self.dask_address!r} names a Dask scheduler, but executor is "
+                "'local', which counts in this process and never contacts it: remove executor "
+                "(a dask_address implies executor 'dask'), or remove dask_address to release "
+                "locally"
+            )
+        return self
 
     @model_validator(mode="after")
     def _has_dataset(self) -> ReleaseParams:
@@ -242,6 +295,12 @@ class ReleaseParams(BaseModel):
                 '(e.g. period_column = "month"), or leave out --period'
             )
         if column is None:
+            if self.period_format is not None:
+                raise ValueError(
+                    f"period_format {self.period_format!r} says how the periods of period_column "
+                    "are written, but no period_column is set: set period_column in the config, "
+                    "or remove period_format"
+                )
             return self
         if self.period is None:
             raise ValueError(
@@ -249,6 +308,17 @@ class ReleaseParams(BaseModel):
                 "releases the rows of one period; pass --period V (e.g. --period 2026-10), or "
                 "remove period_column from the config to release the whole table"
             )
+        fmt = self.period_format or DEFAULT_PERIOD_FORMAT
+        names = RELATIVE_PERIODS_FORMAT.get(self.period)
+        if names is not None and names != fmt:
+            raise ValueError(
+                f"period {self.period!r} names a period written {names}, but the dataset's "
+                f"periods are written {fmt} (period_format): name the period itself "
+                f"(e.g. --period {EXAMPLES[fmt]})"
+            )
+        problem = None if names is not None else label_problem(self.period, fmt)
+        if problem is not None:
+            raise ValueError(f"{problem}. Nothing was read or charged")
         if self.subject_id is not None and match_key(column) == match_key(self.subject_id):
             raise ValueError(
                 f"period_column {column!r} is also the subject_id: name the column holding each "
@@ -263,7 +333,20 @@ class ReleaseParams(BaseModel):
             raise ValueError(
                 f"--period {self.period!r} is not supported with executor 'dask' (the period "
                 "filter and the subject record run in the flow's process): release periods with "
-                '--executor local (or executor = "local" in the config)'
+                '--executor local (or executor = "local" in the config) and no dask_address'
+            )
+        return self
+
+    @model_validator(mode="after")
+    def _records_fit(self) -> ReleaseParams:
+        most = self.table_schema.max_rows if self.table_schema is not None else None
+        n = self.synthetic_records
+        if n is not None and most is not None and n > RECORDS_PER_MAX_ROW * most:
+            raise ValueError(
+                f"synthetic_records = {n:,} is more than {RECORDS_PER_MAX_ROW} times the "
+                f"schema's max_rows ({most:,}): ask for at most "
+                f"{RECORDS_PER_MAX_ROW * most:,} records, or leave synthetic_records empty for "
+                "the DP record count; nothing was read or charged"
             )
         return self
 
@@ -383,6 +466,8 @@ class ReleaseParams(BaseModel):
         out["ledger"] = None if self.ledger is None else split_password(self.ledger)[0]
         out["seed"] = "given (withheld)" if self.seed is not None else None
         out["delta"] = self.resolved_delta()
+        if out["period_format"] is None:  # no period, or the default: files as before formats
+            out.pop("period_format")
         return out
 
 

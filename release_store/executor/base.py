@@ -126,6 +126,19 @@ class Executor(Protocol[InputT, RecordsT]):
         """:func:`sds_core.data.zeros.zero_shares` of the input."""
         ...
 
+    def subject_conflicts(
+        self, data: InputT, params: PrepareParams, columns: Sequence[str]
+    ) -> list[str]:
+        """The columns some subject's rows disagree on, as the subject join would find them
+        (checked before the binning charge): at least ``columns`` (the DP-binned ones)."""
+        ...
+
+    def label_counts(self, data: InputT, params: PrepareParams) -> Sequence[tuple[str, int]] | None:
+        """Each column preparation will code and how many values it will hold
+        (:func:`sds_core.data.preparation.label_counts`), or None when the executor learns
+        them only by preparing (the count stage then checks the prepared domain)."""
+        ...
+
     def prepare(self, data: InputT, params: PrepareParams) -> RecordsT:
         """:func:`sds_core.data.preparation.prepare` of the input, held by the executor."""
         ...

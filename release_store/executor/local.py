@@ -53,7 +53,7 @@ class LocalExecutor:
             params.input,
             delimiter=params.delimiter,
             gate_columns=gate_columns(params),
-            period=PeriodFilter.of(params.period_column, params.period),
+            period=PeriodFilter.of(params.period_column, params.period, params.period_format),
             table=params.table,
             query=params.query,
         )
@@ -103,6 +103,21 @@ class LocalExecutor:
         from sds_core.data.zeros import zero_shares
 
         return zero_shares(data, use_columns=use_columns, sensitive_zeros=sensitive_zeros)
+
+    def subject_conflicts(
+        self, data: pa.Table, params: PrepareParams, columns: Sequence[str]
+    ) -> list[str]:
+        """Every single-value column's conflicts
+        (:func:`sds_core.data.preparation.subject_values`)."""
+        from sds_core.data.preparation import subject_values
+
+        return subject_values(data, params).conflicts()
+
+    def label_counts(self, data: pa.Table, params: PrepareParams) -> Sequence[tuple[str, int]]:
+        """:func:`sds_core.data.preparation.label_counts` of the table."""
+        from sds_core.data.preparation import label_counts
+
+        return label_counts(data, params)
 
     def prepare(self, data: pa.Table, params: PrepareParams) -> PreparedTable:
         """:func:`sds_core.data.preparation.prepare` of the table."""

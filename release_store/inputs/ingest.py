@@ -25,6 +25,7 @@ from release_store.inputs.paths import (
     dataset_root,
 )
 from release_store.inputs.periods import PeriodFilter, select_period
+from release_store.workspace.writers import check_path_writers
 from sds_core.errors import SdsInputError
 
 _OTHER_DELIMITERS = (",", ";", "\t", "|")
@@ -141,6 +142,7 @@ def read_table_with_digest(path: str | Path, *, delimiter: str = ",") -> tuple[p
     """
     files = dataset_files(path)
     if files is not None:
+        check_path_writers(files, "the input")
         return read_dataset(files)
     p = check_input_path(path)
     before = os.stat(p)

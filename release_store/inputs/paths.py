@@ -12,6 +12,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from release_store.workspace.writers import check_path_writers
 from sds_core.errors import SdsInputError
 
 __all__ = ["PARQUET_SUFFIXES", "check_input_path", "dataset_files", "dataset_root"]
@@ -65,12 +66,16 @@ def dataset_root(files: Sequence[Path]) -> Path:
 
 
 def check_input_path(path: str | Path) -> Path:
-    """The input path, or SdsInputError when it is missing, a directory or unreadable.
+    """The input path, or SdsInputError when it is missing, a directory or unreadable, or a
+    folder on its path (or a part file's) can be written by someone other than this user or
+    root (:func:`release_store.workspace.writers.check_path_writers`).
 
     A Parquet dataset (a directory or a glob of part files) passes: its path is returned as
     given, and :func:`dataset_files` checks its parts.
     """
-    if dataset_files(path) is not None:
+    files = dataset_files(path)
+    if files is not None:
+        check_path_writers(files, "the input")
         return Path(path)
     p = Path(path)
     if not p.exists():
@@ -84,4 +89,5 @@ def check_input_path(path: str | Path) -> Path:
         raise SdsInputError(
             f"input file '{p}' cannot be read ({e.strerror}); fix its permissions"
         ) from None
+    check_path_writers([p], "the input")
     return p

@@ -3,9 +3,12 @@
 Applied where the input is read, before anything is charged (the pre-flight and the ingest task
 alike, :func:`release_store.inputs.ingest.read_release_input`): the period column must exist and
 hold a period in every row, period V must have rows; its rows are kept and the column itself is
-dropped (never released). With a subject id, each subject counts in the first period it is
-released in (:class:`release_store.workspace.subjects.SubjectRecord`): the ingest task leaves out
-the rows of subjects already counted in another period (:func:`count_each_subject_once`).
+dropped (never released). The cells are read in the dataset's period format
+(:mod:`release_store.ledger.periods`): a text cell must be a period written in it, a date is the
+period holding it, an integer its digits (202610); so every row has one period. With a subject
+id, each subject counts in the first period it is released in
+(:class:`release_store.workspace.subjects.SubjectRecord`): the ingest task leaves out the rows of
+subjects already counted in another period (:func:`count_each_subject_once`).
 """
 
 from __future__ import annotations
@@ -17,6 +20,13 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from release_store.ledger.periods import (
+    DEFAULT_PERIOD_FORMAT,
+    EXAMPLES,
+    check_period,
+    date_key,
+    period_key,
+)
 from sds_core.data.text import match_key
 from sds_core.errors import SdsInputError, SdsInternalError
 
@@ -25,7 +35,8 @@ __all__ = ["PeriodFilter", "count_each_subject_once", "select_period"]
 
 @dataclass(frozen=True, slots=True)
 class PeriodFilter:
-    """Release the rows whose ``column`` (matched case-insensitively) holds ``period``.
+    """Release the rows whose ``column`` (matched case-insensitively) holds ``period``, a
+    period written in ``format``.
 
     >>> PeriodFilter.of(None, None) is None, PeriodFilter.of("month", "2026-10").period
     (True, '2026-10')
@@ -33,16 +44,23 @@ class PeriodFilter:
 
     column: str
     period: str
+    format: str = DEFAULT_PERIOD_FORMAT
+
+    def __post_init__(self) -> None:
+        """Refuse a period not written in its format (ReleaseParams refused it before)."""
+        check_period(self.period, self.format)
 
     @classmethod
-    def of(cls, column: str | None, period: str | None) -> PeriodFilter | None:
-        """The filter of a release's ``period_column`` and ``period`` (None: not periodic;
-        ReleaseParams requires both or neither)."""
+    def of(
+        cls, column: str | None, period: str | None, fmt: str | None = None
+    ) -> PeriodFilter | None:
+        """The filter of a release's ``period_column``, ``period`` and ``period_format``
+        (None: not periodic; ReleaseParams requires both or neither)."""
         if column is None and period is None:
             return None
         if column is None or period is None:
             raise SdsInternalError("a period filter needs both period_column and period")
-        return cls(column, period)
+        return cls(column, period, fmt or DEFAULT_PERIOD_FORMAT)
 
 
 def _column_index(names: list[str], column: str) -> int | None:
@@ -51,20 +69,47 @@ def _column_index(names: list[str], column: str) -> int | None:
 
 
 def _texts(array: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A column as trimmed text (a Parquet month stored as a date or an integer, too)."""
+    """A column as trimmed text (a Parquet month stored as an integer, too)."""
     if not pa.types.is_string(array.type) and not pa.types.is_large_string(array.type):
         array = pc.cast(array, pa.string())
     return pc.utf8_trim_whitespace(array)
 
 
+def _period_keys(array: pa.ChunkedArray, fmt: str) -> pa.Array:
+    """Each cell's period number in ``fmt`` (:func:`period_key`; null: not a period of it).
+
+    A date or timestamp is the period holding it; an integer is read as its digits (202610);
+    any other cell as its trimmed text, which must be a period written in ``fmt``.
+    """
+    encoded: Any
+    found: list[int | None]
+    if pa.types.is_date(array.type) or pa.types.is_timestamp(array.type):
+        days = pc.add(
+            pc.add(pc.multiply(pc.year(array), 10_000), pc.multiply(pc.month(array), 100)),
+            pc.day(array),
+        )
+        encoded = pc.cast(days, pa.int64()).combine_chunks().dictionary_encode()
+        found = [
+            date_key(fmt, d // 10_000, d // 100 % 100, d % 100)
+            for d in encoded.dictionary.to_pylist()
+        ]
+    else:
+        digits = pa.types.is_integer(array.type)
+        encoded = _texts(array).combine_chunks().dictionary_encode()
+        found = [period_key(v, fmt, digits=digits) for v in encoded.dictionary.to_pylist()]
+    keys = pa.array(found, type=pa.int64())
+    return pc.take(keys, encoded.indices)
+
+
 def select_period(table: pa.Table, wanted: PeriodFilter, *, source: str) -> pa.Table:
     """The rows of ``table`` in period ``wanted.period``, without the period column.
 
-    Cells are compared as trimmed text (``2026-10`` matches `` 2026-10 ``).
+    Cells are read in ``wanted.format`` (:func:`_period_keys`; a text cell trimmed: `` 2026-10``
+    is ``2026-10``), so a row's period has one spelling.
 
     Raises:
-        SdsInputError: the period column is missing, empty (or null) in some row, or holds
-            no row of the period; each names the fix.
+        SdsInputError: the period column is missing, empty (or null) in some row, holds a cell
+            that is no period of the format, or holds no row of the period; each names the fix.
     """
     index = _column_index(table.column_names, wanted.column)
     if index is None:
@@ -83,12 +128,23 @@ def select_period(table: pa.Table, wanted: PeriodFilter, *, source: str) -> pa.T
             f"data row {row}); every row must belong to a period: fill in those rows' periods "
             "or drop the rows before releasing"
         )
-    keep = pc.equal(texts, wanted.period.strip())
+    fmt = wanted.format
+    keys = _period_keys(table.column(index), fmt)
+    odd = pc.is_null(keys)
+    if pc.any(odd).as_py():
+        row = int(pc.index(odd, True).as_py()) + 1
+        raise SdsInputError(
+            f"input '{source}': the period column {name!r} holds cells that are not periods "
+            f"written {fmt} (the first is data row {row}); every row's period has one "
+            f"spelling: write them as {fmt} (e.g. {EXAMPLES[fmt]}), or set period_format to "
+            "the format the column is written in. Nothing was charged"
+        )
+    keep = pc.equal(keys, period_key(wanted.period, fmt))
     if not pc.any(keep).as_py():
         raise SdsInputError(
             f"input '{source}' has no row of period {wanted.period!r} in its period column "
-            f"{name!r}; check --period (it must equal the column's text exactly, e.g. "
-            "--period 2026-10) or that the input holds that period's rows"
+            f"{name!r}; check --period (a period written {fmt}, e.g. --period "
+            f"{EXAMPLES[fmt]}) or that the input holds that period's rows"
         )
     return table.filter(keep).remove_column(index)
 

@@ -1,19 +1,22 @@
 """Pre-flight checks of a release, before Prefect or GX load (the CLI or the warm runner's child).
 
 In order: whether the budget can pay the release (read-only; nothing is read from the data
-before that; a periodic release: its period's budget), the input file (exists, readable, not
-empty, UTF-8, header, plausible delimiter, regular rows: :mod:`release_store.inputs.ingest`;
-a PostgreSQL input: server, table or read-only query, :mod:`release_store.inputs.postgres`), a
-periodic release's period (its column present and filled in every row, the period present:
-:mod:`release_store.inputs.periods`), the declared schema (the GX gate's checks evaluated with
-Arrow: :mod:`release_store.inputs.schema_checks`) and the column names the parameters mention
-(with ``executor = "dask"`` only the column names: the rows are read and checked on the workers
-by the flow's gate, still before any charge) and, with ``privacy_risk``, that the input is
-large enough for its control rows (:mod:`release_store.inputs.holdback`). Each problem is the
-``SdsInputError`` the flow would raise later, with the same text, in a fraction of a second,
-with nothing reserved or charged. It also finds the "0" cells that SDS would turn into empty
-cells (:func:`zero_warning`). No Prefect or GX import here (pandas only to count the subjects
-of a ``privacy_risk`` release with a subject id).
+before that; a periodic release: its period's budget), when the declared schema bounds every
+released column's values the synthesis's sizes (:func:`check_synthesis_sizes`), the input file
+(exists, readable, not empty, UTF-8, header, plausible delimiter, regular rows:
+:mod:`release_store.inputs.ingest`; a PostgreSQL input: server, table or read-only query,
+:mod:`release_store.inputs.postgres`), a periodic release's period (its column present and
+filled in every row, the period present: :mod:`release_store.inputs.periods`), the declared
+schema (the GX gate's checks evaluated with Arrow: :mod:`release_store.inputs.schema_checks`)
+and the column names the parameters mention (with ``executor = "dask"`` only the column names:
+the rows are read and checked on the workers by the flow's gate, still before any charge), with
+DP quantile bins and a subject id that no subject's rows disagree (:func:`check_subject_join`)
+and, with ``privacy_risk``, that the input is large enough for its control rows
+(:mod:`release_store.inputs.holdback`). Each problem is the ``SdsInputError`` the flow would
+raise later, with the same text, in a fraction of a second, with nothing reserved or charged.
+It also finds the "0" cells that SDS would turn into empty cells (:func:`zero_warning`). No
+Prefect or GX import here (pandas only to count the subjects of a ``privacy_risk`` release with
+a subject id).
 """
 
 from __future__ import annotations
@@ -21,8 +24,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from release_store.config.core_objects import gate_columns
+from release_store.config.core_objects import (
+    declared_sizes,
+    dp_binned_columns,
+    gate_columns,
+    prepare_params,
+)
+from release_store.config.planned import check_synthesis_sizes
 from release_store.config.release_params import ReleaseParams
 from release_store.config.sources import is_postgres_url
 from release_store.inputs.holdback import check_holdback
@@ -51,7 +61,15 @@ from sds_core.data.zeros import ALL_COLUMNS, zero_shares
 from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import TABLE_COLUMNS
 
-__all__ = ["Preflight", "check_budget", "check_column_names", "preflight", "zero_warning"]
+__all__ = [
+    "Preflight",
+    "check_budget",
+    "check_column_names",
+    "check_subject_join",
+    "preflight",
+    "subject_conflict",
+    "zero_warning",
+]
 
 _TOLERANCE = 1e-9  # relative; the ledger's exact (Decimal) check at reservation is the authority
 
@@ -81,6 +99,9 @@ def preflight(params: ReleaseParams) -> Preflight:
     source = params.input  # a PostgreSQL URL: read (and so checked) below, after the budget
     path = source if is_postgres_url(source) else check_input_path(source)
     check_budget(params)
+    declared = declared_sizes(params)
+    if declared is not None:  # the schema bounds every column: the synthesis is sized now
+        check_synthesis_sizes(params, *declared)
     gate = gate_columns(params)
     if params.executor == "dask":  # never a PostgreSQL input (ReleaseParams refuses it)
         _check_headers(params, input_headers(path, delimiter=params.delimiter), gate)
@@ -89,7 +110,7 @@ def preflight(params: ReleaseParams) -> Preflight:
         path,
         delimiter=params.delimiter,
         gate_columns=gate,
-        period=PeriodFilter.of(params.period_column, params.period),
+        period=PeriodFilter.of(params.period_column, params.period, params.period_format),
         table=params.table,
         query=params.query,
     )
@@ -99,6 +120,7 @@ def preflight(params: ReleaseParams) -> Preflight:
         if failures:
             raise SchemaValidationError(failure_message("input", failures, None))
     check_column_names(params, table.column_names)
+    check_subject_join(params, table)
     if params.privacy_risk:  # enough rows (subjects) for the control rows held back
         check_holdback(table, params.subject_id)
     shares = zero_shares(
@@ -264,25 +286,58 @@ def check_column_names(params: ReleaseParams, headers: list[str]) -> None:
                 )
 
 
-def _share_text(share: float, *, coarse: bool) -> str:
-    if coarse:  # for logs kept outside the custodian's terminal: a band, not a figure
-        bands = ((0.01, "under 1%"), (0.1, "1-10%"), (0.5, "10-50%"), (1.01, "over 50%"))
-        return next(text for upper, text in bands if share < upper)
+def check_subject_join(params: ReleaseParams, table: Any) -> None:
+    """With a subject id and DP quantile bins, refuse before the ``binning`` charge what the
+    subject join would refuse after it: rows of one subject that disagree on a single-value
+    column (a DP-binned column: on its value as written, as its bins are not drawn yet).
+    Without DP bins the join itself runs before any charge (the ``prepare`` stage), so nothing
+    is checked here.
+
+    Raises:
+        SdsInputError: naming the columns and the fix; nothing was charged.
+    """
+    from sds_core.data.preparation import subject_values
+
+    if params.subject_id is None or not dp_binned_columns(params):
+        return
+    core = prepare_params(params, None, table.column_names, before_dp_bins=True)
+    conflicts = subject_values(table, core).conflicts()
+    if conflicts:
+        raise subject_conflict(params, conflicts)
+
+
+def subject_conflict(params: ReleaseParams, columns: list[str]) -> SdsInputError:
+    """The refusal of subject rows that disagree on ``columns`` (before any charge)."""
+    binned = {c.name for c in dp_binned_columns(params)}
+    dp = [c for c in columns if c in binned]
+    numbers = (
+        f"; in {', '.join(dp)} (DP quantile bins) they must hold the same value, even two "
+        "numbers of one bin, as the bins are drawn from the data after this check"
+        if dp
+        else ""
+    )
+    return SdsInputError(
+        f"with subject_id {params.subject_id!r} the rows of a subject are joined into one "
+        f"record, which holds one value per column, but some subject's rows hold different "
+        f"values in column(s) {', '.join(columns)}{numbers}. Make each subject's rows agree "
+        "in these columns, or leave them out with use_columns. Nothing was charged."
+    )
+
+
+def _share_text(share: float) -> str:
     return "under 1%" if share < 0.005 else f"{share:.0%}"
 
 
-def zero_warning(shares: Mapping[str, float], *, coarse: bool = False) -> str:
+def zero_warning(shares: Mapping[str, float]) -> str:
     """The one warning about "0" cells SDS will treat as empty: columns, shares and the fix.
 
-    ``coarse`` gives each share as a band (under 1%, 1-10%, 10-50%, over 50%) instead of a
-    rounded percentage: the flow log keeps it there, outside the custodian's terminal.
+    Its shares are counted from the data (not DP): for the custodian's terminal and the private
+    custodian report only, never the run's log or a published file.
 
     >>> zero_warning({"sex": 0.48, "married": 0.004})
     'columns sex (48% of rows), married (under 1% of rows) hold "0", which SDS treats as an empty cell: those zeros will not appear in the release. To keep "0" as a value, pass --sensitive-zeros sex,married (or --sensitive-zeros all) or list them in sensitive_zeros in the config.'
     """  # noqa: E501
-    listed = ", ".join(
-        f"{name} ({_share_text(share, coarse=coarse)} of rows)" for name, share in shares.items()
-    )
+    listed = ", ".join(f"{name} ({_share_text(share)} of rows)" for name, share in shares.items())
     names = ",".join(shares)
     subject = f"columns {listed} hold" if len(shares) > 1 else f"column {listed} holds"
     them = "them" if len(shares) > 1 else "it"

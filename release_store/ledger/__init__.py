@@ -4,7 +4,8 @@
 - ``values``: value types: planned charges, rows, statuses, errors and the spend rule;
 - ``chain``: the hash chain: appending and verifying;
 - ``backends``: ledger URLs and the SQLite/PostgreSQL backends;
-- ``anchor``: the ledger head recorded in a complete manifest, and its check;
+- ``anchor``: the ledger head a complete release anchors (private) and the manifest's
+  commitment to it, and their check;
 - ``replay``: one release's recorded charges, as a replay reads them;
 - ``migration``: ``sds ledger migrate``: a verified copy to another URL;
 - ``budget_view``: the budget dashboard of one dataset (rows of its Prefect artifact).
@@ -42,6 +43,9 @@ _EXPORTS: dict[str, str] = {
     "Reservation": "release_store.ledger.values",
     "SqliteStore": "release_store.ledger.backends",
     "VerifyReport": "release_store.ledger.chain",
+    "ANCHOR_FILE": "release_store.ledger.anchor",
+    "anchor_commitment": "release_store.ledger.anchor",
+    "anchor_key": "release_store.ledger.anchor",
     "anchor_problems": "release_store.ledger.anchor",
     "append_row": "release_store.ledger.chain",
     "artifact_key": "release_store.ledger.budget_view",
@@ -66,6 +70,7 @@ _EXPORTS: dict[str, str] = {
 __all__ = [
     "ALERT_SHARE_DEFAULT",
     "ALERT_SHARE_VARIABLE",
+    "ANCHOR_FILE",
     "FIELDS",
     "GENESIS_HASH",
     "LEDGER_FILE",
@@ -88,6 +93,8 @@ __all__ = [
     "Reservation",
     "SqliteStore",
     "VerifyReport",
+    "anchor_commitment",
+    "anchor_key",
     "anchor_problems",
     "append_row",
     "artifact_key",
@@ -118,7 +125,13 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from release_store.ledger.anchor import anchor_problems, ledger_anchor
+    from release_store.ledger.anchor import (
+        ANCHOR_FILE,
+        anchor_commitment,
+        anchor_key,
+        anchor_problems,
+        ledger_anchor,
+    )
     from release_store.ledger.backends import (
         LEDGER_FILE,
         LEDGER_URL_ENV,

@@ -32,6 +32,12 @@ from release_store.ledger.backends import (
     resolve_ledger_url,
 )
 from release_store.ledger.chain import FIELDS, VerifyReport, append_row, verify_chain
+from release_store.ledger.periods import (
+    DEFAULT_PERIOD_FORMAT,
+    PERIOD_FORMATS,
+    check_format_change,
+    label_problem,
+)
 from release_store.ledger.values import (
     BudgetExceededError,
     BudgetStatus,
@@ -147,6 +153,7 @@ class Ledger:
         set_by: str | None = None,
         per_period: bool = False,
         lifetime_epsilon: float | None = None,
+        period_format: str | None = None,
     ) -> BudgetStatus:
         """Set a dataset's lifetime (epsilon, delta), or its budget per period; recorded as a
         chained ``budget`` row.
@@ -160,13 +167,19 @@ class Ledger:
         (``sds release --period V``; parallel composition, docs/privacy.md) and
         ``lifetime_epsilon`` an optional cap on the ε all periods spend together (kept when not
         given, like the policy). Whether a dataset's budget is per period is fixed by its first
-        spend: it can change only while nothing is spent or reserved.
+        spend: it can change only while nothing is spent or reserved. ``period_format`` (per
+        period only) is how the dataset's periods are written
+        (:mod:`release_store.ledger.periods`; kept when not given, else YYYY-MM): every period
+        reserved must be written so, and it can change only to a format every period already
+        reserved is written in.
 
         Raises:
             SdsInputError: epsilon not finite and > 0, delta not in [0, 1), a per-release limit
                 not > 0 or above the budget, the new budget is below what is already spent plus
                 reserved (per period: by any period; the cap: by all periods together), or the
-                budget would change between lifetime and per period after a spend.
+                budget would change between lifetime and per period after a spend, or the
+                period format is unknown, given without --per-period or does not fit the
+                periods already reserved.
         """
         check_name("dataset", dataset)
         check_amount("--epsilon", epsilon)
@@ -198,6 +211,17 @@ class Ledger:
                     f"{name} must be > 0 and at most the lifetime budget ({life:g}), got "
                     f"{limit!r}; a per-release limit above the lifetime budget limits nothing"
                 )
+        if period_format is not None:
+            if period_format not in PERIOD_FORMATS:
+                raise SdsInputError(
+                    f"--period-format {period_format!r} is not a period format; choose one of "
+                    f"{', '.join(PERIOD_FORMATS)}"
+                )
+            if not per_period:
+                raise SdsInputError(
+                    "--period-format says how the periods of a dataset whose budget is per "
+                    "period are written: add --per-period, or leave out --period-format"
+                )
         if clear_policy and (max_epsilon_per_release or max_delta_per_release):
             raise SdsInputError(
                 "--clear-policy removes the per-release policy: do not combine it with "
@@ -210,6 +234,10 @@ class Ledger:
             terms = self._terms(conn, dataset)
             usage = self._usage(conn, dataset)
             cap = lifetime_epsilon
+            kept = terms.period_format if terms is not None else DEFAULT_PERIOD_FORMAT
+            fmt = period_format or kept
+            if per_period and fmt != kept:
+                check_format_change(dataset, usage, fmt)
             if terms is not None:
                 _check_kind_change(dataset, terms, usage, per_period=per_period)
                 if per_period and cap is None and terms.per_period:
@@ -250,6 +278,7 @@ class Ledger:
                 detail["per_period"] = True
                 if cap is not None:
                     detail["lifetime_epsilon"] = str(dec(cap))
+                detail["period_format"] = fmt
             if detail:
                 row["detail"] = detail
             append_row(conn, self.url, row)
@@ -271,6 +300,12 @@ class Ledger:
             return status.period_status(period)
 
         return self._read(body)
+
+    def period_format(self, dataset: str) -> str | None:
+        """How the periods of ``dataset`` are written (:mod:`release_store.ledger.periods`);
+        None when its budget is not per period (or it has none)."""
+        terms = self._read(lambda conn: self._terms(conn, dataset))
+        return terms.period_format if terms is not None and terms.per_period else None
 
     def datasets(self) -> list[BudgetStatus]:
         """Budget status of every dataset that has a budget, sorted by name."""
@@ -363,6 +398,14 @@ class Ledger:
                     f"`sds budget set {dataset} --epsilon E --delta D{each}`"
                 )
             mismatch = period_refusal(dataset, terms.per_period, period, float(terms.life[0]))
+            if mismatch is None and terms.per_period and period is not None:
+                problem = label_problem(period, terms.period_format)
+                if problem is not None:
+                    mismatch = (
+                        f"{problem} (dataset {dataset!r} records its periods as "
+                        f"{terms.period_format}: the config's period_format must be that "
+                        "format); nothing was reserved or charged"
+                    )
             if mismatch is not None:
                 raise PeriodMismatchError(mismatch)
             if terms.policy is not None:
@@ -873,6 +916,7 @@ class Ledger:
             bool(detail.get("per_period", False)),
             None if cap is None else dec(cap),
             None if policy is None else ReleasePolicy(**policy),
+            str(detail.get("period_format", DEFAULT_PERIOD_FORMAT)),
         )
 
     def _usage(self, conn: Conn, dataset: str) -> dict[str | None, _Use]:
@@ -959,6 +1003,7 @@ class _Terms:
     per_period: bool
     cap: Decimal | None
     policy: ReleasePolicy | None
+    period_format: str = DEFAULT_PERIOD_FORMAT  # recorded before formats existed: YYYY-MM
 
 
 def _total_use(usage: dict[str | None, _Use]) -> _Use:

@@ -274,12 +274,19 @@ def partial_spend(
 ) -> tuple[Decimal, Decimal]:
     """Privacy spent by a release of which only the ``charged`` stages drew noise.
 
-    All stages charged: the reserved ``total``. None: zero. Otherwise pure stages (rho None) add
-    by basic composition; zCDP stages add their rho, converted by Bun-Steinke
-    rho + 2*sqrt(rho*ln(1/d)) at d = half the plan's zCDP-stage delta (the SDS plan converts
-    at delta/2 and spends the other delta/2 on the 1-tuple threshold; a smaller d only loosens
-    the bound) while the whole zCDP-stage delta is charged. Capped at ``total``; never below
-    the charged stages' shares.
+    All stages charged: the reserved ``total``. None: zero. Otherwise the drawn stages compose
+    as the plan's proof composes them:
+
+    - a pure stage (no ``rho``, or a ``rho`` without a share of δ: the DP bins, ε-DP and added
+      to the rest by basic composition, their ρ recorded for information) adds its ε and its
+      own δ (most have none);
+    - the zCDP stages (``rho`` and a share of the δ that pays for the conversion) add their ρ,
+      converted once by Bun-Steinke rho + 2*sqrt(rho*ln(1/d)) at d = half the δ of the plan's
+      zCDP stages (the SDS plan converts at δ/2 and spends the other δ/2 on the 1-tuple
+      threshold; a smaller d only loosens the bound); their whole δ is charged once any of them
+      drew noise.
+
+    Capped at ``total``; never below the charged stages' shares.
     """
     if not charged:
         return Decimal(0), Decimal(0)
@@ -289,16 +296,21 @@ def partial_spend(
     with localcontext() as ctx:
         ctx.prec = 60
         shares = sum((dec(p.epsilon) for p in done), Decimal(0))
-        eps = sum((dec(p.epsilon) for p in done if p.rho is None), Decimal(0))
-        delta = sum((dec(p.delta) for p in done if p.rho is None), Decimal(0))
-        rho = sum(p.rho for p in done if p.rho is not None)
+        eps = sum((dec(p.epsilon) for p in done if not _zcdp(p)), Decimal(0))
+        delta = sum((dec(p.delta) for p in done if not _zcdp(p)), Decimal(0))
+        rho = math.fsum(p.rho for p in done if p.rho is not None and _zcdp(p))
         if rho > 0:
-            delta_z = sum(p.delta for p in planned if p.rho is not None)
-            if delta_z <= 0:
-                return total
+            delta_z = math.fsum(p.delta for p in planned if _zcdp(p))
             eps += dec(rho + 2.0 * math.sqrt(rho * math.log(2.0 / delta_z)))
             delta += dec(delta_z)
         return min(total[0], max(eps, shares)), min(total[1], delta)
+
+
+def _zcdp(stage: PlannedCharge) -> bool:
+    """Whether ``stage`` composes in the plan's zCDP part (converted to (ε, δ) once): it has a
+    ρ and a share of the conversion's δ. A stage with a ρ and no δ is ε-DP and composes by its
+    ε (the DP bins' exponential mechanisms)."""
+    return stage.rho is not None and stage.delta > 0
 
 
 def period_refusal(

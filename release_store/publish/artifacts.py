@@ -27,7 +27,7 @@ from release_store.run.claims import privacy_claims
 from release_store.run.faults import fault_point
 from release_store.run.memory import return_free_memory
 from release_store.run.release_run import ReleaseRun
-from release_store.run.stages import PUBLISH, stage_record
+from release_store.run.stages import PUBLISH, public_stages, stage_record
 from release_store.run.workdir import now
 from release_store.workspace.encoding import (
     AGGREGATE_ROWS,
@@ -185,23 +185,43 @@ def write_report_and_explorer(
         manifest["artifacts"][name] = sha256_file(out / name)
 
 
-def write_custodian_report(run: ReleaseRun, manifest: dict[str, Any], evaluation: Any) -> None:
+def write_custodian_report(
+    run: ReleaseRun,
+    manifest: dict[str, Any],
+    evaluation: Any,
+    stages: list[dict[str, Any]] | None = None,
+) -> None:
     """The evaluation against the sensitive data, for the custodian only: ``private/<id>/``
-    ``custodian-evaluation.json`` (the full evaluation) and ``custodian-report.html``, 0600."""
+    ``custodian-evaluation.json`` (the full evaluation) and ``custodian-report.html``, 0600.
+
+    The page also shows what the public files leave out: the "0" cells warning the prepare
+    stage found (recorded in the private state), the dataset's budget before and after the
+    release, and ``stages``, the run's stage records with every time.
+    """
+    from release_store.inputs.preflight import zero_warning
     from release_store.report.custodian import (
         CUSTODIAN_EVALUATION,
         CUSTODIAN_REPORT,
         custodian_report_html,
         evaluation_json,
     )
+    from release_store.report.inputs import budget_snapshot
 
     dirs = run.dirs
     ev = evaluation_json(evaluation) if isinstance(evaluation, dict) else {}
     atomic_write_json(dirs.private_dir / CUSTODIAN_EVALUATION, ev, private=True)
     public = Path(os.path.relpath(dirs.release_dir / "report.html", dirs.private_dir))
+    zeros = dirs.state().get("zero_shares") or {}
     atomic_write_bytes(
         dirs.private_dir / CUSTODIAN_REPORT,
-        custodian_report_html(manifest, ev, public.as_posix()),
+        custodian_report_html(
+            manifest,
+            ev,
+            public.as_posix(),
+            budget=budget_snapshot(run),
+            stages=stages or [],
+            warnings=[zero_warning(zeros)] if zeros else [],
+        ),
         private=True,
     )
 
@@ -227,8 +247,11 @@ def write_release(
 
     ``noise`` is the release's noise description (``privacy.noise``, see
     :func:`release_store.run.release_run.noise_scales`). ``evaluation`` (computed from the
-    sensitive data) goes only to the private custodian report. Returns the complete manifest,
-    whose last stage entry is this ``publish`` stage with its own timing.
+    sensitive data) goes only to the private custodian report. ``stages`` (the run's full
+    stage records) are published only as :func:`~release_store.run.stages.public_stages`
+    (names and statuses; durations of the stages whose time is public); every time is kept
+    privately (``private/<release-id>/timeline.json``) and shown in the custodian report.
+    Returns the complete manifest, whose last stage entry is this ``publish`` stage.
     """
     started, t0 = utc_now(), time.perf_counter()
     dirs = run.dirs
@@ -242,8 +265,7 @@ def write_release(
     manifest = {
         "release_id": run.release_id,
         "dataset": run.dataset,
-        "created_at": old.get("created_at", now()),
-        "finished_at": now(),
+        "created_at": old.get("created_at", now()),  # the reservation's: before any data
         "status": "running",
         "parameters": parameters,
         **({"plan": plan.as_dict()} if plan is not None else {}),
@@ -274,17 +296,19 @@ def write_release(
             "rows": int(aggregates.protected_number_of_records),
             "rows_note": "DP (noisy) record count; the true count is never published",
         },
-        "stages": stages,
+        "stages": public_stages(stages),
         "artifacts": hashes,
         **synthetic_layout(synthetic.n_records, run.params.synthetic_part_records),
         "versions": collect_versions(),
     }
     write_report_and_explorer(run, manifest, aggregates, synthetic)
-    write_custodian_report(run, manifest, evaluation)
-    manifest["stages"] = [
+    write_custodian_report(run, manifest, evaluation, stages)
+    timeline = [
         *stages,
         stage_record(PUBLISH, started, t0, artifacts=sorted(manifest["artifacts"])),
     ]
+    dirs.write_timeline(timeline, created_at=manifest["created_at"], finished_at=now())
+    manifest["stages"] = public_stages(timeline)
     ledger.complete(run.release_id)
     manifest["status"] = "complete"
     dirs.write_manifest(manifest)

@@ -3,9 +3,11 @@ the custodian's private report.
 
 - ``page``: ``report.html``;
 - ``explorer``: ``explorer.html``;
-- ``custodian``: ``custodian-report.html`` (private: the evaluation against the sensitive data);
+- ``custodian``: ``custodian-report.html`` (private: the evaluation against the sensitive data,
+  the warnings counted from it, the dataset's budget around the release, every stage time);
 - ``inputs``: the published values the report and explorer are built from;
-- ``charts``: inline SVG charts.
+- ``charts``: inline SVG charts;
+- ``offline``: what every generated page shares (the CSP, the shipped templates).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -53,7 +55,8 @@ _EXPORTS: dict[str, str] = {
     "stacked": "release_store.report.charts",
     "summary": "release_store.report.page",
     "template": "release_store.report.page",
-    "timing_figure": "release_store.report.page",
+    "timing_figure": "release_store.report.custodian",
+    "budget_section": "release_store.report.custodian",
     "unpublished_columns": "release_store.report.page",
     "utility_figures": "release_store.report.custodian",
     "vbars": "release_store.report.charts",
@@ -72,6 +75,7 @@ __all__ = [
     "ReportInputs",
     "Series",
     "agreement_figures",
+    "budget_section",
     "budget_snapshot",
     "count_sd",
     "custodian_report_html",
@@ -127,8 +131,10 @@ if TYPE_CHECKING:
     from release_store.report.custodian import (
         CUSTODIAN_EVALUATION,
         CUSTODIAN_REPORT,
+        budget_section,
         custodian_report_html,
         evaluation_json,
+        timing_figure,
         utility_figures,
     )
     from release_store.report.explorer import TOP_ROWS, explorer_html, payload, write_explorer
@@ -155,6 +161,5 @@ if TYPE_CHECKING:
         report_html,
         summary,
         template,
-        timing_figure,
         unpublished_columns,
     )

@@ -4,23 +4,32 @@ SDS's evaluation (count preservation, suppressed and fabricated shares, TVD agai
 risks; with ``privacy_risk`` anonymeter's attack-based risks beside the DP guarantee) reads
 the sensitive data, so it is not covered by the release's guarantee and is never published:
 the publish stage writes this page and the full evaluation as JSON into the private workspace
-(``private/<release-id>/``, mode 0600), beside the public report. Built with the public
-report's charts; the figures read the full evaluation (JSON form, string keys).
+(``private/<release-id>/``, mode 0600), beside the public report. The page also holds what
+the public files leave out because it is not DP or reveals other releases: the warnings
+computed from the data (the "0" cells SDS empties, with their shares), the dataset's budget
+before and after the release (from the ledger), and the time of every stage (most follow the
+data). Built with the public report's charts; the figures read the full evaluation (JSON form,
+string keys).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+from collections.abc import Sequence
 from typing import Any
 
-from release_store.report.charts import Series, esc, vbars
+from release_store.report.charts import Series, esc, hbars, stacked, vbars
+from release_store.report.inputs import BudgetSnapshot
 from release_store.report.page import CSP, Figure, template
 
 __all__ = [
     "CUSTODIAN_EVALUATION",
     "CUSTODIAN_REPORT",
+    "budget_section",
     "custodian_report_html",
     "evaluation_json",
+    "timing_figure",
     "utility_figures",
 ]
 
@@ -218,8 +227,91 @@ def _risk_section(manifest: dict[str, Any], risk: dict[str, Any] | None) -> str:
     )
 
 
+def _eps(x: float) -> str:
+    return f"{x:.4g}"
+
+
+def _delta(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def budget_section(budget: BudgetSnapshot | None) -> tuple[str, list[Figure]]:
+    """The dataset's (or the period's) budget before and after the release, from the ledger
+    at publication: a paragraph and the budget bar. Not published: "before" and "after" show
+    what the dataset's other releases spent, refused or failed ones included."""
+    b = budget
+    if b is None:
+        return "", []
+    if b.period is not None:
+        text = (
+            f"<p><b>Period {esc(b.period)}:</b> this release holds only the rows of period "
+            f"<b>{esc(b.period)}</b> and is paid from that period's own budget, ε = "
+            f"{_eps(b.epsilon_lifetime)} (δ = {_delta(b.delta_lifetime)}) per period (periods "
+            f"hold disjoint records: parallel composition). Before this release ε = "
+            f"{_eps(b.epsilon_before)} of it was left; this release spent ε = "
+            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); ε = "
+            f"{_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for this period "
+            "(from the ledger, at publication time).</p>"
+        )
+    else:
+        text = (
+            f"<p><b>Privacy budget of the dataset:</b> lifetime ε = {_eps(b.epsilon_lifetime)} "
+            f"(δ = {_delta(b.delta_lifetime)}). Before this release ε = "
+            f"{_eps(b.epsilon_before)} was left; this release spent ε = "
+            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); "
+            f"ε = {_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for future "
+            "releases (from the ledger, at publication time).</p>"
+        )
+    figure = Figure(
+        "fig-budget",
+        "Lifetime budget of the dataset (ε)"
+        if b.period is None
+        else f"Budget of period {b.period} (ε)",
+        stacked(
+            [
+                ("spent or held before", b.epsilon_spent_before),
+                ("this release", b.epsilon_release),
+                ("left after", max(b.epsilon_after, 0.0)),
+            ],
+            label="lifetime privacy budget",
+            value_format=_eps,
+        ),
+        "the privacy-budget ledger (lifetime budget, charges and open reservations of the "
+        "dataset) when the release was published.",
+    )
+    return text, [figure]
+
+
+def timing_figure(stages: Sequence[dict[str, Any]]) -> list[Figure]:
+    """Seconds per stage of the run (the private timeline: every stage's wall-clock time)."""
+    secs = [(s.get("name"), s.get("duration_s")) for s in stages if isinstance(s, dict)]
+    shown = [(str(n), float(v)) for n, v in secs if isinstance(v, int | float)]
+    if not shown:
+        return []
+    return [
+        Figure(
+            "fig-timing",
+            "Time per stage (seconds)",
+            hbars(
+                [n for n, _ in shown],
+                [Series("seconds", tuple(v for _, v in shown))],
+                label="seconds per stage",
+                value_format=lambda v: f"{v:.3g}",
+            ),
+            "the run's private timeline (private/<release-id>/timeline.json: wall-clock time "
+            "of each stage; not published, most stages take a time that follows the data).",
+        )
+    ]
+
+
 def custodian_report_html(
-    manifest: dict[str, Any], evaluation: dict[str, Any], public_report: str
+    manifest: dict[str, Any],
+    evaluation: dict[str, Any],
+    public_report: str,
+    *,
+    budget: BudgetSnapshot | None = None,
+    stages: Sequence[dict[str, Any]] = (),
+    warnings: Sequence[str] = (),
 ) -> bytes:
     """The custodian report as UTF-8 HTML (deterministic for the same inputs).
 
@@ -227,9 +319,18 @@ def custodian_report_html(
         manifest: the release's manifest (release id, dataset, creation time).
         evaluation: the full evaluation (:func:`evaluation_json` form).
         public_report: the path of the public report.html, relative to this page.
+        budget: the dataset's budget around the release (None: no ledger budget).
+        stages: the run's full stage records (start, finish, ``duration_s``).
+        warnings: warnings computed from the sensitive data (e.g. the "0" cells).
     """
     rid = esc(manifest["release_id"])
-    figures = "".join(f.html(i) for i, f in enumerate(utility_figures(evaluation), start=1))
+    budget_text, budget_figures = budget_section(budget)
+    numbers = itertools.count(1)
+    figures, budget_html, timing_html = (
+        "".join(f.html(next(numbers)) for f in figs)
+        for figs in (utility_figures(evaluation), budget_figures, timing_figure(stages))
+    )
+    notes = "".join(f"<p class='note warning'>{esc(w)}</p>" for w in warnings)
     full = json.dumps(evaluation, indent=2, sort_keys=True)
     return (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
@@ -242,10 +343,13 @@ def custodian_report_html(
         f"<p class='meta'>Dataset {esc(manifest['dataset'])} · created "
         f"{esc(manifest.get('created_at', ''))} · <a href='{esc(public_report)}'>the public "
         "report</a></p>"
-        "<h2 id='utility'>Utility against the sensitive data (SDS evaluation)</h2>"
+        + ("<h2 id='input-warnings'>Warnings about the input</h2>" + notes if warnings else "")
+        + "<h2 id='utility'>Utility against the sensitive data (SDS evaluation)</h2>"
         + _headline(evaluation)
         + figures
         + _risk_section(manifest, evaluation.get("privacy_risk"))
+        + ("<h2 id='budget'>Privacy budget</h2>" + budget_text + budget_html if budget else "")
+        + ("<h2 id='timing'>How long it took</h2>" + timing_html if timing_html else "")
         + "<details><summary>The full evaluation (JSON)</summary><pre>"
         + esc(full)
         + "</pre></details></body></html>"

@@ -1,16 +1,17 @@
 """What the release report and explorer are built from: published values only, gathered once.
 
-The manifest (privacy spend, stages, DP record count), its noise description (or, when the
-manifest has none, the same values from the budget plan and the aggregate-k checkpoints), the
-ledger's budget of the dataset, and the agreement of the DP aggregates with the synthetic
-records, summarised as the published ``evaluation.json``. Nothing here reads the sensitive
-data. Called by :mod:`release_store.publish.artifacts`.
+The manifest (privacy spend, DP record count), its noise description (or, when the manifest has
+none, the same values from the budget plan and the aggregate-k checkpoints), and the agreement
+of the DP aggregates with the synthetic records, summarised as the published
+``evaluation.json``. Nothing here reads the sensitive data. Also the ledger's budget of the
+dataset around the release (:func:`budget_snapshot`), which only the private custodian report
+shows. Called by :mod:`release_store.publish.artifacts`.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 from release_store.config.fields import AGGREGATE_SEEDED
@@ -97,13 +98,13 @@ def budget_snapshot(run: ReleaseRun) -> BudgetSnapshot | None:
     """The budget of the release's dataset, now that every stage of the release is charged.
 
     "After" is what the ledger has left now; "before" adds back this release's (ε, δ). None
-    when the dataset has no budget. A replay (``sds audit --replay``) reads the snapshot the
-    published manifest recorded (``dataset_budget``): its ledger holds only the release's charges.
+    when the dataset has no budget, and for a replay (``sds audit --replay``), whose ledger
+    holds only the release's charges. Not published: "before" shows what the dataset's other
+    releases spent (the private custodian report shows it).
     """
     ledger = run.ledger()
     if not isinstance(ledger, Ledger):
-        recorded = (run.dirs.manifest() or {}).get("dataset_budget")
-        return BudgetSnapshot(**recorded) if isinstance(recorded, dict) else None
+        return None
     status = ledger.budget(run.dataset, run.params.period)
     if status is None:
         return None
@@ -127,7 +128,6 @@ class ReportInputs:
 
     Attributes:
         manifest: the release manifest (artifacts listed so far, privacy with ``noise``).
-        budget: the dataset's budget around this release (None without a ledger budget).
         evaluation: the published evaluation, ``evaluation.json``'s metrics
             (:func:`sds_core.evaluation.agreement.agreement_summary` of ``agreement``).
         agreement: DP aggregates vs synthetic records, per combination.
@@ -135,7 +135,6 @@ class ReportInputs:
     """
 
     manifest: dict[str, Any]
-    budget: BudgetSnapshot | None
     evaluation: dict[str, Any]
     agreement: Agreement
     synthetic_records: int
@@ -159,15 +158,11 @@ def gather(
 ) -> ReportInputs:
     """Collect the report inputs; records them in ``manifest`` where it has none yet.
 
-    Adds ``privacy.noise`` when missing and ``dataset_budget`` (the budget snapshot, so that a
-    replay can rebuild the same report). The evaluation is the agreement's summary, computed
+    Adds ``privacy.noise`` when missing. The evaluation is the agreement's summary, computed
     from the published values only.
     """
     if "noise" not in manifest["privacy"]:  # rebuilt only when missing: it reads aggregate-R
         manifest["privacy"]["noise"] = recorded_noise(run)
-    budget = budget_snapshot(run)
-    if budget is not None:
-        manifest["dataset_budget"] = asdict(budget)
     compared = agreement(aggregates, synthetic)
     sd = sd_by_len(manifest)
     warnings = column_warnings(
@@ -179,7 +174,6 @@ def gather(
     )
     return ReportInputs(
         manifest=manifest,
-        budget=budget,
         evaluation=agreement_summary(compared, sd) | {"warnings": warnings},
         agreement=compared,
         synthetic_records=synthetic.n_records,

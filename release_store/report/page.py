@@ -1,9 +1,11 @@
 """``report.html``: the human-readable release report (one self-contained file, inline SVG).
 
-A plain-language summary (what was released, the guarantee, the budget before and after, the DP
-record count), then charts, each built only from published DP values (and the published
-evaluation, itself computed from them) and saying under it what it is computed from. Input:
-:class:`ReportInputs`.
+A plain-language summary (what was released, the guarantee, the DP record count), then charts,
+each built only from published DP values (and the published evaluation, itself computed from
+them) and saying under it what it is computed from. Input: :class:`ReportInputs`. The dataset's
+budget around the release (which other releases spent) and the stage times (most follow the
+data) are not published: they are in the private custodian report
+(:mod:`release_store.report.custodian`).
 """
 
 from __future__ import annotations
@@ -12,16 +14,15 @@ import json
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from importlib import resources
 from typing import Any
 
-from release_store.report.charts import Series, esc, hbars, heatmap, stacked, vbars
+from release_store.report.charts import Series, esc, hbars, heatmap, vbars
 from release_store.report.inputs import ReportInputs, count_sd, laplace_half_width
+from release_store.report.offline import CSP as CSP  # re-exported (explorer, custodian)
+from release_store.report.offline import template as template
 
 MAX_VALUES = 25
 """Largest number of values drawn per column in the 1-way charts (the largest by DP count)."""
-CSP = "default-src 'none'; style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:"
-"""Content-Security-Policy of the generated pages: nothing may be loaded from anywhere."""
 
 
 def not_private_banner(manifest: dict[str, Any]) -> str:
@@ -30,13 +31,6 @@ def not_private_banner(manifest: dict[str, Any]) -> str:
     reason = manifest.get("privacy", {}).get("not_private")
     style = "background:#fde8e8;border-left:4px solid #c0392b;padding:.5em .8em;font-weight:bold"
     return f"<p role='alert' style='{style}'>{esc(reason)}</p>" if reason else ""
-
-
-def template(name: str) -> str:
-    """A template file (CSS, JS) shipped in ``release_store/report/templates``."""
-    return (resources.files("release_store.report") / "templates" / name).read_text(
-        encoding="utf-8"
-    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +61,7 @@ def _delta(x: float) -> str:
 
 
 def summary(inputs: ReportInputs) -> str:
-    """The plain-language summary: what, the guarantee, the budget, the DP record count."""
+    """The plain-language summary: what, the guarantee, the DP record count, the plan."""
     m = inputs.manifest
     p, params = m["privacy"], m.get("parameters", {})
     a = inputs.agreement
@@ -98,32 +92,18 @@ def summary(inputs: ReportInputs) -> str:
     plan = m.get("plan")
     if isinstance(plan, dict) and plan.get("reason"):  # the SDS plan: R, split, synthesis
         parts.append(f"<p><b>How it was planned:</b> {esc(str(plan['reason']))}</p>")
-    b = inputs.budget
-    if b is not None and b.period is not None:
+    period = params.get("period")
+    if period is not None:  # a public parameter; the budget around the release is private
         parts.append(
-            f"<p><b>Period {esc(b.period)}:</b> this release holds only the rows of period "
-            f"<b>{esc(b.period)}</b> and is paid from that period's own budget, ε = "
-            f"{_eps(b.epsilon_lifetime)} (δ = {_delta(b.delta_lifetime)}) per period (periods "
-            f"hold disjoint records: parallel composition). Before this release ε = "
-            f"{_eps(b.epsilon_before)} of it was left; this release spent ε = "
-            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); ε = "
-            f"{_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for this period "
-            "(from the ledger, at publication time).</p>"
-        )
-    elif b is not None:
-        parts.append(
-            f"<p><b>Privacy budget of the dataset:</b> lifetime ε = {_eps(b.epsilon_lifetime)} "
-            f"(δ = {_delta(b.delta_lifetime)}). Before this release ε = "
-            f"{_eps(b.epsilon_before)} was left; this release spent ε = "
-            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); "
-            f"ε = {_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for future "
-            "releases (from the ledger, at publication time).</p>"
+            f"<p><b>Period {esc(period)}:</b> this release holds only the rows of period "
+            f"<b>{esc(period)}</b> and is paid from that period's own budget, set per period "
+            "(periods hold disjoint records: parallel composition).</p>"
         )
     return "".join(parts)
 
 
 def privacy_figures(inputs: ReportInputs) -> list[Figure]:
-    """Spend by stage, the budget bar, and each length's noise scale and threshold."""
+    """Spend by stage and each length's noise scale and threshold."""
     p = inputs.manifest["privacy"]
     stages = p.get("stages") or []
     out = [
@@ -140,27 +120,6 @@ def privacy_figures(inputs: ReportInputs) -> list[Figure]:
             "release; public parameters of the mechanisms).",
         )
     ]
-    b = inputs.budget
-    if b is not None:
-        out.append(
-            Figure(
-                "fig-budget",
-                "Lifetime budget of the dataset (ε)"
-                if b.period is None
-                else f"Budget of period {b.period} (ε)",
-                stacked(
-                    [
-                        ("spent or held before", b.epsilon_spent_before),
-                        ("this release", b.epsilon_release),
-                        ("left after", max(b.epsilon_after, 0.0)),
-                    ],
-                    label="lifetime privacy budget",
-                    value_format=_eps,
-                ),
-                "the privacy-budget ledger (lifetime budget, charges and open "
-                "reservations of the dataset) when the release was published.",
-            )
-        )
     by_length = inputs.noise.get("by_length") or []
     if by_length:
         sd = inputs.sd_by_len()
@@ -341,28 +300,6 @@ def agreement_figures(inputs: ReportInputs) -> list[Figure]:
     return out
 
 
-def timing_figure(inputs: ReportInputs) -> list[Figure]:
-    """Seconds per stage of the run (from the manifest's timeline)."""
-    stages = [s for s in inputs.manifest.get("stages") or [] if isinstance(s, dict)]
-    secs = [(s["name"], s.get("duration_s", s.get("seconds"))) for s in stages]
-    secs = [(n, float(v)) for n, v in secs if isinstance(v, int | float)]
-    if not secs:
-        return []
-    return [
-        Figure(
-            "fig-timing",
-            "Time per stage (seconds)",
-            hbars(
-                [n for n, _ in secs],
-                [Series("seconds", tuple(v for _, v in secs))],
-                label="seconds per stage",
-                value_format=lambda v: f"{v:.3g}",
-            ),
-            "manifest.json stages (wall-clock time of each stage of this run).",
-        )
-    ]
-
-
 def _table(rows: list[tuple[str, str]], head: tuple[str, str]) -> str:
     body = "".join(f"<tr><td>{esc(k)}</td><td>{v}</td></tr>" for k, v in rows)
     return f"<table><tr><th>{esc(head[0])}</th><th>{esc(head[1])}</th></tr>{body}</table>"
@@ -442,7 +379,7 @@ def report_html(inputs: ReportInputs) -> bytes:
     """The whole report as UTF-8 HTML (deterministic for the same inputs)."""
     m = inputs.manifest
     sections: list[tuple[str, str, Callable[[ReportInputs], list[Figure]], str]] = [
-        ("privacy", "Privacy: spend, budget and noise", privacy_figures, ""),
+        ("privacy", "Privacy: spend and noise", privacy_figures, ""),
         (
             "distributions",
             "Each column: DP aggregates vs synthetic records",
@@ -458,7 +395,6 @@ def report_html(inputs: ReportInputs) -> bytes:
             "the release's guarantee. How the release compares with the sensitive data is "
             "measured in the custodian's private report and is never published.</p>",
         ),
-        ("timing", "How long it took", timing_figure, ""),
     ]
     body, toc, number = [], [], 0
     for sid, title, build, intro in sections:

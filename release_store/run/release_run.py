@@ -274,8 +274,9 @@ class ReleaseRun:
                 ledger.cancel(self.release_id)
                 resumable = False
         with unless_disk_full():
+            dirs.write_timeline(stages_done, failed_at=now())
             manifest = dirs.manifest() or {}
-            manifest.update({"stages": stages_done, "resumable": resumable})
+            manifest.update({"stages": stages.public_stages(stages_done), "resumable": resumable})
             dirs.write_manifest(manifest)
         full = disk_full(error)
         if full is None:

@@ -1,8 +1,10 @@
 """What each stage tells the run's log: one DP-safe INFO line per stage (no Prefect here).
 
-The tasks pass in the logger (Prefect's run logger, which sends to the server) and only public
-or DP facts: names, counts of DP combinations or synthetic records, the DP record count, ε and δ
-charged, seconds taken. Never a data value, an exact count or the true record count.
+The tasks pass in the logger (Prefect's run logger, which sends to the server, where UI users read
+it) and only public or DP facts: names, counts of DP combinations or synthetic records, the DP
+record count, ε and δ charged. Never a data value, an exact count, the true record count or
+anything else computed from the data outside a DP mechanism (the "0" cells warning goes to the
+custodian's terminal and report; stage times only where ``StageSpec.public_timing`` allows).
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ __all__ = [
     "NORMALIZE",
     "PLAN",
     "PREPARE",
+    "PUBLIC_STAGE_FIELDS",
     "PUBLISH",
     "SYNTHESIZE",
     "VALIDATE",
@@ -36,6 +37,7 @@ __all__ = [
     "StageSpec",
     "Timeline",
     "aggregate_stage",
+    "public_stages",
     "release_stages",
     "spec",
     "stage_record",
@@ -81,6 +83,17 @@ class StageSpec:
         checkpoint: its result is saved privately (sha256-checked) and a resumed release loads
             it instead of running the stage again; noise is never drawn twice.
         sensitive: reads the sensitive table (its task never persists or caches results).
+        public_timing: how long it takes depends only on DP outputs and public parameters, so
+            its ``duration_s`` may be published (:func:`public_stages`). The rule, written
+            once: a stage's time is public only when the stage reads neither the sensitive
+            table nor anything computed from it but DP values. Every stage that reads the data
+            (ingest, validate, binning, prepare, count, aggregate-k, fit, evaluate) takes a time
+            that follows the data (aggregate-k's follows the number of distinct combinations);
+            so do normalize, synthesize and validate-output, whose inputs carry the domain found
+            in the data (values the DP threshold suppressed included), and publish, which writes
+            the private custodian report from the evaluation. Only ``budget`` (the ledger and
+            public parameters) and ``plan`` (the DP record count and the public column count)
+            qualify.
     """
 
     name: str
@@ -89,12 +102,15 @@ class StageSpec:
     draws: bool = False
     checkpoint: bool = False
     sensitive: bool = False
+    public_timing: bool = False
 
 
 _FIXED = {
     s.name: s
     for s in (
-        StageSpec(BUDGET, "reserve the whole release's (ε, δ) before the data is read"),
+        StageSpec(
+            BUDGET, "reserve the whole release's (ε, δ) before the data is read", public_timing=True
+        ),
         StageSpec(INGEST, "read the sensitive input", sensitive=True),
         StageSpec(VALIDATE, "the Great Expectations gate on the input", sensitive=True),
         StageSpec(BINNING, "DP quantile bin edges of numeric columns", True, True, True, True),
@@ -104,6 +120,7 @@ _FIXED = {
             PLAN,
             "the SDS plan: R, split and synthesis from the DP record count (no spend)",
             checkpoint=True,
+            public_timing=True,
         ),
         StageSpec(NORMALIZE, "rounding, missing parents, child <= parent", checkpoint=True),
         StageSpec(SYNTHESIZE, "aggregate-seeded synthesis", draws=True, checkpoint=True),
@@ -186,6 +203,34 @@ def stage_record(name: str, started: str, t0: float, **extra: Any) -> dict[str, 
         "duration_s": round(time.perf_counter() - t0, 3),
         **extra,
     }
+
+
+PUBLIC_STAGE_FIELDS = ("name", "status", "artifacts")
+"""What the public manifest keeps of every stage record (plus ``duration_s`` of a stage whose
+time is public): never the start and finish times, whose differences would give the time of
+the stages between them."""
+
+
+def public_stages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The manifest's ``stages``: each record's name, status and artifacts, and ``duration_s``
+    only where :attr:`StageSpec.public_timing` says the stage's time is public.
+
+    The full records (start, finish, every duration) stay in the private workspace
+    (``private/<release-id>/timeline.json``) and the custodian report.
+
+    >>> public_stages([
+    ...     {"name": "ingest", "status": "complete", "started": "t0", "duration_s": 1.5},
+    ...     {"name": "plan", "status": "complete", "started": "t1", "duration_s": 0.01},
+    ... ])
+    [{'name': 'ingest', 'status': 'complete'}, {'name': 'plan', 'status': 'complete', 'duration_s': 0.01}]
+    """  # noqa: E501
+    out = []
+    for record in records:
+        kept = {k: record[k] for k in PUBLIC_STAGE_FIELDS if k in record}
+        if spec(str(record["name"])).public_timing and "duration_s" in record:
+            kept["duration_s"] = record["duration_s"]
+        out.append(kept)
+    return out
 
 
 class Timeline:

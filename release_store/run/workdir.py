@@ -3,8 +3,10 @@
 Used by the flow's tasks. Paths, ids, atomic writes and hashing come from
 :mod:`release_store.workspace` (one implementation); this module adds what only a running release
 needs: ``private/<release-id>/release.key`` and ``input-commitment.key``, one checkpoint per
-finished stage (sha256 recorded in ``state.json``) and the manifest as a dict, anchored to the
-ledger head when it turns complete.
+finished stage (sha256 recorded in ``state.json``), the run's full stage timeline
+(``timeline.json``: the manifest publishes only the public part) and the manifest as a dict,
+anchored to the ledger head when it turns complete (the head privately, a commitment to it in the
+manifest).
 """
 
 from __future__ import annotations
@@ -45,6 +47,8 @@ KEY_FILE = "release.key"
 COMMITMENT_KEY_FILE = "input-commitment.key"
 """The key of the published input commitment (:mod:`release_store.inputs.commitment`)."""
 STATE_FILE = "state.json"
+TIMELINE_FILE = "timeline.json"
+"""Every stage's start, finish and duration (private: most stage times follow the data)."""
 
 now = utc_now
 """UTC timestamp in ISO 8601 (alias of :func:`release_store.workspace.home.utc_now`)."""
@@ -88,17 +92,53 @@ class ReleaseDirs:
     def write_manifest(self, manifest: dict[str, Any]) -> None:
         """Atomically replace the manifest.
 
-        A manifest written with status ``complete`` and no ``ledger_head`` gets the ledger's head at
-        that moment (:func:`release_store.ledger.anchor.ledger_anchor`), so that ``sds audit
-        --verify`` detects a ledger truncated or rewritten after the release.
+        A manifest written with status ``complete`` and no ``ledger_head`` anchors the ledger's
+        head at that moment (:mod:`release_store.ledger.anchor`), so that ``sds audit --verify``
+        detects a ledger truncated or rewritten after the release: the head (row number and
+        hash) goes to the private workspace, the manifest gets a commitment to its hash under a
+        key derived from the release key (no row number, nothing a reader could compare).
         """
         if manifest.get("status") == "complete" and "ledger_head" not in manifest:
-            from release_store.ledger.anchor import ledger_anchor
+            from release_store.ledger.anchor import (
+                ANCHOR_FILE,
+                anchor_commitment,
+                anchor_key,
+                ledger_anchor,
+            )
 
-            manifest = {**manifest, "ledger_head": ledger_anchor(self.home, self.ledger_url)}
+            head = ledger_anchor(self.home, self.ledger_url)
+            atomic_write_json(self.private_dir / ANCHOR_FILE, head, private=True)
+            key = anchor_key(self.release_key())
+            manifest = {**manifest, "ledger_head": anchor_commitment(key, head["hash"])}
         Manifest(manifest).save(self.paths.manifest)
 
+    def write_timeline(self, stages: list[dict[str, Any]], **times: Any) -> None:
+        """Keep the run's full stage records (and ``times`` such as ``finished_at``) privately;
+        the manifest publishes only :func:`release_store.run.stages.public_stages` of them."""
+        atomic_write_json(
+            self.private_dir / TIMELINE_FILE, {**times, "stages": stages}, private=True
+        )
+
+    def timeline(self) -> dict[str, Any]:
+        """The private timeline (``{"stages": [...], "finished_at": ...}``; empty when none)."""
+        p = self.private_dir / TIMELINE_FILE
+        return json.loads(p.read_text()) if p.is_file() else {"stages": []}
+
     # -- the key -------------------------------------------------------------------------
+    def release_key(self) -> bytes:
+        """The stored release key (a complete release always has one).
+
+        Raises:
+            SdsInputError: the key file is missing (the private workspace was damaged).
+        """
+        p = self.private_dir / KEY_FILE
+        if not p.is_file():
+            raise SdsInputError(
+                f"release {self.release_id!r} has no release key ({p}): its private workspace "
+                "is incomplete; restore it from a backup of the home"
+            )
+        return p.read_bytes()
+
     def randomness(self, seed: int | None) -> ReleaseRandomness:
         """The release key: loaded if stored, else created (fresh or from ``seed``) and stored."""
         p = self.private_dir / KEY_FILE

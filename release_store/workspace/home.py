@@ -2,14 +2,17 @@
 
 ``$SDS_HOME/releases/<dataset>/<release-id>/`` holds what may be published (manifest.json and the
 artifacts it lists with their sha256); ``$SDS_HOME/private/<release-id>/`` holds what never is.
+The home itself is private to its owner (0700): other local accounts read nothing in it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
 import stat
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -37,6 +40,11 @@ SYNTHETIC_PART = re.compile(r"synthetic\.parquet/part-\d{5}\.parquet")
 """The only artifact names with a directory: the parts of a split ``synthetic.parquet``
 (``release_store.workspace.encoding.synthetic_part_name``)."""
 STATUSES = ("running", "complete", "failed")
+HOME_MODE = 0o700
+"""A new home's mode: its owner only (releases are published by copying them out of it)."""
+PRIVATE_UMASK = 0o077
+"""The file-creation mask of the processes that write in a home (a release, the home's Prefect
+server, its supervisor and warm runner): what they create is 0600, their folders 0700."""
 _ID = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,127}")
 
 
@@ -51,7 +59,8 @@ def resolve_home(home: str | Path | None = None) -> Path:
 
     A symlinked home is followed: the directory it points to is the home, and it must pass the
     same checks. The home must be writable, owned by the current user and not writable by
-    everyone: it holds the private workspace (release keys, checkpoints).
+    everyone: it holds the private workspace (release keys, checkpoints). A new home is made
+    :data:`HOME_MODE` (0700).
 
     Raises:
         SdsInputError: the directory cannot be created or written, belongs to another user or
@@ -64,7 +73,8 @@ def resolve_home(home: str | Path | None = None) -> Path:
     path = Path(given).expanduser().absolute()
     try:
         if not path.exists():
-            path.mkdir(parents=True, mode=0o755)
+            path.mkdir(parents=True, mode=HOME_MODE)
+            os.chmod(path, HOME_MODE)  # mkdir's mode passes through the umask
         path = path.resolve(strict=True)
         probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
         probe.write_bytes(b"")
@@ -89,6 +99,40 @@ def resolve_home(home: str | Path | None = None) -> Path:
             "another --home"
         )
     return path
+
+
+def make_private(path: Path, *, tree: bool = False) -> list[Path]:
+    """Take group's and other users' access away from ``path`` and, with ``tree``, from every
+    file and folder under it (0755 becomes 0700, 0644 becomes 0600; the owner's bits stay);
+    symbolic links are left alone. Returns the paths whose mode changed.
+    """
+    paths = [Path(path)]
+    if tree:
+        for folder, dirs, files in os.walk(path):  # symlinked folders are not followed
+            paths += [Path(folder, name) for name in (*dirs, *files)]
+    changed = []
+    for p in paths:
+        try:
+            st = os.lstat(p)
+            if stat.S_ISLNK(st.st_mode) or not st.st_mode & 0o077:
+                continue
+            os.chmod(p, stat.S_IMODE(st.st_mode) & ~0o077)
+        except FileNotFoundError:  # removed meanwhile (a server's temporary file)
+            continue
+        changed.append(p)
+    return changed
+
+
+@contextlib.contextmanager
+def private_umask() -> Iterator[None]:
+    """Within: files this process creates are 0600 and its folders 0700
+    (:data:`PRIVATE_UMASK`, added to the umask it had, restored at the end)."""
+    before = os.umask(PRIVATE_UMASK)
+    os.umask(before | PRIVATE_UMASK)
+    try:
+        yield
+    finally:
+        os.umask(before)
 
 
 def validate_id(value: object, what: str = "release id") -> str:

@@ -84,11 +84,17 @@ def synthetic_part_problems(release_dir: str | Path, manifest: Mapping[str, Any]
     return problems
 
 
-def artifact_problems(release_dir: str | Path, listed: Mapping[str, str]) -> list[str]:
+def artifact_problems(
+    release_dir: str | Path,
+    listed: Mapping[str, str],
+    *,
+    own: tuple[str, ...] = (MANIFEST, SIGNATURE, PUBLIC_KEY),
+) -> list[str]:
     """Problems of the files of ``release_dir`` against a manifest's ``artifacts`` (name: sha256).
 
     Every listed file must be present with its sha256, and every other file must be the
-    manifest itself or its signature (``manifest.sig``, ``signing-key.pub``).
+    manifest itself or its signature (``own``: ``manifest.json``, ``manifest.sig``,
+    ``signing-key.pub``; a series folder names its own).
     """
     release_dir = Path(release_dir)
     problems = []
@@ -102,7 +108,7 @@ def artifact_problems(release_dir: str | Path, listed: Mapping[str, str]) -> lis
             problems.append(f"{name}: sha256 does not match the manifest (file modified)")
     for path in sorted(p for p in release_dir.rglob("*") if p.is_file()):
         name = str(path.relative_to(release_dir))
-        if name not in (MANIFEST, SIGNATURE, PUBLIC_KEY) and name not in listed:
+        if name not in own and name not in listed:
             problems.append(f"{name}: file not listed in the manifest")
     return problems
 

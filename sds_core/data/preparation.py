@@ -4,11 +4,14 @@ First stage of the pipeline (spec sds-method §3.3): column selection, trimming,
 ``;``/``:``, empty and zero cells, declared binning, multi-value expansion, subject-id joining
 and the record limit, then one deterministic encoding per column (sorted labels, codes 0..k-1,
 -1 empty). Every rule runs once per distinct cell text; rows are handled with numpy.
+:func:`subject_values` is the subject join's check alone, run before anything is charged.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -23,16 +26,19 @@ from sds_core.data.params import PrepareParams
 from sds_core.data.readers import RawColumn, TableLike, TableSource
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.data.text import match_key, normalize_text
-from sds_core.errors import SdsInputError, SdsInternalError, invariant
+from sds_core.errors import SdsInputError, SdsInternalError, invariant, require
 
 __all__ = [
     "Binning",
     "PrepareParams",
+    "SubjectValues",
     "fingerprint",
+    "label_counts",
     "match_key",
     "normalize_text",
     "prepare",
     "source_layout",
+    "subject_values",
     "to_frame",
     "to_sorted_rows",
 ]
@@ -116,8 +122,9 @@ def _multi_value_column(name: str, raw: RawColumn, delimiter: str, zero_ok: bool
     return _Column(name, list(index), rows=rows, values=values, delimiter=delimiter)
 
 
-def _subject_groups(raw: RawColumn, id_name: str) -> tuple[NDArray[np.int64], int]:
-    """Group index of each row: subjects sorted by trimmed, lower-cased id (plain str order)."""
+def _subject_groups(raw: RawColumn, id_name: str) -> tuple[NDArray[np.int64], list[str]]:
+    """Group index of each row and the subjects' keys: subjects sorted by trimmed, lower-cased
+    id (plain str order)."""
     keys = [match_key(t) for t in raw.texts]
     if (raw.codes < 0).any() or any(k == "" for k in keys):
         raise SdsInputError(
@@ -125,9 +132,10 @@ def _subject_groups(raw: RawColumn, id_name: str) -> tuple[NDArray[np.int64], in
         )
     key_code, distinct = pd.factorize(np.asarray(keys, dtype=object))
     ids = distinct.tolist()
+    order = sorted(range(len(ids)), key=ids.__getitem__)
     rank = np.empty(len(ids), dtype=np.int64)
-    rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
-    return rank[key_code][raw.codes], len(ids)
+    rank[order] = np.arange(len(ids))
+    return rank[key_code][raw.codes], [str(ids[i]) for i in order]
 
 
 def _unique(keys: NDArray[np.int64]) -> NDArray[np.int64]:
@@ -185,6 +193,24 @@ def prepare(data: TableLike, params: PrepareParams = PrepareParams()) -> Prepare
             conflict in a single-value column, or a column without values (see
             ``allow_empty_columns``).
     """
+    source, columns, id_column = _source_columns(data, params)
+    n_records = source.n_rows
+    if id_column is not None:
+        groups, ids = _subject_groups(*id_column)
+        n_records = len(ids)
+        conflicts = [c.name for c in columns if _join_subjects(c, groups, n_records)]
+        if conflicts:
+            raise SdsInputError(
+                CONFLICT_MESSAGE + ", ".join(conflicts) + " (PrepareParams.multi_value_columns)"
+            )
+    return _encode(columns, n_records, params.allow_empty_columns)
+
+
+def _source_columns(
+    data: TableLike, params: PrepareParams, only: Sequence[str] | None = None
+) -> tuple[TableSource, list[_Column], tuple[RawColumn, str] | None]:
+    """The source, its selected columns processed (or only those named in ``only``) and the
+    subject id column (raw, and its name) of :func:`prepare`."""
     source = TableSource(data, params.record_limit or None)
     headers = source.headers
     names = [normalize_text(h) for h in headers]
@@ -194,6 +220,9 @@ def prepare(data: TableLike, params: PrepareParams = PrepareParams()) -> Prepare
     selected = sorted(set(_resolve(headers, "use_columns", params.use_columns))) or list(
         range(len(headers))
     )
+    if only is not None:
+        wanted = set(_resolve(headers, "columns", tuple(only)))
+        selected = [i for i in selected if i in wanted]
     zeros = set(_resolve(headers, "sensitive_zeros", params.sensitive_zeros))
     delimiters = {
         i: d
@@ -201,10 +230,6 @@ def prepare(data: TableLike, params: PrepareParams = PrepareParams()) -> Prepare
         for i in _resolve(headers, "multi_value_columns", (c,))
     }
     binnings = {i: b for b in params.binning for i in _resolve(headers, "binning", (b.column,))}
-    id_index = None
-    if params.subject_id is not None:
-        id_index = _resolve(headers, "subject_id", (params.subject_id,))[0]
-
     columns = []
     for i in selected:
         raw = source.column(i)
@@ -212,15 +237,123 @@ def prepare(data: TableLike, params: PrepareParams = PrepareParams()) -> Prepare
             columns.append(_multi_value_column(names[i], raw, delimiters[i], i in zeros))
         else:
             columns.append(_single_column(names[i], raw, i in zeros, binnings.get(i)))
-    n_records = source.n_rows
-    if id_index is not None:
-        groups, n_records = _subject_groups(source.column(id_index), names[id_index])
-        conflicts = [c.name for c in columns if _join_subjects(c, groups, n_records)]
-        if conflicts:
-            raise SdsInputError(
-                CONFLICT_MESSAGE + ", ".join(conflicts) + " (PrepareParams.multi_value_columns)"
-            )
-    return _encode(columns, n_records, params.allow_empty_columns)
+    id_column = None
+    if params.subject_id is not None:
+        id_index = _resolve(headers, "subject_id", (params.subject_id,))[0]
+        id_column = (source.column(id_index), names[id_index])
+    return source, columns, id_column
+
+
+def label_counts(data: TableLike, params: PrepareParams) -> tuple[tuple[str, int], ...]:
+    """The columns :func:`prepare` would encode and how many labels (values) each would hold,
+    without encoding: (normalized name, count) in prepare's order; a multi-value column gives
+    one column of one label per value. The subject join keeps every label, so these are the
+    prepared domain's sizes (columns binned later, such as DP bins, are counted unbinned).
+
+    >>> label_counts([["a", "b"], ["x", "1"], ["y", "1"], [" x", "0"]], PrepareParams())
+    (('a', 2), ('b', 1))
+
+    Raises:
+        SdsInputError: what :func:`prepare` raises about the columns and their names.
+    """
+    _, columns, _ = _source_columns(data, params)
+    out: list[tuple[str, int]] = []
+    for col in columns:
+        if col.codes is not None:
+            out.append((col.name, len(col.labels)))
+        else:
+            out.extend((f"{col.name}_{v}", 1) for v in col.labels)
+    return tuple(out)
+
+
+@dataclass(frozen=True, slots=True)
+class SubjectValues:
+    """Each subject's smallest and largest value key in some single-value columns: what the
+    subject join (:func:`prepare`) compares, in a form partitions can merge
+    (:meth:`merge`). A value key is a 64-bit hash of the cell's text as the join reads it
+    (trimmed, ``"0"`` empty unless a sensitive zero, declared bins applied); an empty cell has
+    none. A subject whose smallest and largest keys differ holds two values: a conflict.
+
+    Attributes:
+        subjects: the subjects' keys (trimmed, lower-cased ids), sorted.
+        columns: the columns compared, normalized names.
+        low, high: per subject (row) and column, the smallest and largest key
+            (:data:`_NO_VALUE` pair when the subject has no value in the column).
+    """
+
+    subjects: tuple[str, ...]
+    columns: tuple[str, ...]
+    low: NDArray[np.int64]
+    high: NDArray[np.int64]
+
+    def conflicts(self) -> list[str]:
+        """The columns in which some subject holds two different values."""
+        holds = self.low != _NO_VALUE[0]
+        return [
+            c
+            for j, c in enumerate(self.columns)
+            if (self.low[holds[:, j], j] != self.high[holds[:, j], j]).any()
+        ]
+
+    @staticmethod
+    def merge(parts: Sequence[SubjectValues]) -> SubjectValues:
+        """One :class:`SubjectValues` of the partitions' (subjects may span partitions)."""
+        require(len(parts) > 0, "merge needs at least one part")
+        columns = parts[0].columns
+        require(all(p.columns == columns for p in parts), "parts compare different columns")
+        keys = [k for p in parts for k in p.subjects]
+        codes, distinct = pd.factorize(np.asarray(keys, dtype=object))
+        ids = [str(k) for k in distinct.tolist()]
+        rank = np.empty(len(ids), dtype=np.int64)
+        rank[sorted(range(len(ids)), key=ids.__getitem__)] = np.arange(len(ids))
+        group = rank[codes]
+        low = np.full((len(ids), len(columns)), _NO_VALUE[0], dtype=np.int64)
+        high = np.full((len(ids), len(columns)), _NO_VALUE[1], dtype=np.int64)
+        np.minimum.at(low, group, np.concatenate([p.low for p in parts]))
+        np.maximum.at(high, group, np.concatenate([p.high for p in parts]))
+        return SubjectValues(tuple(sorted(ids)), columns, low, high)
+
+
+_NO_VALUE = (np.iinfo(np.int64).max, np.iinfo(np.int64).min)
+"""The (low, high) of a subject without a value in a column."""
+
+
+def _label_keys(labels: list[str]) -> NDArray[np.int64]:
+    """A 64-bit hash of each label (equal texts, equal keys)."""
+    digests = (hashlib.blake2b(t.encode("utf-8"), digest_size=8).digest() for t in labels)
+    return np.fromiter((int.from_bytes(d, "little", signed=True) for d in digests), np.int64)
+
+
+def subject_values(
+    data: TableLike, params: PrepareParams, columns: Sequence[str] | None = None
+) -> SubjectValues:
+    """What the subject join of :func:`prepare` would compare, without preparing: each
+    subject's smallest and largest value key in every single-value column (or in ``columns``).
+
+    Checked before the bins that need a budget exist: pass ``params`` without the DP-binned
+    columns' binning, and their rows are compared by their text, so a subject whose rows hold
+    different numbers in such a column is a conflict whatever the bins turn out to be.
+
+    Raises:
+        SdsInputError: no ``subject_id`` in ``params``, a row without a subject id, or what
+            :func:`prepare` raises about the columns and their names.
+    """
+    if params.subject_id is None:
+        raise SdsInputError("subject_values needs PrepareParams.subject_id (the join's column)")
+    _, processed, id_column = _source_columns(data, params, columns)
+    invariant(id_column is not None, "a subject id column")
+    assert id_column is not None
+    groups, ids = _subject_groups(*id_column)
+    single = [c for c in processed if c.codes is not None]
+    low = np.full((len(ids), len(single)), _NO_VALUE[0], dtype=np.int64)
+    high = np.full((len(ids), len(single)), _NO_VALUE[1], dtype=np.int64)
+    for j, col in enumerate(single):
+        assert col.codes is not None
+        present = col.codes >= 0
+        keys = _label_keys(col.labels)[col.codes[present]]
+        np.minimum.at(low[:, j], groups[present], keys)
+        np.maximum.at(high[:, j], groups[present], keys)
+    return SubjectValues(tuple(ids), tuple(c.name for c in single), low, high)
 
 
 def source_layout(headers: list[str], params: PrepareParams) -> tuple[tuple[str, str | None], ...]:

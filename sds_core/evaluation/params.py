@@ -38,8 +38,10 @@ class EvaluationParams:
         10,
         kind=int,
         ge=1,
+        le=10_000,
         doc="k of the rare-combination and preservation metrics: counts are compared in bins "
-        "of k records (SDS default 10).",
+        "of k records (SDS default 10; at most 10000: above, almost every combination is rare "
+        "and the metrics only cost memory).",
         privacy=_NOT_DP,
     )
     max_marginal_order: int = param(

@@ -3,8 +3,9 @@
 Runs between the record count (stage ``count``) and the aggregation (``aggregate-k``). It reads
 only the DP record count N̂, the release's (ε, δ, record-count share) and the number of columns,
 so the choice is post-processing of a DP output and public parameters and costs no budget; a
-value the user set explicitly is kept. The rule and the measurements behind it are in
-docs/benchmarks.md ("The SDS plan", issue 22).
+value the user set explicitly is kept. The rule is in docs/synthesis.md, its accuracy in
+docs/benchmarks.md ("The planned default against `aim`"); the sweeps behind its constants (issue
+22) are in the benchmarks' history (``git show 78ca7e7:docs/benchmarks.md``, "The SDS plan").
 """
 
 from __future__ import annotations
@@ -20,10 +21,35 @@ from sds_core.errors import require
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.params import AccuracyMode, DpParams
 
-__all__ = ["PLAN_SYNTHESES", "SdsPlan", "noise_excess", "pair_noise", "plan_sds"]
+__all__ = [
+    "PLAN_LENGTHS",
+    "PLAN_SYNTHESES",
+    "SdsPlan",
+    "longest_length",
+    "noise_excess",
+    "pair_noise",
+    "plan_sds",
+]
 
 PLAN_SYNTHESES = ("records", "model")
 """What the plan may choose to build the synthetic records from the aggregates."""
+
+PLAN_LENGTHS = (2, 3)
+"""The reporting lengths the plan may choose (at most the number of columns)."""
+
+
+def longest_length(n_columns: int, reporting_length: int | None = None) -> int:
+    """The longest reporting length a release may run with: the user's R, else the longest the
+    plan may choose for ``n_columns`` columns. The worst case that the size checks run before
+    the first charge are computed for, whatever the DP record count then makes the plan pick.
+
+    >>> longest_length(11), longest_length(2), longest_length(11, 5)
+    (3, 2, 5)
+    """
+    if reporting_length is not None:
+        return reporting_length
+    return min(max(PLAN_LENGTHS), n_columns)
+
 
 SIGNAL_FOR_LENGTH_3 = 16_000.0
 """From this signal on (N̂ / pair noise) the plan releases combinations of three attributes with
@@ -61,8 +87,9 @@ LONG_FIT_MAX_CELLS = 1_200_000
 noisy counts, but precise ones gain from the longer fit. Measured, 3 seeds, TVD2: 10k binned
 ε = 10 (signal 2,309) 0.0359 at 1,000 iterations vs 0.0384 at 300, raw 0.1463 vs 0.1468; at
 signal 1,033 and below the longer fit loses (10k raw ε = 4 0.1786 vs 0.1733, ε = 1 0.3713 vs
-0.3602); 100k rows (1M cells, 600 iterations): docs/benchmarks.md. Larger models (more than
-~120k records) keep 300 iterations, so a 1M-row release stays within its time budget."""
+0.3602); 100k rows (1M cells, 600 iterations): ``git show 78ca7e7:docs/benchmarks.md``. Larger
+models (more than ~120k records) keep 300 iterations, so a 1M-row release stays within its time
+budget."""
 MODEL_STRUCTURE = "pair-dependence"
 
 
@@ -140,7 +167,7 @@ class SdsPlan:
         reconcile_one_way: the plan chose records and adjusts them to the published 1-way
             counts (``SynthesisParams.reconcile_one_way``): their 1-way counts then lie inside
             the published noise (1M binned ε = 4: 80% of the values before, 99% after, and
-            TVD2 0.0029 -> 0.0019; docs/benchmarks.md).
+            TVD2 0.0029 -> 0.0019; ``git show 78ca7e7:docs/benchmarks.md``).
 
     >>> plan = plan_sds(10_000, epsilon=4.0, delta=1e-6, n_columns=11)
     >>> plan.reporting_length, plan.synthesis, [round(p, 2) for p in plan.sigma_proportions]

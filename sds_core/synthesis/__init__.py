@@ -8,5 +8,6 @@ compiled kernels are
 (``_records``), aggregate lookups (``_lookups``) and bitsets (``_bitsets``).
 ``reconcile`` is the optional last step (``SynthesisParams.reconcile_one_way``: surplus cells
 re-drawn towards the DP 1-counts, pair-checked). ``consistent`` is the other mode: one model
-fitted to the aggregates (``sds_core.model``), sampled.
+fitted to the aggregates (``sds_core.model``), sampled. ``sizes`` holds both modes' size limits
+as functions of the columns' sizes alone (checked before a release's first charge).
 """

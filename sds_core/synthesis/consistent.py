@@ -35,8 +35,8 @@ from sds_core.model.structure import (
     check_model_size,
 )
 from sds_core.synthesis.dependence import pair_dependence, tree_by_pairs
+from sds_core.synthesis.sizes import DEFAULT_MAX_CLIQUE_CELLS, DEFAULT_MAX_CLIQUE_COLUMNS
 
-DEFAULT_MAX_CLIQUE_CELLS = 1_000_000
 DEFAULT_MAX_MODEL_CELLS = 1_500_000
 MODEL_STRUCTURES = ("g-statistic", "pair-dependence")
 
@@ -134,8 +134,9 @@ class ModelParams:
             the clique. ``"pair-dependence"`` (:mod:`sds_core.synthesis.dependence`): the
             pairs whose published 2-way tables are furthest from independence net of noise,
             counted in records; better when R = 2 (no published table wider than a pair) or
-            a high-cardinality column makes noisy pairs look significant (docs/benchmarks.md,
-            issue 22). Needs R >= 2 (with R = 1 both are the same).
+            a high-cardinality column makes noisy pairs look significant (issue 22's sweep:
+            ``git show 78ca7e7:docs/benchmarks.md``, "What the sweeps showed"). Needs R >= 2
+            (with R = 1 both are the same).
         match_one_way: after the fit, adjust the model so every column's marginal lies within
             one noise standard deviation of its published DP 1-way counts, its empty category
             taking the rest of the estimated total (:func:`one_way_targets`,
@@ -149,7 +150,7 @@ class ModelParams:
     max_clique_cells: int = DEFAULT_MAX_CLIQUE_CELLS
     max_model_cells: int = DEFAULT_MAX_MODEL_CELLS
     max_model_bytes: int = DEFAULT_MAX_MODEL_BYTES
-    max_clique_columns: int = 4
+    max_clique_columns: int = DEFAULT_MAX_CLIQUE_COLUMNS
     iterations: int = 100
     structure: str = "g-statistic"
     match_one_way: bool = True
@@ -501,38 +502,6 @@ def estimated_total(aggregates: AggregateSet, noise: AggregateNoise) -> float:
     columns = float((weights * sums).sum()) / w_columns
     w_count = 1.0 / (2.0 * noise.count_scale**2)
     return float((w_count * n_hat + w_columns * columns) / (w_count + w_columns))
-
-
-def worst_case_model_bytes(domain: Domain, params: ModelParams, reporting_length: int) -> int:
-    """An upper bound on the model's working memory, from a domain holding every published value.
-
-    Every column after the first enters the model in one clique of at most
-    ``max_clique_columns`` columns and at most ``max_clique_cells`` cells; the bound takes the
-    largest such clique for each column. Called before anything is charged.
-
-    Raises:
-        SdsInputError: the bound is above ``params.max_model_bytes`` (names the columns).
-    """
-    sizes = tuple(k + 1 for k in domain.cardinalities)
-    width = params.max_clique_columns if reporting_length >= 2 else 2
-    cliques: list[Clique] = []
-    for v in range(len(sizes)):
-        others = sorted((c for c in range(len(sizes)) if c != v), key=lambda c: -sizes[c])
-        best: Clique = (v,)
-        for r in range(1, width):
-            for extra in itertools.combinations(others, r):
-                clique = tuple(sorted((v, *extra)))
-                cells = math.prod(sizes[c] for c in clique)
-                if cells <= params.max_clique_cells and cells > math.prod(sizes[c] for c in best):
-                    best = clique
-        cliques.append(best)
-    return check_model_size(
-        sizes,
-        cliques,
-        domain.columns,
-        params.max_model_bytes,
-        what="the consistent model of the DP aggregates (synthesis = 'model')",
-    )
 
 
 @dataclass(frozen=True, slots=True, eq=False)

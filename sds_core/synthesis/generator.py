@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from math import comb
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,7 @@ from numpy.typing import NDArray
 
 from sds_core.data.domain import EMPTY_CODE, Domain
 from sds_core.data.table import MultiValueColumn, PreparedTable
-from sds_core.errors import SdsInputError, SdsInternalError, require
+from sds_core.errors import SdsInternalError, require
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis._completion_kernel import synthesize_records_ordered
 from sds_core.synthesis._reference_kernel import synthesize_records
@@ -37,13 +36,12 @@ from sds_core.synthesis.matching import match_records
 from sds_core.synthesis.matching import tolerance as match_tolerance
 from sds_core.synthesis.params import SynthesisParams
 from sds_core.synthesis.reconcile import reconcile_one_way
+from sds_core.synthesis.sizes import check_synthesis_size, sub_combinations
 
 CHUNK_RECORDS = 4096
 """Records built per kernel call (progress is reported between calls)."""
-MAX_CANDIDATE_CELLS = 64_000_000
 AUTO_BATCH_RECORDS = 200_000
 """From this many records on, ``parallel_batches=None`` builds 2 batches on 2 threads."""
-"""Upper bound on attributes x sub-combinations per attribute held while building a record."""
 
 
 REFERENCE_PARAMS = SynthesisParams(
@@ -169,16 +167,11 @@ def plan_synthesis(
     batches = params.parallel_batches or (
         2 if _expected_records(aggregates, target, f) >= AUTO_BATCH_RECORDS else 1
     )
+    check_synthesis_size(n_cols, n_attr, R)
     lay = build_layout(aggregates, scale if batches == 1 else f / batches)
     total_budget = int(lay.budget.sum())
     require(total_budget > 0, "aggregates have no single-attribute (length 1) counts to synthesize")
-    sub_cap = max(1, sum(comb(n_cols - 1, j) for j in range(R)))
-    if n_attr * sub_cap > MAX_CANDIDATE_CELLS:
-        raise SdsInputError(
-            f"{n_attr} attributes x {sub_cap} sub-combinations per candidate exceed the synthesis "
-            f"working-memory bound ({MAX_CANDIDATE_CELLS}); lower the reporting length or bin "
-            "high-cardinality columns"
-        )
+    sub_cap = sub_combinations(n_cols, R)
     attr_col = lay.attr_col
     # share of non-empty cells per column implied by the aggregates: column budget / records
     # per budget cycle (protected count, scaled like the counts; else the fullest column)

@@ -17,9 +17,10 @@ import numpy as np
 from numpy.typing import NDArray
 
 from sds_core._jit import _jit
-from sds_core.errors import SdsInputError, require
+from sds_core.errors import require
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.synthesis._bitsets import Bitsets, build_bitsets, disabled_bitsets
+from sds_core.synthesis.sizes import check_key_width
 
 DENSE_PAIR_LIMIT = 2048
 """Domains with at most this many attributes look pairs up in a dense table (<= 32 MiB)."""
@@ -145,11 +146,7 @@ def build_layout(aggregates: AggregateSet, scale: float | None) -> Layout:
     n_attr = domain.n_attributes
     base = n_attr + 1
     R = aggregates.reporting_length
-    if R * log2(base) >= 62.9:
-        raise SdsInputError(
-            f"{n_attr} attributes with reporting_length {R}: combination keys overflow int64; "
-            "bin or merge high-cardinality columns, or lower the reporting length"
-        )
+    check_key_width(n_attr, R)
     attr_col32 = np.asarray(domain.attribute_columns())
     attrs_by_len: dict[int, NDArray[np.int64]] = {}
     first: dict[int, int] = {}

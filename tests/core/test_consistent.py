@@ -18,7 +18,6 @@ from sds_core.synthesis.consistent import (
     ModelParams,
     fit_aggregates,
     synthesize_from_model,
-    worst_case_model_bytes,
 )
 
 EVEN = ["xxx", "xyy", "yxy", "yyx"]
@@ -123,17 +122,6 @@ def test_model_total_follows_the_one_way_counts_when_the_record_count_is_off() -
         code = attr - aggregates.domain.offsets[col]
         synthetic = int((records.codes[:, col] == code).sum())
         assert abs(synthetic - dp) <= 1.96 * sd, (attr, synthetic, dp)
-
-
-def test_worst_case_size_refused_with_column_names() -> None:
-    """A domain whose smallest possible model exceeds the limit is refused, naming columns."""
-    dom = Domain(
-        ("puma", "income", "sex"),
-        (tuple(f"p{i:04d}" for i in range(900)), tuple(f"i{i:04d}" for i in range(1500)), ("0",)),
-    )
-    assert worst_case_model_bytes(dom, ModelParams(), 3) > 0
-    with pytest.raises(SdsInputError, match=r"income \(1501 values\).*Nothing was charged"):
-        worst_case_model_bytes(dom, ModelParams(max_model_bytes=10**5), 3)
 
 
 @pytest.mark.parametrize(

@@ -19,10 +19,12 @@ from sds_core.marginals.plan import (
     MAX_LENGTH_1_SHARE,
     MAX_RECORDS_EXCESS,
     MODEL_ITERATIONS,
+    PLAN_SYNTHESES,
     SIGNAL_FOR_LENGTH_3,
     SIGNAL_FOR_LONG_FIT,
     SdsPlan,
     length_one_share,
+    longest_length,
     noise_excess,
     pair_noise,
     plan_sds,
@@ -252,3 +254,15 @@ def test_a_plan_read_back_from_its_dict_is_the_plan_as_written() -> None:
     assert SdsPlan.from_dict(older).reconcile_one_way is False
     with pytest.raises(SdsInputError, match=r"an SDS plan without \['reason'\]"):
         SdsPlan.from_dict({k: v for k, v in written.items() if k != "reason"})
+
+
+@pytest.mark.parametrize("n_columns", [1, 2, 3, 11, 40])
+def test_the_plan_never_picks_longer_than_the_size_checks_assume(n_columns: int) -> None:
+    """longest_length is what the size checks before the first charge are computed for: over
+    DP counts from 1 to 10^8 and any ε the plan's R is never longer (and the user's R is kept)."""
+    for n_hat in (1, 10, 1_000, 30_000, 10**6, 10**8):
+        for epsilon in (0.1, 1.0, 10.0):
+            plan = plan_sds(n_hat, epsilon=epsilon, delta=1e-6, n_columns=n_columns)
+            assert plan.reporting_length <= longest_length(n_columns)
+            assert plan.synthesis in PLAN_SYNTHESES
+    assert longest_length(n_columns, 5) == 5

@@ -19,8 +19,10 @@ from hypothesis import strategies as st
 from sds_core.data.preparation import (
     Binning,
     PrepareParams,
+    SubjectValues,
     fingerprint,
     prepare,
+    subject_values,
     to_frame,
     to_sorted_rows,
 )
@@ -665,3 +667,50 @@ def test_aggregate_table_refuses_a_column_named_like_its_own() -> None:
     assert aggregates(ok, 2).to_arrow().column_names[:4] == [
         "length", "combination", "count", "a"
     ]  # fmt: skip
+
+
+JOIN_ROWS = [
+    ["id", "A", "B", "age"],
+    ["x", "a1", "b1", "30"],
+    [" X", "a1", "0", "30"],  # the same subject; "0" is empty, so B agrees
+    ["y", "a1", "b1", "20"],
+    ["y", "a2", "", "61"],  # y disagrees on A and (before binning) on age
+    ["z", "a3", "b2", ""],
+]
+
+
+def test_subject_values_finds_what_the_join_refuses() -> None:
+    """subject_values' conflicts are the columns prepare's join refuses; empty cells and
+    non-sensitive "0" cells are no value, so they never conflict."""
+    params = PrepareParams(subject_id="id", use_columns=("A", "B", "age"))
+    with pytest.raises(SdsInputError, match="duplicated IDs: A, age "):
+        prepare(JOIN_ROWS, params)
+    found = subject_values(JOIN_ROWS, params)
+    assert found.subjects == ("x", "y", "z") and found.columns == ("A", "B", "age")
+    assert found.conflicts() == ["A", "age"]
+    agreeing = [r for r in JOIN_ROWS if r[0] != "y"]
+    assert subject_values(agreeing, params).conflicts() == []
+    prepare(agreeing, params)  # the join accepts what subject_values accepts
+
+
+def test_subject_values_compare_unbinned_text_before_the_bins() -> None:
+    """A column compared before its bins exist conflicts on two numbers of one bin (20 and 29),
+    which the binned join accepts; ``columns`` restricts the comparison."""
+    rows = [["id", "A", "age"], ["x", "a", "20"], ["x", "a", "29"]]
+    unbinned = PrepareParams(subject_id="id", use_columns=("A", "age"))
+    bins = (Binning("age", edges=(0.0, 30.0, 60.0)),)
+    prepare(rows, PrepareParams(subject_id="id", use_columns=("A", "age"), binning=bins))
+    assert subject_values(rows, unbinned).conflicts() == ["age"]
+    assert subject_values(rows, unbinned, ["A"]).conflicts() == []
+
+
+def test_subject_values_of_parts_merge_to_the_whole() -> None:
+    """Cut into parts anywhere (a subject's rows in two parts), the merged values are the whole
+    table's: the conflict of subject y is found across parts."""
+    params = PrepareParams(subject_id="id", use_columns=("A", "B", "age"))
+    whole = subject_values(JOIN_ROWS, params)
+    for cut in range(2, len(JOIN_ROWS)):
+        parts = [JOIN_ROWS[:cut], [JOIN_ROWS[0], *JOIN_ROWS[cut:]]]
+        merged = SubjectValues.merge([subject_values(p, params) for p in parts])
+        assert merged.subjects == whole.subjects and merged.conflicts() == whole.conflicts()
+        assert np.array_equal(merged.low, whole.low) and np.array_equal(merged.high, whole.high)

@@ -126,8 +126,9 @@ def test_report_draws_every_chart(browser: Any, released: Path) -> None:
             suppressed.append(col)
     assert suppressed == [SUPPRESSED]  # the note's branch ran, for the column built for it
     assert by_id["fig-pair-tvd"]["drawn"] == 2 * _pairs_with_data(agg, syn)
-    for fig in ("fig-noise", "fig-budget", "fig-within-noise", "fig-error-length"):
+    for fig in ("fig-noise", "fig-within-noise", "fig-error-length"):
         assert fig in by_id
+    assert "fig-budget" not in by_id and "fig-timing" not in by_id  # the custodian report's
 
 
 def test_report_prints_without_cut_charts(browser: Any, released: Path) -> None:

@@ -19,7 +19,7 @@ import pyarrow.parquet as pq
 
 from release_store.workspace.files import sha256_file
 from sds_core.synthesis.generator import AUTO_BATCH_RECORDS
-from tests.helpers import PROJECT, charges, killed_cli, run_cli
+from tests.helpers import PROJECT, charges, complete_releases, killed_cli, run_cli
 
 COMPARED = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "evaluation.json")
 DASK = Path(sys.executable).parent / "dask"
@@ -159,6 +159,21 @@ def test_unreachable_dask_address_fails_before_any_charge(
     assert code != 0
     assert "no Dask scheduler answers" in err and "--dask-address" in err
     assert charges(home) == []
+
+
+def test_a_dask_address_alone_runs_on_that_cluster(
+    tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
+) -> None:
+    """--dask-address without --executor names the cluster to count on (issue #37): the
+    release contacts it (nobody answers here: refused naming the address, nothing charged)
+    instead of running locally."""
+    dead = f"tcp://127.0.0.1:{_free_port()}"
+    code, _, err = run_cli(
+        *_args(tiny_csv, tiny_config, home, "dask-implied", "--dask-address", dead)
+    )
+    assert code != 0
+    assert f"no Dask scheduler answers at dask_address '{dead}'" in err
+    assert charges(home) == [] and complete_releases(home) == []
 
 
 @pytest.mark.slow

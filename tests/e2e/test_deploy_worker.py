@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from release_store.audit.journal import read_journal
 from release_store.config.deployment import PINNED, pin_path, write_pins
 from release_store.ledger.book import Ledger
 from tests.e2e.prefect_processes import prefect_server, run_logs, wait_final, worker
@@ -220,6 +221,65 @@ def test_an_injected_top_level_parameter_is_refused_in_the_run(
     assert not deployed.evil.exists() and _spent(deployed.home) == spent
 
 
+def _releases(home: Path) -> set[Path]:
+    return set(home.glob("releases/*/*"))
+
+
+def test_too_many_synthetic_records_are_refused_at_submission(
+    deployed: Deployed, client: Any
+) -> None:
+    """10^15 synthetic records (and a resolution of 10^15) are refused by the server against
+    the deployment's schema (each run option has a maximum); no run is created, nothing is
+    charged. (The run asks to start in an hour: on a server without the caps it would wait.)"""
+    from datetime import UTC, datetime, timedelta
+
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.exceptions import PrefectHTTPStatusError
+    from prefect.states import Scheduled
+
+    dep = client.read_deployment_by_name(ON_DEMAND)
+    only_this = DeploymentFilter(id=DeploymentFilterId(any_=[dep.id]))
+    runs, spent = client.count_flow_runs(deployment_filter=only_this), _spent(deployed.home)
+    later = Scheduled(scheduled_time=datetime.now(UTC) + timedelta(hours=1))
+    for option, largest in (("synthetic_records", 100_000_000), ("resolution", 10_000)):
+        with pytest.raises(PrefectHTTPStatusError, match=rf"greater than the maximum of {largest}"):
+            client.create_flow_run_from_deployment(
+                dep.id, parameters={"options": {option: 10**15}}, state=later
+            )
+    assert client.count_flow_runs(deployment_filter=only_this) == runs
+    assert _spent(deployed.home) == spent
+
+
+def test_too_many_synthetic_records_slipped_into_a_run_are_refused_by_the_flow(
+    deployed: Deployed, client: Any
+) -> None:
+    """10^15 synthetic records written into a run after the server's check fail the run at the
+    flow's parameter validation, naming the cap; nothing is read, written or charged."""
+    spent, before = _spent(deployed.home), _releases(deployed.home)
+    run = _injected_run(client, {"options": {"synthetic_records": 10**15}})
+    assert run.state.is_failed(), run.state
+    assert "less than or equal to 100000000" in run_logs(client, run.id)
+    assert _spent(deployed.home) == spent and _releases(deployed.home) == before
+
+
+def test_more_records_than_the_schema_allows_are_refused_before_any_charge(
+    deployed: Deployed, client: Any
+) -> None:
+    """Below the absolute cap but above 10 x the pinned schema's max_rows (100,000), a run's
+    synthetic_records passes the server and is refused by the flow before anything is read or
+    charged, saying so in the run's state and logs."""
+    dep = client.read_deployment_by_name(ON_DEMAND)
+    spent, before = _spent(deployed.home), _releases(deployed.home)
+    options = {"synthetic_records": 1_000_001}
+    run = client.create_flow_run_from_deployment(dep.id, parameters={"options": options})
+    run = wait_final(client, run.id)
+    assert run.state.is_failed(), run.state
+    said = "synthetic_records = 1,000,001 is more than 10 times the schema's max_rows (100,000)"
+    assert said in run.state.message
+    assert "refused before anything was read or charged" in run_logs(client, run.id)
+    assert _spent(deployed.home) == spent and _releases(deployed.home) == before
+
+
 def test_an_allowed_run_completes_charged_once(deployed: Deployed, client: Any) -> None:
     """A run choosing ε = 1 and R = 2 completes: one release of the pinned input in the pinned
     home, ε = 1 charged once, its parameters are the options only."""
@@ -237,6 +297,13 @@ def test_an_allowed_run_completes_charged_once(deployed: Deployed, client: Any) 
     release_id = new.pop().parent.name
     assert Ledger.open(deployed.home).reservation(release_id).status == "completed"
     assert "this run chose {'epsilon': 1.0, 'reporting_length': 2}" in run_logs(client, run.id)
+    [start] = [e for e in read_journal(deployed.home) if e.release_id == release_id]
+    assert (start.event, start.origin.kind, start.origin.deployment) == (
+        "start",
+        "on-demand",
+        "on-demand-tiny",
+    )  # the audit page's "who started it": a run of the deployment, not a schedule
+    assert start.origin.flow_run_id == str(run.id)
 
 
 def _extra_deployment(name: str) -> None:
@@ -266,6 +333,8 @@ def test_a_run_never_creates_a_budget(
     assert run.state.is_failed()
     assert "'nobudget' has no lifetime budget" in run.state.message
     assert "refused before anything was read or charged" in run_logs(client, run.id)
+    refused = [e for e in read_journal(deployed.home) if e.dataset == "nobudget"]
+    assert [(e.event, e.origin.deployment) for e in refused] == [("refused", "no-budget")]
     assert Ledger.open(deployed.home).budget("nobudget") is None
     assert not (deployed.home / "releases" / "nobudget").exists()
 
@@ -289,6 +358,10 @@ def test_a_run_over_the_per_release_policy_is_refused(
     assert run.state.is_failed()
     assert "at most 0.5" in run.state.message and "custodian" in run.state.message
     assert _spent(deployed.home, "capped") == 0.0
+    [refused] = [e for e in read_journal(deployed.home) if e.dataset == "capped"]
+    assert (refused.event, refused.epsilon) == ("refused", 1.0) and "at most 0.5" in (
+        refused.reason or ""
+    )
     assert not (deployed.home / "releases" / "capped").exists()
 
 

@@ -8,7 +8,8 @@ its own temporary Prefect server with the database, logs and result storage unde
 whose bad cell (a fourth canary) the CLI's pre-flight refuses before the flow starts, and a
 release SIGKILLed in ``aggregate-2`` then resumed, every byte under ``$SDS_HOME/releases`` and
 ``$SDS_HOME/prefect`` and every line printed is searched. The private workspace may hold raw
-values (validation details); its modes are checked instead.
+values (validation details), the Prefect database every run's parameters and logs: the modes of
+everything under the home are checked too (folders 0700, files 0600).
 """
 
 from __future__ import annotations
@@ -127,8 +128,8 @@ def _found(data: bytes) -> list[str]:
 @pytest.mark.slow
 def test_no_canary_leaks_and_private_modes(tmp_path: Path) -> None:
     """0 canaries found in releases/, the console, the Prefect DB, logs and result storage,
-    after a complete, a refused (pre-flight) and a resumed release; private files 0600,
-    directories 0700."""
+    after a complete, a refused (pre-flight) and a resumed release; every file under the home
+    0600 (private/, the Prefect database, its logs, releases/), every directory 0700."""
     home, inputs = tmp_path / "home", tmp_path / "inputs"
     inputs.mkdir()
     config = tmp_path / "leak.toml"
@@ -177,12 +178,14 @@ def test_no_canary_leaks_and_private_modes(tmp_path: Path) -> None:
     assert len(manifest["input"]["commitment"]) == 64  # keyed: the plain hash is never published
     assert "home" not in manifest["parameters"]
 
-    # private files 0600, private directories 0700 (checked on every path under private/)
-    private = home / "private"
-    assert stat.S_IMODE(private.stat().st_mode) == 0o700
-    paths = sorted(private.rglob("*"))
+    # files 0600, directories 0700: checked on every path under the home (private/, prefect/
+    # with the Prefect database the temporary servers kept there, releases/, the ledger)
+    paths = [home, *sorted(home.rglob("*"))]
     assert any(p.name == "release.key" for p in paths) and any(p.suffix == ".pkl" for p in paths)
-    for path in paths:
-        mode = stat.S_IMODE(path.stat().st_mode)
-        assert mode == (0o700 if path.is_dir() else 0o600), (path, oct(mode))
-    assert stat.S_IMODE((home / "ledger.sqlite").stat().st_mode) == 0o600
+    assert any(p.name == "prefect.db" for p in paths) and (home / "ledger.sqlite") in paths
+    loose = {
+        str(path.relative_to(home)): oct(mode)
+        for path in paths
+        if (mode := stat.S_IMODE(path.stat().st_mode)) != (0o700 if path.is_dir() else 0o600)
+    }
+    assert loose == {}

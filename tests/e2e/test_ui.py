@@ -252,14 +252,18 @@ def _logs(base: str, flow_run_id: str) -> list[str]:
 def test_cli_release_logs_every_stage_to_the_server_without_raw_values(
     ui_server: tuple[str, dict[str, str]], cli_release: dict[str, Any]
 ) -> None:
-    """Every stage logs its INFO line to the server; no planted value, no true record count."""
-    from release_store.run.stages import release_stages
+    """Every stage logs its INFO line to the server; no planted value, no true record count,
+    no time of a stage whose time is not public."""
+    from release_store.run.stages import release_stages, spec
 
     base, _ = ui_server
     messages = _logs(base, cli_release["run"]["id"])
     for stage in release_stages(2):
         assert any(m.startswith(f"{stage}: ") for m in messages), (stage, messages)
-        assert any(m.startswith(f"{stage} finished in ") for m in messages), stage
+        end = f"{stage} finished in " if spec(stage).public_timing else f"{stage} finished"
+        assert any(m.startswith(end) for m in messages), stage
+        if not spec(stage).public_timing:
+            assert not any(m.startswith(f"{stage} finished in ") for m in messages), stage
     text = "\n".join(messages)
     assert f"DP record count m={cli_release['manifest']['input']['rows']}" in text
     assert "charged ε=" in text and "DP combinations of length 2 survive" in text

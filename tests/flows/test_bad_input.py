@@ -105,6 +105,10 @@ def test_bad_file_is_refused_without_charge(
         (["--epsilon", "-1"], "parameter 'epsilon'"),
         (["--synthesizer", "gan"], "unknown synthesizer 'gan'"),
         (["--delta", "2"], "parameter 'delta'"),
+        (
+            ["--executor", "local", "--dask-address", "tcp://127.0.0.1:9"],
+            "names a Dask scheduler, but executor is 'local', which counts in this process",
+        ),
     ],
 )
 def test_bad_parameters_fail_before_anything(

@@ -40,6 +40,38 @@ def test_budget_set_and_show(home: Path) -> None:
     assert row["epsilon_lifetime"] == 10 and row["epsilon_spent"] == 0
 
 
+@pytest.mark.parametrize("columns", [None, "40"])
+def test_budget_show_through_a_pipe(home: Path, columns: str | None) -> None:
+    """`sds budget show | cat` prints full column names and each dataset on one line."""
+    run_cli(
+        "budget", "set", "census_households", "--epsilon", "4",
+        "--max-epsilon-per-release", "1", "--home", str(home),
+    )  # fmt: skip
+    run_cli(
+        "budget", "set", "monthly_survey", "--epsilon", "2", "--per-period",
+        "--lifetime-epsilon", "6", "--home", str(home),
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k not in ("FORCE_COLOR", "TTY_COMPATIBLE")}
+    env.pop("COLUMNS", None)
+    if columns is not None:
+        env["COLUMNS"] = columns
+    done = subprocess.run(
+        [sys.executable, "-m", "flows.cli", "budget", "show", "--home", str(home)],
+        cwd=PROJECT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    lines = done.stdout.splitlines()
+    header = lines[0].split()
+    for name in ("dataset", "period", "budget", "reserved", "runway", "per-release", "policy"):
+        assert name in header, lines[0]
+    [census] = [line for line in lines if "census_households" in line]
+    assert "lifetime ε 4, δ 1e-05" in census and "ε ≤ 1 per release" in census
+    [monthly] = [line for line in lines if "monthly_survey" in line]
+    assert "per period (lifetime cap ε 6 across periods)" in monthly
+    assert "…" not in done.stdout
+
+
 def test_budget_show_unknown_dataset(home: Path) -> None:
     """Showing a dataset without a budget says how to set one."""
     code, _, err = run_cli("budget", "show", "nobody", "--home", str(home))

@@ -67,6 +67,13 @@ def test_pinned_settings_are_absolute(
     assert glob["input"] == "/data/part-*.parquet"
 
 
+def test_series_is_pinned_only_when_asked(tmp_path: Path, tiny_csv: Path) -> None:
+    """--series writes series = true in the pin files; without it the key is not written."""
+    asked = pin_settings(DeploySettings(tmp_path, input=str(tiny_csv), series=True))
+    assert asked["series"] is True
+    assert "series" not in pin_settings(DeploySettings(tmp_path, input=str(tiny_csv)))
+
+
 @pytest.mark.parametrize(
     ("settings", "match"),
     [

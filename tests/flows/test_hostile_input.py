@@ -65,6 +65,32 @@ def test_world_writable_home_is_refused(tmp_path: Path) -> None:
     assert list(home.iterdir()) == []
 
 
+@pytest.mark.parametrize("which", ["config", "input"])
+def test_a_config_or_input_in_a_folder_others_can_write_is_refused(
+    which: str, tiny_csv: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """Issue #37: whoever can write a folder on the config's or the input's path can swap
+    them; `sds release` refuses, naming the folder and the chmod, before any budget exists."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    config, data = tiny_config, tiny_csv
+    if which == "config":
+        config = shared / "tiny.toml"
+        config.write_text(tiny_config.read_text())
+    else:
+        data = shared / "tiny.csv"
+        data.write_bytes(tiny_csv.read_bytes())
+    shared.chmod(0o770)
+    home = tmp_path / "home"
+    code, _, err = run_cli(
+        "release", str(data), "--config", str(config), "--home", str(home), "--quiet"
+    )
+    assert code == 2, err
+    assert f"the folder {shared} on the path of the {which}" in err
+    assert f"chmod g-w {shared}" in err and err.count("sds: error:") == 1
+    assert not (home / "ledger.sqlite").exists() and complete_releases(home) == []
+
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="needs root to give a directory to another user")
 def test_home_of_another_user_is_refused(tmp_path: Path) -> None:
     """A home owned by another user is refused, naming the shared-ledger alternative."""

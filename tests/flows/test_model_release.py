@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from release_store.ledger.book import Ledger
 from sds_core.data.domain import Domain
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 from sds_core.synthesis.consistent import AggregateNoise, estimated_total
@@ -199,3 +200,20 @@ def test_dp_quantiles_need_a_range() -> None:
     schema = {"columns": [{"name": "age", "type": "integer", "bins": {"dp_quantiles": 4}}]}
     with pytest.raises(SdsInputError, match=r"'age': bins\.dp_quantiles needs a declared range"):
         build_params({"dataset": "d", "input": "x.csv", "table_schema": schema}, {})
+
+
+def test_a_model_the_plan_may_pick_is_refused_before_any_charge(
+    tiny_csv: Path, tiny_config: Path, tmp_path: Path, prefect_server: str
+) -> None:
+    """Synthesis left to the SDS plan, which may pick the model: a model above
+    --max-model-bytes is refused before anything is reserved or charged (it failed in the
+    synthesize stage, after every charge), saying how to rule the model out."""
+    config = tmp_path / "planned.toml"
+    config.write_text(tiny_config.read_text().replace('synthesis = "records"\n', ""))
+    home = tmp_path / "home"
+    code, _, err = _release(tiny_csv, config, home, "--max-model-bytes", "500")
+    assert code != 0
+    assert "may draw the records from the consistent model" in err
+    assert "pin synthesis = 'records'" in err and "Nothing was charged" in err
+    assert charges(home) == [] and complete_releases(home) == []
+    assert Ledger.open(home).reservations("tiny") == []  # refused before the reservation

@@ -73,7 +73,9 @@ def test_each_period_releases_with_its_full_budget(released: dict) -> None:
         assert manifest["privacy"]["epsilon"] == 2.0
         assert manifest["parameters"]["period"] == period
         assert manifest["parameters"]["period_column"] == "month"
-        assert manifest["dataset_budget"]["period"] == period
+        assert "dataset_budget" not in manifest  # which other releases spent: private
+        report = (folder.parents[2] / "private" / folder.name / "custodian-report.html").read_text()
+        assert f"<b>Period {period}:</b> this release holds only the rows" in report
 
 
 def test_a_spent_period_is_refused_before_anything_is_read(released: dict) -> None:
@@ -111,11 +113,13 @@ def test_the_period_and_subject_columns_are_never_released(released: dict) -> No
 def test_report_budget_show_and_audit_show_the_period(
     released: dict, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The report's one line names the period and its budget; `budget show` has a row per
-    period; `sds audit` a period column and the spend of each period; --verify is clean."""
+    """The report's one line names the period (its budget around the release only in the
+    private custodian report); `budget show` has a row per period; `sds audit` a period
+    column and the spend of each period; --verify is clean."""
     monkeypatch.setenv("COLUMNS", "250")
     report = (released["dirs"][OCT] / "report.html").read_text()
     assert "Period 2026-10:" in report and "per period" in report
+    assert "Before this release" not in report
     home = str(released["home"])
     code, out, _ = run_cli("budget", "show", "--home", home)
     assert code == 0 and SEP in out and OCT in out
@@ -184,3 +188,123 @@ def test_the_flow_resolves_previous_month_before_reserving(
     assert reservation.period == month
     private = json.loads((home / "private" / folder.name / "params.json").read_text())
     assert private["period"] == month
+
+
+def test_another_spelling_of_a_released_month_is_refused_before_any_charge(
+    tmp_path: Path, prefect_server: str
+) -> None:
+    """Issue #37's reproduction: examples/monthly.toml on a per-period budget of ε 4; October
+    released, then `--period "2026-10 "` (and other spellings of October): each refused with
+    the label, the format and the fix, nothing reserved, and October's rows spent ε 4 in all."""
+    project = Path(__file__).resolve().parents[2]
+    rows = (project / "examples" / "pums_ca_10k.csv").read_text().splitlines()[:1201]
+    data = tmp_path / "monthly.csv"  # as the config's header builds it, 600 rows per month
+    data.write_text(
+        "\n".join(
+            ["month," + rows[0]]
+            + [("2026-09," if i % 2 else "2026-10,") + r for i, r in enumerate(rows[1:])]
+        )
+        + "\n"
+    )
+    home = str(tmp_path / "home")
+    config = str(project / "examples" / "monthly.toml")
+    code, out, err = run_cli(
+        "budget", "set", "pums-ca-monthly", "--epsilon", "4", "--delta", "1e-4", "--per-period",
+        "--home", home,
+    )  # fmt: skip
+    assert code == 0, err
+    assert "periods written YYYY-MM" in out and "--lifetime-epsilon caps that sum" in out
+    release = ("release", str(data), "--config", config, "--home", home, "--seed", "7", "--quiet")
+    code, _, err = run_cli(*release, "--period", OCT, "--release-id", "oct-1")
+    assert code == 0, err
+    rows_before = len(Ledger.open(home).rows())
+    for spelling, why in (
+        ("2026-10 ", "has leading or trailing whitespace"),
+        (" 2026-10", "has leading or trailing whitespace"),
+        ("2026-10\t", "has leading or trailing whitespace"),
+        ("2026-010", "is not a period written YYYY-MM"),
+        ("2026/10", "is not a period written YYYY-MM"),
+        ("202610", "is not a period written YYYY-MM"),
+    ):
+        code, _, err = run_cli(*release, "--period", spelling)
+        assert code == 2, (spelling, err)
+        assert f"period {spelling!r} {why}" in err and "Nothing was read or charged" in err
+    assert len(Ledger.open(home).rows()) == rows_before
+    status = Ledger.open(home).budget("pums-ca-monthly")
+    assert status is not None
+    assert [(p.period, p.epsilon_spent) for p in status.periods] == [(OCT, 4.0)]
+    assert status.epsilon_spent == 4.0
+
+
+def test_a_deployment_run_cannot_move_its_period(
+    tmp_path: Path, tiny_csv: Path, prefect_server: str
+) -> None:
+    """Issue #37: runs of a monthly deployment of the release flow (cron `0 3 1 * *`, period
+    `previous-month`) made through the Prefect API with a past scheduled time, as a backfill of
+    a slot before the deployment existed, or as a future slot's run moved to now: each fails
+    saying why, with nothing reserved, read or published; no month is released."""
+    from datetime import UTC, datetime
+
+    from prefect.client.orchestration import get_client
+    from prefect.client.schemas.actions import DeploymentScheduleCreate
+    from prefect.client.schemas.filters import DeploymentFilter, DeploymentFilterId
+    from prefect.client.schemas.schedules import CronSchedule
+    from prefect.flow_engine import run_flow_sync
+    from prefect.states import Scheduled
+
+    from flows.release import release
+    from release_store.config import build_params, load_config
+    from release_store.config.periods import previous_month
+
+    now = datetime.now(UTC)
+    data = write_periodic_csv(
+        tiny_csv,
+        tmp_path / "monthly.csv",
+        {"2025-02": range(200), previous_month(now): range(200, 400)},
+        subjects={"2025-02": range(200), previous_month(now): range(200, 400)},
+    )
+    config = tmp_path / "monthly.toml"
+    config.write_text(periodic_config())
+    home = tmp_path / "home"
+    home.mkdir()
+    Ledger.open(home).set_budget("monthly", epsilon=2.0, delta=1e-3, per_period=True)
+    params = build_params(
+        load_config(config),
+        {"input": str(data), "home": str(home), "period": "previous-month", "seed": 3},
+    )
+    monthly = CronSchedule(cron="0 3 1 * *", timezone="UTC")
+    with get_client(sync_client=True) as client:
+        deployment = client.create_deployment(
+            flow_id=client.create_flow_from_name("sds-release"),
+            name="monthly-slots",
+            entrypoint="flows/release.py:release",
+            parameters={"params": params.model_dump(mode="json")},
+            schedules=[DeploymentScheduleCreate(schedule=monthly, active=True)],
+        )
+        past = datetime(2025, 3, 1, 3, 0, tzinfo=UTC)  # a slot of the cron: February's
+        by_hand = client.create_flow_run_from_deployment(
+            deployment, state=Scheduled(scheduled_time=past)
+        )
+        for span in (  # a backfill of March 2025; the next slot, then moved to now
+            {"start_time": "2025-03-01T00:00:00Z", "end_time": "2025-03-02T00:00:00Z"},
+            {"start_time": now.isoformat(), "min_runs": 1, "max_runs": 1},
+        ):
+            client._client.post(f"/deployments/{deployment}/schedule", json=span)
+        made = client.read_flow_runs(
+            deployment_filter=DeploymentFilter(id=DeploymentFilterId(any_=[deployment]))
+        )
+        scheduled = {r.expected_start_time < now: r for r in made if r.auto_scheduled}
+        client.set_flow_run_state(scheduled[False].id, Scheduled(scheduled_time=now), force=True)
+        runs = [
+            (by_hand, "made by hand"),
+            (scheduled[True], "a backfill, which the schedule never made"),
+            (client.read_flow_run(scheduled[False].id), "before its slot"),
+        ]
+    for run, why in runs:
+        state = run_flow_sync(release, run, {"params": params}, return_type="state")
+        assert state.is_failed(), (why, state)
+        message = str(state.message)
+        assert "'previous-month' of deployment 'monthly-slots'" in message and why in message
+        assert "nothing was read or charged" in message
+    assert Ledger.open(home).reservations() == []
+    assert not (home / "releases").exists() and not (home / "private" / "_periods").exists()

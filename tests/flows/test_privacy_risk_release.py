@@ -17,7 +17,7 @@ from release_store.inputs.holdback import CONTROL_FILE, min_input_units
 from tests.helpers import COLUMNS, EXAMPLE, anonymeter_env, charges, run_cli
 
 RID = "risky"
-N_ROWS = 600  # above the 498 a 20% hold-back needs
+N_ROWS = 800  # above the 746 a 20% hold-back needs
 
 
 def _release(data: Path, config: Path, home: Path, *extra: str) -> tuple[int, str, str]:
@@ -36,13 +36,13 @@ def _nothing_happened(home: Path) -> None:
 def test_too_small_for_the_hold_back_is_refused(
     tiny_csv: Path, tiny_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """400 rows cannot give 100 control rows and 100 training rows at 20%: exit 1, the minimum
+    """400 rows cannot give 100 control rows at 20% (the minimum is 746): exit 1, the minimum
     and why named, nothing charged or written."""
     monkeypatch.setenv(ANONYMETER_PYTHON_ENV, sys.executable)  # exists: the size rule decides
     home = tmp_path / "home"
     code, _, err = _release(tiny_csv, tiny_config, home)
     assert code == 1
-    assert "control side 80; each needs at least 100" in err
+    assert "the input has 400 rows" in err
     assert f"needs at least {min_input_units()} rows" in err
     _nothing_happened(home)
 
@@ -60,7 +60,7 @@ def test_missing_anonymeter_environment_is_refused(
 
 @pytest.fixture(scope="module")
 def risky_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The first 600 rows of the example, the tiny columns."""
+    """The first 800 rows of the example, the tiny columns."""
     path = tmp_path_factory.mktemp("risky") / "risky.csv"
     with open(EXAMPLE, newline="") as f, open(path, "w", newline="") as out:
         writer = csv.writer(out)
@@ -79,7 +79,7 @@ def risky_home(
     tiny_config: Path,
     prefect_server: str,
 ) -> Path:
-    """A complete privacy_risk release of 600 rows (anonymeter run for real)."""
+    """A complete privacy_risk release of 800 rows (anonymeter run for real)."""
     anonymeter_env()
     home = tmp_path_factory.mktemp("riskyhome")
     code, _, err = _release(risky_csv, tiny_config, home)
@@ -89,18 +89,20 @@ def risky_home(
 
 @pytest.mark.slow  # one release with two anonymeter jobs (~30 s)
 def test_risks_are_private_and_beside_the_guarantee(risky_home: Path, risky_csv: Path) -> None:
-    """The control rows (120 of 600) are in the private workspace (0600) and the training part's
-    record count is what the DP count estimates; the custodian report shows the risks with the
-    release's ε; no published file holds a risk or anonymeter's name."""
+    """The control rows (each row held back with chance 20%: about 160 of 800) are in the
+    private workspace (0600) and the training part's record count is what the DP count
+    estimates; the custodian report shows the risks with the release's ε; no published file
+    holds a risk or anonymeter's name."""
     private = risky_home / "private" / RID
     control = pq.read_table(private / CONTROL_FILE)
-    assert control.num_rows == 120 and control.column_names == COLUMNS
+    assert abs(control.num_rows - 160) < 4 * 12 and control.column_names == COLUMNS
     assert stat.S_IMODE((private / CONTROL_FILE).stat().st_mode) == 0o600
 
     evaluation = json.loads((private / "custodian-evaluation.json").read_text())
     risk = evaluation["privacy_risk"]
     assert risk["differentially_private"] is False and risk["anonymeter"] == "1.1.0"
-    assert risk["records"]["training"] == 480 and risk["records"]["control"] == 120
+    assert risk["records"]["control"] == control.num_rows
+    assert risk["records"]["training"] == N_ROWS - control.num_rows
     for r in (*risk["singling_out"].values(), risk["linkability"], risk["inference_max"]):
         assert r["ci"][0] <= r["risk"] <= r["ci"][1]
     page = (private / "custodian-report.html").read_text()

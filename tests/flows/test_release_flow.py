@@ -89,12 +89,19 @@ def test_progress_of_the_long_stages(released_run: tuple[Path, list[tuple]]) -> 
 
 
 def test_manifest_anchors_the_ledger_head(released: Path) -> None:
-    """The complete manifest records the ledger head as it was when the release completed."""
+    """The ledger head when the release completed is kept privately; the manifest holds a
+    commitment to it (no row number) that `sds audit --verify` opens."""
+    from release_store.audit.home import audit_home
+    from release_store.ledger.anchor import ANCHOR_FILE
     from release_store.ledger.book import Ledger
 
     m = json.loads((released / "manifest.json").read_text())
-    seq, digest = Ledger.open(released.parents[2]).head()  # nothing was written after it
-    assert m["ledger_head"] == {"seq": seq, "hash": digest}
+    home = released.parents[2]
+    seq, digest = Ledger.open(home).head()  # nothing was written after it
+    private = home / "private" / released.name / ANCHOR_FILE
+    assert json.loads(private.read_text()) == {"seq": seq, "hash": digest}
+    assert "seq" not in m["ledger_head"] and digest not in json.dumps(m)
+    assert audit_home(home, verify=True).problems == ()
 
 
 def test_release_directory_follows_the_contract(released: Path) -> None:
@@ -138,19 +145,35 @@ def test_release_directory_follows_the_contract(released: Path) -> None:
     assert verify_release(released) == []
 
 
-def test_manifest_times_every_stage(released: Path) -> None:
-    """Each stage, publish included, has millisecond start/finish times and a duration_s."""
+def test_manifest_times_only_the_public_stages(released: Path) -> None:
+    """The manifest publishes each stage's name and status, and a duration only for the
+    stages whose time is public (budget, plan: no data read); no start or finish time and no
+    finished_at. The private timeline has every stage, publish included, with millisecond
+    start/finish times and a duration_s."""
     import re
     from datetime import datetime
 
+    from release_store.run.stages import spec
+
     m = json.loads((released / "manifest.json").read_text())
-    assert m["stages"][-1]["name"] == "publish"
-    for stage in m["stages"]:
+    assert m["stages"][-1]["name"] == "publish" and "finished_at" not in m
+    timed = [s["name"] for s in m["stages"] if "duration_s" in s]
+    assert (
+        timed
+        == ["budget", "plan"]
+        == [s["name"] for s in m["stages"] if spec(s["name"]).public_timing]
+    )
+    assert all(set(s) <= {"name", "status", "artifacts", "duration_s"} for s in m["stages"])
+    timeline = json.loads(
+        (released.parents[2] / "private" / released.name / "timeline.json").read_text()
+    )
+    assert [s["name"] for s in timeline["stages"]] == [s["name"] for s in m["stages"]]
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", timeline["finished_at"])
+    for stage in timeline["stages"]:
         for key in ("started", "finished"):
             assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", stage[key])
         span = datetime.fromisoformat(stage["finished"]) - datetime.fromisoformat(stage["started"])
         assert stage["duration_s"] >= 0 and abs(span.total_seconds() - stage["duration_s"]) < 0.05
-        assert "seconds" not in stage
 
 
 def test_manifest_describes_the_noise_as_the_ledger_charged_it(released: Path) -> None:
@@ -292,8 +315,9 @@ def test_prefect_artifacts_are_created(released: Path) -> None:
     rows = json.loads((released / "manifest.json").read_text())["input"]["rows"]
     ours = [d for d in by_key["release-tiny"] if released.name in d]
     assert len(ours) == 1 and f"| protected (DP) record count | {rows:,} |" in ours[0]
-    assert "dataset budget left after it" in ours[0]
-    assert "| stage | seconds |" in ours[0] and "| count | " in ours[0]  # stage timings
+    assert "before this release" not in ours[0] and "[budget-tiny]" in ours[0]  # linked
+    assert "| stage | seconds |" in ours[0] and "| count | not public |" in ours[0]
+    assert re.search(r"\| plan \| \d+(\.\d+)? \|", ours[0])  # public stage times only
     assert "synthetic records vs DP aggregates" in ours[0] and "sensitive" not in ours[0]
     by_length = next(d for d in by_key["by-length-tiny"] if "within_noise_95_pct" in d)
     assert "suppressed" not in by_length and "preservation" not in by_length

@@ -77,3 +77,35 @@ def test_a_missing_subject_id_is_refused_before_the_binning_charge(tmp_path: Pat
     with pytest.raises(SdsInputError, match=r"missing/empty Subject ID.*'pid'"):
         choose_bins.fn(run=run, table=SensitiveTable(table), executor=LocalExecutor())
     assert Ledger.open(run.home).charges(release_id="missing") == []
+
+
+def _with_subject(rows: list[tuple[str, str]]) -> pa.Table:
+    """3000 one-row subjects plus subject "two" with ``rows`` (age, sex)."""
+    table = _people(1)
+    extra = {"pid": ["two"] * len(rows), "age": [a for a, _ in rows], "sex": [s for _, s in rows]}
+    return pa.concat_tables([table, pa.table(extra, schema=table.schema)])
+
+
+@pytest.mark.parametrize(
+    ("rows", "column"),
+    [
+        ([("20", "1"), ("70", "1")], "age"),  # two bins: the join refused it after the charge
+        ([("33", "1"), ("34", "1")], "age"),  # one bin, but the bins are not drawn yet
+        ([("20", "1"), ("20", "2")], "sex"),  # a column without bins
+    ],
+)
+def test_subject_rows_that_disagree_are_refused_before_the_binning_charge(
+    tmp_path: Path, rows: list[tuple[str, str]], column: str
+) -> None:
+    """A subject whose rows hold two values of a column is refused by the binning stage before
+    its charge (it is a property of the raw values): the column named, nothing charged, and
+    the ledger holds only the reservation."""
+    run = _run(tmp_path, "split", "pid")
+    ledger = Ledger.open(run.home)
+    before = ledger.budget("people")
+    with pytest.raises(SdsInputError, match=rf"different values in column\(s\) {column}\b"):
+        choose_bins.fn(run=run, table=SensitiveTable(_with_subject(rows)), executor=LocalExecutor())
+    assert ledger.charges(release_id="split") == []
+    assert ledger.budget("people") == before
+    with pytest.raises(SdsInputError, match=r"Nothing was charged"):
+        choose_bins.fn(run=run, table=SensitiveTable(_with_subject(rows)), executor=LocalExecutor())

@@ -53,3 +53,30 @@ def test_subject_numbers_on_parts_equal_the_whole_column(client: Any) -> None:
     assert got.shape[0] == len({s.strip().lower() for s in ids[:limit]}) == 200
     assert np.array_equal(got, expected)
     assert np.array_equal(column_numbers(first, "age"), parsed[~np.isnan(parsed)])
+
+
+def test_subject_conflicts_across_parts(client: Any) -> None:
+    """A subject whose two rows sit in different parts and disagree on a DP-binned column is
+    found on the workers (before the binning charge), as the local join check finds it."""
+    from release_store.cluster.inputs import subject_conflicts
+    from sds_core.data.preparation import PrepareParams, subject_values
+
+    ids = [f"P{i}" for i in range(300)] + ["p7 "]  # P7's second row, in the last part
+    ages = [str(20 + i % 50) for i in range(300)]
+    params = PrepareParams(subject_id="pid", use_columns=("age", "sex"))
+    for last_age, expected in ((ages[7], []), ("99", ["age"])):
+        table = pa.table({"pid": ids, "age": [*ages, last_age], "sex": ["1"] * 301})
+        parts = [table.slice(0, 150), table.slice(150)]
+        data = DaskInput(
+            client,
+            tuple(client.scatter(parts, hash=False)),
+            tuple(p.num_rows for p in parts),
+            ("pid", "age", "sex"),
+            "test",
+        )
+        assert subject_values(table, params).conflicts() == expected
+        assert subject_conflicts(data, params, ["age"]) == expected
+        assert (
+            subject_conflicts(data, PrepareParams(subject_id="pid", record_limit=300), ["age"])
+            == []
+        )

@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import numpy as np
+import pyarrow as pa
 import pytest
 
 from release_store.compare import MIN_SIDE_ROWS, split_input
@@ -32,19 +33,21 @@ def _read(path: Path) -> list[list[str]]:
     return rows
 
 
-def test_control_mask_exact_share_and_seeded() -> None:
-    """round(n·share) units go to control; the same seed repeats the split, another does not."""
-    a = control_mask(1000, 0.2, seed=3)
-    assert a.sum() == 200
-    assert np.array_equal(a, control_mask(1000, 0.2, seed=3))
-    assert not np.array_equal(a, control_mask(1000, 0.2, seed=4))
+def test_control_mask_share_and_seeded() -> None:
+    """Each row is held back with the share's chance (about n·share rows); the same seed repeats
+    the split, another does not."""
+    table = pa.table({"i": [str(i) for i in range(10_000)]})
+    a = control_mask(table, 0.2, seed=3)
+    assert abs(int(a.sum()) - 2000) < 4 * 40  # Binomial(10000, 0.2): sd 40
+    assert np.array_equal(a, control_mask(table, 0.2, seed=3))
+    assert not np.array_equal(a, control_mask(table, 0.2, seed=4))
 
 
 @pytest.mark.parametrize("share", [0.0, 1.0, -0.1, 1.5])
 def test_control_share_must_be_a_fraction(share: float) -> None:
     """A share outside (0, 1) is refused naming the option and the value."""
     with pytest.raises(SdsInputError, match=r"--control-share must be between 0 and 1"):
-        control_mask(10, share, seed=0)
+        control_mask(pa.table({"i": ["1"]}), share, seed=0)
 
 
 def test_split_partitions_the_rows_privately(tmp_path: Path) -> None:
@@ -52,7 +55,8 @@ def test_split_partitions_the_rows_privately(tmp_path: Path) -> None:
     rows = _write(tmp_path / "in.csv", 1000)
     files = split_input(tmp_path / "in.csv", tmp_path / "out", control_share=0.25, seed=1)
     training, control = _read(files.training), _read(files.control)
-    assert (files.training_rows, files.control_rows) == (len(training), len(control)) == (750, 250)
+    assert (files.training_rows, files.control_rows) == (len(training), len(control))
+    assert abs(len(control) - 250) < 4 * 14 and len(training) + len(control) == 1000
     assert sorted(training + control) == sorted(rows)
     assert training == [r for r in rows if r in training]  # input order kept
     for path in (files.training, files.control):
@@ -64,19 +68,20 @@ def test_split_partitions_the_rows_privately(tmp_path: Path) -> None:
 
 def test_split_by_subject_keeps_a_person_on_one_side(tmp_path: Path) -> None:
     """With --subject-id every subject's rows are all training or all control."""
-    _write(tmp_path / "in.csv", 1500, subjects=500)
+    _write(tmp_path / "in.csv", 3000, subjects=1000)
     files = split_input(
         tmp_path / "in.csv", tmp_path / "out", control_share=0.2, seed=2, subject_id="PID"
     )
     training = {r[0] for r in _read(files.training)}
     control = {r[0] for r in _read(files.control)}
-    assert training.isdisjoint(control) and len(control) == 100 and len(training) == 400
+    assert training.isdisjoint(control) and len(control) + len(training) == 1000
+    assert abs(len(control) - 200) < 4 * 13  # Binomial(1000, 0.2): sd 12.6
 
 
 def test_too_small_for_a_control_split_is_refused(tmp_path: Path) -> None:
     """An input whose control side would hold < 100 rows is refused, nothing written."""
     _write(tmp_path / "in.csv", 400)
-    with pytest.raises(SdsInputError, match=r"control side 80; each needs at least 100"):
+    with pytest.raises(SdsInputError, match=r"control side \d\d; each needs at least 100"):
         split_input(tmp_path / "in.csv", tmp_path / "out", control_share=0.2, seed=0)
     assert not (tmp_path / "out").exists()
 

@@ -20,7 +20,11 @@ from release_store.config.deployment import (
     require_budget,
     write_pins,
 )
-from release_store.config.release_params import ReleaseParams
+from release_store.config.release_params import (
+    RECORDS_PER_MAX_ROW,
+    SYNTHETIC_RECORDS_MAX,
+    ReleaseParams,
+)
 from release_store.ledger.book import Ledger
 from sds_core.errors import SdsInputError
 from tests.helpers import TINY_CONFIG
@@ -46,7 +50,7 @@ NEVER_FROM_A_RUN = {
 
 @pytest.fixture
 def home(tmp_path: Path) -> Path:
-    """A fresh home (0755, as resolve_home makes it)."""
+    """A fresh home."""
     path = tmp_path / "home"
     path.mkdir()
     return path
@@ -79,6 +83,21 @@ def test_every_field_is_either_a_run_option_or_pinned() -> None:
     assert not {"home", "seed", "release_id", "default_budget"} & PIN_KEYS
 
 
+def test_a_pin_file_may_ask_for_the_series(home: Path, config: Path) -> None:
+    """``series = true`` is pinned (no run can set it) and is no release parameter; anything but
+    true or false is refused, naming the file."""
+    pins = _pins(home, config, series=True)
+    assert pins.series and not _pins(home, config).series
+    built = deployed_params(home, pins, RunOptions())
+    assert "series" not in ReleaseParams.model_fields and built.params.dataset == "tiny"
+    with pytest.raises(ValidationError, match="Extra inputs are not permitted"):
+        RunOptions.model_validate({"series": True})
+    path = pin_path(home, "on-demand-tiny")
+    path.write_text(path.read_text() + 'series = "yes"\n')
+    with pytest.raises(SdsInputError, match=r"series = 'yes' is not true or false"):
+        read_pins(path)
+
+
 @pytest.mark.parametrize("field", sorted(PINNED))
 def test_a_run_option_naming_a_pinned_field_is_refused_by_name(field: str) -> None:
     """Every pinned field given as a run option is refused, the message naming it."""
@@ -96,6 +115,63 @@ def test_run_options_keep_the_release_bounds() -> None:
     schema = RunOptions.model_json_schema()
     assert schema["additionalProperties"] is False
     assert schema["properties"]["epsilon"]["anyOf"][0]["exclusiveMinimum"] == 0
+
+
+def test_every_numeric_run_option_has_a_largest_value_stated_in_the_form() -> None:
+    """Each number a run may set has an upper bound in the schema the server checks, and the
+    description the Custom run form shows states it (no option is unbounded)."""
+    schema = RunOptions.model_json_schema()["properties"]
+    numeric = {k: v for k, v in schema.items() if v["anyOf"][0]["type"] in ("integer", "number")}
+    assert {"synthetic_records", "resolution", "synthetic_part_records", "epsilon"} <= set(numeric)
+    for key, prop in numeric.items():
+        branch = prop["anyOf"][0]
+        if "maximum" in branch:
+            top = branch["maximum"]
+            said = f"{top:,}" if isinstance(top, int) else f"{top:g}"
+            assert prop["description"].endswith(f"Largest value: {said}."), key
+        else:
+            assert prop["description"].endswith(f"Must be below {branch['exclusiveMaximum']:g}.")
+    assert schema["synthetic_records"]["anyOf"][0]["maximum"] == SYNTHETIC_RECORDS_MAX
+    assert schema["resolution"]["anyOf"][0]["maximum"] == 10_000
+    assert (
+        f"at most {RECORDS_PER_MAX_ROW} times the schema's max_rows"
+        in (schema["synthetic_records"]["description"])
+    )
+
+
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("synthetic_records", 10**15),
+        ("synthetic_records", SYNTHETIC_RECORDS_MAX + 1),
+        ("resolution", 10**15),
+        ("synthetic_part_records", 10**12),
+    ],
+)
+def test_a_run_option_above_its_cap_is_refused(option: str, value: int) -> None:
+    """10^15 synthetic records (or any option above its cap) is refused by the run options'
+    validation, the server's and the flow's, before the pin file is even read."""
+    with pytest.raises(ValidationError, match=rf"{option}\n.*less than or equal to"):
+        RunOptions.model_validate({option: value})
+
+
+def test_more_records_than_the_schema_allows_are_refused_before_any_charge(
+    home: Path, config: Path
+) -> None:
+    """Below the absolute cap, synthetic_records above 10 x the pinned schema's max_rows
+    (100,000 rows in the tiny config) is refused when the run's parameters are built: before
+    the budget is checked, anything read or anything charged; 10 x max_rows itself passes."""
+    Ledger.open(home).set_budget("tiny", epsilon=5, delta=1e-5)
+    pins = _pins(home, config)
+    allowed = deployed_params(home, pins, RunOptions(synthetic_records=1_000_000)).params
+    assert allowed.synthetic_records == 1_000_000
+    with pytest.raises(
+        SdsInputError,
+        match=r"synthetic_records = 1,000,001 is more than 10 times the schema's max_rows "
+        r"\(100,000\).*nothing was read or charged",
+    ):
+        deployed_params(home, pins, RunOptions(synthetic_records=1_000_001))
+    assert Ledger.open(home).charges() == [] and not (home / "releases").exists()
 
 
 def test_deployed_params_config_then_pins_then_options(home: Path, config: Path) -> None:
@@ -202,6 +278,49 @@ def test_a_config_others_can_write_is_refused(home: Path, config: Path) -> None:
     config.chmod(0o666)
     with pytest.raises(SdsInputError, match=r"the config .* is writable by its group"):
         deployed_params(home, pins, RunOptions())
+
+
+def test_a_config_is_checked_where_it_points_and_on_every_folder(
+    home: Path, config: Path, tmp_path: Path
+) -> None:
+    """Issue #37: the pin file names a symlink to a config in a folder others can write (it
+    could be pointed at another custodian's config): refused naming that folder and the fix;
+    an input in such a folder too; both are fine once the folder is closed."""
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    config.rename(shared / "tiny.toml")
+    config.symlink_to(shared / "tiny.toml")
+    shared.chmod(0o775)
+    pins = _pins(home, config)
+    with pytest.raises(
+        SdsInputError, match=rf"the folder {shared} on the path of the config .*chmod g-w {shared}"
+    ):
+        deployed_params(home, pins, RunOptions())
+    shared.chmod(0o755)
+    data = tmp_path / "data"
+    data.mkdir(mode=0o777)
+    data.chmod(0o777)
+    pins = _pins(home, config, input=str(data / "tiny.csv"))
+    with pytest.raises(SdsInputError, match=rf"the folder {data} on the path of the input"):
+        deployed_params(home, pins, RunOptions())
+    pins = _pins(home, config, input=str(data / "part-*.parquet"))
+    with pytest.raises(SdsInputError, match=rf"the folder {data} on the path of the input"):
+        deployed_params(home, pins, RunOptions())
+    data.chmod(0o755)
+    assert deployed_params(home, pins, RunOptions()).params.input.endswith("part-*.parquet")
+
+
+def test_a_pin_file_under_a_folder_others_can_write_is_refused(
+    home: Path, config: Path, tmp_path: Path
+) -> None:
+    """The folders above the home are on the pin file's path too."""
+    pins = _pins(home, config)
+    tmp_path.chmod(0o757)
+    try:
+        with pytest.raises(SdsInputError, match=rf"the folder {tmp_path} on the path of the pin"):
+            read_pins(pins.path)
+    finally:
+        tmp_path.chmod(0o700)
 
 
 def test_a_missing_pin_file_says_who_writes_it(home: Path) -> None:

@@ -117,6 +117,26 @@ def test_one_default_delta(schema: dict | None, delta: float | None, expected: f
         assert expected == release_delta(max_rows)
 
 
+def test_privacy_doc_states_the_default_delta_the_code_uses() -> None:
+    """docs/privacy.md §1 gives the default δ as resolved_delta computes it: from the declared
+    max_rows before any data is read (with its worked value, the cap's range and the value
+    without a bound), never from a count of the data, noisy or not."""
+    text = (PROJECT / "docs" / "privacy.md").read_text(encoding="utf-8")
+    section = text.split("## 1. The guarantee", 1)[1].split("## 2.", 1)[0]
+    bullet = section.split("* **Public inputs**", 1)[1].split("\n* ", 1)[0]
+    flat = " ".join(bullet.split())
+    params = ReleaseParams(input="x", dataset="d", table_schema={"columns": [{"name": "a"}]})
+    with_bound = params.model_copy(
+        update={"table_schema": params.table_schema.model_copy(update={"max_rows": 100_000})}
+    )
+    assert "`max_rows = 100000` gives δ" in flat
+    assert f"δ = {with_bound.resolved_delta():.3g}" in flat
+    assert f"without `max_rows` δ = {params.resolved_delta():.0e}".replace("e-0", "e-") in flat
+    cap = max(n for n in range(3, 10_000) if release_delta(n) == release_delta(3))
+    assert f"(N up to {cap:,})" in flat
+    assert "noisy" not in flat.split("It depends on no count")[0]  # not derived from one
+
+
 def test_delta_defaults_are_defined_in_one_place() -> None:
     """No module outside sds_core/marginals/params.py assigns a DEFAULT_DELTA, and no
     synthesizer's budget() or fit() gives δ a default value."""

@@ -38,13 +38,48 @@ def test_select_period_keeps_its_rows_and_drops_the_column() -> None:
     assert out.column("x").to_pylist() == ["2", "3"]
 
 
-def test_periods_stored_as_dates_or_numbers_match_their_text() -> None:
-    """A Parquet period column of dates or integers is compared as its text."""
-    dates = pa.table({"day": pa.array([dt.date(2026, 9, 1), dt.date(2026, 10, 1)]), "x": [1, 2]})
-    out = select_period(dates, PeriodFilter("day", "2026-10-01"), source="in.parquet")
+def test_periods_stored_as_dates_or_numbers_are_read_in_the_format() -> None:
+    """A Parquet period column of dates holds the period of each date (a day, its month, its
+    quarter); one of integers holds the period's digits (202609 is 2026-09)."""
+    days = [dt.date(2026, 9, 1), dt.date(2026, 10, 1), dt.date(2026, 10, 31)]
+    dates = pa.table({"day": pa.array(days), "x": [1, 2, 3]})
+    out = select_period(dates, PeriodFilter("day", "2026-10-01", "YYYY-MM-DD"), source="in.pq")
     assert out.column("x").to_pylist() == [2]
+    assert select_period(dates, PeriodFilter("day", "2026-10"), source="p").num_rows == 2
+    assert select_period(dates, PeriodFilter("day", "2026-Q3", "YYYY-Qn"), source="p").num_rows == 1
+    stamps = pa.table({"t": pa.array(days, pa.date32()).cast(pa.timestamp("s")), "x": [1, 2, 3]})
+    assert select_period(stamps, PeriodFilter("t", "2026", "YYYY"), source="p").num_rows == 3
     months = pa.table({"m": pa.array([202609, 202610], pa.int64()), "x": [1, 2]})
-    assert select_period(months, PeriodFilter("m", "202609"), source="p").num_rows == 1
+    assert select_period(months, PeriodFilter("m", "2026-09"), source="p").num_rows == 1
+
+
+def test_a_cell_in_another_spelling_is_refused() -> None:
+    """A cell that is no period of the format (2026-1, 2026-10-01 for months, 202613) is
+    refused, naming its row and the format, not its value: a row has one period."""
+    for cells, fmt in (
+        (["2026-10", "2026-1"], "YYYY-MM"),
+        (["2026-10", "2026-10-01"], "YYYY-MM"),
+        (["2026-Q4", "2026Q4"], "YYYY-Qn"),
+        (pa.array([202610, 202613]), "YYYY-MM"),
+    ):
+        table = pa.table({"month": cells, "x": ["1", "2"]})
+        wanted = PeriodFilter("month", "2026-10" if fmt == "YYYY-MM" else "2026-Q4", fmt)
+        with pytest.raises(
+            SdsInputError,
+            match=rf"not periods written {fmt} \(the first is "
+            r"data row 2\).*Nothing was charged",
+        ) as caught:
+            select_period(table, wanted, source="in.csv")
+        assert "2026-1'" not in str(caught.value) and "202613" not in str(caught.value)
+
+
+def test_a_period_filter_refuses_a_label_not_in_its_format() -> None:
+    """The filter itself refuses a label with spaces or in another format (ReleaseParams
+    refuses it first)."""
+    with pytest.raises(SdsInputError, match=r"'2026-10 ' has leading or trailing whitespace"):
+        PeriodFilter("month", "2026-10 ")
+    with pytest.raises(SdsInputError, match=r"'2026-10' is not a period written YYYY-Qn"):
+        PeriodFilter("month", "2026-10", "YYYY-Qn")
 
 
 @pytest.mark.parametrize(
@@ -178,8 +213,29 @@ def test_an_empty_period_cell_is_refused(periodic: tuple[Path, Path, Path]) -> N
         ({"period": None}, r"makes dataset 'monthly' periodic.*pass --period V"),
         ({"period": "2026-09", "executor": "dask"}, r"not supported with executor 'dask'.*local"),
         ({"period": "2026-09", "use_columns": ["month", "sex"]}, "lists the period column"),
+        (
+            {"period": "2026-09 "},
+            r"'2026-09 ' has leading or trailing whitespace.*remove the spaces.*Nothing was read",
+        ),
+        ({"period": "2026-9"}, r"'2026-9' is not a period written YYYY-MM \(e.g. 2026-10\)"),
+        ({"period": "2026-Q3"}, r"declare the dataset's periods as YYYY-Qn \(period_format\)"),
+        (
+            {"period": "previous-month", "period_format": "YYYY"},
+            r"'previous-month' names a period written YYYY-MM.*--period 2026\)",
+        ),
+        ({"period": None, "period_column": None, "period_format": "YYYY"}, "no period_column"),
     ],
-    ids=["no-period-column", "no-period", "dask", "period-released"],
+    ids=[
+        "no-period-column",
+        "no-period",
+        "dask",
+        "period-released",
+        "whitespace",
+        "no-zero",
+        "other-format",
+        "relative-in-years",
+        "format-without-column",
+    ],
 )
 def test_parameters_refuse_a_period_that_does_not_fit(
     periodic: tuple[Path, Path, Path], overrides: dict, match: str
@@ -243,9 +299,8 @@ def test_subject_periods_run_one_at_a_time_and_need_their_record(
         _params(data, config, home, period="2026-10", release_id="r2")
     )
     with pytest.raises(SdsInputError, match=r"r1 \(period 2026-09\) of dataset 'monthly' are"):
-        read_input.fn(
-            octo, LocalExecutor()
-        )  # September's release is still open: periods run one at a time
+        # September's release is still open: periods run one at a time
+        read_input.fn(octo, LocalExecutor())
     assert SubjectRecord(home, "monthly").periods() == {"2026-09": 50}  # none to October
     ledger.cancel(sep.release_id)  # abandoned after its count: its spend stays
     table, _ = read_input.fn(octo, LocalExecutor())

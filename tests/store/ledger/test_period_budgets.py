@@ -170,7 +170,11 @@ def test_the_period_and_the_budget_kind_are_in_the_hash_chain(tmp_path: Path) ->
     led.reserve("monthly", "r1", PLAN, period="2026-09")
     assert led.verify().ok
     budget_detail = json.loads(led.rows()[0]["detail"])
-    assert budget_detail == {"per_period": True, "lifetime_epsilon": "4.0"}
+    assert budget_detail == {
+        "per_period": True,
+        "lifetime_epsilon": "4.0",
+        "period_format": "YYYY-MM",
+    }
     with sqlite3.connect(path) as conn:
         conn.execute("DROP TRIGGER ledger_no_update")
         row = conn.execute("SELECT seq, detail FROM ledger WHERE kind = 'reserve'").fetchone()
@@ -234,8 +238,8 @@ def test_budget_cli_per_period_and_show(tmp_path: Path, monkeypatch: pytest.Monk
 
 
 def _race(url: str, i: int, barrier: mp.Barrier, out: mp.Queue) -> None:
-    """Reserve ε 0.3 in period 'p' (even i) or 'q' (odd i)."""
-    period = "p" if i % 2 == 0 else "q"
+    """Reserve ε 0.3 in period 2026-09 (even i) or 2026-10 (odd i)."""
+    period = "2026-09" if i % 2 == 0 else "2026-10"
     barrier.wait()
     try:
         Ledger.from_url(url).reserve(
@@ -263,7 +267,7 @@ def test_concurrent_reservations_respect_each_period(ledger_url: str) -> None:
     for p in procs:
         p.join(timeout=60)
         assert p.exitcode == 0
-    assert sorted(results).count(("ok", "p")) == 3 and sorted(results).count(("ok", "q")) == 3
+    assert results.count(("ok", "2026-09")) == 3 and results.count(("ok", "2026-10")) == 3
     assert led.verify().ok
 
 

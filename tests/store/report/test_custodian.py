@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import html
 import re
 
 import numpy as np
 
 from release_store.report.custodian import custodian_report_html, evaluation_json
+from release_store.report.inputs import BudgetSnapshot
 
 EVALUATION = {
     "differentially_private": False,
@@ -61,3 +63,24 @@ def test_custodian_report_says_it_is_private_and_links_the_public_one() -> None:
     assert "href='../../releases/demo/rel-1/report.html'" in page
     assert "<td class='num'>0.05</td><td class='num'>0.2</td>" in page  # length 1 TVD mean, max
     assert _page() == page
+
+
+def test_custodian_report_holds_the_warnings_budget_and_stage_times() -> None:
+    """What the public files leave out is here: the warnings counted from the data, the
+    dataset's budget before and after the release, and the time of every stage."""
+    budget = BudgetSnapshot(10.0, 1e-4, 7.0, 9e-5, 1.0, 1e-6, 6.0, 8.9e-5, 0.0)
+    stages = [{"name": "ingest", "duration_s": 0.2}, {"name": "aggregate-1", "duration_s": 1.5}]
+    page = custodian_report_html(
+        MANIFEST,
+        evaluation_json(EVALUATION),
+        "report.html",
+        budget=budget,
+        stages=stages,
+        warnings=['column age (under 1% of rows) holds "0"'],
+    ).decode()
+    text = html.unescape(re.sub(r"<[^>]+>", "", page))
+    assert 'column age (under 1% of rows) holds "0"' in text
+    assert "Before this release ε = 7 was left" in text and "ε = 6 (δ = 8.9e-05) remains" in text
+    figs = dict(re.findall(r'<figure class="chart" id="([^"]+)" data-marks="(\d+)"', page))
+    assert figs["fig-budget"] == "3" and figs["fig-timing"] == "2"
+    assert "Figure 6. Time per stage" in text  # numbered after the four utility figures

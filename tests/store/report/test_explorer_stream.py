@@ -36,7 +36,7 @@ def large_inputs() -> ReportInputs:
         "privacy": {"epsilon": 1.0, "delta": 1e-6},
         "input": {"rows": 30_000},
     }
-    return ReportInputs(manifest, None, agreement_summary(compared, {}), compared, 30_000)
+    return ReportInputs(manifest, agreement_summary(compared, {}), compared, 30_000)
 
 
 def test_streamed_explorer_is_the_one_shot_page() -> None:

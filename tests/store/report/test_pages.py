@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from release_store.report.explorer import explorer_html
-from release_store.report.inputs import BudgetSnapshot, ReportInputs, count_sd, sd_by_len
+from release_store.report.inputs import ReportInputs, count_sd, sd_by_len
 from release_store.report.page import report_html, unpublished_columns
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
@@ -58,7 +58,7 @@ NOISE = {
 
 
 def make_inputs(noise: dict | None = NOISE) -> ReportInputs:
-    """Report inputs of a hand-made release (R = 2) with a budget, noise and its agreement."""
+    """Report inputs of a hand-made release (R = 2) with noise and its agreement."""
     dp = AggregateSet.from_text_dict(DOMAIN, DP, 2, protected_number_of_records=103, is_dp=True)
     manifest = {
         "release_id": "rel-1",
@@ -76,13 +76,12 @@ def make_inputs(noise: dict | None = NOISE) -> ReportInputs:
             **({"noise": noise} if noise is not None else {}),
         },
         "input": {"rows": 103},
-        "stages": [{"name": "count", "duration_s": 0.2}, {"name": "synthesize", "seconds": 1.5}],
+        "stages": [{"name": "count"}, {"name": "plan", "duration_s": 0.2}],
         "artifacts": {"aggregates.parquet": "ab" * 32},
     }
-    budget = BudgetSnapshot(10.0, 1e-4, 7.0, 9e-5, 1.0, 1e-6, 6.0, 8.9e-5, 0.0)
     compared = agreement(dp, PreparedTable(DOMAIN, RECORDS))
     evaluation = agreement_summary(compared, sd_by_len(manifest))
-    return ReportInputs(manifest, budget, evaluation, compared, len(RECORDS))
+    return ReportInputs(manifest, evaluation, compared, len(RECORDS))
 
 
 def figures(page: str) -> dict[str, int]:
@@ -101,12 +100,11 @@ def decode(page: str) -> tuple[dict, bytes]:
 
 
 def test_report_has_every_chart_with_marks() -> None:
-    """Spend, budget, noise, one 1-way chart per column, heatmap, agreement, timing: and no
-    figure of the evaluation against the sensitive data (that is the custodian's, private)."""
+    """Spend, noise, one 1-way chart per column, heatmap, agreement: and no figure of the
+    evaluation against the sensitive data, the budget or the stage times (the custodian's)."""
     figs = figures(report_html(make_inputs()).decode())
     assert figs == {
         "fig-spend": 3,
-        "fig-budget": 3,
         "fig-noise": 3,  # two noise bars, one threshold (length 2 has none)
         "fig-oneway-0": 4,
         "fig-oneway-1": 4,
@@ -115,15 +113,16 @@ def test_report_has_every_chart_with_marks() -> None:
         "fig-error-length": 4,  # mean error and noise sd, two lengths
         "fig-within-noise": 2,
         "fig-tvd-length": 2,
-        "fig-timing": 2,
     }
 
 
-def test_report_summary_states_guarantee_budget_and_count() -> None:
-    """The summary names ε, δ, the budget before/after and the DP record count with its noise."""
+def test_report_summary_states_guarantee_and_count() -> None:
+    """The summary names ε, δ and the DP record count with its noise; nothing of the dataset's
+    budget before or after the release (which other releases spent) and no stage time."""
     text = re.sub(r"<[^>]+>", "", report_html(make_inputs()).decode())
     assert "(ε = 1)" in text and "δ = 1e-06" in text
-    assert "Before this release ε = 7 was left" in text and "ε = 6 (δ = 8.9e-05) remains" in text
+    assert "Before this release" not in text and "remains" not in text
+    assert "How long it took" not in text and "seconds" not in text
     assert "Protected record count: 103" in text and "±150" in text
     assert "Figure 1 is computed from: manifest.json privacy.stages" in text
 
@@ -153,7 +152,7 @@ def test_unpublished_columns_note_names_only_wholly_unreported_columns(
     dp = AggregateSet.from_text_dict(domain, DP, 2, protected_number_of_records=103, is_dp=True)
     base = make_inputs()
     inputs = ReportInputs(
-        base.manifest, base.budget, base.evaluation, agreement(dp, PreparedTable(domain, records)),
+        base.manifest, base.evaluation, agreement(dp, PreparedTable(domain, records)),
         len(records),
     )  # fmt: skip
     note = unpublished_columns(inputs)

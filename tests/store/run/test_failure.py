@@ -100,3 +100,21 @@ def test_mark_failed_keeps_other_errors(tmp_path: Path, tiny_csv: Path) -> None:
     )
     with pytest.raises(PermissionError), failure.unless_disk_full():
         raise PermissionError(errno.EACCES, "Permission denied")
+
+
+def test_a_failed_manifest_keeps_stage_times_private(tmp_path: Path, tiny_csv: Path) -> None:
+    """The failed manifest left in releases/ lists the stages done by name and status (a
+    duration only for budget and plan); every time goes to the private timeline."""
+    run = _run(tmp_path, tiny_csv)
+    done = [
+        {"name": name, "status": "complete", "started": "t0", "finished": "t1", "duration_s": 0.5}
+        for name in ("budget", "ingest", "validate")
+    ]
+    run.mark_failed(SdsInputError("column 'age': bad"), done)
+    manifest = json.loads((run.dirs.release_dir / "manifest.json").read_text())
+    assert manifest["stages"] == [
+        {"name": "budget", "status": "complete", "duration_s": 0.5},
+        {"name": "ingest", "status": "complete"},
+        {"name": "validate", "status": "complete"},
+    ]
+    assert run.dirs.timeline()["stages"] == done

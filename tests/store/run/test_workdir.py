@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from release_store.ledger.anchor import ANCHOR_FILE, anchor_commitment, anchor_key
 from release_store.ledger.book import Ledger, PlannedCharge
 from release_store.run.workdir import ReleaseDirs
 from release_store.workspace.home import release_paths
@@ -46,19 +47,29 @@ def test_checkpoint_round_trip_and_tamper_check(tmp_path: Path) -> None:
 
 
 def test_complete_manifest_is_anchored_to_the_ledger_head(tmp_path: Path) -> None:
-    """Writing a manifest as complete records the ledger head; a running one does not."""
+    """Writing a manifest as complete keeps the ledger head (row and hash) privately and gives
+    the manifest only a keyed commitment to the hash: no row number, no plain ledger hash (the
+    rows' count would show refused or failed releases; a plain hash would let a reader test a
+    guess of the ledger). A running manifest is not anchored."""
     led = Ledger.open(tmp_path)
     led.set_budget("pums", epsilon=1.0, delta=1e-5)
     led.reserve("pums", "r1", [PlannedCharge("count", "laplace", 0.5)])
     dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    key = dirs.randomness(None).key
     dirs.write_manifest({"release_id": "r1", "dataset": "pums", "status": "running"})
     assert "ledger_head" not in dirs.manifest()
     led.charge("r1", "count")
     led.complete("r1")
     dirs.write_manifest(dirs.manifest() | {"status": "complete"})
     seq, digest = led.head()
-    assert dirs.manifest()["ledger_head"] == {"seq": seq, "hash": digest}
-    assert json.loads(dirs.paths.manifest.read_text())["ledger_head"]["seq"] == 4
+    private = dirs.private_dir / ANCHOR_FILE
+    assert json.loads(private.read_text()) == {"seq": seq, "hash": digest} and seq == 4
+    assert stat.S_IMODE(private.stat().st_mode) == 0o600
+    published = dirs.paths.manifest.read_text()
+    head = json.loads(published)["ledger_head"]
+    assert set(head) == {"commitment", "commitment_scheme", "commitment_note"}
+    assert head["commitment"] == anchor_commitment(anchor_key(key), digest)["commitment"]
+    assert digest not in published and '"seq"' not in published
 
 
 def test_a_damaged_checkpoint_is_computed_again_only_to_the_same_bytes(tmp_path: Path) -> None:

@@ -18,8 +18,9 @@ import pytest
 
 from release_store import workspace as ws
 from release_store.audit.home import audit_home
-from release_store.ledger.anchor import ledger_anchor
+from release_store.ledger.anchor import ANCHOR_FILE
 from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.run.workdir import ReleaseDirs
 from release_store.workspace import files
 from sds_core.errors import SdsInputError
 
@@ -34,6 +35,55 @@ def test_resolve_home_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> 
     assert ws.resolve_home(None) == tmp_path / "env"
     assert ws.resolve_home(tmp_path / "arg") == tmp_path / "arg"
     assert sorted(p.name for p in (tmp_path / "arg").iterdir()) == []  # probe file removed
+
+
+def test_a_new_home_is_private_to_its_owner(tmp_path: Path) -> None:
+    """A home resolve_home creates is 0700 whatever the umask: another local account can
+    neither list it nor reach a file in it (before: 0755)."""
+    old = os.umask(0o022)
+    try:
+        home = ws.resolve_home(tmp_path / "new" / "home")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700
+
+
+def test_make_private_takes_group_and_others_access_away(tmp_path: Path) -> None:
+    """make_private keeps the owner's bits and drops the rest, on the path or the whole tree;
+    symlinks are left alone; it returns exactly the paths it changed."""
+    root = tmp_path / "prefect"
+    (root / "storage").mkdir(parents=True)
+    for name, mode in (("prefect.db", 0o644), ("key", 0o600), ("storage/result", 0o444)):
+        (root / name).write_text("x")
+        (root / name).chmod(mode)
+    root.chmod(0o755)
+    (root / "storage").chmod(0o775)
+    (root / "link").symlink_to("/etc/hostname")
+    assert ws.make_private(root) == [root]
+    assert stat.S_IMODE(root.stat().st_mode) == 0o700
+    changed = ws.make_private(root, tree=True)
+    assert sorted(changed) == [root / "prefect.db", root / "storage", root / "storage/result"]
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in root.rglob("*") if not p.is_symlink()}
+    assert modes == {"prefect.db": 0o600, "key": 0o600, "storage": 0o700, "result": 0o400}
+    assert ws.make_private(root, tree=True) == []
+
+
+def test_private_umask_makes_files_private_and_restores_the_umask(tmp_path: Path) -> None:
+    """Within private_umask new files are 0600 and folders 0700 (a stricter umask the process
+    had is kept); the umask is restored after."""
+    old = os.umask(0o022)
+    try:
+        with ws.private_umask():
+            (tmp_path / "f").write_text("x")
+            (tmp_path / "d").mkdir()
+        assert os.umask(0o027) == 0o022
+        with ws.private_umask():
+            assert os.umask(0o077) == 0o077
+        assert os.umask(0o022) == 0o027
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "f").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "d").stat().st_mode) == 0o700
 
 
 def test_resolve_home_under_a_file(tmp_path: Path) -> None:
@@ -295,8 +345,10 @@ def _home_with_ledger(tmp_path: Path) -> tuple[Path, Ledger]:
         led.charge("r1", stage)
     led.complete("r1")
     m = ws.Manifest.load(_complete_release(tmp_path).manifest)
-    m.data["ledger_head"] = ledger_anchor(tmp_path)  # as publish records it
-    m.save(ws.release_paths(tmp_path, "pums", "r1").manifest)
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    dirs.randomness(None)  # the release key (publish anchors with a key derived from it)
+    del m.data["status"]
+    dirs.write_manifest(m.data | {"status": "complete"})  # anchored, as publish records it
     led.reserve("pums", "r2", plan)  # running elsewhere: ledger only
     led.charge("r2", "count")
     return tmp_path, led
@@ -351,8 +403,8 @@ def test_audit_flags_manifest_ledger_mismatch(tmp_path: Path) -> None:
     report = audit_home(tmp_path, verify=True)
     assert report.problems == (
         "pums/ghost: complete release has no reservation in the ledger",
-        "pums/ghost: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
-        "not anchored by this release",
+        "pums/ghost: manifest records no ledger head (ledger_head), so the ledger is not "
+        "anchored by this release",
     )
 
 
@@ -398,10 +450,7 @@ def test_audit_detects_a_consistently_rewritten_ledger(
 ) -> None:
     """A re-hashed (chain-valid) edit or truncation is caught by the manifest's ledger head."""
     home, led = _home_with_ledger(tmp_path)
-    assert (
-        json.loads(ws.release_paths(home, "pums", "r1").manifest.read_text())["ledger_head"]["seq"]
-        == 5
-    )  # budget, reserve, 2 charges, close
+    assert json.loads(_private_anchor(home).read_text())["seq"] == 5  # budget, reserve, 2, close
     _rewrite_chain(led.path, sql)
     report = audit_home(home, verify=True)
     assert report.ledger.ok  # the chain alone no longer shows anything
@@ -415,9 +464,37 @@ def test_audit_requires_the_ledger_head(tmp_path: Path) -> None:
     del m.data["ledger_head"]
     m.save(ws.release_paths(home, "pums", "r1").manifest)
     assert audit_home(home, verify=True).problems == (
-        "pums/r1: manifest records no ledger head (ledger_head: seq, hash), so the ledger is "
-        "not anchored by this release",
+        "pums/r1: manifest records no ledger head (ledger_head), so the ledger is not anchored "
+        "by this release",
     )
+
+
+def _private_anchor(home: Path) -> Path:
+    return ReleaseDirs(home, "pums", "r1").private_dir / ANCHOR_FILE
+
+
+def test_audit_opens_the_anchor_commitment(tmp_path: Path) -> None:
+    """The manifest's commitment must open to the private head record: a changed commitment,
+    a changed or missing record are problems; a release made before commitments (the plain
+    {seq, hash} in its manifest) is still checked against the ledger."""
+    home, _ = _home_with_ledger(tmp_path)
+    path = ws.release_paths(home, "pums", "r1").manifest
+    record = json.loads(_private_anchor(home).read_text())
+    m = ws.Manifest.load(path)
+    m.data["ledger_head"]["commitment"] = "0" * 64
+    m.save(path)
+    assert audit_home(home, verify=True).problems == (
+        "pums/r1: the manifest's ledger_head commitment does not open to the ledger head "
+        f"recorded privately ({ANCHOR_FILE}): the manifest or that record was changed",
+    )
+    _private_anchor(home).unlink()
+    assert "cannot be opened" in audit_home(home, verify=True).problems[0]
+    m.data["ledger_head"] = record  # an older release's manifest: the plain head
+    m.save(path)
+    assert audit_home(home, verify=True).problems == ()
+    m.data["ledger_head"] = record | {"hash": "ab" * 32}
+    m.save(path)
+    assert "ledger row 5 no longer has the hash" in audit_home(home, verify=True).problems[0]
 
 
 def test_audit_empty_home_creates_nothing(tmp_path: Path) -> None:
