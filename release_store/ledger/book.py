@@ -1,12 +1,8 @@
-"""The privacy-budget ledger: budgets, reservations and stage charges, behind a ledger URL.
+"""The privacy-budget ledger, behind a ledger URL: :class:`Ledger`, the one way in.
 
-The budget step of a release *reserves* its whole (epsilon, delta) atomically; each stage then
-*charges* its planned share right before it draws noise; ``complete``/``cancel`` close the
-reservation. :class:`Ledger` is the one way in: each call is one transaction of its backend
-(:mod:`release_store.ledger.backends`), whose rules live in :mod:`~release_store.ledger.budgets`
-and :mod:`~release_store.ledger.reservations` and whose reads in
-:mod:`~release_store.ledger.queries`; rows are hash-chained by :mod:`release_store.ledger.chain`.
-No Prefect, so the CLI imports it fast. Rules in docs/ledger.md.
+A release *reserves* its whole (epsilon, delta), *charges* each stage before it draws noise and
+is closed by ``complete``/``cancel``. Each call is one transaction of its backend; its rules live
+in ``budgets`` and ``reservations``, its reads in ``queries``. No Prefect. Rules: docs/ledger.md.
 """
 
 from __future__ import annotations

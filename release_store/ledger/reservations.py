@@ -1,11 +1,8 @@
-"""A release's reservation, from ``reserve`` to ``close``: the rows and the rules of each step.
+"""A release's reservation, from ``reserve`` to ``close``: the rule of each row it appends.
 
-The budget step reserves the release's whole (epsilon, delta) (a ``reserve`` row, once
-:func:`release_store.ledger.budgets.check_fits` agrees); the SDS plan may revise the per-stage
-plan within it (``plan``); each stage is charged once, before it draws noise (``charge``); the
-release is closed ``completed`` or ``cancelled``, keeping what its charged stages spent
-(``close``). Each function runs inside the caller's write transaction
-(:mod:`release_store.ledger.book`).
+``reserve`` (once the budget agrees: :func:`~release_store.ledger.budgets.check_fits`), ``plan``
+(the SDS plan revising the stage shares within it), one ``charge`` per stage before it draws
+noise, and ``close`` (kept what was charged, gave back the rest); in the caller's transaction.
 """
 
 from __future__ import annotations
