@@ -93,7 +93,7 @@ def expected_artifact(seed: int) -> dict[str, list[int]]:
 
 def run_release(home: Path, ledger_url: str, job: Job, data: Path, log: list[str]) -> str:
     """Run (or resume) one stub release; returns complete | refused."""
-    from release_store.ledger.book import BudgetExceededError
+    from release_store.ledger.values import BudgetExceededError
     from release_store.run.release_run import reserve
     from release_store.run.workdir import atomic_write_json, now
 
@@ -130,7 +130,7 @@ def run_release(home: Path, ledger_url: str, job: Job, data: Path, log: list[str
 
 def _arm(job: Job) -> None:
     """In a doomed child: make the job's fault point SIGKILL this process."""
-    import release_store.ledger.book as ledger_module
+    import release_store.ledger.reservations as reservations
     from release_store.ledger.book import Ledger
 
     os.environ["SDS_STRESS_ARMED"] = "1"
@@ -140,7 +140,7 @@ def _arm(job: Job) -> None:
     kinds = {"reserve-uncommitted": "reserve", "charge-uncommitted": "charge"}
     kinds["close-uncommitted"] = "close"
     if job.fault in kinds:
-        real_append = ledger_module.append_row
+        real_append = reservations.append_row
 
         def append_then_die(conn: Any, where: str, values: dict[str, Any]) -> Any:
             row = real_append(conn, where, values)
@@ -149,7 +149,7 @@ def _arm(job: Job) -> None:
                 die()
             return row
 
-        ledger_module.append_row = append_then_die  # type: ignore[assignment]
+        reservations.append_row = append_then_die  # type: ignore[assignment]
     if job.fault == "reserve-committed":
         real_reserve = Ledger.reserve
 

@@ -19,8 +19,10 @@ from typing import Any
 
 from release_store.ledger.anchor import ANCHOR_FILE, anchor_key, anchor_problems
 from release_store.ledger.backends import resolve_ledger_url, sqlite_path
-from release_store.ledger.book import BudgetStatus, Ledger, VerifyReport
+from release_store.ledger.book import Ledger
+from release_store.ledger.chain import VerifyReport
 from release_store.ledger.periods import label_problem
+from release_store.ledger.values import BudgetStatus
 from release_store.run.workdir import ReleaseDirs
 from release_store.workspace.home import MANIFEST, PUBLIC_KEY, SIGNATURE, find_release
 from release_store.workspace.integrity import verify_release

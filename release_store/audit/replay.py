@@ -30,7 +30,8 @@ from release_store.inputs.commitment import fingerprint_matches
 from release_store.inputs.ingest import dataset_digest
 from release_store.inputs.paths import check_input_path, dataset_files
 from release_store.inputs.postgres import read_postgres
-from release_store.ledger.book import LEDGER_FILE, Ledger
+from release_store.ledger.backends import LEDGER_FILE
+from release_store.ledger.book import Ledger
 from release_store.ledger.replay import ReplayLedger
 from release_store.ledger.values import ChargeRow, Reservation
 from release_store.run import stages

@@ -1,9 +1,14 @@
 """The privacy-budget ledger: budgets, reservations, charges, hash chain, backends, dashboard.
 
-- ``book``: the :class:`Ledger`: budgets, reservations, stage charges, closing;
+- ``book``: the :class:`Ledger`, the one way in: each call one transaction of its backend;
+- ``budgets``: a dataset's budget: setting it, what is left, whether a release fits in it;
+- ``reservations``: a release's reservation: reserve, plan revision, stage charges, close;
+- ``queries``: the reads: a release's reservation and spend, a dataset's terms and use;
 - ``values``: value types: planned charges, rows, statuses, errors and the spend rule;
-- ``chain``: the hash chain: appending and verifying;
+- ``chain``: the hash chain: appending, copying verbatim and verifying;
 - ``backends``: ledger URLs and the SQLite/PostgreSQL backends;
+- ``schema``: the table layout (SQL of each backend) and its version;
+- ``periods``: the period formats of a per-period budget and one spelling per period;
 - ``anchor``: the ledger head a complete release anchors (private) and the manifest's
   commitment to it, and their check;
 - ``replay``: one release's recorded charges, as a replay reads them;
@@ -38,6 +43,7 @@ _EXPORTS: dict[str, str] = {
     "LedgerStore": "release_store.ledger.backends",
     "MigrationReport": "release_store.ledger.migration",
     "PeriodMismatchError": "release_store.ledger.values",
+    "PlannedCharge": "release_store.ledger.values",
     "PostgresStore": "release_store.ledger.backends",
     "ReplayLedger": "release_store.ledger.replay",
     "Reservation": "release_store.ledger.values",
@@ -88,6 +94,7 @@ __all__ = [
     "LedgerUnavailableError",
     "MigrationReport",
     "PeriodMismatchError",
+    "PlannedCharge",
     "PostgresStore",
     "ReplayLedger",
     "Reservation",
@@ -172,6 +179,7 @@ if TYPE_CHECKING:
         ChargeRow,
         LedgerConflictError,
         PeriodMismatchError,
+        PlannedCharge,
         Reservation,
         check_name,
         dec,

@@ -1,10 +1,11 @@
 """Where the ledger is stored: the ledger URL, and the SQLite and PostgreSQL backends.
 
 A ledger URL is ``sqlite:///PATH`` (the default: ``$SDS_HOME/ledger.sqlite``) or
-``postgresql://USER@HOST/DB``. Both backends hold the same tables, rows and hash chain
-(:mod:`release_store.ledger.chain`); they differ only in how a write is serialized: SQLite
-takes its file lock (``BEGIN IMMEDIATE``), PostgreSQL a row lock on the chain head. Used only by
-:mod:`release_store.ledger.book`; psycopg is imported only when a PostgreSQL URL is opened.
+``postgresql://USER@HOST/DB``. Both backends hold the same tables
+(:mod:`release_store.ledger.schema`), rows and hash chain (:mod:`release_store.ledger.chain`);
+they differ only in how a write is serialized: SQLite takes its file lock (``BEGIN IMMEDIATE``),
+PostgreSQL a row lock on the chain head. Used only by :mod:`release_store.ledger.book`; psycopg
+is imported only when a PostgreSQL URL is opened.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from pathlib import Path
 from typing import Any, Protocol, TypeVar
 from urllib.parse import unquote, urlsplit, urlunsplit
 
+from release_store.ledger.schema import POSTGRES_SCHEMA, SCHEMA_VERSION, SQLITE_SCHEMA
 from sds_core.errors import SdsInputError
 
 __all__ = [
@@ -40,63 +42,7 @@ __all__ = [
 LEDGER_FILE = "ledger.sqlite"
 LEDGER_URL_ENV = "SDS_LEDGER_URL"
 BUSY_TIMEOUT_S = 60.0
-SCHEMA_VERSION = "1"
 T = TypeVar("T")
-
-SQLITE_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger (
-  seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, dataset TEXT NOT NULL, release_id TEXT,
-  stage TEXT, mechanism TEXT, epsilon TEXT NOT NULL, delta TEXT NOT NULL, rho TEXT,
-  created_at TEXT NOT NULL, flow_run_id TEXT, detail TEXT, prev_hash TEXT NOT NULL,
-  hash TEXT NOT NULL);
-CREATE UNIQUE INDEX IF NOT EXISTS one_charge_per_stage ON ledger(release_id, stage)
-  WHERE kind = 'charge';
-CREATE UNIQUE INDEX IF NOT EXISTS one_reservation_per_release ON ledger(release_id)
-  WHERE kind = 'reserve';
-CREATE UNIQUE INDEX IF NOT EXISTS one_close_per_release ON ledger(release_id)
-  WHERE kind = 'close';
-CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
-  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
-CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
-  BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
-CREATE VIEW IF NOT EXISTS charges AS
-  SELECT seq, dataset, release_id, stage, mechanism, epsilon, delta, rho, created_at,
-         flow_run_id, prev_hash, hash FROM ledger WHERE kind = 'charge';
-INSERT OR IGNORE INTO meta VALUES ('schema_version', '1');
-INSERT OR IGNORE INTO meta VALUES ('head_seq', '0');
-INSERT OR IGNORE INTO meta VALUES
-  ('head_hash', '0000000000000000000000000000000000000000000000000000000000000000');
-"""
-
-POSTGRES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger (
-  seq BIGINT PRIMARY KEY, kind TEXT NOT NULL, dataset TEXT NOT NULL, release_id TEXT,
-  stage TEXT, mechanism TEXT, epsilon TEXT NOT NULL, delta TEXT NOT NULL, rho TEXT,
-  created_at TEXT NOT NULL, flow_run_id TEXT, detail TEXT, prev_hash TEXT NOT NULL,
-  hash TEXT NOT NULL);
-CREATE UNIQUE INDEX IF NOT EXISTS one_charge_per_stage ON ledger(release_id, stage)
-  WHERE kind = 'charge';
-CREATE UNIQUE INDEX IF NOT EXISTS one_reservation_per_release ON ledger(release_id)
-  WHERE kind = 'reserve';
-CREATE UNIQUE INDEX IF NOT EXISTS one_close_per_release ON ledger(release_id)
-  WHERE kind = 'close';
-CREATE OR REPLACE FUNCTION ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS
-  $$ BEGIN RAISE EXCEPTION 'the ledger is append-only'; END $$;
-CREATE OR REPLACE TRIGGER ledger_no_update BEFORE UPDATE OR DELETE ON ledger
-  FOR EACH ROW EXECUTE FUNCTION ledger_append_only();
-CREATE OR REPLACE TRIGGER ledger_no_truncate BEFORE TRUNCATE ON ledger
-  FOR EACH STATEMENT EXECUTE FUNCTION ledger_append_only();
-CREATE OR REPLACE VIEW charges AS
-  SELECT seq, dataset, release_id, stage, mechanism, epsilon, delta, rho, created_at,
-         flow_run_id, prev_hash, hash FROM ledger WHERE kind = 'charge';
-INSERT INTO meta VALUES ('schema_version', '1') ON CONFLICT DO NOTHING;
-INSERT INTO meta VALUES ('head_seq', '0') ON CONFLICT DO NOTHING;
-INSERT INTO meta VALUES
-  ('head_hash', '0000000000000000000000000000000000000000000000000000000000000000')
-  ON CONFLICT DO NOTHING;
-"""
 
 _SCHEMA_LOCK = 0x5D5_1ED6  # pg_advisory_xact_lock key: one process creates the schema at a time
 

@@ -1,4 +1,4 @@
-"""The ledger's hash chain: appending a chained row and verifying the whole chain.
+"""The ledger's hash chain: appending a chained row, copying rows verbatim, verifying the chain.
 
 Every ledger row (budget, reserve, charge, close) is chained: ``hash`` = sha256 of the row's
 canonical JSON including ``prev_hash`` (the previous row's hash; 64 zeros for the first row).
@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from release_store.ledger.backends import SCHEMA_VERSION, Conn, LedgerCorruptError
+from release_store.ledger.backends import Conn, LedgerCorruptError
+from release_store.ledger.schema import SCHEMA_VERSION
+from release_store.ledger.values import LedgerConflictError
 
 GENESIS_HASH = "0" * 64
 FIELDS = (
@@ -95,6 +98,36 @@ def append_row(conn: Conn, where: str, values: dict[str, Any]) -> Any:
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(seq + 1),))
     conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (digest,))
     return conn.execute("SELECT * FROM ledger WHERE seq = ?", (seq + 1,)).fetchone()
+
+
+def copy_rows(conn: Conn, where: str, rows: Sequence[dict[str, Any]]) -> int:
+    """Append ``rows`` verbatim (same seq, times and hashes) after the ledger's own rows, which
+    must be exactly the first rows of ``rows`` (or begin with all of them: nothing to do);
+    returns how many were appended (``sds ledger migrate``; ``where``: the ledger URL).
+
+    Raises:
+        LedgerConflictError: the ledger holds rows that are not a prefix of ``rows``.
+    """
+    columns = (*FIELDS, "hash")
+    mine = [(r[0], r[1]) for r in conn.execute("SELECT seq, hash FROM ledger ORDER BY seq")]
+    theirs = [(r["seq"], r["hash"]) for r in rows]
+    if mine[: len(theirs)] != theirs[: len(mine)]:
+        raise LedgerConflictError(
+            f"the ledger {where} already holds {len(mine)} rows that are not the "
+            "start of the ledger being copied; migrate into an empty database"
+        )
+    if len(mine) >= len(theirs):
+        return 0  # copied before (and maybe written to since)
+    new = rows[len(mine) :]
+    for r in new:
+        conn.execute(
+            f"INSERT INTO ledger ({', '.join(columns)}) VALUES ({', '.join('?' * len(columns))})",
+            [r[c] for c in columns],
+        )
+    if rows:
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'head_seq'", (str(rows[-1]["seq"]),))
+        conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (rows[-1]["hash"],))
+    return len(new)
 
 
 def verify_chain(conn: Conn) -> VerifyReport:

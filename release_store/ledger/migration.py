@@ -11,8 +11,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from release_store.ledger.book import Ledger, LedgerConflictError, LedgerCorruptError
+from release_store.ledger.backends import LedgerCorruptError
+from release_store.ledger.book import Ledger
 from release_store.ledger.chain import GENESIS_HASH
+from release_store.ledger.values import LedgerConflictError
 
 
 @dataclass(frozen=True, slots=True)

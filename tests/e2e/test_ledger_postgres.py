@@ -11,8 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger, LedgerConflictError, LedgerMovedError, PlannedCharge
+from release_store.ledger.book import Ledger, LedgerMovedError
 from release_store.ledger.migration import migrate_ledger
+from release_store.ledger.values import LedgerConflictError, PlannedCharge
 from tests.helpers import PROJECT, run_cli
 
 PLAN = [PlannedCharge("count", "laplace", 0.1), PlannedCharge("k1", "laplace", 0.2)]

@@ -169,7 +169,8 @@ def test_exactly_zero_budget_left(
     tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
 ) -> None:
     """A dataset whose lifetime budget is fully spent refuses the next release, naming it."""
-    from release_store.ledger.book import Ledger, PlannedCharge
+    from release_store.ledger.book import Ledger
+    from release_store.ledger.values import PlannedCharge
 
     ledger = Ledger.open(home)
     ledger.set_budget("tiny", epsilon=2.0, delta=0.001)

@@ -409,7 +409,7 @@ def _release(run: ReleaseRun, monkeypatch: pytest.MonkeyPatch) -> Run:
     import release_store.executor.local as local_executor
 
     with monkeypatch.context() as m, _run_logs() as logs:
-        for module in ("workspace.home", "ledger.chain", "ledger.book"):
+        for module in ("workspace.home", "ledger.chain", "ledger.budgets"):
             m.setattr(f"release_store.{module}.datetime", _Datetime)
         clock = types.SimpleNamespace(perf_counter=CLOCK.perf_counter)
         m.setattr("release_store.run.stages.time", clock)
@@ -456,7 +456,7 @@ def releases(
         load_config(config), {"input": str(data), "home": str(home), "release_id": RID}
     )
     with pytest.MonkeyPatch.context() as monkeypatch:
-        for module in ("workspace.home", "ledger.chain", "ledger.book"):
+        for module in ("workspace.home", "ledger.chain", "ledger.budgets"):
             monkeypatch.setattr(f"release_store.{module}.datetime", _Datetime)
         run = reserve(params)
         signing_key(run.home)  # the home's signing key exists before either release

@@ -11,8 +11,9 @@ import pytest
 from release_store.audit.journal import RunOrigin, note_refusal, note_start
 from release_store.audit.page import audit_page_html
 from release_store.audit.trail import audit_trail
-from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.ledger.book import Ledger
 from release_store.ledger.budget_view import BudgetView
+from release_store.ledger.values import PlannedCharge
 
 PLAN = [PlannedCharge("count", "laplace", 1.0), PlannedCharge("k1", "laplace", 2.0)]
 CLI = RunOrigin("cli", user="ann@box")

@@ -79,7 +79,8 @@ def test_a_charge_on_a_full_sqlite_disk_is_absent_and_says_so(
     import sqlite3
 
     from release_store.ledger.backends import SqliteStore
-    from release_store.ledger.book import Ledger, PlannedCharge
+    from release_store.ledger.book import Ledger
+    from release_store.ledger.values import PlannedCharge
 
     ledger = Ledger.from_url(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     ledger.set_budget("pums", epsilon=1.0, delta=1e-5)

@@ -15,14 +15,10 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from release_store.ledger.book import (
-    BudgetExceededError,
-    Ledger,
-    LedgerConflictError,
-    LedgerCorruptError,
-    PlannedCharge,
-)
+from release_store.ledger.backends import LedgerCorruptError
+from release_store.ledger.book import Ledger
 from release_store.ledger.chain import FIELDS
+from release_store.ledger.values import BudgetExceededError, LedgerConflictError, PlannedCharge
 from sds_core.errors import SdsInputError
 
 PURE = [

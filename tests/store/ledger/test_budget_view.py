@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.ledger.book import Ledger
 from release_store.ledger.budget_view import BudgetView, artifact_key, check_share
+from release_store.ledger.values import PlannedCharge
 from release_store.run import stage_log
 from release_store.run.release_run import ReleaseRun
 from sds_core.errors import SdsInputError

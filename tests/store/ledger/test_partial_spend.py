@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from release_store.config import build_params
-from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.ledger.book import Ledger
+from release_store.ledger.values import PlannedCharge
 from release_store.run.release_run import planned_charges
 
 EPSILON, DELTA = 2.0, 1e-6

@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.ledger.book import Ledger
 from release_store.ledger.budget_view import BudgetView
 from release_store.ledger.values import (
     BudgetExceededError,
     LedgerConflictError,
     PeriodMismatchError,
+    PlannedCharge,
 )
 from sds_core.errors import SdsInputError
 from tests.helpers import run_cli

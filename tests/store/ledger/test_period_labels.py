@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 from release_store.audit.home import audit_home
-from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.ledger.book import Ledger
 from release_store.ledger.chain import append_row
 from release_store.ledger.periods import PERIOD_FORMATS, label_problem, period_key
-from release_store.ledger.values import PeriodMismatchError
+from release_store.ledger.values import PeriodMismatchError, PlannedCharge
 from sds_core.errors import SdsInputError
 from tests.helpers import run_cli
 

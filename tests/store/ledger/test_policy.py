@@ -11,8 +11,8 @@ import pytest
 
 from release_store.config import build_params
 from release_store.inputs.preflight import check_budget
-from release_store.ledger.book import Ledger, PlannedCharge
-from release_store.ledger.values import BudgetExceededError, PolicyExceededError
+from release_store.ledger.book import Ledger
+from release_store.ledger.values import BudgetExceededError, PlannedCharge, PolicyExceededError
 from sds_core.errors import SdsInputError
 from tests.helpers import run_cli
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from release_store.ledger.anchor import ANCHOR_FILE, anchor_commitment, anchor_key
-from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.ledger.book import Ledger
+from release_store.ledger.values import PlannedCharge
 from release_store.run.workdir import ReleaseDirs
 from release_store.workspace.home import release_paths
 from sds_core.errors import SdsInputError

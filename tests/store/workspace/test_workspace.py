@@ -19,7 +19,8 @@ import pytest
 from release_store import workspace as ws
 from release_store.audit.home import audit_home
 from release_store.ledger.anchor import ANCHOR_FILE
-from release_store.ledger.book import Ledger, PlannedCharge
+from release_store.ledger.book import Ledger
+from release_store.ledger.values import PlannedCharge
 from release_store.run.workdir import ReleaseDirs
 from release_store.workspace import files
 from sds_core.errors import SdsInputError
