@@ -65,6 +65,8 @@ def main() -> None:
     import distributed
 
     from release_store.cluster.backend import DaskBackend
+    from release_store.cluster.inputs import open_input
+    from release_store.cluster.preparation import prepare_parts
     from release_store.config.core_objects import dp_params
     from sds_core.data.params import PrepareParams
     from sds_core.dp.randomness import ReleaseRandomness
@@ -86,7 +88,9 @@ def main() -> None:
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        data = DaskBackend.from_parquet(client, args.data, PrepareParams())
+        data = DaskBackend(
+            prepare_parts(open_input(client, args.data, delimiter=",")[0], PrepareParams())
+        )
         before = _status_kib()["VmRSS"]
         start = time.perf_counter()
         with _Sampler() as sampler:

@@ -29,7 +29,6 @@ worker), as a long-running process or cluster has them; ``--cold`` leaves that o
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import hashlib
 import json
 import os
@@ -156,7 +155,10 @@ def run(
     else:
         from distributed import Client, LocalCluster
 
-        from release_store.cluster.backend import DaskBackend, Placement
+        from release_store.cluster.backend import DaskBackend
+        from release_store.cluster.inputs import open_input
+        from release_store.cluster.preparation import prepare_parts
+        from release_store.cluster.table import ClusterTable, Placement
 
         cluster = LocalCluster(
             n_workers=workers,
@@ -169,14 +171,15 @@ def run(
         times["cluster start"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         if warm:  # every worker imports and loads the kernels, as a long-running cluster has
-            tiny = DaskBackend.from_table(client, warm_table, 2 * workers)
+            tiny = DaskBackend(ClusterTable.from_table(client, warm_table, 2 * workers))
             engine.dp_aggregate(tiny, warm_dp, ReleaseRandomness.from_seed(1))
             times["warm-up"] = time.perf_counter() - t0
             t0 = time.perf_counter()
         cpu = CpuClock(client)
         t0 = time.perf_counter()
-        data = DaskBackend.from_parquet(client, str(folder), params)
-        data = dataclasses.replace(data, placement=Placement())  # as a release's session
+        inputs, _ = open_input(client, str(folder), delimiter=",")
+        # placed as the release's executor places its tables
+        data = DaskBackend(prepare_parts(inputs, params).placed(Placement()))
     times["read + prepare"] = time.perf_counter() - t0
     cpu.lap("read + prepare")
     dp = DpParams(epsilon=4.0, delta=1e-9, reporting_length=reporting_length)
@@ -220,7 +223,7 @@ def run(
         else:  # as --executor dask: the shuffled records left on the workers in chunks
             from distributed import wait
 
-            from release_store.cluster.synthesis import chunks, synthesize_on_cluster
+            from release_store.cluster.synthesis import synthesize_on_cluster
 
             chunked = synthesize_on_cluster(
                 client,
@@ -234,7 +237,7 @@ def run(
             times["synthesize"] = time.perf_counter() - t0
             n_synthetic = chunked.n_records
             synthetic_digest = hashlib.sha256()
-            for chunk in chunks(chunked):  # row order, one chunk at a time (not timed)
+            for chunk in chunked.chunks():  # row order, one chunk at a time (not timed)
                 synthetic_digest.update(chunk.codes.tobytes())
     out: dict[str, Any] = {
         "mode": mode,

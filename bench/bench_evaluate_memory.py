@@ -4,14 +4,14 @@ Reads a finished release's checkpoints (``normalize``: the DP aggregates; ``synt
 synthetic records, a ``PreparedTable`` on the driver when the plan chose the model) from its
 private workspace, prepares the release's Parquet input on an embedded ``LocalCluster`` (2
 workers x 1 thread, as ``--executor dask``) and runs what the ``evaluate`` task runs on that
-path (``tasks/evaluation.py``: ``evaluate_partitioned`` of the backend, the sensitive side
+path (``tasks/evaluation.py``: ``evaluate_release`` of the backend, the sensitive side
 counted on the workers one length at a time). Prints the evaluation's wall time, the driver's
 resident set before and at its peak (``VmHWM`` reset through ``/proc/self/clear_refs`` where
 allowed, else sampled) and, with ``--check``, whether the result equals the release's own
 ``evaluate`` checkpoint (compared as canonical JSON, as ``custodian-evaluation.json`` is
 written). Run it under ``memray run`` for the allocations behind the peak.
 ``--scatter-records``: the synthetic records on the workers, as the release holds them after
-its synthesize stage (``scatter_records``).
+its synthesize stage (``DaskExecutor.hold``).
 
     PYTHONPATH=. .venv/bin/python bench/bench_evaluate_memory.py \
         --private HOME/private/RELEASE_ID --data /tmp/i28s/r2m --check
@@ -69,17 +69,18 @@ def main() -> None:
         "--scatter-records",
         action="store_true",
         help="send the synthetic records to the workers first, as the release does after its "
-        "synthesize stage (scatter_records, in the release's synthetic_part_records chunks); "
+        "synthesize stage (DaskExecutor.hold, in the release's synthetic_part_records chunks); "
         "without it they stay here (the evaluation's local-records path)",
     )
     args = ap.parse_args()
 
     import distributed
 
-    from release_store.cluster.backend import DaskBackend
+    from release_store.cluster.executor import DaskExecutor
+    from release_store.cluster.inputs import open_input
     from sds_core.data.params import PrepareParams
     from sds_core.evaluation.params import EvaluationParams
-    from sds_core.evaluation.partitioned import evaluate_partitioned
+    from sds_core.evaluation.release import evaluate_release
 
     stored = json.loads((args.private / "params.json").read_text())
     checkpoints = args.private / "checkpoints"
@@ -96,18 +97,19 @@ def main() -> None:
         ) as cluster,
         distributed.Client(cluster) as client,
     ):
-        original = DaskBackend.from_parquet(client, args.data, PrepareParams())
+        executor = DaskExecutor(client)
+        original = executor.prepare(
+            open_input(client, args.data, delimiter=",")[0], PrepareParams()
+        )
         if original.domain != aggregates.domain:
             raise SystemExit("the prepared input's domain is not the release's (a config?)")
         if args.scatter_records:
-            from release_store.cluster.synthesis import scatter_records
-
             part_records = stored.get("synthetic_part_records")
-            synthetic = scatter_records(client, synthetic, part_records)
+            synthetic = executor.hold(synthetic, part_records)
         before = _status_kib()["VmRSS"]
         start = time.perf_counter()
         with _Sampler() as sampler:
-            result = evaluate_partitioned(original, synthetic, aggregates, params)
+            result = evaluate_release(original, synthetic, aggregates, params)
         seconds = time.perf_counter() - start
     text = json.dumps(result, sort_keys=True)
     out: dict[str, Any] = {

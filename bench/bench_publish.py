@@ -19,18 +19,29 @@ import argparse
 import hashlib
 import pickle
 import sys
+import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from release_store.workspace.encoding import aggregates_parquet, aggregates_tsv, synthetic_files
+from release_store.executor.local import LocalExecutor
+from release_store.publish.synthetic import write_synthetic
+from release_store.workspace.encoding import aggregates_parquet, aggregates_tsv
 
 
 def _load(path: Path) -> Any:
     with path.open("rb") as f:
         obj = pickle.load(f)
     return getattr(obj, "value", obj)
+
+
+def synthetic_files(synthetic: Any) -> list[bytes]:
+    """``synthetic.parquet`` and ``synthetic.csv`` as publish writes them (one file each)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp)
+        write_synthetic(out, synthetic, LocalExecutor().chunks(synthetic, None), None)
+        return [(out / "synthetic.parquet").read_bytes(), (out / "synthetic.csv").read_bytes()]
 
 
 def serial(aggregates: Any, synthetic: Any) -> list[bytes]:

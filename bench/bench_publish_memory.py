@@ -11,7 +11,7 @@ at the start and its peak during the part (``VmHWM``, reset before each part thr
 ``/proc/self/clear_refs``), and the seconds. ``--check`` compares every file written with the
 published one byte for byte (``manifest.json`` and its signature are not written here).
 ``--scatter-records``: the records on the workers of an embedded cluster first, as a Dask
-release holds them after its synthesize stage (``scatter_records``).
+release holds them after its synthesize stage (``DaskExecutor.hold``).
 
 Run it under ``memray run`` to see what the peak holds::
 
@@ -92,7 +92,7 @@ def main() -> int:
         "--scatter-records",
         action="store_true",
         help="the synthetic records on the workers of an embedded LocalCluster (2 x 1 thread), "
-        "as a Dask release holds them after its synthesize stage (scatter_records)",
+        "as a Dask release holds them after its synthesize stage (DaskExecutor.hold)",
     )
     args = ap.parse_args()
     with contextlib.ExitStack() as stack:
@@ -122,7 +122,9 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     synthetic = _load(src_private / "checkpoints" / "synthesize.pkl")
     # a Dask release's records: one file a chunk (StoredSynthetic), loaded to the workers with
     # --scatter-records (as the release holds them), else here whole
-    from release_store.cluster.synthesis import StoredSynthetic, scatter_records
+    from release_store.cluster.executor import DaskExecutor
+    from release_store.cluster.synthesis import StoredSynthetic
+    from release_store.executor.local import LocalExecutor
 
     stored = synthetic if isinstance(synthetic, StoredSynthetic) else None
     if stored is not None and not args.scatter_records:
@@ -136,11 +138,14 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             )
         )
         client = stack.enter_context(distributed.Client(cluster))
+        executor: Any = DaskExecutor(client)
         synthetic = (
             stored.load(client, src_private / "checkpoints")
             if stored is not None
-            else scatter_records(client, synthetic, params.synthetic_part_records)
+            else executor.hold(synthetic, params.synthetic_part_records)
         )
+    else:
+        executor = LocalExecutor()
     rows = [{"part": "loaded", "rss_mib": round(_status("VmRSS") / MIB)}]
     print(json.dumps(rows[0]), flush=True)
     if not args.report_only:
@@ -148,7 +153,12 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
             _part(
                 "write_artifacts",
                 lambda: write_artifacts(
-                    run, aggregates, synthetic, validation, manifest["privacy"]["noise"]
+                    run,
+                    aggregates,
+                    synthetic,
+                    executor.chunks(synthetic, params.synthetic_part_records),
+                    validation,
+                    manifest["privacy"]["noise"],
                 ),
             )
         )

@@ -49,7 +49,9 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     from release_store.config.planned import after_aggregation
     from release_store.config.release_params import ReleaseParams
     from release_store.run.release_run import noise_scales
+    from release_store.run.results import LengthResult
     from sds_core.dp.randomness import ReleaseRandomness
+    from sds_core.marginals.plan import SdsPlan
     from sds_core.synthesis.consistent import AggregateNoise
 
     stored = json.loads((private / "params.json").read_text())
@@ -61,7 +63,8 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     fields = {k: v for k, v in stored.items() if k not in ("seed", "ledger")}
     params = ReleaseParams.model_validate(fields | done["planned"])
     aggregates = _load(checkpoints / "normalize.pkl")
-    params, plan = after_aggregation(params, done["plan"], aggregates)
+    stored_plan = None if done["plan"] is None else SdsPlan.from_dict(done["plan"])
+    params, plan = after_aggregation(params, stored_plan, aggregates)
     if params.synthesis != "model" and not params.reconcile_one_way:
         raise SystemExit(
             f"the release's plan synthesizes {params.synthesis!r} without reconcile_one_way "
@@ -70,7 +73,7 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     by_length = {}
     for k in range(1, params.length + 1):  # aggregate-3's checkpoint is ~100 MB: read, dropped
         step = _load(checkpoints / f"aggregate-{k}.pkl")
-        by_length[k] = {n: step[n] for n in ("allowed_sensitivity", "threshold")}
+        by_length[k] = LengthResult.from_checkpoint(step).noise
         del step
     noise = AggregateNoise.from_description(noise_scales(params, by_length))
     rng = ReleaseRandomness((private / "release.key").read_bytes()).generator(
@@ -205,8 +208,9 @@ def _main_problem(args: argparse.Namespace) -> None:
 
 
 def _main_dask(args: argparse.Namespace) -> None:
-    """The synthesize stage's Dask path (``tasks.synthesis.records_on_cluster``: the model
-    sampled, or the records reconciled, on one worker, cut into chunks there), then its
+    """The synthesize stage's Dask path (``tasks.synthesis.stage_records`` on the Dask
+    executor: the model sampled, or the records reconciled, on one worker, cut into chunks
+    there), then its
     checkpoint (``StoredSynthetic.save``, one chunk here at a time, into a temporary folder
     removed after); the driver's peak RSS, the embedded scheduler's included."""
     import shutil
@@ -215,17 +219,18 @@ def _main_dask(args: argparse.Namespace) -> None:
     import numpy as np
     from distributed import Client, LocalCluster
 
-    from release_store.cluster.synthesis import StoredSynthetic, chunks
+    from release_store.cluster.executor import DaskExecutor
+    from release_store.cluster.synthesis import StoredSynthetic
     from release_store.run.memory import return_free_memory
     from release_store.run.workdir import write_canonical_pickle
     from sds_core.data.table import PreparedTable
     from sds_core.dp.randomness import ReleaseRandomness
-    from tasks.synthesis import records_on_cluster
+    from tasks.synthesis import stage_records
 
     params, plan, aggregates, noise, _ = _inputs(args.private)
     key = (args.private / "release.key").read_bytes()
 
-    class _Run:  # what records_on_cluster reads of a ReleaseRun
+    class _Run:  # what stage_records reads of a ReleaseRun
         release_id = params.release_id
 
         @staticmethod
@@ -247,7 +252,7 @@ def _main_dask(args: argparse.Namespace) -> None:
             before = _status_kib()["VmRSS"]
             start = time.perf_counter()
             with _Sampler() as made:
-                backend = records_on_cluster(run, client, aggregates, (), noise, plan)
+                backend = stage_records(run, DaskExecutor(client), aggregates, (), noise, plan)
                 stored = StoredSynthetic.save(backend, folder, "synthesize")
             seconds = time.perf_counter() - start
             # what the driver keeps once the stage has returned while the chunks' futures are
@@ -285,7 +290,7 @@ def _main_dask(args: argparse.Namespace) -> None:
                 )
             elif args.check:  # the chunks written into one table: the release's checkpoint?
                 whole = np.empty((backend.n_records, aggregates.domain.n_columns), np.int32)
-                for part, lo in zip(chunks(backend), backend.first_rows, strict=True):
+                for part, lo in zip(backend.chunks(), backend.first_rows, strict=True):
                     whole[lo : lo + part.n_records] = part.codes
                 table = PreparedTable(aggregates.domain, whole, ())
                 with open(os.devnull, "wb") as f:

@@ -103,7 +103,8 @@ def run_ours(rows: int, seed: int, R: int, eps: float, accounting: str, end_to_e
         exact = exact_aggregates(table, R).to_text_dict()
         out["mae_by_len"] = _mae_by_len(exact, result.aggregates.to_text_dict(), R)
     if end_to_end:
-        from sds_core.evaluation.metrics import EvaluationParams, evaluate_release
+        from sds_core.evaluation.params import EvaluationParams
+        from sds_core.evaluation.release import evaluate_release
         from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
 
         t1 = time.perf_counter()

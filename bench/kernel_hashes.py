@@ -27,7 +27,8 @@ from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
-from sds_core.evaluation.metrics import EvaluationParams, evaluate_release
+from sds_core.evaluation.params import EvaluationParams
+from sds_core.evaluation.release import evaluate_release
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.exact_counts import exact_aggregates

@@ -25,7 +25,9 @@ from bench_synthesis import DATA, bin_columns, independent
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
-from sds_core.evaluation.metrics import EvaluationParams, evaluate_release, marginal_fidelity
+from sds_core.evaluation.metrics import marginal_fidelity
+from sds_core.evaluation.params import EvaluationParams
+from sds_core.evaluation.release import evaluate_release
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.params import DpParams

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -30,18 +31,20 @@ from prefect.utilities.annotations import quote
 from flows.origin import run_origin
 from flows.slots import run_slot
 from release_store.audit.journal import note_refused, note_start
-from release_store.cluster.backend import DaskBackend
-from release_store.cluster.session import cluster_session
+from release_store.cluster.executor import DaskExecutor
 from release_store.config.core_objects import dp_binned_columns
 from release_store.config.periods import RELATIVE_PERIODS, period_of_run
 from release_store.config.planned import after_aggregation
 from release_store.config.release_params import ReleaseParams
+from release_store.executor.base import Executor
+from release_store.executor.local import LocalExecutor
 from release_store.ledger.values import BudgetExceededError, PeriodMismatchError
 from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun, noise_scales
-from sds_core.data.table import PreparedTable
+from release_store.run.results import LengthNoise, LengthResult
 from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.plan import SdsPlan
 from sds_core.synthesis.consistent import AggregateNoise
 from tasks.artifacts import show_budget
 from tasks.budget import reserve_budget
@@ -67,8 +70,12 @@ def _run_name() -> str:
     return f"release-{params.get('release_id') or params.get('dataset', 'new')}"
 
 
-NOISE_FIELDS = ("allowed_sensitivity", "threshold")
-"""What :func:`~release_store.run.release_run.noise_scales` reads of an ``aggregate-k`` result."""
+EXECUTORS: dict[str, Callable[[ReleaseParams], AbstractContextManager[Executor[Any, Any]]]] = {
+    LocalExecutor.name: LocalExecutor.session,
+    DaskExecutor.name: DaskExecutor.session,
+}
+"""The executors by ``executor`` parameter (``ReleaseParams.executor``): each opens its session
+for one release (the Dask one connects, and a bad address is refused before any charge)."""
 
 
 @dataclass(frozen=True)
@@ -77,12 +84,12 @@ class StageOutputs:
     run as the SDS plan set it (its parameters are the ones the release ran with)."""
 
     run: ReleaseRun
-    plan: dict[str, Any] | None
+    plan: SdsPlan | None
     input_sha256: str
     input_summary: list[dict[str, Any]]
     output_summary: list[dict[str, Any]]
     aggregates: AggregateSet
-    synthetic: PreparedTable | DaskBackend  # Dask: the records' chunks on the workers
+    synthetic: Any  # the records where the executor holds them (Dask: chunks on the workers)
     evaluation: dict[str, Any]
     noise: dict[str, Any]
 
@@ -90,21 +97,25 @@ class StageOutputs:
 def _call(task: Any, *, wait_for: list[Any] | None = None, **kwargs: Any) -> Any:
     """Run a stage as a Prefect task (a task run in the flow's graph).
 
-    The ``ReleaseRun`` is every stage's context, not its data: it is quoted so the graph has no
-    budget -> every-stage edges; ``wait_for`` draws the edge of a gate to the stage after it.
+    The ``ReleaseRun`` and the executor are every stage's context, not its data: they are
+    quoted so the graph has no budget -> every-stage edges (and Prefect never walks into the
+    executor's client); ``wait_for`` draws the edge of a gate to the stage after it.
     """
-    if "run" in kwargs:
-        kwargs["run"] = quote(kwargs["run"])
+    for context in ("run", "executor"):
+        if context in kwargs:
+            kwargs[context] = quote(kwargs[context])
     return task(**kwargs, wait_for=wait_for) if wait_for else task(**kwargs)
 
 
 def run_stages(
     run: ReleaseRun,
     timeline: stages.Timeline,
+    executor: Executor[Any, Any],
     call: Callable[..., Any] = _call,
     log: logging.Logger | logging.LoggerAdapter[Any] | None = None,
 ) -> StageOutputs:
-    """The stages between the budget and publish, in the registry's order.
+    """The stages between the budget and publish, in the registry's order, their data work on
+    ``executor``.
 
     The one place the stage sequence is written: the flow runs each stage as a Prefect task
     (``call`` = the task), the replay audit (flows/replay.py) as the task's body (``task.fn``).
@@ -112,49 +123,50 @@ def run_stages(
     params = run.params
     # --- ingest, validate (GX gate; nothing charged yet), [DP bins], prepare --------------------
     with timeline.run(stages.INGEST):
-        raw, input_sha256 = call(read_input, run=run, wait_for=[run])
+        raw, input_sha256 = call(read_input, run=run, executor=executor, wait_for=[run])
     with timeline.run(stages.VALIDATE):
-        input_summary = call(validate_input, run=run, table=raw)
+        input_summary = call(validate_input, run=run, table=raw, executor=executor)
     dp_edges = None
     if dp_binned_columns(params):  # --- DP quantile bins: charged, drawn, checkpointed --------
         with timeline.run(stages.BINNING):
-            dp_edges = call(choose_bins, run=run, table=raw)
+            dp_edges = call(choose_bins, run=run, table=raw, executor=executor)
     with timeline.run(stages.PREPARE):
         table = call(
             prepare_table,
             run=run,
             table=raw,
             input_sha256=input_sha256,
+            executor=executor,
             dp_edges=dp_edges,
             wait_for=[input_summary],
         )
     del raw
 
-    by_length: dict[int, dict[str, Any]] = {}
-    plan: dict[str, Any] | None = None
-    if params.synthesizer == "aggregate-seeded":
+    noise_by_length: dict[int, LengthNoise] = {}  # a registry synthesizer has no SDS lengths
+    plan: SdsPlan | None = None
+    if params.aggregate_seeded:
+        by_length: dict[int, LengthResult] = {}
         # --- count, aggregate k = 1..R: each charged, then drawn -------------------------------
         with timeline.run(stages.COUNT):
-            protected_n = call(count_records, run=run, table=table)
+            protected_n = call(count_records, run=run, table=table, executor=executor)
         # --- plan: R, the split and the synthesis from the DP count (post-processing) ----------
         with timeline.run(stages.PLAN):
             planned = call(plan_aggregation, run=run, table=table, protected_n=protected_n)
-        run = run.with_params(ReleaseParams.model_validate(planned["params"]))
-        params, plan = run.params, planned["plan"]
+        run = run.with_params(planned.params)
+        params, plan = run.params, planned.plan
         for k in range(1, params.length + 1):
             with timeline.run(stages.aggregate_stage(k)):
                 by_length[k] = call(
                     aggregate_length,
                     run=run,
                     table=table,
+                    executor=executor,
                     k=k,
                     protected_n=protected_n,
                     shorter=by_length,
                 )
             if log is not None:
-                log.info(
-                    "aggregate-%d: %d DP combinations survive", k, len(by_length[k]["survivors"])
-                )
+                log.info("aggregate-%d: %d DP combinations survive", k, len(by_length[k].survivors))
 
         # --- normalize, synthesize: post-processing of the DP aggregates, no spend -------------
         with timeline.run(stages.NORMALIZE):
@@ -167,12 +179,13 @@ def run_stages(
             )
         # the survivors are in the aggregates now: privacy.noise reads only Δ_k and the
         # thresholds (the longest length's survivors are ~100 MB at raw 2M, held to the end)
-        by_length = {k: {n: step[n] for n in NOISE_FIELDS} for k, step in by_length.items()}
+        noise_by_length = {k: step.noise for k, step in by_length.items()}
+        del by_length
         # the plan once the aggregates are known: records, or the model above length 2
         params, plan = after_aggregation(params, plan, aggregates)
         run = run.with_params(params)
         # the manifest's privacy.noise: what the consistent model (synthesis = "model") reads
-        noise = noise_scales(params, by_length)
+        noise = noise_scales(params, noise_by_length)
         with timeline.run(stages.SYNTHESIZE):
             synthetic = call(
                 synthesize_records,
@@ -180,17 +193,20 @@ def run_stages(
                 aggregates=aggregates,
                 table=table,
                 noise=AggregateNoise.from_description(noise),
+                executor=executor,
                 plan=plan,
             )
     else:
         # --- fit a registry synthesizer: all its charges, then its draws -----------------------
         with timeline.run(stages.FIT):
-            synthetic, aggregates = call(fit_synthesizer, run=run, table=table)
-        noise = noise_scales(params, by_length)  # no SDS lengths: the registry's note
+            synthetic, aggregates = call(fit_synthesizer, run=run, table=table, executor=executor)
+        noise = noise_scales(params, noise_by_length)  # the registry's note
 
     # --- validate output, evaluate --------------------------------------------------------------
     with timeline.run(stages.VALIDATE_OUTPUT):
-        output_summary = call(validate_output, run=run, synthetic=synthetic, aggregates=aggregates)
+        output_summary = call(
+            validate_output, run=run, synthetic=synthetic, aggregates=aggregates, executor=executor
+        )
     with timeline.run(stages.EVALUATE):
         evaluation = call(
             evaluate,
@@ -198,6 +214,7 @@ def run_stages(
             table=table,
             aggregates=aggregates,
             synthetic=synthetic,
+            executor=executor,
             dp_edges=dp_edges,  # privacy_risk: the control rows are binned as the table was
             wait_for=[output_summary],
         )
@@ -223,7 +240,8 @@ def release(params: ReleaseParams) -> str:
     # Prefect progress artifacts for the long stages, next to the CLI's display
     with (
         progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))),
-        cluster_session(params),  # executor "dask": connect first, before anything is charged
+        # the executor, resolved once: the Dask one connects first, before anything is charged
+        EXECUTORS[params.executor](params) as executor,
     ):
         origin = run_origin()  # the run journal: who started it (CLI, schedule, UI run)
         # a relative period (previous-month): a deployment's run takes it from its schedule slot
@@ -246,13 +264,14 @@ def release(params: ReleaseParams) -> str:
         note_start(run.home, run.release_id, run.dataset, params.period, origin)
         try:
             # --- ingest, validate, prepare, count, aggregate-k, normalize, synthesize, evaluate -
-            out = run_stages(run, timeline, log=log)
+            out = run_stages(run, timeline, executor, log=log)
 
             # --- publish (the manifest turns complete, anchored to the ledger head) -------------
             with timeline.run(stages.PUBLISH):  # the manifest gets the stages before this one
                 released = _call(
                     publish_release,
                     run=out.run,
+                    executor=executor,
                     input_sha256=out.input_sha256,
                     aggregates=out.aggregates,
                     synthetic=out.synthetic,

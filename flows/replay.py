@@ -11,19 +11,14 @@ compared byte for byte.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from flows.release import run_stages
 from release_store.audit.replay import DIFFERS, MATCH, Check, RecordedRelease, ReplayReport
 from release_store.config.core_objects import dp_binned_columns
+from release_store.executor.local import LocalExecutor
 from release_store.publish.artifacts import write_release
 from release_store.run import stages
 from sds_core.errors import SdsInternalError
-
-
-def _task_body(task: Any, *, wait_for: list[Any] | None = None, **kwargs: Any) -> Any:
-    """Run a stage's body directly (no task run, no graph edges: ``wait_for`` is moot)."""
-    return task.fn(**kwargs)
 
 
 def replay_release(home: str | Path, release_id: str, input_path: str | Path) -> ReplayReport:
@@ -44,8 +39,9 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
         # --- the release's stages, in the flow's order (flows/release.py) -------------------
         with timeline.run(stages.BUDGET):  # nothing is reserved: the plan is only compared
             checks.append(recorded.plan_check(run))
+        executor = LocalExecutor()  # where the release ran does not change its keyed result
         out = run_stages(
-            run, timeline, call=lambda task, wait_for=None, **kwargs: task.fn(**kwargs)
+            run, timeline, executor, call=lambda task, wait_for=None, **kwargs: task.fn(**kwargs)
         )
         checks[0] = recorded.input_check(out.input_sha256, params.input)  # what the task read
         run, params = out.run, out.run.params  # as the SDS plan set them (R, split, synthesis)
@@ -59,6 +55,7 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
                 input_sha256=out.input_sha256,
                 aggregates=out.aggregates,
                 synthetic=out.synthetic,
+                synthetic_chunks=executor.chunks(out.synthetic, params.synthetic_part_records),
                 evaluation=out.evaluation,
                 validation={"input": out.input_summary, "output": out.output_summary},
                 stages=[s for s in recorded_stages if s.get("name") != stages.PUBLISH],
@@ -69,7 +66,7 @@ def replay_release(home: str | Path, release_id: str, input_path: str | Path) ->
         names = [s["name"] for s in timeline.done]
         expected = stages.release_stages(
             params.length,
-            aggregate_seeded=params.synthesizer == "aggregate-seeded",
+            aggregate_seeded=params.aggregate_seeded,
             dp_binning=bool(dp_binned_columns(params)),
         )
         if tuple(names) != expected:

@@ -12,6 +12,8 @@ One package per concept, in the order they may import each other (tests/test_imp
   gate) and ``sds plan``;
 - ``run``: one running release (ReleaseRun, the stage registry, the private workdir, resume,
   stage logs, progress);
+- ``executor``: where a release's data work runs, chosen once per release (the interface, the
+  local executor);
 - ``cluster``: the Dask executor;
 - ``report``: report.html and explorer.html, from published values only;
 - ``publish``: the publish stage's files;

@@ -74,7 +74,7 @@ _EXPORTS: dict[str, str] = {
     "dp_aggregate": "sds_core.marginals.engine",
     "dp_percentile": "sds_core.dp.percentile",
     "epsilon_to_zcdp": "sds_core.dp.accounting",
-    "evaluate_release": "sds_core.evaluation.metrics",
+    "evaluate_release": "sds_core.evaluation.release",
     "exact_aggregates": "sds_core.marginals.exact_counts",
     "finalize": "sds_core.marginals.engine",
     "fingerprint": "sds_core.data.decoding",
@@ -173,8 +173,9 @@ if TYPE_CHECKING:
     from sds_core.dp.percentile import dp_percentile
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.errors import SdsInputError, SdsInternalError
-    from sds_core.evaluation.metrics import evaluate_release, marginal_fidelity
+    from sds_core.evaluation.metrics import marginal_fidelity
     from sds_core.evaluation.params import EvaluationParams
+    from sds_core.evaluation.release import evaluate_release
     from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
     from sds_core.marginals.engine import (
         DpResult,

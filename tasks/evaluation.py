@@ -11,16 +11,13 @@ from typing import Any
 
 from prefect import task
 
-from release_store.cluster.backend import DaskBackend
 from release_store.compare.risk import release_risks
+from release_store.executor.base import Executor
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable
 from release_store.run.stage_log import finished, stage_done
-from sds_core.data.table import PreparedTable
-from sds_core.errors import SdsInternalError
-from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.partitioned import evaluate_partitioned
+from sds_core.evaluation.release import evaluate_release
 from sds_core.marginals.aggregates import AggregateSet
 from tasks.options import SENSITIVE, task_logger
 
@@ -28,31 +25,32 @@ from tasks.options import SENSITIVE, task_logger
 @task(name=stages.EVALUATE, **SENSITIVE)
 def evaluate(
     run: ReleaseRun,
-    table: SensitiveTable[PreparedTable | DaskBackend],
+    table: SensitiveTable[Any],
     aggregates: AggregateSet,
-    synthetic: PreparedTable | DaskBackend,
+    synthetic: Any,
+    executor: Executor[Any, Any],
     dp_edges: dict[str, list[float]] | None = None,
 ) -> dict[str, Any]:
-    """Metrics of the synthetic records and DP aggregates against the sensitive table (either
-    side held on the Dask workers is reduced to sums there; with the Dask executor the
-    sensitive table always is, so records on the workers never meet a local table here).
+    """Metrics of the synthetic records and DP aggregates against the sensitive table, each
+    side reduced to sums where ``executor`` holds it
+    (:func:`~sds_core.evaluation.release.evaluate_release`).
 
     With ``privacy_risk`` also anonymeter's risks (``privacy_risk``), from the training part,
-    the held-back control rows (prepared with the release's ``dp_edges``) and the records."""
+    the held-back control rows (prepared with the release's ``dp_edges``) and the records (in
+    this process: the parameters refuse ``privacy_risk`` with an executor that holds them
+    elsewhere)."""
     progress.stage("evaluate")
     params = EvaluationParams(reporting_length=run.params.length, resolution=run.params.resolution)
     resumed = finished(run, stages.EVALUATE)
     original = table.value
 
     def compute() -> dict[str, Any]:
-        if isinstance(original, DaskBackend):  # sums from the workers, no table here
-            return evaluate_partitioned(original, synthetic, aggregates, params)
-        if isinstance(synthetic, DaskBackend):
-            raise SdsInternalError("synthetic records on the workers with a local table (bug)")
         metrics = evaluate_release(original, synthetic, aggregates, params)
         if run.params.privacy_risk:
             progress.stage("privacy risk (anonymeter)")
-            metrics["privacy_risk"] = release_risks(run, original, synthetic, dp_edges)
+            metrics["privacy_risk"] = release_risks(
+                run, executor.whole_table(original), executor.whole_table(synthetic), dp_edges
+            )
         return metrics
 
     result = run.stage(stages.EVALUATE, compute)

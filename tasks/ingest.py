@@ -11,13 +11,10 @@ from typing import Any
 
 from prefect import task
 
-from release_store.cluster.inputs import open_input
-from release_store.cluster.session import session_client
 from release_store.compare.risk import anonymeter_python
-from release_store.config.core_objects import gate_columns
+from release_store.executor.base import Executor
 from release_store.inputs.holdback import CONTROL_FILE, CONTROL_LABEL, CONTROL_SHARE, hold_back
-from release_store.inputs.ingest import read_release_input
-from release_store.inputs.periods import PeriodFilter, count_each_subject_once
+from release_store.inputs.periods import count_each_subject_once
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable
 from release_store.run.stage_log import stage_done
@@ -26,45 +23,26 @@ from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.INGEST, **SENSITIVE)
-def read_input(run: ReleaseRun) -> tuple[SensitiveTable[Any], str]:
-    """Read the input (only the used columns); returns the table handle and its sha256.
+def read_input(run: ReleaseRun, executor: Executor[Any, Any]) -> tuple[SensitiveTable[Any], str]:
+    """Read the input (only the used columns) where ``executor`` works; returns the table
+    handle and its sha256.
 
-    The sha256 stays private (the prepare stage's state, the publish stage's commitment).
-
-    With the Dask executor the handle is a :class:`~release_store.cluster.inputs.DaskInput`
-    (Arrow parts on the workers), else an Arrow table in this process.
+    The sha256 stays private (the prepare stage's state, the publish stage's commitment). A
+    period's subjects and the held-back control rows are cut from the table read here (the
+    parameters refuse both with an executor that reads elsewhere).
     """
     progress.stage("reading the input")
     params = run.params
-    client = session_client(params)
-    table: Any
-    if client is not None:  # executor "dask": the parts stay on the workers
-        table, digest = open_input(
-            client,
-            params.input,
-            delimiter=params.delimiter,
-            gate_columns=gate_columns(params),
-            partitions=params.dask_partitions,
-        )
-        where = f" in {len(table.parts)} parts on the Dask workers"
-    else:
-        table, digest = read_release_input(
-            params.input,
-            delimiter=params.delimiter,
-            gate_columns=gate_columns(params),
-            period=PeriodFilter.of(params.period_column, params.period, params.period_format),
-            table=params.table,
-            query=params.query,
-        )
-        where = ""
-        if params.period is not None:
-            where = f" (the rows of period {params.period})"
-            if params.subject_id is not None:
-                table = first_period_subjects(run, table)
-        if params.privacy_risk:
-            table = hold_back_control(run, table)
-            share = f"{CONTROL_SHARE:.0%}"
-            where += f"; rows (subjects) held back with chance {share} each as private control rows"
+    table, digest = executor.read_input(params)
+    where = executor.held(table, "parts")
+    if params.period is not None:
+        where += f" (the rows of period {params.period})"
+        if params.subject_id is not None:
+            table = first_period_subjects(run, table)
+    if params.privacy_risk:
+        table = hold_back_control(run, table)
+        share = f"{CONTROL_SHARE:.0%}"
+        where += f"; rows (subjects) held back with chance {share} each as private control rows"
     stage_done(
         task_logger(),
         run,

@@ -6,14 +6,15 @@ Each noisy stage is charged, then drawn from the release key, then checkpointed 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from prefect import task
 
-from release_store.cluster.session import counting_backend
 from release_store.config.core_objects import dp_params
 from release_store.config.planned import PLANNED_FIELDS, check_synthesis_sizes, planned_params
 from release_store.config.release_params import ReleaseParams
+from release_store.executor.base import Executor
 from release_store.run import progress, stages
 from release_store.run.claims import delta_detail
 from release_store.run.release_run import (
@@ -22,15 +23,18 @@ from release_store.run.release_run import (
     SensitiveTable,
     planned_charges,
 )
+from release_store.run.results import LengthResult, PlannedRelease
 from release_store.run.stage_log import by_length_text, finished, stage_done
-from sds_core.data.table import PreparedTable
 from sds_core.marginals import engine
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.plan import SdsPlan
 from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.COUNT, **SENSITIVE)
-def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> ProtectedCount:
+def count_records(
+    run: ReleaseRun, table: SensitiveTable[Any], executor: Executor[Any, Any]
+) -> ProtectedCount:
     """The DP (Laplace) record count: charged, then drawn; returns only the protected count."""
     progress.stage("count (DP record count)")
     resumed = finished(run, stages.COUNT)
@@ -42,7 +46,7 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
 
     def compute() -> int:
         step = engine.protect_record_count(
-            counting_backend(run.params, table.value),
+            executor.counting_backend(table.value),
             dp_params(run.params),
             run.randomness(),
             release_label=run.release_id,
@@ -62,18 +66,23 @@ def count_records(run: ReleaseRun, table: SensitiveTable[PreparedTable]) -> Prot
 
 @task(name=stages.PLAN, **SENSITIVE)
 def plan_aggregation(
-    run: ReleaseRun, table: SensitiveTable[PreparedTable], protected_n: ProtectedCount
-) -> dict[str, Any]:
+    run: ReleaseRun, table: SensitiveTable[Any], protected_n: ProtectedCount
+) -> PlannedRelease:
     """The SDS plan from the DP record count: the parameters the release runs with from here
     (R, split, synthesis) and the plan for the manifest. Post-processing: nothing is charged
     or drawn; the ledger's not-yet-charged stages get the planned shares within the reserved
-    total. The table is read for its number of columns only (public: the header's)."""
+    total. The table is read for its number of columns only (public: the header's). The
+    checkpoint keeps the plan as written (:meth:`~sds_core.marginals.plan.SdsPlan.as_dict`),
+    and the plan handed on is read from it, fresh or resumed."""
     progress.stage("plan (R, split and synthesis from the DP record count)")
     resumed = finished(run, stages.PLAN)
 
     def compute() -> dict[str, Any]:
         planned, plan = planned_params(run.params, protected_n.value, table.value.domain.n_columns)
-        return {"planned": {f: getattr(planned, f) for f in PLANNED_FIELDS}, "plan": plan}
+        return {
+            "planned": {f: getattr(planned, f) for f in PLANNED_FIELDS},
+            "plan": None if plan is None else plan.as_dict(),
+        }
 
     done = run.stage(stages.PLAN, compute)
     planned = ReleaseParams.model_validate(run.params.model_dump() | done["planned"])
@@ -81,25 +90,26 @@ def plan_aggregation(
         run.ledger().revise_plan(
             run.release_id, planned_charges(planned), flow_run_id=run.flow_run_id
         )
-    plan = done["plan"]
+    plan = None if done["plan"] is None else SdsPlan.from_dict(done["plan"])
     stage_done(
         task_logger(),
         run,
         stages.PLAN,
-        plan["reason"] if plan else "no SDS plan (a registry synthesizer)",
+        plan.reason if plan else "no SDS plan (a registry synthesizer)",
         resumed=resumed,
     )
-    return {"params": planned.model_dump(mode="json"), "plan": plan}
+    return PlannedRelease(planned, plan)
 
 
 @task(name=stages.AGGREGATE, task_run_name="aggregate-{k}", **SENSITIVE)
 def aggregate_length(
     run: ReleaseRun,
-    table: SensitiveTable[PreparedTable],
+    table: SensitiveTable[Any],
+    executor: Executor[Any, Any],
     k: int,
     protected_n: ProtectedCount,
-    shorter: dict[int, dict[str, Any]],
-) -> dict[str, Any]:
+    shorter: Mapping[int, LengthResult],
+) -> LengthResult:
     """DP counts of the length-k combinations, given the DP results of lengths 1..k-1.
 
     Returns the survivors with their noisy counts, Δ_k, the threshold and (k = 1 with declared
@@ -113,14 +123,14 @@ def aggregate_length(
     def compute() -> dict[str, Any]:
         dp = dp_params(run.params)
         step = engine.aggregate_length(
-            counting_backend(run.params, table.value),
+            executor.counting_backend(table.value),
             k,
-            {j: shorter[j]["survivors"] for j in range(1, k)},
+            {j: shorter[j].survivors for j in range(1, k)},
             engine.plan_release(dp, protected_n.value),
             dp,
             run.randomness(),
             release_label=run.release_id,
-            domain=shorter[1].get("domain") if k > 1 else None,
+            domain=shorter[1].domain if k > 1 else None,
         )
         return {
             "survivors": step.survivors,
@@ -143,14 +153,14 @@ def aggregate_length(
         f"Δ_{k}={done['allowed_sensitivity']}, chosen by the DP percentile)",
         resumed=resumed,
     )
-    return {key: value for key, value in done.items() if key != "private_notes"}
+    return LengthResult.from_checkpoint(done)
 
 
 @task(name=stages.NORMALIZE, **SENSITIVE)
 def normalize_aggregates(
     run: ReleaseRun,
-    table: SensitiveTable[PreparedTable],
-    by_length: dict[int, dict[str, Any]],
+    table: SensitiveTable[Any],
+    by_length: Mapping[int, LengthResult],
     protected_n: ProtectedCount,
 ) -> AggregateSet:
     """Round, add missing parents, normalize: the published DP ``AggregateSet``.
@@ -163,8 +173,8 @@ def normalize_aggregates(
 
     def compute() -> AggregateSet:
         return engine.finalize(
-            {k: step["survivors"] for k, step in by_length.items()},
-            domain=by_length[1].get("domain") or table.value.domain,
+            {k: step.survivors for k, step in by_length.items()},
+            domain=by_length[1].domain or table.value.domain,
             reporting_length=run.params.length,
             protected_number_of_records=protected_n.value,
         )

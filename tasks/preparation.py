@@ -3,39 +3,26 @@ then SDS preprocessing of the sensitive table into integer codes."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
 from prefect import task
 
-from release_store.cluster.backend import DaskBackend
-from release_store.cluster.inputs import (
-    DaskInput,
-    column_numbers,
-    fingerprint_parts,
-    prepare_parts,
-    subject_conflicts,
-    zero_counts_shares,
-)
-from release_store.cluster.session import session_backend
 from release_store.config.core_objects import dp_binned_columns, prepare_params
 from release_store.config.planned import check_synthesis_sizes
-from release_store.inputs.preflight import check_subject_join, subject_conflict, zero_warning
+from release_store.executor.base import Executor
+from release_store.inputs.preflight import subject_conflict, zero_warning
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, binning_spend
 from release_store.run.stage_log import finished, stage_done
-from sds_core.data.decoding import fingerprint
-from sds_core.data.preparation import prepare
-from sds_core.data.table import PreparedTable
-from sds_core.data.text import matching_column
-from sds_core.data.zeros import zero_shares
 from sds_core.errors import SdsInputError, SdsInternalError
 from tasks.options import SENSITIVE, task_logger
 
 
 @task(name=stages.BINNING, **SENSITIVE)
-def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[float]]:
+def choose_bins(
+    run: ReleaseRun, table: SensitiveTable[Any], executor: Executor[Any, Any]
+) -> dict[str, list[float]]:
     """DP quantile edges of every ``bins = { dp_quantiles = q }`` column: charged, then drawn.
 
     With ``subject_id`` the mechanism reads one number per subject
@@ -51,11 +38,11 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
     cols = dp_binned_columns(run.params)
     spend = binning_spend(run.params)
     numbers = {}
-    if not finished(run, stages.BINNING):
-        _check_subject_join(run.params, table.value, [c.name for c in cols])
-        if not isinstance(table.value, DaskInput):  # on Dask: the count stage's check
-            _check_sizes(run.params, table.value, cols)
-        numbers = _binning_numbers(run, table, cols)
+    if not finished(run, stages.BINNING):  # refusals before the charge, then the numbers
+        first = executor.first_rows(table.value, run.params.record_limit)
+        _check_subject_join(run.params, first, [c.name for c in cols], executor)
+        _check_sizes(run.params, first, cols, executor)
+        numbers = executor.column_numbers(first, [c.name for c in cols], run.params.subject_id)
 
     def compute() -> dict[str, list[float]]:
         rnd = run.randomness()
@@ -81,59 +68,35 @@ def choose_bins(run: ReleaseRun, table: SensitiveTable[Any]) -> dict[str, list[f
     return run.stage(stages.BINNING, compute)
 
 
-def _check_subject_join(params: Any, table: Any, binned: list[str]) -> None:
-    """Refuse, before the charge, subject rows that the join after it would refuse (locally in
-    every single-value column; on the Dask workers in the DP-binned columns)."""
-    if not isinstance(table, DaskInput):
-        check_subject_join(params, table)
-        return
+def _check_subject_join(
+    params: Any, first: Any, binned: list[str], executor: Executor[Any, Any]
+) -> None:
+    """Refuse, before the charge, subject rows that the join after it would refuse (the
+    executor checks at least the DP-binned columns: locally every single-value column)."""
     if params.subject_id is None:
         return
-    core = prepare_params(params, None, table.column_names, before_dp_bins=True)
-    conflicts = subject_conflicts(table, core, binned)
+    core = prepare_params(params, None, first.column_names, before_dp_bins=True)
+    conflicts = executor.subject_conflicts(
+        first, dataclasses.replace(core, record_limit=None), binned
+    )
     if conflicts:
         raise subject_conflict(params, conflicts)
 
 
-def _check_sizes(params: Any, table: Any, binned: list[Any]) -> None:
+def _check_sizes(params: Any, first: Any, binned: list[Any], executor: Executor[Any, Any]) -> None:
     """The synthesis's sizes (:func:`check_synthesis_sizes`) before the binning charge: each
-    column's values counted as preparation will code them, a DP-binned column as its q bins."""
-    from sds_core.data.preparation import label_counts
+    column's values counted as preparation will code them, a DP-binned column as its q bins,
+    when the executor counts them before preparation (else the count stage checks the prepared
+    domain, before its own charge)."""
     from sds_core.data.text import match_key
 
-    core = prepare_params(params, None, table.column_names, before_dp_bins=True)
+    core = prepare_params(params, None, first.column_names, before_dp_bins=True)
+    counted = executor.label_counts(first, dataclasses.replace(core, record_limit=None))
+    if counted is None:
+        return
     bins = {match_key(c.name): c.bins.dp_quantiles for c in binned}
-    counts = [(name, bins.get(match_key(name), n)) for name, n in label_counts(table, core)]
+    counts = [(name, bins.get(match_key(name), n)) for name, n in counted]
     check_synthesis_sizes(params, [name for name, _ in counts], [n for _, n in counts])
-
-
-def _binning_numbers(
-    run: ReleaseRun, table: SensitiveTable[Any], cols: list[Any]
-) -> dict[str, NDArray[np.float64]]:
-    """What the quantile mechanism reads per DP-binned column: the numbers of the first
-    ``record_limit`` rows, one per subject with ``subject_id``."""
-    import pandas as pd
-
-    from sds_core.dp.quantiles import subject_numbers
-
-    params = run.params
-    limit = params.record_limit
-    if isinstance(table.value, DaskInput):  # one numeric column gathered (per subject: minima)
-        return {c.name: column_numbers(table.value, c.name, limit, params.subject_id) for c in cols}
-    subject, subjects = params.subject_id, None
-    if subject is not None:
-        subjects = table.value.column(matching_column(table.value.column_names, subject))
-        subjects = subjects.to_pylist()[:limit]
-    out = {}
-    for col in cols:
-        raw = table.value.column(col.name).to_pylist()[:limit]
-        values = pd.to_numeric(pd.Series(raw, dtype="string"), errors="coerce")
-        parsed = values.to_numpy(dtype=np.float64, na_value=np.nan)
-        if subject is None or subjects is None:
-            out[col.name] = parsed[~np.isnan(parsed)]
-        else:
-            out[col.name] = subject_numbers(parsed, subjects, subject_column=subject)[1]
-    return out
 
 
 @task(name=stages.PREPARE, **SENSITIVE)
@@ -141,41 +104,34 @@ def prepare_table(
     run: ReleaseRun,
     table: SensitiveTable[Any],
     input_sha256: str,
+    executor: Executor[Any, Any],
     dp_edges: dict[str, list[float]] | None = None,
-) -> SensitiveTable[PreparedTable | DaskBackend]:
-    """Prepare the table; a resumed release must find the same prepared data (fingerprint).
-
-    With the Dask executor the prepared table is a :class:`DaskBackend` (partitions on the
-    workers) with the local table's fingerprint.
+) -> SensitiveTable[Any]:
+    """Prepare the first ``record_limit`` rows where ``executor`` holds them; a resumed release
+    must find the same prepared data (fingerprint).
 
     The "0" cells SDS empties are counted from the data, so they are not DP: their warning
-    goes to the custodian's terminal (the CLI's pre-flight prints it; with the Dask executor,
-    whose pre-flight reads only the header, this stage does) and to the private custodian
-    report (the shares are kept in the private state), never to the run's log, which UI users
-    read.
+    goes to the custodian's terminal (the CLI's pre-flight prints it when it read the rows;
+    otherwise, with an executor whose pre-flight reads only the header, this stage does) and
+    to the private custodian report (the shares are kept in the private state), never to the
+    run's log, which UI users read.
     """
     progress.stage("preparing the data")
     params = run.params
-    on_workers = isinstance(table.value, DaskInput)
-    shares = zero_counts_shares if on_workers else zero_shares
-    zeros = shares(
-        table.value,
-        use_columns=params.use_columns,
-        sensitive_zeros=params.sensitive_zeros,
-        record_limit=params.record_limit,
+    data = executor.first_rows(table.value, params.record_limit)
+    zeros = executor.zero_shares(
+        data, use_columns=params.use_columns, sensitive_zeros=params.sensitive_zeros
     )
-    if zeros and on_workers and run.dirs.state().get("fingerprint") is None:
+    if zeros and not executor.preflight_reads_rows and run.dirs.state().get("fingerprint") is None:
         # the CLI's pre-flight read only the column names: the terminal gets the warning it
         # prints for a local release (same text), once (not again on resume)
         progress.warning(zero_warning(zeros))
-    core = prepare_params(params, dp_edges, table.value.column_names)
-    prepared: PreparedTable | DaskBackend
-    if isinstance(table.value, DaskInput):  # on the workers; the driver merges labels only
-        prepared = session_backend(params, prepare_parts(table.value, core))
-        fp = fingerprint_parts(prepared)
-    else:
-        prepared = prepare(table.value, core)
-        fp = fingerprint(prepared)
+    # the rows are cut already (the one record_limit cut): prepared as they are
+    core = dataclasses.replace(
+        prepare_params(params, dp_edges, data.column_names), record_limit=None
+    )
+    prepared = executor.prepare(data, core)
+    fp = executor.fingerprint(prepared)
     dirs = run.dirs
     if dirs.state().get("fingerprint") not in (None, fp):
         raise SdsInputError(

@@ -21,15 +21,15 @@ from prefect.artifacts import (
 )
 
 from release_store.audit.signing import sign_release, signing_key
-from release_store.cluster.backend import DaskBackend
+from release_store.executor.base import Executor
 from release_store.ledger.budget_view import artifact_key as budget_artifact_key
 from release_store.publish.artifacts import write_release
 from release_store.report.inputs import count_sd
 from release_store.run import progress, stages, timing
 from release_store.run.release_run import ReleaseRun
 from release_store.run.stage_log import stage_done
-from sds_core.data.table import PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
+from sds_core.marginals.plan import SdsPlan
 from tasks.options import task_logger
 
 
@@ -37,14 +37,15 @@ from tasks.options import task_logger
 def publish_release(
     run: ReleaseRun,
     *,
+    executor: Executor[Any, Any],
     input_sha256: str,
     aggregates: AggregateSet,
-    synthetic: PreparedTable | DaskBackend,
+    synthetic: Any,
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages_done: list[dict[str, Any]],
     noise: dict[str, Any] | None = None,
-    plan: dict[str, Any] | None = None,
+    plan: SdsPlan | None = None,
 ) -> str:
     """Publish and sign the release; returns its directory.
 
@@ -53,7 +54,8 @@ def publish_release(
     ``privacy.noise`` (:func:`release_store.run.release_run.noise_scales`: σ_k, Δ_k, threshold
     and noise_sd per length, the record count's scale); None rebuilds it from the aggregate-k
     checkpoints. ``plan`` is the SDS plan (R, split, synthesis chosen from the DP record count),
-    published in the manifest with its reason.
+    published in the manifest with its reason. The synthetic files are streamed from the
+    records' chunks, brought here one at a time from where ``executor`` holds them.
     """
     progress.stage("publish")
     signing_key(run.home)  # created or read before the release turns complete, so it can fail
@@ -63,6 +65,7 @@ def publish_release(
         input_sha256=input_sha256,
         aggregates=aggregates,
         synthetic=synthetic,
+        synthetic_chunks=executor.chunks(synthetic, run.params.synthetic_part_records),
         evaluation=evaluation,
         validation=validation,
         stages=stages_done,

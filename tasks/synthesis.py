@@ -10,30 +10,17 @@ from typing import Any
 
 from prefect import task
 
-from release_store.cluster.backend import DaskBackend
-from release_store.cluster.inputs import whole_table
-from release_store.cluster.session import session_backend, session_client
-from release_store.cluster.synthesis import (
-    StoredSynthetic,
-    sample_model_on_cluster,
-    scatter_records,
-    synthesize_on_cluster,
-    synthesize_reconciled,
-)
 from release_store.config.core_objects import synthesis_epsilon
+from release_store.executor.base import Executor
 from release_store.run import progress, stages
 from release_store.run.release_run import ReleaseRun, SensitiveTable, registry_synthesizer
 from release_store.run.stage_log import finished, stage_done
 from sds_core.data.table import MultiValueColumn, PreparedTable
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
-from sds_core.synthesis.consistent import (
-    AggregateNoise,
-    ModelParams,
-    estimated_total,
-    synthesize_from_model,
-)
-from sds_core.synthesis.generator import default_target, synthesize
+from sds_core.marginals.plan import SdsPlan
+from sds_core.synthesis.consistent import AggregateNoise, ModelParams, estimated_total
+from sds_core.synthesis.generator import default_target
 from sds_core.synthesis.params import SynthesisParams
 from tasks.options import SENSITIVE, task_logger
 
@@ -42,21 +29,19 @@ from tasks.options import SENSITIVE, task_logger
 def synthesize_records(
     run: ReleaseRun,
     aggregates: AggregateSet,
-    table: SensitiveTable[PreparedTable],
+    table: SensitiveTable[Any],
     noise: AggregateNoise,
-    plan: dict[str, Any] | None = None,
-) -> PreparedTable | DaskBackend:
-    """Aggregate-seeded synthesis from the DP aggregates (post-processing, no spend).
+    executor: Executor[Any, Any],
+    plan: SdsPlan | None = None,
+) -> Any:
+    """Aggregate-seeded synthesis from the DP aggregates (post-processing, no spend), the
+    records made and checkpointed where ``executor`` holds records.
 
     ``synthesis = "records"``: SDS's record building; ``"model"``: the consistent model fitted
     to the aggregates and their published ``noise``, sampled. The table is read only for its
-    multi-value column declarations (a preparation setting). With the Dask executor the
-    records are made on the workers and stay there, in chunks checkpointed one file each
-    (:mod:`release_store.cluster.synthesis`): the model is fitted and sampled on one worker,
-    ``reconcile_one_way`` runs on one worker over the chunks made there. Without Dask, one
-    ``PreparedTable``. The records are matched to the aggregates within their published noise
-    (``noise.sigma_by_len``); the model takes its structure, iterations and size from the SDS
-    ``plan`` when the plan chose the model.
+    multi-value column declarations (a preparation setting). The records are matched to the
+    aggregates within their published noise (``noise.sigma_by_len``); the model takes its
+    structure, iterations and size from the SDS ``plan`` when the plan chose the model.
     """
     progress.stage(
         "synthesize (synthetic records)"
@@ -64,49 +49,54 @@ def synthesize_records(
         else "synthesize (consistent model)"
     )
     resumed = finished(run, stages.SYNTHESIZE)
-    client = session_client(run.params)
     mv = table.value.multi_value_columns
-    if client is not None:
-        chunked = _synthesize_on_cluster(run, client, aggregates, mv, noise, plan)
-        stage_done(
-            task_logger(),
-            run,
-            stages.SYNTHESIZE,
-            f"{chunked.n_records} synthetic records from the DP aggregates alone "
-            f"({len(chunked.parts)} chunks on the Dask workers)",
-            resumed=resumed,
-        )
-        return chunked
 
-    def compute() -> PreparedTable:
-        rng = run.randomness().generator(f"{run.release_id}/synthesis")
-        if run.params.synthesis == "model":
-            return synthesize_from_model(
-                aggregates,
-                noise,
-                run.params.synthetic_records,  # None: the model's estimated total
-                rng=rng,
-                params=_model_params(run, plan),
-                multi_value_columns=mv,
-            )
-        return synthesize(
-            aggregates,
-            _synthesis_params(run, aggregates, noise),
-            rng=rng,
-            multi_value_columns=mv,
-            progress=progress.advance,
-            noise_sd_by_len=noise.sigma_by_len,
-        )
+    def compute() -> Any:
+        return stage_records(run, executor, aggregates, mv, noise, plan)
 
-    synthetic = run.stage(stages.SYNTHESIZE, compute)
+    synthetic = executor.checkpointed(run, stages.SYNTHESIZE, compute)
     stage_done(
         task_logger(),
         run,
         stages.SYNTHESIZE,
-        f"{synthetic.n_records} synthetic records from the DP aggregates alone",
+        f"{synthetic.n_records} synthetic records from the DP aggregates alone"
+        + executor.held(synthetic, "chunks"),
         resumed=resumed,
     )
     return synthetic
+
+
+def stage_records(
+    run: ReleaseRun,
+    executor: Executor[Any, Any],
+    aggregates: AggregateSet,
+    multi_value_columns: tuple[MultiValueColumn, ...],
+    noise: AggregateNoise,
+    plan: SdsPlan | None,
+) -> Any:
+    """The synthesize stage's records, made where ``executor`` holds records and drawn from
+    the stage's own generator: the consistent model's (``synthesis = "model"``) or SDS's."""
+    params = run.params
+    rng = run.randomness().generator(f"{run.release_id}/synthesis")
+    if params.synthesis == "model":
+        return executor.sample_model(
+            aggregates,
+            noise,
+            params.synthetic_records,  # None: the model's estimated total
+            rng=rng,
+            params=_model_params(run, plan),
+            multi_value_columns=multi_value_columns,
+            part_records=params.synthetic_part_records,
+        )
+    return executor.synthesize(
+        aggregates,
+        _synthesis_params(run, aggregates, noise),
+        rng=rng,
+        multi_value_columns=multi_value_columns,
+        part_records=params.synthetic_part_records,
+        progress=progress.advance,
+        noise_sd_by_len=noise.sigma_by_len,
+    )
 
 
 def _synthesis_params(
@@ -126,97 +116,30 @@ def _synthesis_params(
     )
 
 
-def records_on_cluster(
-    run: ReleaseRun,
-    client: object,
-    aggregates: AggregateSet,
-    multi_value_columns: tuple[MultiValueColumn, ...],
-    noise: AggregateNoise,
-    plan: dict[str, Any] | None,
-) -> DaskBackend:
-    """The synthesize stage's records made on the workers, in the chunks the later stages read
-    there (the local records byte for byte, drawn from the stage's own generator): SDS's
-    batches, reconciled on one worker when asked, or the model fitted and sampled on one
-    worker."""
-    rng = run.randomness().generator(f"{run.release_id}/synthesis")
-    part_records = run.params.synthetic_part_records
-    if run.params.synthesis == "model":
-        return sample_model_on_cluster(
-            client,
-            aggregates,
-            noise,
-            run.params.synthetic_records,  # None: the model's estimated total
-            rng=rng,
-            params=_model_params(run, plan),
-            multi_value_columns=multi_value_columns,
-            part_records=part_records,
-        )
-    params = _synthesis_params(run, aggregates, noise)
-    make = synthesize_reconciled if params.reconcile_one_way else synthesize_on_cluster
-    return make(
-        client,
-        aggregates,
-        params,
-        rng=rng,
-        multi_value_columns=multi_value_columns,
-        part_records=part_records,
-        progress=progress.advance,
-        noise_sd_by_len=noise.sigma_by_len,
-    )
-
-
-def _synthesize_on_cluster(
-    run: ReleaseRun,
-    client: object,
-    aggregates: AggregateSet,
-    multi_value_columns: tuple[MultiValueColumn, ...],
-    noise: AggregateNoise,
-    plan: dict[str, Any] | None,
-) -> DaskBackend:
-    """The records made on the workers and checkpointed chunk by chunk; a resumed release
-    sends the checkpoint's chunks back to the workers (nothing drawn twice), or the whole
-    table a release checkpointed before the model's and the reconciled records were made on
-    the workers (``scatter_records``)."""
-    made: list[DaskBackend] = []
-
-    def compute() -> StoredSynthetic:
-        synthetic = records_on_cluster(run, client, aggregates, multi_value_columns, noise, plan)
-        made.append(synthetic)
-        return StoredSynthetic.save(synthetic, run.dirs.checkpoint_dir, stages.SYNTHESIZE)
-
-    stored: StoredSynthetic | PreparedTable = run.stage(stages.SYNTHESIZE, compute)
-    if made:
-        chunked = made[0]
-    elif isinstance(stored, PreparedTable):  # a whole table, made on the driver before
-        chunked = scatter_records(client, stored, run.params.synthetic_part_records)
-    else:
-        chunked = stored.load(client, run.dirs.checkpoint_dir)
-    return session_backend(run.params, chunked)
-
-
-def _model_params(run: ReleaseRun, plan: dict[str, Any] | None) -> ModelParams:
+def _model_params(run: ReleaseRun, plan: SdsPlan | None) -> ModelParams:
     """The consistent model's settings: the SDS plan's (structure, iterations, cells) when it
     chose the model, else the defaults; the memory cap is the release's."""
-    if plan is None or "synthesis" not in plan["chosen"]:
+    if plan is None or "synthesis" not in plan.chosen:
         return ModelParams(max_model_bytes=run.params.max_model_bytes)
     return ModelParams(
         max_model_bytes=run.params.max_model_bytes,
-        structure=plan["model_structure"],
-        iterations=plan["model_iterations"],
-        max_model_cells=plan["max_model_cells"],
+        structure=plan.model_structure,
+        iterations=plan.model_iterations,
+        max_model_cells=plan.max_model_cells,
     )
 
 
 @task(name=stages.FIT, **SENSITIVE)
 def fit_synthesizer(
-    run: ReleaseRun, table: SensitiveTable[PreparedTable]
-) -> tuple[PreparedTable, AggregateSet]:
+    run: ReleaseRun, table: SensitiveTable[Any], executor: Executor[Any, Any]
+) -> tuple[Any, AggregateSet]:
     """A registry synthesizer (not SDS): charge all its stages, fit, sample.
 
-    Returns the synthetic table and, as the published aggregates, the synthesizer's own DP
-    measurements when its model has them (``mst``: its measured marginals), else the counts of
-    the synthetic records (post-processing of DP output, so DP as well). A synthesizer with a
-    ``check_size(domain)`` method is asked first, before anything is charged.
+    Returns the synthetic records (held where ``executor`` holds records) and, as the published
+    aggregates, the synthesizer's own DP measurements when its model has them (``mst``: its
+    measured marginals), else the counts of the synthetic records (post-processing of DP
+    output, so DP as well). A synthesizer with a ``check_size(domain)`` method is asked first,
+    before anything is charged. The synthesizer fits the whole table in this process.
     """
     params = run.params
     progress.stage(f"fit {params.synthesizer}")
@@ -231,7 +154,7 @@ def fit_synthesizer(
     def compute() -> tuple[PreparedTable, AggregateSet]:
         rnd = run.randomness()
         fitted = synth.fit(
-            whole_table(table.value),  # a registry synthesizer fits the table in this process
+            executor.whole_table(table.value),  # fitted in this process
             epsilon=epsilon,
             delta=run.delta,
             rnd=rnd,
@@ -260,4 +183,4 @@ def fit_synthesizer(
         resumed=resumed,
         charged=[s.stage for s in spends],
     )
-    return synthetic, published
+    return executor.hold(synthetic, params.synthetic_part_records), published

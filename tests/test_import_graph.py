@@ -23,6 +23,7 @@ ORDER = (
     "release_store.config",  # ReleaseParams, config files, declared schema, core objects
     "release_store.inputs",  # reading the input, pre-flight, schema checks, the GX gate
     "release_store.run",  # the running release: stage runner, registry, workdir, progress
+    "release_store.executor",  # the executor interface, the local executor
     "release_store.cluster",  # the Dask executor
     "release_store.report",  # report.html and explorer.html
     "release_store.publish",  # the publish stage's files

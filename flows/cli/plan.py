@@ -110,7 +110,7 @@ def _print(p: ReleasePlan) -> None:
     n = p.records
     out.print(f"records N: {n if n is not None else '?'} ({p.records_from})")
     if p.sds_plan is not None:  # what the release would choose from its DP count near N
-        out.print(f"SDS plan for N: {p.sds_plan['reason']}")
+        out.print(f"SDS plan for N: {p.sds_plan.reason}")
     if p.target_ci is not None:
         out.print(
             f"--target-ci {p.target_ci:g}: the smallest ε with a length-1 95% half-width of at "

@@ -23,6 +23,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from release_store.cluster.synthesis import StoredSynthetic
+from release_store.config.fields import AGGREGATE_SEEDED
 from release_store.config.release_params import ReleaseParams
 from release_store.config.sources import is_postgres_url, public_input, source_name
 from release_store.inputs.commitment import fingerprint_matches
@@ -312,7 +313,7 @@ class RecordedRelease:
     @property
     def aggregate_seeded(self) -> bool:
         """The release ran the SDS stages (not a registry synthesizer's ``fit``)."""
-        return bool(self.parameters.get("synthesizer", "aggregate-seeded") == "aggregate-seeded")
+        return bool(self.parameters.get("synthesizer", AGGREGATE_SEEDED) == AGGREGATE_SEEDED)
 
     def check_input(self, path: str | Path) -> Check:
         """The input must be what the release read: its sha256 (a Parquet dataset's digest over

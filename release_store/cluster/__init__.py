@@ -1,10 +1,15 @@
-"""The Dask executor: counting backend, cluster session, input and records on the workers.
+"""The Dask executor: a release's data work on a ``distributed`` cluster.
 
-- ``backend``: ``DaskBackend``: the counting backend over partitions on the workers;
-- ``session``: the release's cluster session: the client it connects, the counting backend it
-  serves the stages, the ``Placement`` cache its backends share;
-- ``inputs``: the input read, validated and prepared on the workers;
-- ``synthesis``: the synthetic records on the workers: synthesis, checkpoint, gate, publish.
+- ``executor``: :class:`DaskExecutor` (the release's session: connect, close) and ``connect``;
+- ``inputs``: the input read on the workers as Arrow parts (:class:`DaskInput`), the record
+  limit, what DP binning and the zero-cell warning read of it;
+- ``gate``: the schema gate on the input's parts and on the synthetic records' chunks;
+- ``preparation``: the input prepared on the workers into a cluster table;
+- ``table``: :class:`ClusterTable`, prepared records as partitions on the workers (sensitive or
+  synthetic), ``map_reduce`` over them, :class:`Placement`;
+- ``backend``: :class:`DaskBackend`, the DP engine's counting backend over a cluster table;
+- ``reduction``: sums combined on the workers and gathered, :class:`DaskClusterError`;
+- ``synthesis``: the synthetic records made on the workers, their checkpoint.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -15,74 +20,54 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS: dict[str, str] = {
-    "ADDRESS_ENV": "release_store.cluster.session",
-    "CHUNK_ROWS": "release_store.cluster.synthesis",
-    "CONNECT_TIMEOUT_S": "release_store.cluster.session",
+    "ADDRESS_ENV": "release_store.cluster.executor",
+    "CONNECT_TIMEOUT_S": "release_store.cluster.executor",
     "CSV_BLOCKSIZE": "release_store.cluster.inputs",
+    "ClusterTable": "release_store.cluster.table",
     "DaskBackend": "release_store.cluster.backend",
-    "DaskClusterError": "release_store.cluster.backend",
+    "DaskClusterError": "release_store.cluster.reduction",
+    "DaskExecutor": "release_store.cluster.executor",
     "DaskInput": "release_store.cluster.inputs",
-    "GROUP_RECORDS": "release_store.cluster.backend",
+    "GROUP_RECORDS": "release_store.cluster.table",
     "LOOKUP_RECORDS": "release_store.cluster.backend",
-    "Placement": "release_store.cluster.backend",
-    "ROWS_PER_PARTITION": "release_store.cluster.session",
-    "ROW_GROUP": "release_store.cluster.synthesis",
+    "Placement": "release_store.cluster.table",
     "StoredSynthetic": "release_store.cluster.synthesis",
-    "chunk_bounds": "release_store.cluster.synthesis",
-    "chunks": "release_store.cluster.synthesis",
-    "cluster_session": "release_store.cluster.session",
     "column_numbers": "release_store.cluster.inputs",
-    "connect": "release_store.cluster.session",
-    "counting_backend": "release_store.cluster.session",
-    "fingerprint_parts": "release_store.cluster.inputs",
+    "connect": "release_store.cluster.executor",
+    "fingerprint_parts": "release_store.cluster.preparation",
     "open_input": "release_store.cluster.inputs",
-    "output_columns": "release_store.cluster.synthesis",
-    "prepare_parts": "release_store.cluster.inputs",
+    "prepare_parts": "release_store.cluster.preparation",
     "sample_model_on_cluster": "release_store.cluster.synthesis",
-    "session_backend": "release_store.cluster.session",
-    "session_client": "release_store.cluster.session",
     "synthesize_on_cluster": "release_store.cluster.synthesis",
     "synthesize_reconciled": "release_store.cluster.synthesis",
-    "validate_chunks": "release_store.cluster.synthesis",
-    "validate_parts": "release_store.cluster.inputs",
-    "whole_table": "release_store.cluster.inputs",
-    "write_synthetic": "release_store.cluster.synthesis",
+    "validate_chunks": "release_store.cluster.gate",
+    "validate_parts": "release_store.cluster.gate",
     "zero_counts_shares": "release_store.cluster.inputs",
 }
 
 __all__ = [
     "ADDRESS_ENV",
-    "CHUNK_ROWS",
     "CONNECT_TIMEOUT_S",
     "CSV_BLOCKSIZE",
     "GROUP_RECORDS",
     "LOOKUP_RECORDS",
-    "ROWS_PER_PARTITION",
-    "ROW_GROUP",
+    "ClusterTable",
     "DaskBackend",
     "DaskClusterError",
+    "DaskExecutor",
     "DaskInput",
     "Placement",
     "StoredSynthetic",
-    "chunk_bounds",
-    "chunks",
-    "cluster_session",
     "column_numbers",
     "connect",
-    "counting_backend",
     "fingerprint_parts",
     "open_input",
-    "output_columns",
     "prepare_parts",
     "sample_model_on_cluster",
-    "session_backend",
-    "session_client",
     "synthesize_on_cluster",
     "synthesize_reconciled",
     "validate_chunks",
     "validate_parts",
-    "whole_table",
-    "write_synthetic",
     "zero_counts_shares",
 ]
 
@@ -95,44 +80,27 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
-    from release_store.cluster.backend import (
-        GROUP_RECORDS,
-        LOOKUP_RECORDS,
-        DaskBackend,
-        DaskClusterError,
-        Placement,
+    from release_store.cluster.backend import LOOKUP_RECORDS, DaskBackend
+    from release_store.cluster.executor import (
+        ADDRESS_ENV,
+        CONNECT_TIMEOUT_S,
+        DaskExecutor,
+        connect,
     )
+    from release_store.cluster.gate import validate_chunks, validate_parts
     from release_store.cluster.inputs import (
         CSV_BLOCKSIZE,
         DaskInput,
         column_numbers,
-        fingerprint_parts,
         open_input,
-        prepare_parts,
-        validate_parts,
-        whole_table,
         zero_counts_shares,
     )
-    from release_store.cluster.session import (
-        ADDRESS_ENV,
-        CONNECT_TIMEOUT_S,
-        ROWS_PER_PARTITION,
-        cluster_session,
-        connect,
-        counting_backend,
-        session_backend,
-        session_client,
-    )
+    from release_store.cluster.preparation import fingerprint_parts, prepare_parts
+    from release_store.cluster.reduction import DaskClusterError
     from release_store.cluster.synthesis import (
-        CHUNK_ROWS,
-        ROW_GROUP,
         StoredSynthetic,
-        chunk_bounds,
-        chunks,
-        output_columns,
         sample_model_on_cluster,
         synthesize_on_cluster,
         synthesize_reconciled,
-        validate_chunks,
-        write_synthetic,
     )
+    from release_store.cluster.table import GROUP_RECORDS, ClusterTable, Placement

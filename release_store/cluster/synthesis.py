@@ -1,31 +1,30 @@
-"""The synthetic records on the Dask workers: synthesis, checkpoint, output gate, publish.
+"""The synthetic records on the Dask workers: their synthesis and their checkpoint.
 
 With ``--executor dask`` the synthesize stage leaves its records on the workers as the final
-(shuffled) table cut into chunks, a :class:`~release_store.cluster.backend.DaskBackend`; the
-checkpoint is one file per chunk, written by the driver while it holds ONE chunk; the output
-gate and the evaluation's synthetic side run per chunk on the workers; publish streams the
-chunks into the same ``synthetic.parquet`` (parts) and ``synthetic.csv`` bytes as locally.
+(shuffled) table cut into chunks (:func:`~release_store.workspace.encoding.chunk_bounds`), a
+:class:`~release_store.cluster.table.ClusterTable`; the checkpoint is one file per chunk,
+written by the driver while it holds ONE chunk (:class:`StoredSynthetic`). The output gate
+(:mod:`release_store.cluster.gate`), the evaluation's and the agreement's sums read the chunks
+on the workers; publish streams them into the same files as locally
+(:mod:`release_store.publish.synthetic`).
 """
 
 from __future__ import annotations
 
 import copy
 import dataclasses
-import functools
 import hashlib
 import io
-import itertools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import pyarrow as pa
 from numpy.typing import NDArray
 
-from release_store.cluster.backend import DaskBackend
-from release_store.cluster.inputs import DaskInput, validate_parts
+from release_store.cluster.table import ClusterTable
+from release_store.workspace.encoding import chunk_bounds
 from release_store.workspace.files import atomic_write_bytes, sha256_file
 from sds_core.data.domain import Domain
 from sds_core.data.table import MultiValueColumn, PreparedTable
@@ -43,26 +42,6 @@ from sds_core.synthesis.generator import BatchJob, SynthesisPlan, batch_codes, p
 from sds_core.synthesis.params import SynthesisParams
 from sds_core.synthesis.reconcile import reconcile_one_way
 
-CHUNK_ROWS = 1 << 20
-"""Records per chunk: pyarrow's default Parquet row group, so that publish writes each part
-file row group by row group with the bytes of one ``write_table`` of the whole part."""
-
-
-def chunk_bounds(n_records: int, part_records: int | None) -> list[tuple[int, int]]:
-    """The chunks' row ranges: every ``synthetic.parquet`` part cut into CHUNK_ROWS runs.
-
-    >>> chunk_bounds(10, 4)
-    [(0, 4), (4, 8), (8, 10)]
-    """
-    from release_store.workspace.encoding import part_rows
-
-    bounds, start = [], 0
-    for rows in part_rows(n_records, part_records):
-        for lo in range(start, start + rows, CHUNK_ROWS):
-            bounds.append((lo, min(lo + CHUNK_ROWS, start + rows)))
-        start += rows
-    return bounds or [(0, 0)]
-
 
 # ---------------------------------------------------------------- synthesis
 def synthesize_on_cluster(
@@ -76,7 +55,7 @@ def synthesize_on_cluster(
     progress: Callable[[int, int], None] | None = None,
     noise_sd_by_len: Sequence[float] | None = None,
     sent_aggregates: Any = None,
-) -> DaskBackend:
+) -> ClusterTable:
     """:func:`~sds_core.synthesis.generator.synthesize` with its records left on the workers.
 
     The same batches, batch seeds and shuffle (``rng.permutation`` of all records, drawn here
@@ -139,13 +118,8 @@ def synthesize_on_cluster(
             client.submit(_assemble, hi - lo, domain, multi_value_columns, *pieces, pure=False)
         )
     del batches
-    return DaskBackend(
-        client,
-        tuple(chunks),
-        tuple(lo for lo, _ in bounds),
-        domain,
-        n,
-        multi_value_columns=multi_value_columns,
+    return ClusterTable(
+        client, tuple(chunks), tuple(lo for lo, _ in bounds), domain, n, multi_value_columns
     )
 
 
@@ -159,7 +133,7 @@ def synthesize_reconciled(
     part_records: int | None,
     progress: Callable[[int, int], None] | None = None,
     noise_sd_by_len: Sequence[float] | None = None,
-) -> DaskBackend:
+) -> ClusterTable:
     """:func:`~sds_core.synthesis.generator.synthesize` with ``reconcile_one_way``, its records
     left on the workers: the chunks of :func:`synthesize_on_cluster`, written into one table on
     ONE worker and reconciled there (it reads the whole table), from a copy of ``rng`` in the
@@ -220,7 +194,7 @@ def sample_model_on_cluster(
     params: ModelParams,
     multi_value_columns: tuple[MultiValueColumn, ...],
     part_records: int | None,
-) -> DaskBackend:
+) -> ClusterTable:
     """:func:`~sds_core.synthesis.consistent.synthesize_from_model` with its fit and sampling
     on ONE worker (one sequential draw from ``rng``, copied there with its state: the local
     records byte for byte), its table cut into the chunks :func:`chunk_bounds` gives, on the
@@ -313,7 +287,7 @@ def _chunked_on_workers(
     domain: Domain,
     multi_value_columns: tuple[MultiValueColumn, ...],
     part_records: int | None,
-) -> DaskBackend:
+) -> ClusterTable:
     """The future of a whole table made on a worker cut there into the chunks
     :func:`chunk_bounds` gives (the whole table is released once they are made), then spread
     over the workers (``rebalance``: the later stages read the chunks where they are)."""
@@ -324,13 +298,8 @@ def _chunked_on_workers(
     wait(parts)  # type: ignore[no-untyped-call]
     del whole
     client.rebalance(parts)
-    return DaskBackend(
-        client,
-        tuple(parts),
-        tuple(lo for lo, _ in bounds),
-        domain,
-        n,
-        multi_value_columns=multi_value_columns,
+    return ClusterTable(
+        client, tuple(parts), tuple(lo for lo, _ in bounds), domain, n, multi_value_columns
     )
 
 
@@ -396,56 +365,6 @@ def _assemble(
     return PreparedTable(domain, codes, multi_value_columns)
 
 
-def chunks(synthetic: DaskBackend) -> Iterator[PreparedTable]:
-    """The chunks in row order, brought to this process one at a time."""
-    for part in synthetic.parts:
-        table: PreparedTable = part.result()
-        yield table
-
-
-ENCODE_ROWS = 1 << 16
-"""Records publish decodes to text at a time: their frame of strings (one Python object per
-cell, ~50 bytes each), CSV rows and Arrow table, many times the size of their codes, are what
-the driver holds beside the row group's tables. 2^18 held ~80 MiB more at binned 10M
-(``bench/bench_publish_memory.py``: +465 -> +385 MiB, raw 2M +415 -> +336; the same bytes;
-``write_synthetic`` alone at raw 2M 2.0-2.1 s either way)."""
-
-
-def slices(tables: Iterator[PreparedTable], rows: int | None = None) -> Iterator[PreparedTable]:
-    """Each table cut into consecutive tables of at most ``rows`` (default ENCODE_ROWS)
-    records (a table of no records stays one)."""
-    rows = rows or ENCODE_ROWS
-    for table in tables:
-        n = table.n_records
-        for lo in range(0, max(n, 1), rows):
-            yield PreparedTable(
-                table.domain, table.codes[lo : lo + rows], table.multi_value_columns
-            )
-
-
-def scatter_records(client: Any, table: PreparedTable, part_records: int | None) -> DaskBackend:
-    """Records made in this process (the consistent model's, or gathered and reconciled) sent
-    to the workers in the chunks the cluster's own synthesis makes (:func:`chunk_bounds`), one
-    chunk at a time: every later stage reads them there as it reads the cluster's records
-    (the output gate chunk by chunk, the evaluation's sums, the streamed files), so this
-    process stops holding them, and their decoded text is never built here whole."""
-    parts, first = [], []
-    for lo, hi in chunk_bounds(table.n_records, part_records):
-        chunk = PreparedTable(table.domain, table.codes[lo:hi].copy(), table.multi_value_columns)
-        [future] = client.scatter([chunk], hash=False)
-        parts.append(future)
-        first.append(lo)
-        del chunk
-    return DaskBackend(
-        client,
-        tuple(parts),
-        tuple(first),
-        table.domain,
-        table.n_records,
-        multi_value_columns=table.multi_value_columns,
-    )
-
-
 # ---------------------------------------------------------------- checkpoint
 @dataclass(frozen=True)
 class StoredSynthetic:
@@ -462,12 +381,12 @@ class StoredSynthetic:
     multi_value_columns: tuple[MultiValueColumn, ...]
 
     @classmethod
-    def save(cls, synthetic: DaskBackend, checkpoints: Path, directory: str) -> StoredSynthetic:
+    def save(cls, synthetic: ClusterTable, checkpoints: Path, directory: str) -> StoredSynthetic:
         """Write every chunk (gathered one at a time) as a private file in
         ``checkpoints/directory``."""
         names, hashes = [], []
         folder = checkpoints / directory
-        for i, table in enumerate(chunks(synthetic)):
+        for i, table in enumerate(synthetic.chunks()):
             buf = io.BytesIO()
             np.save(buf, table.codes, allow_pickle=False)
             name = f"chunk-{i:05d}.npy"
@@ -503,7 +422,7 @@ class StoredSynthetic:
             codes: NDArray[np.int32] = np.load(io.BytesIO(data), allow_pickle=False)
             yield codes
 
-    def load(self, client: Any, checkpoints: Path) -> DaskBackend:
+    def load(self, client: Any, checkpoints: Path) -> ClusterTable:
         """The chunks sent back to the workers one at a time (see :meth:`codes`)."""
         parts = []
         for codes in self.codes(checkpoints):
@@ -511,13 +430,13 @@ class StoredSynthetic:
             [future] = client.scatter([table], hash=False)
             parts.append(future)
             del codes, table
-        return DaskBackend(
+        return ClusterTable(
             client,
             tuple(parts),
             self.first_rows,
             self.domain,
             self.n_records,
-            multi_value_columns=self.multi_value_columns,
+            self.multi_value_columns,
         )
 
     def table(self, checkpoints: Path) -> PreparedTable:
@@ -526,156 +445,3 @@ class StoredSynthetic:
         codes = list(self.codes(checkpoints))
         whole = np.concatenate(codes) if codes else np.zeros((0, self.domain.n_columns), np.int32)
         return PreparedTable(self.domain, whole, self.multi_value_columns)
-
-
-# ---------------------------------------------------------------- output gate
-def output_columns(synthetic: DaskBackend) -> list[str]:
-    """The published column names (multi-value columns re-joined), as ``to_frame`` gives."""
-    from sds_core.data.decoding import to_frame
-
-    empty = _no_records(synthetic)
-    return [str(c) for c in to_frame(empty, empty_value="", join_multi_value_columns=True).columns]
-
-
-def _no_records(synthetic: DaskBackend | PreparedTable) -> PreparedTable:
-    """A table of no records in the chunks' domain (their column names and header)."""
-    return PreparedTable(
-        synthetic.domain,
-        np.zeros((0, synthetic.domain.n_columns), dtype=np.int32),
-        synthetic.multi_value_columns,
-    )
-
-
-def _as_text(table: PreparedTable) -> pa.Table:
-    """On a worker: a chunk as the gate's table of texts (empty cells ``""``)."""
-    from sds_core.data.decoding import to_arrow
-
-    return to_arrow(table, empty_value="", join_multi_value_columns=True)
-
-
-def validate_chunks(
-    synthetic: DaskBackend, schema: Any, *, private_dir: Path
-) -> list[dict[str, Any]]:
-    """The output gate on every chunk on the workers (the input gate's Arrow checks,
-    :func:`~release_store.cluster.inputs.validate_parts`): the local gate's summary and message,
-    each check's first failing row counted over the whole synthetic table."""
-    client = synthetic.client
-    texts = client.map(_as_text, synthetic.parts)
-    sizes = [hi - lo for lo, hi in itertools.pairwise((*synthetic.first_rows, synthetic.n))]
-    data = DaskInput(
-        client, tuple(texts), tuple(sizes), tuple(output_columns(synthetic)), "synthetic"
-    )
-    return validate_parts(data, schema, private_dir=private_dir, what="output")
-
-
-# ---------------------------------------------------------------- publish
-ROW_GROUP = 1 << 20
-"""pyarrow's default Parquet row group (``write_table``): the streamed parts use the same."""
-
-
-def write_synthetic(
-    out: Path, synthetic: DaskBackend | PreparedTable, part_records: int | None
-) -> list[str]:
-    """``synthetic.parquet`` (one file, or a directory of parts) and ``synthetic.csv`` of the
-    records on the workers, or of a table here cut at the same chunk bounds, streamed one chunk
-    at a time into atomic file streams (this process holds a chunk and at most one row group
-    of text): the bytes of :func:`~release_store.workspace.encoding.synthetic_files` of the
-    whole table. Returns the part names (none: one file)."""
-    import shutil
-
-    from release_store.workspace.encoding import (
-        SYNTHETIC_PARQUET,
-        part_rows,
-        synthetic_csv,
-        synthetic_part_name,
-    )
-    from release_store.workspace.files import atomic_write_stream
-    from sds_core.data.decoding import to_frame
-
-    rows = part_rows(synthetic.n_records, part_records)
-    target = out / SYNTHETIC_PARQUET
-    if target.is_dir():
-        shutil.rmtree(target)
-    names = [] if len(rows) == 1 else [synthetic_part_name(i) for i in range(len(rows))]
-    if names:
-        target.unlink(missing_ok=True)
-        target.mkdir()
-    paths = [target] if not names else [out / n for n in names]
-    empty = _no_records(synthetic)
-    empty_frame = to_frame(empty, empty_value="", join_multi_value_columns=True)
-    header = synthetic_csv(empty, empty_frame)
-    pieces = slices(
-        chunks(synthetic)
-        if isinstance(synthetic, DaskBackend)
-        else (
-            PreparedTable(synthetic.domain, synthetic.codes[lo:hi], synthetic.multi_value_columns)
-            for lo, hi in chunk_bounds(synthetic.n_records, part_records)
-        )
-    )
-
-    def write_all(csv: Any) -> None:
-        csv.write(header)
-        done = 0
-        for path, end in zip(paths, itertools.accumulate(rows), strict=True):
-            atomic_write_stream(
-                path, functools.partial(write_part, csv=csv, pieces=pieces, done=done, end=end)
-            )
-            done = end
-        if next(pieces, None) is not None:
-            raise SdsInternalError("synthetic chunks beyond the last parquet part (bug)")
-
-    def write_part(
-        parquet: Any, *, csv: Any, pieces: Iterator[PreparedTable], done: int, end: int
-    ) -> None:
-        """One part's chunks (global rows ``done..end-1``), decoded ENCODE_ROWS records at a
-        time: their CSV rows after the header, their Parquet row groups of ROW_GROUP records
-        from the part's first row, as ``write_table`` of the whole part (a chunk never
-        straddles two parts: chunk_bounds)."""
-        import pyarrow.parquet as pq
-
-        pending: list[pa.Table] = []
-        held = 0
-        writer: Any = None
-
-        def flush(rows_out: int) -> None:
-            """A row group of the first ``rows_out`` records held, written from the held
-            tables as one chunked table (no contiguous copy: ``write_table`` encodes a
-            column's chunks one after the other, the bytes of the combined table); the
-            rest's chunks stay held, the written ones are released."""
-            nonlocal pending, held, writer
-            whole = pa.concat_tables(pending)
-            group, rest = whole.slice(0, rows_out), whole.slice(rows_out)
-            del whole
-            if writer is None:
-                writer = pq.ParquetWriter(parquet, group.schema)
-            writer.write_table(group, row_group_size=ROW_GROUP)
-            pending = [rest] if rest.num_rows else []
-            held -= rows_out
-
-        while True:  # at least one chunk a part (a table of no records: one empty chunk)
-            table = next(pieces, None)
-            if table is None:
-                raise SdsInternalError("synthetic chunks end before the last parquet part (bug)")
-            frame = to_frame(table, empty_value="", join_multi_value_columns=True)
-            body = synthetic_csv(table, frame)
-            if not body.startswith(header):
-                raise SdsInternalError("synthetic.csv chunk without the table's header (bug)")
-            csv.write(body[len(header) :])
-            pending.append(pa.Table.from_pandas(frame, preserve_index=False))
-            held += table.n_records
-            done += table.n_records
-            del frame, body, table
-            while held >= ROW_GROUP:  # row groups from the part's first row, as write_table
-                flush(ROW_GROUP)
-            if done == end:
-                break
-            if done > end:
-                raise SdsInternalError("a synthetic chunk straddles two parquet parts (bug)")
-        if held or writer is None:
-            if not pending:
-                pending.append(pa.Table.from_pandas(empty_frame, preserve_index=False))
-            flush(held)
-        writer.close()
-
-    atomic_write_stream(out / "synthetic.csv", write_all)
-    return names

@@ -20,6 +20,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
+from release_store.config.fields import SynthesizerName
 from release_store.config.loading import load_config
 from release_store.config.release_params import ReleaseParams, build_params
 from release_store.config.sources import is_postgres_url
@@ -86,7 +87,7 @@ class RunOptions(BaseModel):
     epsilon: float | None = _option("epsilon")
     delta: float | None = _option("delta")
     reporting_length: int | None = _option("reporting_length")
-    synthesizer: str | None = _option("synthesizer")
+    synthesizer: SynthesizerName | None = _option("synthesizer")
     synthesis: Literal["records", "model"] | None = _option("synthesis")
     synthetic_records: int | None = _option("synthetic_records")
     reconcile_one_way: bool | None = _option("reconcile_one_way")

@@ -7,7 +7,7 @@ field of :class:`~release_store.config.release_params.ReleaseParams`.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Final, Literal, get_args
 
 from pydantic import Field
 
@@ -17,7 +17,7 @@ from sds_core.marginals.params import DpParams
 from sds_core.param_fields import field_specs
 from sds_core.synthesis.params import SynthesisParams
 
-SYNTHESIZERS = (
+SynthesizerName = Literal[
     "aggregate-seeded",
     "histogram-1way",
     "histogram-nway",
@@ -25,11 +25,18 @@ SYNTHESIZERS = (
     "cathist",
     "mst",
     "aim",
-)
-"""Every synthesizer name a release accepts: ``aggregate-seeded`` (the SDS stages) and the
-registry's names (``sds_core.synthesizers.available()``, which a test keeps equal to this
-list). Parameters are checked against it without importing the registry (pandas, numba), so
-a bad ``--synthesizer`` is refused in a fraction of a second."""
+]
+"""Every synthesizer name a release accepts (``ReleaseParams.synthesizer``): ``aggregate-seeded``
+(the SDS stages) and the registry's names (``sds_core.synthesizers.available()``, which a test
+keeps equal to these). Parameters are checked against them without importing the registry
+(pandas, numba), so a bad ``--synthesizer`` is refused in a fraction of a second."""
+
+SYNTHESIZERS: tuple[SynthesizerName, ...] = get_args(SynthesizerName)
+"""The names of :data:`SynthesizerName`, in order."""
+
+AGGREGATE_SEEDED: Final[SynthesizerName] = "aggregate-seeded"
+"""The SDS method's name: the synthesizer of the SDS stages (count, plan, aggregate-k,
+normalize, synthesize), the default; every other name is a registry synthesizer (``fit``)."""
 
 CORE_KEYS: dict[str, type] = {
     "epsilon": DpParams,

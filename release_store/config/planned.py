@@ -12,12 +12,15 @@ chosen and the release runs as configured. The release's parameters become the p
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release_store.config.core_objects import dp_params
 from release_store.config.release_params import ReleaseParams
 from sds_core.errors import SdsInputError
 from sds_core.marginals.params import AccuracyMode, DpParams
+
+if TYPE_CHECKING:
+    from sds_core.marginals.plan import SdsPlan
 
 __all__ = [
     "PLANNED_FIELDS",
@@ -26,7 +29,6 @@ __all__ = [
     "may_build_records",
     "may_draw_model",
     "planned_params",
-    "sds_plan",
 ]
 
 PLANNED_FIELDS = ("reporting_length", "sigma_proportions", "synthesis", "reconcile_one_way")
@@ -37,14 +39,15 @@ empty; ``reconcile_one_way`` is turned on with the records the plan chooses (pin
 
 def planned_params(
     params: ReleaseParams, protected_n: int, n_columns: int
-) -> tuple[ReleaseParams, dict[str, Any] | None]:
-    """The parameters the release runs with after the plan, and the plan (for the manifest).
+) -> tuple[ReleaseParams, SdsPlan | None]:
+    """The parameters the release runs with after the plan, and the plan (for the manifest:
+    its :meth:`~sds_core.marginals.plan.SdsPlan.as_dict`).
 
     A registry synthesizer has no SDS plan: ``(params, None)``.
     """
     from sds_core.marginals.plan import plan_sds
 
-    if params.synthesizer != "aggregate-seeded":
+    if not params.aggregate_seeded:
         return params, None
     pinned = params.reporting_length is not None and params.synthesis is not None
     split = params.sigma_proportions
@@ -76,50 +79,35 @@ def planned_params(
             "reconcile_one_way": params.reconcile_one_way or plan.reconcile_one_way,
         }
     )
-    return ReleaseParams.model_validate(planned.model_dump()), plan.as_dict()
-
-
-def sds_plan(plan: dict[str, Any]) -> Any:
-    """The :class:`~sds_core.marginals.plan.SdsPlan` of a plan checkpoint (``as_dict``)."""
-    from sds_core.marginals.plan import SdsPlan
-
-    return SdsPlan(
-        **(
-            plan
-            | {
-                "sigma_proportions": tuple(plan["sigma_proportions"]),
-                "chosen": tuple(plan["chosen"]),
-            }
-        )
-    )
+    return ReleaseParams.model_validate(planned.model_dump()), plan
 
 
 def after_aggregation(
-    params: ReleaseParams, plan: dict[str, Any] | None, aggregates: Any
-) -> tuple[ReleaseParams, dict[str, Any] | None]:
+    params: ReleaseParams, plan: SdsPlan | None, aggregates: Any
+) -> tuple[ReleaseParams, SdsPlan | None]:
     """The plan once the DP aggregates are known (:meth:`SdsPlan.after_aggregation`): records
     chosen by the plan at R >= 3 become the consistent model when the published longest
     combinations hold far more than the records can. Post-processing of DP aggregates."""
     if plan is None:
         return params, None
-    after = sds_plan(plan).after_aggregation(aggregates)
+    after = plan.after_aggregation(aggregates)
     if after.synthesis == params.synthesis:
         return params, plan
     # the plan's own reconciliation goes with its records (a user's keeps records: no switch)
     update = {"synthesis": after.synthesis, "reconcile_one_way": after.reconcile_one_way}
-    return params.model_copy(update=update), after.as_dict()
+    return params.model_copy(update=update), after
 
 
 def may_build_records(params: ReleaseParams) -> bool:
     """Whether the release may build its records from the aggregates (aggregate-seeded
     synthesis): unless the configuration pins the model."""
-    return params.synthesizer == "aggregate-seeded" and params.synthesis != "model"
+    return params.aggregate_seeded and params.synthesis != "model"
 
 
 def may_draw_model(params: ReleaseParams) -> bool:
     """Whether the release may draw its records from the consistent model: pinned by the
     configuration, or left to the SDS plan (which keeps records for ``reconcile_one_way``)."""
-    if params.synthesizer != "aggregate-seeded":
+    if not params.aggregate_seeded:
         return False
     if params.synthesis is not None:
         return params.synthesis == "model"

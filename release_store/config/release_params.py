@@ -13,7 +13,12 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from release_store.config.fields import SYNTHESIZERS, core_field
+from release_store.config.fields import (
+    AGGREGATE_SEEDED,
+    SYNTHESIZERS,
+    SynthesizerName,
+    core_field,
+)
 from release_store.config.loading import describe_validation_error, load_config
 from release_store.config.schema import ID_PATTERN, TableSchema
 from release_store.config.sources import public_input, source_refusal
@@ -109,8 +114,8 @@ class ReleaseParams(BaseModel):
     percentile_percentage: int = core_field("percentile_percentage")
     percentile_epsilon_proportion: float = core_field("percentile_epsilon_proportion")
     number_of_records_epsilon_proportion: float = core_field("number_of_records_epsilon_proportion")
-    synthesizer: str = Field(
-        "aggregate-seeded", description=f"Synthesizer: one of {', '.join(SYNTHESIZERS)}."
+    synthesizer: SynthesizerName = Field(
+        AGGREGATE_SEEDED, description=f"Synthesizer: one of {', '.join(SYNTHESIZERS)}."
     )
     synthesis: Literal["records", "model"] | None = Field(
         None,
@@ -355,14 +360,21 @@ class ReleaseParams(BaseModel):
             )
         return self
 
-    @field_validator("synthesizer")
+    @field_validator("synthesizer", mode="before")
     @classmethod
-    def _known_synth(cls, name: str) -> str:
+    def _known_synth(cls, name: Any) -> Any:
         if name not in SYNTHESIZERS:
             raise ValueError(
                 f"unknown synthesizer {name!r}; choose one of {', '.join(SYNTHESIZERS)}"
             )
         return name
+
+    @property
+    def aggregate_seeded(self) -> bool:
+        """Whether the release runs the SDS stages (count, plan, aggregate-k, normalize,
+        synthesize): the ``aggregate-seeded`` synthesizer; else one registry synthesizer
+        (``fit``)."""
+        return self.synthesizer == AGGREGATE_SEEDED
 
     @property
     def length(self) -> int:
@@ -383,7 +395,7 @@ class ReleaseParams(BaseModel):
         (its evaluation's longest marginals)."""
         if (
             isinstance(data, dict)
-            and data.get("synthesizer", "aggregate-seeded") != "aggregate-seeded"
+            and data.get("synthesizer", AGGREGATE_SEEDED) != AGGREGATE_SEEDED
             and data.get("reporting_length") is None
         ):
             return {**data, "reporting_length": 3}
@@ -409,16 +421,14 @@ class ReleaseParams(BaseModel):
 
     @model_validator(mode="after")
     def _model_mode(self) -> ReleaseParams:
-        if self.synthesis == "model" and self.synthesizer != "aggregate-seeded":
+        if self.synthesis == "model" and not self.aggregate_seeded:
             raise ValueError(
-                f"synthesis = 'model' is a mode of the aggregate-seeded synthesizer, not of "
-                f"{self.synthesizer!r}; remove it or use synthesizer = 'aggregate-seeded'"
+                f"synthesis = 'model' is a mode of the {AGGREGATE_SEEDED} synthesizer, not of "
+                f"{self.synthesizer!r}; remove it or use synthesizer = {AGGREGATE_SEEDED!r}"
             )
-        if self.reconcile_one_way and (
-            self.synthesizer != "aggregate-seeded" or self.synthesis == "model"
-        ):
+        if self.reconcile_one_way and (not self.aggregate_seeded or self.synthesis == "model"):
             raise ValueError(
-                "reconcile_one_way adjusts the records of synthesizer = 'aggregate-seeded' with "
+                f"reconcile_one_way adjusts the records of synthesizer = {AGGREGATE_SEEDED!r} with "
                 f"synthesis = 'records', not of {self.synthesizer!r} / {self.synthesis!r}; "
                 "remove it or use those settings"
             )

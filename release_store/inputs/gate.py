@@ -34,6 +34,7 @@ from release_store.inputs.schema_checks import (
     numeric_view,
     schema_checks,
 )
+from release_store.workspace.encoding import no_records
 from release_store.workspace.files import atomic_write_text
 
 __all__ = [
@@ -44,6 +45,7 @@ __all__ = [
     "GateResult",
     "PublishedValuesColumn",
     "SchemaValidationError",
+    "output_columns",
     "output_schema",
     "run_gate",
     "schema_checks",
@@ -129,6 +131,16 @@ def validate_table(
     if not gate.success:
         raise SchemaValidationError(failure_message(what, gate.failures, detail_path))
     return gate.summary
+
+
+def output_columns(records: Any) -> list[str]:
+    """The synthetic records' published column names (multi-value columns re-joined), as
+    ``to_frame`` gives them; ``records``: a table or records anywhere with a domain and
+    multi-value columns."""
+    from sds_core.data.decoding import to_frame
+
+    frame = to_frame(no_records(records), empty_value="", join_multi_value_columns=True)
+    return [str(c) for c in frame.columns]
 
 
 class PublishedValuesColumn(ColumnSchema):

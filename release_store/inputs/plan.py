@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from release_store.config.core_objects import dp_params, synthesis_epsilon
 from release_store.config.planned import planned_params
@@ -25,6 +25,9 @@ from release_store.ledger.values import BudgetStatus
 from release_store.workspace.home import MANIFEST
 from sds_core.data.text import match_key
 from sds_core.errors import SdsInputError
+
+if TYPE_CHECKING:
+    from sds_core.marginals.plan import SdsPlan
 
 __all__ = ["ReleasePlan", "make_plan"]
 
@@ -44,7 +47,7 @@ class ReleasePlan:
     forecast: Any  # sds_core.marginals.forecast.ReleaseForecast
     budget: BudgetStatus | None
     releases_left: int | None
-    sds_plan: dict[str, Any] | None = None  # what the SDS plan would choose for N
+    sds_plan: SdsPlan | None = None  # what the SDS plan would choose for N
 
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (for --json)."""
@@ -60,7 +63,7 @@ class ReleasePlan:
             "forecast": self.forecast.to_dict(),
             "budget": None if self.budget is None else self.budget.to_dict(),
             "releases_left": self.releases_left,
-            "sds_plan": self.sds_plan,
+            "sds_plan": None if self.sds_plan is None else self.sds_plan.as_dict(),
             "charged": False,
         }
 

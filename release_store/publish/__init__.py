@@ -1,7 +1,8 @@
 """Publishing a release: the DP artifacts, the report and the manifest, written to disk.
 
 - ``artifacts``: the publish stage's files, the private custodian report, and the manifest
-  turning complete.
+  turning complete;
+- ``synthetic``: the synthetic records' files, streamed from their chunks (any executor's).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
@@ -19,6 +20,7 @@ _EXPORTS: dict[str, str] = {
     "write_custodian_report": "release_store.publish.artifacts",
     "write_release": "release_store.publish.artifacts",
     "write_report_and_explorer": "release_store.publish.artifacts",
+    "write_synthetic": "release_store.publish.synthetic",
 }
 
 __all__ = [
@@ -29,6 +31,7 @@ __all__ = [
     "write_custodian_report",
     "write_release",
     "write_report_and_explorer",
+    "write_synthetic",
 ]
 
 
@@ -49,3 +52,4 @@ if TYPE_CHECKING:
         write_release,
         write_report_and_explorer,
     )
+    from release_store.publish.synthetic import write_synthetic

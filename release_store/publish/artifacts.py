@@ -13,14 +13,15 @@ from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Any
 
-from release_store.cluster.synthesis import write_synthetic
 from release_store.config.sources import source_name
 from release_store.inputs.commitment import input_fingerprint
+from release_store.publish.synthetic import write_synthetic
 from release_store.report.inputs import recorded_noise
 from release_store.run.claims import privacy_claims
 from release_store.run.faults import fault_point
@@ -44,6 +45,8 @@ from release_store.workspace.files import (
 )
 from release_store.workspace.home import utc_now
 from release_store.workspace.manifest import collect_versions
+from sds_core.data.table import PreparedTable
+from sds_core.marginals.plan import SdsPlan
 
 ARTIFACTS = (
     "aggregates.parquet",
@@ -88,12 +91,15 @@ def write_artifacts(
     run: ReleaseRun,
     aggregates: Any,
     synthetic: Any,
+    chunks: Iterator[PreparedTable],
     validation: dict[str, Any],
     noise: dict[str, Any] | None = None,
 ) -> dict[str, str]:
     """Write the publishable files; returns name -> sha256.
 
-    ``noise`` (the manifest's ``privacy.noise``) gives ``aggregates.parquet`` its error bars.
+    ``noise`` (the manifest's ``privacy.noise``) gives ``aggregates.parquet`` its error bars;
+    ``chunks`` are the ``synthetic`` records in this process a chunk at a time (the
+    executor's :meth:`~release_store.executor.base.Executor.chunks`).
 
     The synthetic files and the aggregates' TSV are encoded in a second thread while this one
     builds the aggregate table and its Parquet (Arrow's kernels and Parquet writer release the
@@ -101,10 +107,10 @@ def write_artifacts(
     row group of combinations (:data:`AGGREGATE_ROWS`) the second thread starts after the
     Parquet: both would hold a row group's text at once (raw 2M on Dask: the driver's publish
     peak 1,060 -> 916 MiB for ~3 s more), and memory, not a second, bounds such releases. The
-    synthetic records, on the Dask workers or in this process, are streamed into their files
-    one chunk at a time, and the aggregates' Parquet and TSV a row group (2^20 combinations)
-    at a time, so this process never holds their whole text, whatever the number of records
-    or combinations.
+    synthetic records, wherever the executor holds them, are streamed into their files one
+    chunk at a time (:func:`~release_store.publish.synthetic.write_synthetic`), and the
+    aggregates' Parquet and TSV a row group (2^20 combinations) at a time, so this process
+    never holds their whole text, whatever the number of records or combinations.
     """
     out = run.dirs.release_dir
     part_records = run.params.synthetic_part_records
@@ -114,7 +120,7 @@ def write_artifacts(
 
         def second_thread() -> tuple[Future[list[str]], Future[Path]]:
             # streamed a chunk at a time, from the workers or from the table here
-            streamed = pool.submit(write_synthetic, out, synthetic, part_records)
+            streamed = pool.submit(write_synthetic, out, synthetic, chunks, part_records)
             tsv = pool.submit(
                 atomic_write_stream,
                 out / "aggregates.tsv",
@@ -227,16 +233,17 @@ def write_release(
     input_sha256: str,
     aggregates: Any,
     synthetic: Any,
+    synthetic_chunks: Iterator[PreparedTable],
     evaluation: dict[str, Any],
     validation: dict[str, Any],
     stages: list[dict[str, Any]],
     noise: dict[str, Any] | None = None,
-    plan: dict[str, Any] | None = None,
+    plan: SdsPlan | None = None,
 ) -> dict[str, Any]:
     """Write artifacts, the report and the complete manifest; close the ledger reservation.
 
     ``plan`` (the SDS plan's choices and reason, DP or public values) becomes the manifest's
-    ``plan``.
+    ``plan``. ``synthetic_chunks``: the ``synthetic`` records in this process a chunk at a time.
 
     ``noise`` is the release's noise description (``privacy.noise``, see
     :func:`release_store.run.release_run.noise_scales`). ``evaluation`` (computed from the
@@ -252,7 +259,7 @@ def write_release(
     charges = ledger.charges(release_id=run.release_id)
     noise = noise if noise is not None else recorded_noise(run)
     fault_point("publish", dirs.private_dir)  # test-only (SDS_TEST_PAUSE_AT=publish)
-    hashes = write_artifacts(run, aggregates, synthetic, validation, noise)
+    hashes = write_artifacts(run, aggregates, synthetic, synthetic_chunks, validation, noise)
     return_free_memory()  # the encoders' freed pages, before the report counts the records
     old = dirs.manifest() or {}
     manifest = {
@@ -261,7 +268,7 @@ def write_release(
         "created_at": old.get("created_at", now()),  # the reservation's: before any data
         "status": "running",
         "parameters": parameters,
-        **({"plan": plan} if plan is not None else {}),
+        **({"plan": plan.as_dict()} if plan is not None else {}),
         "privacy": {
             "epsilon": run.epsilon,
             "delta": run.delta,

@@ -14,9 +14,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+from release_store.config.fields import AGGREGATE_SEEDED
 from release_store.config.release_params import ReleaseParams
 from release_store.ledger.book import Ledger
 from release_store.run.release_run import ReleaseRun, noise_scales
+from release_store.run.results import LengthNoise, LengthResult
 from release_store.run.stages import aggregate_stage
 from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInternalError
@@ -61,13 +63,13 @@ def recorded_noise(run: ReleaseRun) -> dict[str, Any]:
     for a caller that did not carry the aggregate-k results to publish: Δ_k and the thresholds are
     the stages' DP outputs, σ_k and the record count's scale come from the budget plan.
     """
-    lengths: dict[int, dict[str, Any]] = {}
-    if run.params.synthesizer == "aggregate-seeded":
+    lengths: dict[int, LengthNoise] = {}
+    if run.params.aggregate_seeded:
         for k in range(1, run.params.length + 1):
             step = run.dirs.load_checkpoint(aggregate_stage(k))
             if step is None:
                 raise SdsInternalError(f"publishing before stage {aggregate_stage(k)} finished")
-            lengths[k] = step
+            lengths[k] = LengthResult.from_checkpoint(step).noise
     return noise_scales(run.params, lengths)
 
 
@@ -180,9 +182,9 @@ def gather(
 
 def better_option(params: ReleaseParams) -> str:
     """What would follow the DP 1-way counts more closely than this release's synthesis."""
-    if params.synthesizer != "aggregate-seeded":
+    if not params.aggregate_seeded:
         return (
-            'synthesizer = "aggregate-seeded" draws records matched to the DP counts of its '
+            f'synthesizer = "{AGGREGATE_SEEDED}" draws records matched to the DP counts of its '
             "own aggregates"
         )
     if params.synthesis == "records" and not params.reconcile_one_way:

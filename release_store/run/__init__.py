@@ -1,6 +1,8 @@
 """One running release: ReleaseRun, the stage registry, the private workdir, logs, progress.
 
 - ``release_run``: :class:`ReleaseRun`, :class:`SensitiveTable`, the reservation;
+- ``results``: what the SDS stages hand each other (:class:`PlannedRelease`,
+  :class:`LengthResult`, :class:`LengthNoise`);
 - ``claims``: what a release may claim: where its δ goes, the seeded-release warning;
 - ``stages``: the stage registry: order, charge/draw/resume behaviour, timeline;
 - ``workdir``: the release key, checkpoints, private state and manifest writes;
@@ -31,6 +33,9 @@ _EXPORTS: dict[str, str] = {
     "NORMALIZE": "release_store.run.stages",
     "PREPARE": "release_store.run.stages",
     "PUBLISH": "release_store.run.stages",
+    "LengthNoise": "release_store.run.results",
+    "LengthResult": "release_store.run.results",
+    "PlannedRelease": "release_store.run.results",
     "ProtectedCount": "release_store.run.release_run",
     "ReleaseDirs": "release_store.run.workdir",
     "ReleaseRun": "release_store.run.release_run",
@@ -94,6 +99,9 @@ __all__ = [
     "TIMING_ENV",
     "VALIDATE",
     "VALIDATE_OUTPUT",
+    "LengthNoise",
+    "LengthResult",
+    "PlannedRelease",
     "ProtectedCount",
     "ReleaseDirs",
     "ReleaseRun",
@@ -171,6 +179,7 @@ if TYPE_CHECKING:
         registry_synthesizer,
         reserve,
     )
+    from release_store.run.results import LengthNoise, LengthResult, PlannedRelease
     from release_store.run.stage_log import (
         StageLogger,
         by_length_text,

@@ -38,7 +38,7 @@ def delta_detail(params: ReleaseParams, n_columns: int) -> dict[str, Any] | None
     Raises:
         SdsInputError: the noise samplers' bound does not fit in δ/2.
     """
-    if params.synthesizer != "aggregate-seeded":
+    if not params.aggregate_seeded:
         return None
     from sds_core.marginals.engine import plan_release, release_delta_parts
 

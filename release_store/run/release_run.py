@@ -29,6 +29,7 @@ from release_store.ledger.replay import ReplayLedger
 from release_store.run import progress, stages
 from release_store.run.failure import disk_full, disk_full_error, unless_disk_full
 from release_store.run.faults import KILL_ENV, fault_point
+from release_store.run.results import LengthNoise
 from release_store.run.workdir import DamagedCheckpoint, ReleaseDirs, atomic_write_json, now
 from release_store.workspace.home import new_release_id, resolve_home
 from release_store.workspace.manifest import Manifest, discard_incomplete
@@ -337,7 +338,7 @@ def planned_charges(params: ReleaseParams) -> list[Any]:
 
     binning = binning_spend(params)
     first = [binning] if binning is not None else []
-    if params.synthesizer != "aggregate-seeded":
+    if not params.aggregate_seeded:
         synth = registry_synthesizer(params)
         return first + list(synth.budget(synthesis_epsilon(params), params.resolved_delta()))
     return first + list(plan_release(dp_params(params), 1).stage_spends())  # δ explicit
@@ -358,10 +359,10 @@ REGISTRY_NOISE = (
 """``privacy.noise.how_to_read`` of a release made by a registry synthesizer."""
 
 
-def noise_scales(params: ReleaseParams, lengths: Mapping[int, Mapping[str, Any]]) -> dict[str, Any]:
+def noise_scales(params: ReleaseParams, lengths: Mapping[int, LengthNoise]) -> dict[str, Any]:
     """The manifest's ``privacy.noise``: the noise of the record count and of each length k.
 
-    ``lengths`` maps k to its ``aggregate-k`` result (``allowed_sensitivity`` and
+    ``lengths`` maps k to its ``aggregate-k`` result's noise (``allowed_sensitivity`` and
     ``threshold``: DP values); σ_k and the Laplace scale come from the budget plan, which
     needs no data. A registry synthesizer (no SDS lengths) has ``by_length = []`` and no record
     count. See :func:`sds_core.marginals.privacy_report.noise_description`.
@@ -369,13 +370,13 @@ def noise_scales(params: ReleaseParams, lengths: Mapping[int, Mapping[str, Any]]
     from sds_core.marginals.engine import plan_release
     from sds_core.marginals.privacy_report import noise_description
 
-    if params.synthesizer != "aggregate-seeded":
+    if not params.aggregate_seeded:
         return {"record_count": None, "by_length": [], "how_to_read": REGISTRY_NOISE}
     ks = sorted(lengths)
     return noise_description(
         plan_release(dp_params(params), 1),  # δ explicit: the count does not enter the plan
-        [int(lengths[k]["allowed_sensitivity"]) for k in ks],
-        [float(lengths[k]["threshold"]) for k in ks],
+        [int(lengths[k].allowed_sensitivity) for k in ks],
+        [float(lengths[k].threshold) for k in ks],
     )
 
 

@@ -4,7 +4,7 @@
 - ``files``: atomic writes and file hashes;
 - ``manifest``: ``manifest.json`` and discarding an incomplete release;
 - ``integrity``: checks of a published release directory;
-- ``encoding``: tabular artifacts to bytes (Parquet, SDS TSV, CSV);
+- ``encoding``: tabular artifacts to bytes (Parquet, SDS TSV, CSV), the synthetic files' chunks;
 - ``subjects``: which period each subject counts in (keyed hashes; periodic datasets).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
@@ -31,6 +31,7 @@ _EXPORTS: dict[str, str] = {
     "SubjectRecord": "release_store.workspace.subjects",
     "aggregates_parquet": "release_store.workspace.encoding",
     "aggregates_tsv": "release_store.workspace.encoding",
+    "chunk_bounds": "release_store.workspace.encoding",
     "arrow_csv_bytes": "release_store.workspace.encoding",
     "artifact_problems": "release_store.workspace.integrity",
     "atomic_write_bytes": "release_store.workspace.files",
@@ -46,13 +47,13 @@ _EXPORTS: dict[str, str] = {
     "neutralize_formulas": "release_store.workspace.encoding",
     "new_release_id": "release_store.workspace.home",
     "parquet_bytes": "release_store.workspace.encoding",
+    "no_records": "release_store.workspace.encoding",
     "part_rows": "release_store.workspace.encoding",
     "private_umask": "release_store.workspace.home",
     "release_paths": "release_store.workspace.home",
     "resolve_home": "release_store.workspace.home",
     "sha256_file": "release_store.workspace.files",
     "synthetic_csv": "release_store.workspace.encoding",
-    "synthetic_files": "release_store.workspace.encoding",
     "synthetic_part_name": "release_store.workspace.encoding",
     "synthetic_part_problems": "release_store.workspace.integrity",
     "utc_now": "release_store.workspace.home",
@@ -83,6 +84,7 @@ __all__ = [
     "atomic_write_parquet",
     "atomic_write_stream",
     "atomic_write_text",
+    "chunk_bounds",
     "collect_versions",
     "csv_bytes",
     "discard_incomplete",
@@ -90,6 +92,7 @@ __all__ = [
     "make_private",
     "neutralize_formulas",
     "new_release_id",
+    "no_records",
     "parquet_bytes",
     "part_rows",
     "private_umask",
@@ -97,7 +100,6 @@ __all__ = [
     "resolve_home",
     "sha256_file",
     "synthetic_csv",
-    "synthetic_files",
     "synthetic_part_name",
     "synthetic_part_problems",
     "utc_now",
@@ -118,12 +120,13 @@ if TYPE_CHECKING:
         aggregates_parquet,
         aggregates_tsv,
         arrow_csv_bytes,
+        chunk_bounds,
         csv_bytes,
         neutralize_formulas,
+        no_records,
         parquet_bytes,
         part_rows,
         synthetic_csv,
-        synthetic_files,
         synthetic_part_name,
     )
     from release_store.workspace.files import (

@@ -11,7 +11,7 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pandas as pd
@@ -19,16 +19,20 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+if TYPE_CHECKING:
+    from sds_core.data.table import PreparedTable
+
 __all__ = [
     "aggregates_parquet",
     "aggregates_tsv",
     "arrow_csv_bytes",
+    "chunk_bounds",
     "csv_bytes",
     "neutralize_formulas",
+    "no_records",
     "parquet_bytes",
     "part_rows",
     "synthetic_csv",
-    "synthetic_files",
     "synthetic_part_name",
     "write_aggregates_parquet",
     "write_aggregates_tsv",
@@ -341,25 +345,34 @@ def synthetic_part_name(index: int) -> str:
     return f"{SYNTHETIC_PARQUET}/part-{index:05d}.parquet"
 
 
-def synthetic_files(
-    synthetic: Any, *, part_records: int | None = None
-) -> tuple[list[bytes], bytes]:
-    """``synthetic.parquet`` (one or more parts) and ``synthetic.csv`` bytes of the records.
+CHUNK_ROWS = 1 << 20
+"""Records per chunk of the synthetic records as the published files are written from them
+(and as the Dask executor holds them): pyarrow's default Parquet row group, so that each part
+file is written row group by row group with the bytes of one ``write_table`` of the whole part."""
 
-    Original column names (multi-value columns re-joined), empty cells as ``""``. The CSV has
-    formula cells neutralized (:func:`neutralize_formulas`); the Parquet keeps every value.
-    With more than ``part_records`` records the Parquet comes as consecutive parts of the rows
-    (:func:`part_rows`), whose concatenation in order is the single file's table.
+
+def chunk_bounds(n_records: int, part_records: int | None) -> list[tuple[int, int]]:
+    """The chunks' row ranges: every ``synthetic.parquet`` part cut into CHUNK_ROWS runs.
+
+    >>> chunk_bounds(10, 4)
+    [(0, 4), (4, 8), (8, 10)]
     """
-    from sds_core.data.decoding import to_frame
-
-    frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
-    parquet, start = [], 0
-    for rows in part_rows(len(frame), part_records):
-        part = frame if rows == len(frame) else frame.iloc[start : start + rows]
-        parquet.append(parquet_bytes(part))
+    bounds, start = [], 0
+    for rows in part_rows(n_records, part_records):
+        for lo in range(start, start + rows, CHUNK_ROWS):
+            bounds.append((lo, min(lo + CHUNK_ROWS, start + rows)))
         start += rows
-    return parquet, synthetic_csv(synthetic, frame)
+    return bounds or [(0, 0)]
+
+
+def no_records(records: Any) -> PreparedTable:
+    """A table of no records in the domain of ``records`` (a table, or records anywhere with a
+    domain and multi-value columns): their column names and the files' header."""
+    from sds_core.data.table import PreparedTable
+
+    domain = records.domain
+    empty = np.zeros((0, domain.n_columns), dtype=np.int32)
+    return PreparedTable(domain, empty, records.multi_value_columns)
 
 
 def synthetic_csv(synthetic: Any, frame: pd.DataFrame) -> bytes:

@@ -1,6 +1,7 @@
-"""Release evaluation: SDS utility and risk metrics (spec §4) and marginal fidelity (TVD).
+"""Evaluation metrics: SDS utility and risk metrics (spec §4) and marginal fidelity (TVD).
 
-Last stage of a release, usable on any pair of tables or aggregate sets. It compares against
+The building blocks of the release evaluation (:mod:`sds_core.evaluation.release`), usable on
+any pair of tables or aggregate sets (``sds evaluate``). It compares against
 the sensitive data, so nothing it returns is differentially private: every result is labelled
 ``differentially_private: False`` and stays with the data owner (a release writes it to the
 private custodian report, never to its published files).
@@ -9,7 +10,7 @@ private custodian report, never to its published files).
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,7 +21,6 @@ from numpy.typing import NDArray
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.errors import invariant, require
-from sds_core.evaluation.params import EvaluationParams
 from sds_core.evaluation.tables import (
     column_codes,
     joint_marginal_sums,
@@ -35,7 +35,6 @@ from sds_core.marginals._count_kernels import (
     add_preservation_items,
 )
 from sds_core.marginals.aggregates import AggregateSet, encode_keys
-from sds_core.marginals.exact_counts import exact_aggregates
 
 NOT_DP_NOTE = (
     "computed from the sensitive data: NOT differentially private; do not publish without the "
@@ -43,9 +42,8 @@ NOT_DP_NOTE = (
 )
 __all__ = [
     "NOT_DP_NOTE",
-    "EvaluationParams",
     "aggregate_metrics",
-    "evaluate_release",
+    "fidelity_summary",
     "marginal_fidelity",
     "risk_metrics",
 ]
@@ -478,6 +476,31 @@ def risk_summary(
 # ---- marginal fidelity -------------------------------------------------------------------------
 
 
+def fidelity_summary(
+    columns: Sequence[str],
+    tvds: Mapping[int, Sequence[float]],
+    empty_original: Mapping[str, float],
+    empty_synthetic: Mapping[str, float],
+) -> dict[str, Any]:
+    """The marginal fidelity's result (the one place it is written): each order's TVDs (in
+    the order of ``itertools.combinations`` of the columns) summarized, and each column's
+    share of empty cells on both sides."""
+    return {
+        "differentially_private": False,
+        "note": NOT_DP_NOTE,
+        "tvd_mean_by_order": {o: float(np.mean(v)) for o, v in tvds.items()},
+        "tvd_max_by_order": {o: float(np.max(v)) for o, v in tvds.items()},
+        "n_marginals_by_order": {o: len(v) for o, v in tvds.items()},
+        "empty_cell_share": {
+            "original": float(np.mean(list(empty_original.values()))),
+            "synthetic": float(np.mean(list(empty_synthetic.values()))),
+        },
+        "empty_share_by_column": {
+            c: {"original": empty_original[c], "synthetic": empty_synthetic[c]} for c in columns
+        },
+    }
+
+
 def marginal_fidelity(
     original: pd.DataFrame | PreparedTable,
     synthetic: pd.DataFrame | PreparedTable,
@@ -549,57 +572,4 @@ def marginal_fidelity(
             tables = ComparedTables(a, b, w_o=n_s, w_s=n_o)  # n_s c_o - n_o c_s, exact
             total = abs_difference(tables, CliqueKey(col_arr, mult), acc, cells)
             tvds[order].append(0.5 * float(total) / float(n_o * n_s))
-    means = {o: float(np.mean(v)) for o, v in tvds.items()}
-    maxes = {o: float(np.max(v)) for o, v in tvds.items()}
-    counts = {o: len(v) for o, v in tvds.items()}
-    return {
-        "differentially_private": False,
-        "note": NOT_DP_NOTE,
-        "tvd_mean_by_order": means,
-        "tvd_max_by_order": maxes,
-        "n_marginals_by_order": counts,
-        "empty_cell_share": {
-            "original": float(np.mean(list(empty_o.values()))),
-            "synthetic": float(np.mean(list(empty_s.values()))),
-        },
-        "empty_share_by_column": {c: {"original": empty_o[c], "synthetic": empty_s[c]} for c in o},
-    }
-
-
-def evaluate_release(
-    original: PreparedTable,
-    synthetic: PreparedTable,
-    dp_aggregates: AggregateSet,
-    params: EvaluationParams = EvaluationParams(),
-) -> dict[str, Any]:
-    """Everything above for one release: sensitive vs DP aggregates, vs synthetic, risks, TVD.
-
-    Reads the sensitive table: the result is NOT differentially private (and it contains the
-    true record count through the record expansion).
-    """
-    R, k = params.reporting_length, params.resolution
-    sensitive = exact_aggregates(original, R)
-    synth = exact_aggregates(synthetic, R)
-    order = params.max_marginal_order
-    return {
-        "differentially_private": False,
-        "note": NOT_DP_NOTE,
-        "params": {"reporting_length": R, "resolution": k, "max_marginal_order": order},
-        "sensitive_vs_dp_aggregates": aggregate_metrics(
-            sensitive,
-            dp_aggregates,
-            resolution=k,
-            n_sensitive=original.n_records,
-            n_target=dp_aggregates.protected_number_of_records,
-        ),
-        "sensitive_vs_synthetic": aggregate_metrics(
-            sensitive,
-            synth,
-            resolution=k,
-            n_sensitive=original.n_records,
-            n_target=synthetic.n_records,
-        ),
-        "sensitive_risk": risk_metrics(sensitive, original, resolution=k),
-        "synthetic_risk": risk_metrics(synth, synthetic, resolution=k),
-        "marginal_fidelity": marginal_fidelity(original, synthetic, max_order=order),
-    }
+    return fidelity_summary(list(o), tvds, empty_o, empty_s)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -229,12 +230,39 @@ class SdsPlan:
         return dataclasses.replace(self, synthesis="model", reason=reason, reconcile_one_way=False)
 
     def as_dict(self) -> dict[str, Any]:
-        """JSON-ready, for the manifest (all values DP or public)."""
+        """JSON-ready, for the manifest (all values DP or public).
+
+        >>> plan = plan_sds(10_000, epsilon=4.0, delta=1e-6, n_columns=11)
+        >>> SdsPlan.from_dict(plan.as_dict()) == dataclasses.replace(plan, signal=1033.0)
+        True
+        """
         out = dataclasses.asdict(self)
         out["sigma_proportions"] = list(self.sigma_proportions)
         out["chosen"] = list(self.chosen)
         out["signal"] = round(self.signal, 1)
         return out
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> SdsPlan:
+        """The plan :meth:`as_dict` wrote (a plan checkpoint, a manifest's ``plan``): its signal
+        as written (rounded), and a field added to the plan since then at its default.
+
+        Raises:
+            SdsInputError: a field without a default is missing.
+        """
+        fields = dataclasses.fields(cls)
+        missing = [
+            f.name
+            for f in fields
+            if f.name not in data
+            and f.default is dataclasses.MISSING
+            and f.default_factory is dataclasses.MISSING
+        ]
+        require(not missing, f"an SDS plan without {missing}: {dict(data)!r}")
+        values = {f.name: data[f.name] for f in fields if f.name in data}
+        values["sigma_proportions"] = tuple(values["sigma_proportions"])
+        values["chosen"] = tuple(values["chosen"])
+        return cls(**values)
 
 
 def _check(n_hat: int, epsilon: float, delta: float, n_columns: int, share: float) -> None:

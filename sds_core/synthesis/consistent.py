@@ -707,14 +707,3 @@ def records_over(
         invariant(model.tree.sizes[j] == back.size + 1, "the model is not of these aggregates")
         codes[:, j] = np.append(back, np.int32(EMPTY_CODE))[codes[:, j]]
     return PreparedTable(dom, codes, multi_value_columns)
-
-
-def model_summary(model: FittedModel, columns: Sequence[str]) -> Mapping[str, object]:
-    """Publishable description of a fitted model (structure and fit, DP-derived only)."""
-    return {
-        "cliques": [[columns[c] for c in clique] for clique in model.tree.cliques],
-        "cells": model.tree.cells,
-        "iterations": model.iterations,
-        "records": round(model.total),
-        "negative_log_likelihood": round(model.loss, 3),
-    }

@@ -15,12 +15,12 @@ from sds_core.data.table import PreparedTable
 from sds_core.errors import SdsInputError
 from sds_core.evaluation.metrics import (
     NOT_DP_NOTE,
-    EvaluationParams,
     aggregate_metrics,
-    evaluate_release,
     marginal_fidelity,
     risk_metrics,
 )
+from sds_core.evaluation.params import EvaluationParams
+from sds_core.evaluation.release import evaluate_release
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 from sds_core.marginals.exact_counts import exact_aggregates
 

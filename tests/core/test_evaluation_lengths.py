@@ -16,13 +16,14 @@ from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
-from sds_core.evaluation import metrics, partitioned
+from sds_core.evaluation import cells, metrics, release
 from sds_core.evaluation.agreement import length_keys, synthetic_keys
-from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.partitioned import RowSlices, evaluate_partitioned
+from sds_core.evaluation.records import RowSlices
+from sds_core.evaluation.release import evaluate_release
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.params import DpParams
+from tests.core.evaluation_oracle import whole_table_evaluation
 
 
 def _tables() -> tuple[PreparedTable, PreparedTable]:
@@ -75,8 +76,8 @@ def test_length_by_length_equals_the_whole_sensitive_aggregates(
     local_synthetic: bool,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    """evaluate_partitioned (sensitive keys one length at a time, summed over slices of
-    ``rows`` records, matched ``block`` keys at a time) == evaluate_release of the whole
+    """evaluate_release (sensitive keys one length at a time, summed over slices of
+    ``rows`` records, matched ``block`` keys at a time) == the whole-table oracle of the whole
     tables, serialized byte for byte; every length is asked for on its own, in order."""
     sensitive, synthetic = _tables()
     dp = dp_aggregate(
@@ -84,13 +85,13 @@ def test_length_by_length_equals_the_whole_sensitive_aggregates(
     )
     params = EvaluationParams(reporting_length=length, resolution=resolution)
     whole = json.dumps(
-        evaluate_release(sensitive, synthetic, dp.aggregates, params), sort_keys=True
+        whole_table_evaluation(sensitive, synthetic, dp.aggregates, params), sort_keys=True
     )
     monkeypatch.setattr(metrics, "BLOCK_KEYS", block)
-    monkeypatch.setattr(partitioned, "KEY_BLOCK", block)
+    monkeypatch.setattr(release, "KEY_BLOCK", block)
     sliced = _Lengths(sensitive, rows)
     records: Any = synthetic if local_synthetic else RowSlices(synthetic, 53)
-    got = evaluate_partitioned(sliced, records, dp.aggregates, params)
+    got = evaluate_release(sliced, records, dp.aggregates, params)
     assert json.dumps(got, sort_keys=True) == whole
     lengths = list(range(1, length + 1))
     assert sliced.asked == lengths + lengths  # the DP comparison's pass, then the synthetic's
@@ -134,8 +135,8 @@ def test_abs_total_is_exact_for_narrow_cells() -> None:
     a = dict(zip(ka.tolist(), ca.tolist(), strict=True))
     b = dict(zip(kb.tolist(), cb.tolist(), strict=True))
     want = sum(abs(wa * a.get(key, 0) - wb * b.get(key, 0)) for key in a.keys() | b.keys())
-    assert partitioned._abs_total((ka, ca), (kb, cb), wa, wb) == want
-    assert partitioned._abs_total((kb, cb), (ka, ca), wb, wa) == want
+    assert cells._abs_total((ka, ca), (kb, cb), wa, wb) == want
+    assert cells._abs_total((kb, cb), (ka, ca), wb, wa) == want
     empty = (np.zeros(0, np.int32), np.zeros(0, np.int32))
-    assert partitioned._abs_total((ka, ca), empty, wa, wb) == wa * int(ca.astype(np.int64).sum())
-    assert partitioned._abs_total(empty, (kb, cb), wa, wb) == wb * int(cb.astype(np.int64).sum())
+    assert cells._abs_total((ka, ca), empty, wa, wb) == wa * int(ca.astype(np.int64).sum())
+    assert cells._abs_total(empty, (kb, cb), wa, wb) == wb * int(cb.astype(np.int64).sum())

@@ -18,13 +18,13 @@ from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
-from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.partitioned import evaluate_partitioned
+from sds_core.evaluation.release import evaluate_release
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.params import DpParams
 from sds_core.synthesis.generator import synthesize
 from sds_core.synthesis.params import SynthesisParams
+from tests.core.evaluation_oracle import whole_table_evaluation
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pums_ca_10k.csv"
 
@@ -49,13 +49,13 @@ def test_partitioned_evaluation_equals_whole_table(n_parts: int) -> None:
         multi_value_columns=table.multi_value_columns,
     )
     params = EvaluationParams(reporting_length=3, resolution=10)
-    whole = evaluate_release(table, synthetic, dp.aggregates, params)
+    whole = whole_table_evaluation(table, synthetic, dp.aggregates, params)
     bounds = np.linspace(0, table.n_records, n_parts + 1).astype(int)
     parts = [
         PreparedTable(table.domain, table.codes[lo:hi], table.multi_value_columns)
         for lo, hi in itertools.pairwise(bounds)
     ]
-    got = evaluate_partitioned(_Partitioned(parts), synthetic, dp.aggregates, params)
+    got = evaluate_release(_Partitioned(parts), synthetic, dp.aggregates, params)
     assert whole["sensitive_risk"]["records_with_rare_pct"] > 0  # the record pass is exercised
     assert json.dumps(got, sort_keys=True, default=str) == json.dumps(
         whole, sort_keys=True, default=str
@@ -106,7 +106,7 @@ def test_synthetic_records_in_partitions_compared_length_by_length(n_parts: int)
     params = EvaluationParams(reporting_length=3, resolution=10)
     parts = _Partitioned(_split(synthetic, n_parts))
     here, there = (
-        evaluate_partitioned(_Partitioned([table]), s, dp.aggregates, params)
+        evaluate_release(_Partitioned([table]), s, dp.aggregates, params)
         for s in (synthetic, parts)
     )
     assert json.dumps(there, sort_keys=True, default=str) == json.dumps(

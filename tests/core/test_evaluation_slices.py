@@ -17,12 +17,14 @@ from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.errors import SdsInputError
-from sds_core.evaluation.metrics import evaluate_release
 from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.partitioned import SLICE_ROWS, RowSlices, evaluate_partitioned
+from sds_core.evaluation.records import SLICE_ROWS, RowSlices
+from sds_core.evaluation.release import evaluate_release
+from sds_core.marginals import exact_counts
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.marginals.params import DpParams
+from tests.core.evaluation_oracle import whole_table_evaluation
 
 
 def _tables() -> tuple[PreparedTable, PreparedTable]:
@@ -51,15 +53,15 @@ def _tables() -> tuple[PreparedTable, PreparedTable]:
 
 @pytest.mark.parametrize("rows", [1, 7, 64])
 def test_slice_sizes_give_the_same_evaluation(rows: int) -> None:
-    """evaluate_partitioned of the local records in slices of ``rows`` == in one slice of
-    SLICE_ROWS == evaluate_release of the whole tables, serialized byte for byte."""
+    """evaluate_release of the local records in slices of ``rows`` == in one slice of
+    SLICE_ROWS == the whole-table oracle of the whole tables, serialized byte for byte."""
     sensitive, synthetic = _tables()
     dp = dp_aggregate(sensitive, DpParams(reporting_length=3), ReleaseRandomness.from_seed(8))
     params = EvaluationParams(reporting_length=3, resolution=10)
     sliced = RowSlices(sensitive, 100)  # the sensitive side in partitions of 100 records
 
     def evaluate(synth: Any) -> str:
-        out = evaluate_partitioned(sliced, synth, dp.aggregates, params)
+        out = evaluate_release(sliced, synth, dp.aggregates, params)
         return json.dumps(out, sort_keys=True, default=str)
 
     small = RowSlices(synthetic, rows)
@@ -70,7 +72,7 @@ def test_slice_sizes_give_the_same_evaluation(rows: int) -> None:
     got = evaluate(small)
     assert got == evaluate(RowSlices(synthetic, SLICE_ROWS))  # one slice
     assert got == evaluate(synthetic)  # the default path: RowSlices(synthetic)
-    whole = evaluate_release(sensitive, synthetic, dp.aggregates, params)
+    whole = whole_table_evaluation(sensitive, synthetic, dp.aggregates, params)
     assert got == json.dumps(whole, sort_keys=True, default=str)
     assert json.loads(got)["synthetic_risk"]["records_with_rare_pct"] > 0
 
@@ -139,7 +141,7 @@ def test_length_by_length_equals_the_whole_aggregates(
     marginal cells one marginal at a time) give the evaluation of their whole exact aggregates
     byte for byte, whatever the slice, key block and dense-marginal sizes, over the sensitive
     domain or another one; and they never count the whole aggregates."""
-    from sds_core.evaluation import metrics, partitioned
+    from sds_core.evaluation import cells, metrics, release
 
     sensitive, synthetic = _tables()
     if same_domain:
@@ -152,22 +154,43 @@ def test_length_by_length_equals_the_whole_aggregates(
     sliced = RowSlices(sensitive, 100)
 
     def evaluate(synth: Any) -> str:
-        out = evaluate_partitioned(sliced, synth, dp.aggregates, params)
+        out = evaluate_release(sliced, synth, dp.aggregates, params)
         return json.dumps(out, sort_keys=True)
 
-    # the whole exact aggregates of both tables (evaluate_release), before any monkeypatch
+    # the whole exact aggregates of both tables (the oracle), before any monkeypatch
     whole = json.dumps(
-        evaluate_release(sensitive, synthetic, dp.aggregates, params), sort_keys=True
+        whole_table_evaluation(sensitive, synthetic, dp.aggregates, params), sort_keys=True
     )
     monkeypatch.setattr(metrics, "BLOCK_KEYS", block)
-    monkeypatch.setattr(partitioned, "KEY_BLOCK", block)
-    monkeypatch.setattr(partitioned, "DENSE_CELLS", dense)
+    monkeypatch.setattr(release, "KEY_BLOCK", block)
+    monkeypatch.setattr(cells, "DENSE_CELLS", dense)
 
     def refused(*_: Any) -> None:
         raise AssertionError("the whole exact aggregates were counted")
 
-    monkeypatch.setattr(RowSlices, "exact_aggregates", refused)
+    monkeypatch.setattr(exact_counts, "exact_aggregates", refused)
     assert evaluate(RowSlices(synthetic, rows)) == whole
     got = json.loads(whole)
     assert got["synthetic_risk"]["records_with_unique_pct"] > 0
     assert got["sensitive_vs_synthetic"]["by_length"]["3"]["n_target"] > 0
+
+
+def test_tables_here_evaluate_through_the_partitions_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both tables in this process (a local release): evaluate_release counts them one length
+    at a time, never their whole exact aggregates, and gives the whole-table oracle's dict
+    value for value and type for type (their reprs are equal)."""
+    sensitive, synthetic = _tables()
+    dp = dp_aggregate(sensitive, DpParams(reporting_length=3), ReleaseRandomness.from_seed(8))
+    params = EvaluationParams(reporting_length=3, resolution=10)
+    whole = whole_table_evaluation(sensitive, synthetic, dp.aggregates, params)
+
+    def refused(*_: Any) -> None:
+        raise AssertionError("the whole exact aggregates were counted")
+
+    from sds_core.evaluation import metrics
+
+    monkeypatch.setattr(exact_counts, "exact_aggregates", refused)
+    monkeypatch.setattr(metrics, "exact_aggregates", refused, raising=False)
+    got = evaluate_release(sensitive, synthetic, dp.aggregates, params)
+    assert repr(got) == repr(whole)
+    assert got["sensitive_risk"]["records_with_rare_pct"] > 0

@@ -1,4 +1,4 @@
-"""The marginal-fidelity coding of synthetic records (sds_core/evaluation/partitioned.py), one
+"""The marginal-fidelity coding of synthetic records (sds_core/evaluation/cells.py), one
 path for a local table and for partitions: the table as one partition and in 4 give the same
 cardinalities and cell counts, and the same evaluation, byte for byte, on tables with
 multi-value columns, a column with no values at all, empty cells and synthetic labels the
@@ -22,20 +22,20 @@ from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
-from sds_core.evaluation.metrics import evaluate_release
-from sds_core.evaluation.params import EvaluationParams
-from sds_core.evaluation.partitioned import (
+from sds_core.evaluation.cells import (
     Cells,
     add_cells,
-    evaluate_partitioned,
     fidelity_mappings,
     partition_fidelity_cells,
     partition_marginals,
 )
+from sds_core.evaluation.params import EvaluationParams
+from sds_core.evaluation.release import evaluate_release
 from sds_core.marginals.backend import add_aggregates
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.marginals.params import DpParams
+from tests.core.evaluation_oracle import whole_table_evaluation
 
 
 def _sensitive() -> PreparedTable:
@@ -118,7 +118,7 @@ def test_one_partition_and_four_code_the_same_cells(extra: bool) -> None:
 @pytest.mark.parametrize("extra", [False, True], ids=["same-domain", "new-labels"])
 @pytest.mark.parametrize("n_parts", [1, 3])
 def test_local_synthetic_records_evaluate_as_their_partitions(extra: bool, n_parts: int) -> None:
-    """evaluate_partitioned with the synthetic records here (one partition) == with them in
+    """evaluate_release with the synthetic records here (one partition) == with them in
     partitions == evaluate_release of both tables: the same dict, serialized byte for byte."""
     sensitive = _sensitive()
     synthetic = _synthetic(sensitive, extra)
@@ -126,12 +126,12 @@ def test_local_synthetic_records_evaluate_as_their_partitions(extra: bool, n_par
     params = EvaluationParams(reporting_length=3, resolution=10)
 
     def evaluate(synth: Any) -> str:
-        out = evaluate_partitioned(_Partitioned(sensitive, 2), synth, dp.aggregates, params)
+        out = evaluate_release(_Partitioned(sensitive, 2), synth, dp.aggregates, params)
         return json.dumps(out, sort_keys=True, default=str)
 
     local = evaluate(synthetic)
     assert local == evaluate(_Partitioned(synthetic, n_parts))
-    whole = evaluate_release(sensitive, synthetic, dp.aggregates, params)  # the local oracle
+    whole = whole_table_evaluation(sensitive, synthetic, dp.aggregates, params)  # the oracle
     assert local == json.dumps(whole, sort_keys=True, default=str)
     assert '"n_marginals_by_order"' in local
     # the cells of the never-filled column count every record as empty on both sides

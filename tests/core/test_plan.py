@@ -241,6 +241,21 @@ def test_after_aggregation_keeps_a_user_synthesis_and_length_two_plans() -> None
     assert small.after_aggregation(_aggregates(300)) == small
 
 
+def test_a_plan_read_back_from_its_dict_is_the_plan_as_written() -> None:
+    """``SdsPlan.from_dict(plan.as_dict())``: every field, the signal as written (rounded); a
+    dict written before a field with a default existed reads it at its default; a dict
+    missing a field without one is refused, naming it."""
+    plan = plan_sds(1_000_212, epsilon=4.0, delta=1e-6, n_columns=11)
+    written = plan.as_dict()
+    back = SdsPlan.from_dict(written)
+    assert back == dataclasses.replace(plan, signal=written["signal"])
+    assert back.as_dict() == written and isinstance(back.chosen, tuple)
+    older = {k: v for k, v in written.items() if k != "reconcile_one_way"}
+    assert SdsPlan.from_dict(older).reconcile_one_way is False
+    with pytest.raises(SdsInputError, match=r"an SDS plan without \['reason'\]"):
+        SdsPlan.from_dict({k: v for k, v in written.items() if k != "reason"})
+
+
 @pytest.mark.parametrize("n_columns", [1, 2, 3, 11, 40])
 def test_the_plan_never_picks_longer_than_the_size_checks_assume(n_columns: int) -> None:
     """longest_length is what the size checks before the first charge are computed for: over

@@ -5,7 +5,6 @@ whose input is read and prepared by tasks; scattered partitions fail with a clea
 
 from __future__ import annotations
 
-import dataclasses
 import operator
 import os
 import signal
@@ -22,6 +21,9 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from release_store.cluster.backend import DaskBackend  # noqa: E402
+from release_store.cluster.inputs import open_input  # noqa: E402
+from release_store.cluster.preparation import prepare_parts  # noqa: E402
+from release_store.cluster.table import ClusterTable  # noqa: E402
 from sds_core.data.params import PrepareParams  # noqa: E402
 from sds_core.data.preparation import prepare  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
@@ -74,7 +76,7 @@ class KillOnce:
             self.choices += 1
             allowed = int(choose_allowed(hist))
             if not self.killed:
-                pids = self.inner.client.run(os.getpid)
+                pids = self.inner.table.client.run(os.getpid)
                 os.kill(sorted(pids.values())[0], signal.SIGKILL)
                 self.killed = True
             return allowed
@@ -100,7 +102,8 @@ def test_worker_killed_mid_length_gives_identical_aggregates(client: Any, tmp_pa
     params = PrepareParams()
     dp = DpParams(reporting_length=3, percentile_percentage=80)
     local = dp_aggregate(prepare(pq.read_table(folder), params), dp, ReleaseRandomness.from_seed(3))
-    backend = KillOnce(DaskBackend.from_parquet(client, str(folder), params))
+    data, _ = open_input(client, str(folder), delimiter=",")
+    backend = KillOnce(DaskBackend(prepare_parts(data, params)))
     got = dp_aggregate(backend, dp, ReleaseRandomness.from_seed(3))  # type: ignore[arg-type]
     assert backend.killed and backend.choices == 3
     for k in (1, 2, 3):
@@ -111,31 +114,29 @@ def test_worker_killed_mid_length_gives_identical_aggregates(client: Any, tmp_pa
 def test_worker_killed_with_scattered_partitions_is_a_clear_error(client: Any) -> None:
     """Partitions scattered from memory cannot be recomputed: killing a worker mid-length
     raises DaskClusterError saying what happened and to resume."""
-    from release_store.cluster.backend import DaskClusterError
+    from release_store.cluster.reduction import DaskClusterError
 
     client.wait_for_workers(2)
     frame = pd.read_csv(EXAMPLE).iloc[:3000]
     table = prepare(pa.Table.from_pandas(frame, preserve_index=False), PrepareParams())
     # one counting group per worker (as at scale): each holds scattered partitions it counts
-    backend = KillOnce(
-        dataclasses.replace(DaskBackend.from_table(client, table, 4), group_records=1)
-    )
+    backend = KillOnce(DaskBackend(ClusterTable.from_table(client, table, 4), group_records=1))
     dp = DpParams(reporting_length=2, percentile_percentage=80)
     with pytest.raises(DaskClusterError, match="sds resume"):
         dp_aggregate(backend, dp, ReleaseRandomness.from_seed(3))  # type: ignore[arg-type]
 
 
 class KillDuringMap:
-    """Wraps ``dask_backend._result`` (every reduction's gather): in each target stage (the
+    """Wraps ``reduction.result`` (every reduction's gather): in each target stage (the
     progress text's first word), once its first map's results are on the workers, SIGKILLs the
     worker holding the first result (another one still running), so its results and partitions
     are lost before the reduce gathers them."""
 
     def __init__(self, targets: tuple[str, ...]) -> None:
-        from release_store.cluster import backend as dask_backend
+        from release_store.cluster import reduction
 
         self.targets = targets
-        self.reduce = dask_backend._result
+        self.reduce = reduction.result
         self.stage = ""
         self.killed: list[str] = []
 
@@ -170,7 +171,7 @@ def test_release_flow_survives_a_worker_killed_mid_stage(
     after their map results were on the workers: the partitions the flow read and prepared with
     tasks are recomputed from the part files (the CSV's byte ranges), the release completes
     with the local executor's bytes, and every stage is charged exactly once."""
-    from release_store.cluster import backend as dask_backend
+    from release_store.cluster import reduction
     from release_store.run import progress
     from release_store.workspace.files import sha256_file
     from tests.helpers import COLUMNS, TINY_CONFIG, charges, run_cli
@@ -207,7 +208,7 @@ def test_release_flow_survives_a_worker_killed_mid_stage(
     kill = KillDuringMap(("aggregate-2", "evaluate"))
     stage = progress.stage
     monkeypatch.setattr(progress, "stage", lambda text: (kill.on_stage(text), stage(text)))
-    monkeypatch.setattr(dask_backend, "_result", kill)
+    monkeypatch.setattr(reduction, "result", kill)
     with distributed.get_task_stream(client=client) as tasks:
         dask = release(tmp_path / "dask", "--executor", "dask")
     assert kill.killed == ["aggregate-2", "evaluate"]
@@ -228,7 +229,7 @@ def test_map_reduce_sends_its_kwargs_again_when_their_last_copy_is_lost(
     single copy of them (its memory manager drops a broadcast's replicas): the worker holding it
     is killed once the map's results are in, and the exact sum is computed again with the
     ``kwargs`` sent anew instead of failing the stage (CI of af0eb7e, the evaluate stage)."""
-    from release_store.cluster import backend as dask_backend
+    from release_store.cluster import reduction
     from sds_core.data.domain import Domain
     from sds_core.data.table import PreparedTable
 
@@ -246,7 +247,7 @@ def test_map_reduce_sends_its_kwargs_again_when_their_last_copy_is_lost(
         )
         for n in sizes
     ]
-    backend = DaskBackend(client, tuple(parts), (0, 100, 300, 600), domain, sum(sizes))
+    records = ClusterTable(client, tuple(parts), (0, 100, 300, 600), domain, sum(sizes))
     real_scatter, sent_to = client.scatter, []
 
     def scatter_to_one(data: Any, **kw: Any) -> Any:  # one copy, as the memory manager leaves
@@ -257,7 +258,7 @@ def test_map_reduce_sends_its_kwargs_again_when_their_last_copy_is_lost(
         sent_to.append(holder)
         return real_scatter(data, workers=[holder], hash=False)
 
-    real_reduce, killed = dask_backend._tree_reduce, []
+    real_reduce, killed = reduction.tree_reduce, []
 
     def kill_holder(client_: Any, futures: list[Any], combine: Any, **kw: Any) -> Any:
         if not killed:
@@ -269,7 +270,7 @@ def test_map_reduce_sends_its_kwargs_again_when_their_last_copy_is_lost(
         return real_reduce(client_, futures, combine, **kw)
 
     monkeypatch.setattr(client, "scatter", scatter_to_one)
-    monkeypatch.setattr(dask_backend, "_tree_reduce", kill_holder)
-    total = backend.map_reduce(lambda part, scale: part.n_records * scale, operator.add, scale=3)
+    monkeypatch.setattr(reduction, "tree_reduce", kill_holder)
+    total = records.map_reduce(lambda part, scale: part.n_records * scale, operator.add, scale=3)
     assert total == 3 * sum(sizes)
     assert len(sent_to) == 2  # sent again once, after the kill

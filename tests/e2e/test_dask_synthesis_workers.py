@@ -6,7 +6,6 @@ chunks are the local records byte for byte."""
 from __future__ import annotations
 
 import os
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -14,7 +13,6 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.synthesis import chunks  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
@@ -64,37 +62,21 @@ def _not_here(*args: object, **kwargs: object) -> None:
 def test_model_and_reconciliation_run_on_a_worker_process(
     client: Any, aggregates: AggregateSet, monkeypatch: pytest.MonkeyPatch, synthesis: str
 ) -> None:
-    """``records_on_cluster`` (what the Dask synthesize stage runs) never fits, samples or
-    reconciles in this process, and its chunks are the local records."""
+    """The Dask executor's synthesis (what the synthesize stage runs on it) never fits,
+    samples or reconciles in this process, and its chunks are the local records."""
     import release_store.cluster.synthesis as cluster_synthesis
     import sds_core.synthesis.consistent as consistent
+    import sds_core.synthesis.generator as generator
     import sds_core.synthesis.reconcile as reconcile
-    import tasks.synthesis as task
-    from tasks.synthesis import records_on_cluster
+    from release_store.cluster.executor import DaskExecutor
 
     key = b"k" * 32
-    params = SimpleNamespace(
-        release_id="on-workers",
-        synthesis="model" if synthesis == "model" else "records",
-        reconcile_one_way=synthesis == "reconcile",
-        synthetic_records=3000,
-        synthetic_part_records=1200,
-        max_model_bytes=1 << 30,
-        executor="dask",
-    )
-    run = SimpleNamespace(
-        params=params, release_id="on-workers", randomness=lambda: ReleaseRandomness(key)
-    )
     rng = ReleaseRandomness(key).generator("on-workers/synthesis")
+    records = SynthesisParams(target_number_of_records=3000, reconcile_one_way=True)
     if synthesis == "model":
         local = synthesize_from_model(aggregates, NOISE, 3000, rng=rng, params=ModelParams())
     else:
-        local = synthesize(
-            aggregates,
-            SynthesisParams(target_number_of_records=3000, reconcile_one_way=True),
-            rng=rng,
-            noise_sd_by_len=NOISE.sigma_by_len,
-        )
+        local = synthesize(aggregates, records, rng=rng, noise_sd_by_len=NOISE.sigma_by_len)
     for module, name in [
         (consistent, "fit_aggregates"),
         (consistent, "fit_problem"),
@@ -103,16 +85,37 @@ def test_model_and_reconciliation_run_on_a_worker_process(
         (consistent, "synthesize_from_model"),
         (consistent, "synthesize_from_problem"),
         (cluster_synthesis, "synthesize_from_problem"),
-        (task, "synthesize_from_model"),
         (reconcile, "reconcile_one_way"),
         (cluster_synthesis, "reconcile_one_way"),
-        (task, "synthesize"),
+        (generator, "synthesize"),
     ]:
         monkeypatch.setattr(module, name, _not_here)
 
-    chunked = records_on_cluster(run, client, aggregates, (), NOISE, None)  # type: ignore[arg-type]
+    executor = DaskExecutor(client)
+    rng = ReleaseRandomness(key).generator("on-workers/synthesis")
+    if synthesis == "model":
+        chunked = executor.sample_model(
+            aggregates,
+            NOISE,
+            3000,
+            rng=rng,
+            params=ModelParams(max_model_bytes=1 << 30),
+            multi_value_columns=(),
+            part_records=1200,
+        )
+    else:
+        chunked = executor.synthesize(
+            aggregates,
+            records,
+            rng=rng,
+            multi_value_columns=(),
+            part_records=1200,
+            progress=None,
+            noise_sd_by_len=NOISE.sigma_by_len,
+        )
     assert chunked.first_rows == (0, 1200, 2400) and chunked.n_records == 3000
-    got = np.concatenate([c.codes for c in chunks(chunked)])
+    assert chunked.placement is executor.placement
+    got = np.concatenate([c.codes for c in executor.chunks(chunked, 1200)])
     assert got.tobytes() == local.codes.tobytes()
     prefix = "sampled" if synthesis == "model" else "reconciled"
     ran = client.run_on_scheduler(lambda dask_scheduler: set(dask_scheduler.task_prefixes))

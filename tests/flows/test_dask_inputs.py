@@ -118,7 +118,7 @@ def test_dataset_and_csv_blocks_release_like_local(
         "first_failures",
         "numbers",
         "prepare_partition",
-        "apply_group",  # the evaluation: one task per worker (DaskBackend.map_reduce)
+        "apply_group",  # the evaluation: one task per worker (ClusterTable.map_reduce)
     } <= ran
 
 
@@ -129,9 +129,9 @@ def test_synthetic_chunks_on_the_workers_release_like_local(
     gate, the evaluation and publish read the chunks there, and every artifact derived from the
     records has the local release's bytes (Parquet parts, CSV, evaluation, validation, explorer);
     the replay audit finds the chunk checkpoint equal to its local recomputation."""
-    import release_store.cluster.synthesis as dask_synthesis
+    import release_store.workspace.encoding as encoding
 
-    monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", 300)
+    monkeypatch.setattr(encoding, "CHUNK_ROWS", 300)
     csv = tmp_path / "tiny.csv"  # a CSV in 3 blocks (the replay audit reads one file)
     _frame().to_csv(csv, index=False)
     config = tmp_path / "parts.toml"
@@ -191,13 +191,44 @@ def test_reconciled_release_on_dask_like_local(
 def test_model_release_on_dask_like_local(
     tmp_path: Path, prefect_server: str, on_client: Any
 ) -> None:
-    """``synthesis = "model"``: the records made on the driver are sent to the workers in
-    chunks (``scatter_records``); the output gate, the evaluation and the published files read
-    them there and give the local release's bytes."""
+    """``synthesis = "model"``: the model fitted and sampled on one worker, its records cut
+    into chunks there; the output gate, the evaluation and the published files read them there
+    and give the local release's bytes."""
     csv = tmp_path / "tiny.csv"
     _frame().to_csv(csv, index=False)
     config = tmp_path / "model.toml"
     config.write_text(TINY_CONFIG.replace('synthesis = "records"', 'synthesis = "model"'))
+    names = (*COMPARED, "synthetic.csv", "validation.json", "explorer.html")
+
+    def gate_tasks() -> int:  # the output gate's tasks on the chunks, ever (as_text)
+        def count(dask_scheduler: Any) -> int:
+            prefix = dask_scheduler.task_prefixes.get("as_text")
+            return 0 if prefix is None else sum(prefix.state_counts.values())
+
+        return int(on_client.run_on_scheduler(count))
+
+    hashes, before = {}, gate_tasks()
+    for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
+        rel = _release(csv, config, tmp_path / name, *extra)
+        hashes[name] = {n: sha256_file(rel / n) for n in names}
+    assert hashes["local"] == hashes["dask"]
+    assert gate_tasks() > before  # the records were checked where they were sent
+
+
+def test_registry_synthesizer_records_on_the_workers_release_like_local(
+    tmp_path: Path, prefect_server: str, on_client: Any
+) -> None:
+    """A registry synthesizer (``histogram-1way``) on the Dask executor: the table is gathered
+    to fit it, its records are sent to the workers like SDS records, gated there chunk by chunk,
+    and every published file derived from them has the local release's bytes."""
+    csv = tmp_path / "tiny.csv"
+    _frame().to_csv(csv, index=False)
+    config = tmp_path / "registry.toml"
+    config.write_text(
+        TINY_CONFIG.replace('synthesis = "records"\n', "").replace(
+            "reporting_length = 2", 'reporting_length = 2\nsynthesizer = "histogram-1way"'
+        )
+    )
     names = (*COMPARED, "synthetic.csv", "validation.json", "explorer.html")
 
     def gate_tasks() -> int:  # the output gate's tasks on the chunks, ever (as_text)
@@ -299,8 +330,9 @@ def test_worker_side_modules_import_neither_prefect_nor_gx() -> None:
     import sys
 
     code = (
-        "import sys, release_store.cluster.inputs, release_store.cluster.backend, "
-        "sds_core.evaluation.partitioned; "
+        "import sys, release_store.cluster.inputs, release_store.cluster.gate, "
+        "release_store.cluster.preparation, release_store.cluster.backend, "
+        "release_store.cluster.synthesis, sds_core.evaluation.release; "
         "print(sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -341,17 +373,17 @@ def test_output_gate_on_chunks_fails_like_the_gx_gate(tmp_path: Path, client: An
     """Synthetic records in 6 chunks on the workers against an output schema that refuses some
     of their labels: the same refusal text (checks, first failing rows over the whole table) as
     the GX gate on the table's frame."""
-    from release_store.cluster.backend import DaskBackend
-    from release_store.cluster.synthesis import output_columns, validate_chunks
+    from release_store.cluster.gate import validate_chunks
+    from release_store.cluster.table import ClusterTable
     from release_store.config.schema import ColumnSchema, TableSchema
-    from release_store.inputs.gate import output_schema, validate_table
+    from release_store.inputs.gate import output_columns, output_schema, validate_table
     from release_store.inputs.schema_checks import SchemaValidationError
     from sds_core.data.decoding import to_frame
     from sds_core.data.params import PrepareParams
     from sds_core.data.preparation import prepare
 
     table = prepare(_frame(300), PrepareParams())
-    chunked = DaskBackend.from_table(client, table, 6)  # chunks of 50 records
+    chunked = ClusterTable.from_table(client, table, 6)  # chunks of 50 records
     assert output_columns(chunked) == list(table.domain.columns)
     sex, educ = table.domain.columns.index("sex"), table.domain.columns.index("educ")
     educ_labels = list(table.domain.labels[educ])

@@ -46,6 +46,7 @@ from flows.release import release, run_stages
 from release_store.audit.home import audit_home
 from release_store.audit.signing import signing_key, verify_signed_release
 from release_store.config import build_params, load_config
+from release_store.executor.local import LocalExecutor
 from release_store.inputs.commitment import input_commitment
 from release_store.ledger.anchor import ANCHOR_FILE, anchor_commitment, anchor_key
 from release_store.report.custodian import CUSTODIAN_EVALUATION, CUSTODIAN_REPORT
@@ -405,7 +406,7 @@ def _artifacts(flow_run_id: Any) -> list[tuple[Any, ...]]:
 def _release(run: ReleaseRun, monkeypatch: pytest.MonkeyPatch) -> Run:
     """Release ``run.params.input`` with the real flow from the home as it is (the DP outputs
     checkpointed), under the clock that runs while the input is read."""
-    import tasks.ingest
+    import release_store.executor.local as local_executor
 
     with monkeypatch.context() as m, _run_logs() as logs:
         for module in ("workspace.home", "ledger.chain", "ledger.budgets"):
@@ -413,7 +414,8 @@ def _release(run: ReleaseRun, monkeypatch: pytest.MonkeyPatch) -> Run:
         clock = types.SimpleNamespace(perf_counter=CLOCK.perf_counter)
         m.setattr("release_store.run.stages.time", clock)
         m.setattr("release_store.publish.artifacts.time", clock)
-        m.setattr(tasks.ingest, "read_release_input", _slow_read(tasks.ingest.read_release_input))
+        read = local_executor.read_release_input
+        m.setattr(local_executor, "read_release_input", _slow_read(read))
         state = release(run.params, return_state=True)
     assert state.is_completed(), state.message
     flow_run_id = state.state_details.flow_run_id
@@ -458,7 +460,8 @@ def releases(
             monkeypatch.setattr(f"release_store.{module}.datetime", _Datetime)
         run = reserve(params)
         signing_key(run.home)  # the home's signing key exists before either release
-        out = run_stages(run, stages.Timeline(), call=_body)  # every DP stage charged, drawn
+        # every DP stage charged, drawn
+        out = run_stages(run, stages.Timeline(), LocalExecutor(), call=_body)
     domain = out.aggregates.domain  # the domain the data of D holds (aggregate-k's coding)
     outputs = _dp_outputs_only(run)
     shutil.copytree(home, base)

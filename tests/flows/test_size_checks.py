@@ -12,6 +12,7 @@ import pytest
 
 from release_store.config import build_params
 from release_store.config.core_objects import prepare_params
+from release_store.executor.local import LocalExecutor
 from release_store.ledger.book import Ledger
 from release_store.run.release_run import ReleaseRun, SensitiveTable, reserve
 from sds_core.data.preparation import prepare
@@ -54,7 +55,7 @@ def _nothing_charged(run: ReleaseRun) -> None:
 
 def _counted(run: ReleaseRun) -> Any:
     prepared = prepare(_table(), prepare_params(run.params, None, ["a", "b", "c"]))
-    return count_records.fn(run=run, table=SensitiveTable(prepared))
+    return count_records.fn(run=run, table=SensitiveTable(prepared), executor=LocalExecutor())
 
 
 def test_a_model_the_plan_may_pick_is_sized_before_the_count_charge(tmp_path: Path) -> None:
@@ -92,7 +93,7 @@ def test_with_dp_bins_the_model_is_sized_before_the_binning_charge(tmp_path: Pat
     }
     run = reserve(_params(tmp_path, max_model_bytes=10**5, synthesis="model", table_schema=schema))
     with pytest.raises(SdsInputError, match=r"synthesis = 'model'.*a \(2001 values\)"):
-        choose_bins.fn(run=run, table=SensitiveTable(_table()))
+        choose_bins.fn(run=run, table=SensitiveTable(_table()), executor=LocalExecutor())
     _nothing_charged(run)
 
 

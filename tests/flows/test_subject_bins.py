@@ -11,6 +11,7 @@ import pyarrow as pa
 import pytest
 
 from release_store.config import build_params
+from release_store.executor.local import LocalExecutor
 from release_store.ledger.book import Ledger
 from release_store.run.release_run import ReleaseRun, SensitiveTable, reserve
 from sds_core.errors import SdsInputError
@@ -55,7 +56,7 @@ def _run(home: Path, release_id: str, subject_id: str | None) -> ReleaseRun:
 
 def _edges(home: Path, release_id: str, table: pa.Table, subject_id: str | None) -> list[float]:
     run = _run(home, release_id, subject_id)
-    return choose_bins.fn(run=run, table=SensitiveTable(table))["age"]
+    return choose_bins.fn(run=run, table=SensitiveTable(table), executor=LocalExecutor())["age"]
 
 
 def test_a_heavy_subject_moves_the_edges_like_one_subject(tmp_path: Path) -> None:
@@ -74,7 +75,7 @@ def test_a_missing_subject_id_is_refused_before_the_binning_charge(tmp_path: Pat
     table = table.set_column(0, "pid", pa.array([*table.column("pid").to_pylist()[:-1], None]))
     run = _run(tmp_path, "missing", "pid")
     with pytest.raises(SdsInputError, match=r"missing/empty Subject ID.*'pid'"):
-        choose_bins.fn(run=run, table=SensitiveTable(table))
+        choose_bins.fn(run=run, table=SensitiveTable(table), executor=LocalExecutor())
     assert Ledger.open(run.home).charges(release_id="missing") == []
 
 
@@ -103,8 +104,8 @@ def test_subject_rows_that_disagree_are_refused_before_the_binning_charge(
     ledger = Ledger.open(run.home)
     before = ledger.budget("people")
     with pytest.raises(SdsInputError, match=rf"different values in column\(s\) {column}\b"):
-        choose_bins.fn(run=run, table=SensitiveTable(_with_subject(rows)))
+        choose_bins.fn(run=run, table=SensitiveTable(_with_subject(rows)), executor=LocalExecutor())
     assert ledger.charges(release_id="split") == []
     assert ledger.budget("people") == before
     with pytest.raises(SdsInputError, match=r"Nothing was charged"):
-        choose_bins.fn(run=run, table=SensitiveTable(_with_subject(rows)))
+        choose_bins.fn(run=run, table=SensitiveTable(_with_subject(rows)), executor=LocalExecutor())

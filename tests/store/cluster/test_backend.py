@@ -1,9 +1,9 @@
 """The Dask counting backend gives byte-identical DP aggregates to the local one at any
-partitioning (release_store/cluster/backend.py over sds_core/marginals/backend.py)."""
+partitioning (release_store/cluster/backend.py over a cluster table's partitions,
+sds_core/marginals/backend.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 from typing import Any
 
@@ -13,7 +13,8 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from release_store.cluster.backend import DaskBackend  # noqa: E402
-from release_store.cluster.session import connect  # noqa: E402
+from release_store.cluster.executor import connect  # noqa: E402
+from release_store.cluster.table import ClusterTable  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.declared import DeclaredDomain  # noqa: E402
@@ -73,8 +74,10 @@ def test_local_and_dask_give_identical_aggregates_at_any_partitioning(
         a < b for a, b in zip(local.report.allowed_sensitivity_by_len, (7, 21, 35), strict=True)
     )
     for n_parts, group_records in ((1, 1), (3, 1), (7, 1), (7, 10**6)):
-        backend = DaskBackend.from_table(client, table, n_parts, chunk_records=300)
-        backend = dataclasses.replace(backend, group_records=group_records)  # 1: per worker
+        parts = ClusterTable.from_table(client, table, n_parts)
+        backend = DaskBackend(
+            parts, chunk_records=300, group_records=group_records
+        )  # 1: per worker
         got = dp_aggregate(backend, params, ReleaseRandomness.from_seed(9))
         assert _digest(got.aggregates) == _digest(local.aggregates), n_parts
         assert got.report.to_dict() == local.report.to_dict()
@@ -83,7 +86,7 @@ def test_local_and_dask_give_identical_aggregates_at_any_partitioning(
 def test_dask_exact_aggregates_and_attributes_equal_local(client: Any) -> None:
     """Exact counts (for evaluation) and V_1 summed over 3 partitions equal the local ones."""
     table = _table(1500, 2)
-    backend = DaskBackend.from_table(client, table, 3)
+    backend = DaskBackend(ClusterTable.from_table(client, table, 3))
     local = LocalBackend(table)
     assert backend.n_records == 1500
     assert np.array_equal(backend.occurring_attributes(), local.occurring_attributes())
@@ -103,7 +106,7 @@ def test_workers_never_import_prefect() -> None:
         ) as cluster,
         distributed.Client(cluster) as c,
     ):
-        got = DaskBackend.from_table(c, table, 4).occurring_attributes()
+        got = DaskBackend(ClusterTable.from_table(c, table, 4)).occurring_attributes()
         # a lambda travels by value (a module-level function would make the workers import
         # this test module)
         loaded = c.run(lambda: (os.getpid(), sorted(sys.modules)))

@@ -13,6 +13,7 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from release_store.cluster.backend import DaskBackend  # noqa: E402
+from release_store.cluster.table import ClusterTable  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
@@ -54,7 +55,7 @@ def test_dask_and_local_share_the_bounded_length_one_universe(client: Any) -> No
     params = DpParams(epsilon=2.0, delta=1e-6, reporting_length=2, sensitivity_cap=3)
     plan = plan_release(params, 2000)
     local = LocalBackend(table, 300)
-    dask = DaskBackend.from_table(client, table, 5, chunk_records=300)
+    dask = DaskBackend(ClusterTable.from_table(client, table, 5), chunk_records=300)
     steps = [
         aggregate_length(b, 1, {}, plan, params, ReleaseRandomness.from_seed(4), release_label="r")
         for b in (local, dask)

@@ -13,12 +13,11 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from release_store.cluster.synthesis import (  # noqa: E402
-    chunk_bounds,
-    chunks,
     sample_model_on_cluster,
     synthesize_on_cluster,
     synthesize_reconciled,
 )
+from release_store.workspace.encoding import chunk_bounds  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
@@ -110,7 +109,7 @@ def test_cluster_synthesis_leaves_the_generator_where_the_local_run_does(
 
 def _whole(chunked: Any) -> PreparedTable:
     """The chunks brought here and written into one table."""
-    parts = list(chunks(chunked))
+    parts = list(chunked.chunks())
     return PreparedTable(parts[0].domain, np.concatenate([p.codes for p in parts]))
 
 

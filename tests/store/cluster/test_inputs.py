@@ -1,6 +1,7 @@
-"""Out-of-core input on the Dask backend: a Parquet dataset (directory or glob of part files)
-prepared on the workers equals the local preparation of the whole table, byte for byte, with and
-without subject-id grouping; the DP aggregates are then identical too."""
+"""Out-of-core input on the Dask executor: a Parquet dataset (directory or glob of part files)
+read (``open_input``, the one loader) and prepared (``prepare_parts``) on the workers equals the
+local preparation of the whole table, byte for byte, with and without subject-id grouping and
+with a record limit; the DP aggregates are then identical too."""
 
 from __future__ import annotations
 
@@ -17,6 +18,9 @@ import pytest
 distributed = pytest.importorskip("distributed")
 
 from release_store.cluster.backend import DaskBackend  # noqa: E402
+from release_store.cluster.inputs import open_input  # noqa: E402
+from release_store.cluster.preparation import prepare_parts  # noqa: E402
+from release_store.cluster.table import ClusterTable  # noqa: E402
 from sds_core.data.params import PrepareParams  # noqa: E402
 from sds_core.data.partitions import concatenate  # noqa: E402
 from sds_core.data.preparation import prepare  # noqa: E402
@@ -38,8 +42,14 @@ def _write_parts(frame: pd.DataFrame, folder: Path, n_files: int) -> Path:
     return folder
 
 
-def _gathered(client: Any, backend: DaskBackend) -> PreparedTable:
-    return concatenate(client.gather(list(backend.parts)))
+def _gathered(client: Any, table: ClusterTable) -> PreparedTable:
+    return concatenate(client.gather(list(table.parts)))
+
+
+def _prepared(client: Any, path: str, params: PrepareParams) -> ClusterTable:
+    """The dataset read and prepared on the workers, as a Dask release does."""
+    data, _ = open_input(client, path, delimiter=",")
+    return prepare_parts(data, params)
 
 
 def _same(a: PreparedTable, b: PreparedTable) -> bool:
@@ -62,9 +72,10 @@ def test_parquet_dataset_prepared_on_workers_equals_local(client: Any, tmp_path:
     expected = dp_aggregate(local, DpParams(reporting_length=3), ReleaseRandomness.from_seed(rnd))
     for n_files, spec in ((3, "{}"), (7, "{}/*.parquet")):
         folder = _write_parts(frame, tmp_path / f"p{n_files}", n_files)
-        backend = DaskBackend.from_parquet(client, spec.format(folder), params)
-        assert len(backend.parts) == n_files
-        assert _same(_gathered(client, backend), local)
+        table = _prepared(client, spec.format(folder), params)
+        assert len(table.parts) == n_files  # the last part cut at the record limit
+        assert _same(_gathered(client, table), local)
+        backend = DaskBackend(table)
         got = dp_aggregate(backend, DpParams(reporting_length=3), ReleaseRandomness.from_seed(rnd))
         for k in (1, 2, 3):
             assert np.array_equal(
@@ -93,6 +104,6 @@ def test_subject_rows_meet_in_one_partition(client: Any, tmp_path: Path) -> None
     local = prepare(pq.read_table(_write_parts(frame, tmp_path / "one", 1)), params)
     assert local.n_records == 600
     folder = _write_parts(frame, tmp_path / "five", 5)
-    backend = DaskBackend.from_parquet(client, str(folder), params)
-    assert backend.n_records == 600
-    assert _same(_gathered(client, backend), local)
+    table = _prepared(client, str(folder), params)
+    assert table.n_records == 600
+    assert _same(_gathered(client, table), local)

@@ -1,6 +1,6 @@
 """A reduction never waits forever: with no running worker for NO_WORKER_TIMEOUT_S it fails with
 DaskClusterError saying what happened and to resume; a worker that comes back in time is waited
-for (release_store/cluster/backend.py ``_result``)."""
+for (release_store/cluster/reduction.py ``result``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster import backend  # noqa: E402
-from release_store.cluster.backend import DaskClusterError  # noqa: E402
+from release_store.cluster import reduction  # noqa: E402
+from release_store.cluster.reduction import DaskClusterError  # noqa: E402
 
 
 def _add(a: int, b: int) -> int:
@@ -44,11 +44,11 @@ def test_no_running_worker_fails_resumably(
     """Results no worker can compute: DaskClusterError after the bound (not a hang), naming the
     cause and `sds resume`."""
     _, client = empty
-    monkeypatch.setenv(backend.NO_WORKER_TIMEOUT_ENV, "2")
+    monkeypatch.setenv(reduction.NO_WORKER_TIMEOUT_ENV, "2")
     futures = [client.submit(_add, 1, 2, pure=False), client.submit(_add, 3, 4, pure=False)]
     start = time.monotonic()
     with pytest.raises(DaskClusterError, match=r"no running worker for 2 s.*sds resume"):
-        backend._result(client, futures, _add)
+        reduction.result(client, futures, _add)
     assert time.monotonic() - start < 60
 
 
@@ -57,7 +57,7 @@ def test_a_worker_back_within_the_bound_is_waited_for(
 ) -> None:
     """No worker for a while, then one: the reduction waits for it and returns the value."""
     cluster, client = empty
-    monkeypatch.setenv(backend.NO_WORKER_TIMEOUT_ENV, "120")
+    monkeypatch.setenv(reduction.NO_WORKER_TIMEOUT_ENV, "120")
     futures = [client.submit(_add, 1, 2, pure=False), client.submit(_add, 3, 4, pure=False)]
     threading.Timer(6.0, cluster.scale, args=(1,)).start()  # after at least one liveness check
-    assert backend._result(client, futures, _add) == 10
+    assert reduction.result(client, futures, _add) == 10

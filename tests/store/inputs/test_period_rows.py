@@ -252,13 +252,14 @@ def test_the_flow_refuses_an_absent_period_and_charges_nothing(
 ) -> None:
     """Without the CLI's pre-flight (a deployment), the ingest task refuses the same way after
     the reservation, and the failed release gives its whole reservation back."""
+    from release_store.executor.local import LocalExecutor
     from tasks.ingest import read_input
 
     data, config, home = periodic
     data.write_text(data.read_text().replace("2026-09", "2026-08"))  # after the pre-flight
     run = reserve(_params(data, config, home, period="2026-09"))  # type: ignore[arg-type]
     with pytest.raises(SdsInputError, match="no row of period '2026-09'") as caught:
-        read_input.fn(run)
+        read_input.fn(run, LocalExecutor())
     run.mark_failed(caught.value, [])
     ledger = Ledger.open(home)
     assert ledger.charges() == []
@@ -274,6 +275,7 @@ def test_subject_periods_run_one_at_a_time_and_need_their_record(
     release is refused (its subjects could count by timing, or twice) and nothing is charged."""
     import shutil
 
+    from release_store.executor.local import LocalExecutor
     from tasks.ingest import read_input
 
     data = write_periodic_csv(
@@ -289,7 +291,7 @@ def test_subject_periods_run_one_at_a_time_and_need_their_record(
     ledger = Ledger.open(home)
     ledger.set_budget("monthly", epsilon=4.0, delta=1e-3, per_period=True)
     sep = reserve(_params(data, config, home, period="2026-09"))  # type: ignore[arg-type]
-    table, _ = read_input.fn(sep)
+    table, _ = read_input.fn(sep, LocalExecutor())
     assert table.value.num_rows == 50
     assert SubjectRecord(home, "monthly").periods() == {"2026-09": 50}
     ledger.charge(sep.release_id, "count")  # the period has spent
@@ -297,10 +299,11 @@ def test_subject_periods_run_one_at_a_time_and_need_their_record(
         _params(data, config, home, period="2026-10", release_id="r2")
     )
     with pytest.raises(SdsInputError, match=r"r1 \(period 2026-09\) of dataset 'monthly' are"):
-        read_input.fn(octo)  # September's release is still open: periods run one at a time
+        # September's release is still open: periods run one at a time
+        read_input.fn(octo, LocalExecutor())
     assert SubjectRecord(home, "monthly").periods() == {"2026-09": 50}  # none to October
     ledger.cancel(sep.release_id)  # abandoned after its count: its spend stays
-    table, _ = read_input.fn(octo)
+    table, _ = read_input.fn(octo, LocalExecutor())
     assert table.value.num_rows == 25  # s25..s49 count in September
     ledger.cancel(octo.release_id)
     shutil.rmtree(home / "private" / "_periods")
@@ -308,5 +311,5 @@ def test_subject_periods_run_one_at_a_time_and_need_their_record(
         _params(data, config, home, period="2026-10", release_id="r3")
     )
     with pytest.raises(SdsInputError, match=r"no record of which period.*Restore that folder"):
-        read_input.fn(nov)
+        read_input.fn(nov, LocalExecutor())
     assert ledger.charges(release_id="r3") == []

@@ -207,6 +207,7 @@ def test_zero_warning_stays_out_of_the_flow_log(
     import logging
 
     import tasks.preparation as preparation
+    from release_store.executor.local import LocalExecutor
     from release_store.inputs.ingest import read_table
     from release_store.run.release_run import ReleaseRun, SensitiveTable
 
@@ -218,7 +219,10 @@ def test_zero_warning_stays_out_of_the_flow_log(
     run.dirs.paths.create(exist_ok=True)
     with caplog.at_level(logging.DEBUG, logger=logger.name):
         preparation.prepare_table.fn(
-            run=run, table=SensitiveTable(read_table(tiny_csv)), input_sha256="x"
+            run=run,
+            table=SensitiveTable(read_table(tiny_csv)),
+            input_sha256="x",
+            executor=LocalExecutor(),
         )
     logger.removeHandler(caplog.handler)
     logged = [r.getMessage() for r in caplog.records if r.name == logger.name]

@@ -1,7 +1,8 @@
-"""Publishing the synthetic chunks on the workers (release_store/cluster/synthesis.py
-``write_synthetic``): every Parquet part and the CSV streamed into atomic file streams, one chunk
-at a time, are the bytes ``synthetic_files`` writes for the whole table, whatever the parts,
-chunks and row groups; a failed write leaves no file behind."""
+"""The synthetic records' files (release_store/publish/synthetic.py ``write_synthetic``): every
+Parquet part and the CSV streamed from the records' chunks into atomic file streams, one chunk
+at a time, from the local executor or from the Dask workers, are the bytes of encoding the
+whole table at once, whatever the parts, chunks and row groups; a failed write leaves no file
+behind."""
 
 from __future__ import annotations
 
@@ -15,19 +16,35 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-distributed = pytest.importorskip("distributed")
-
-import release_store.cluster.synthesis as dask_synthesis  # noqa: E402
-from release_store.cluster.backend import DaskBackend  # noqa: E402
-from release_store.cluster.synthesis import ROW_GROUP, chunk_bounds, write_synthetic  # noqa: E402
-from release_store.workspace.encoding import (  # noqa: E402
+import release_store.publish.synthetic as publish_synthetic
+import release_store.workspace.encoding as encoding
+from release_store.executor.local import LocalExecutor
+from release_store.publish.synthetic import ROW_GROUP, write_synthetic
+from release_store.workspace.encoding import (
     SYNTHETIC_PARQUET,
-    synthetic_files,
+    parquet_bytes,
+    part_rows,
+    synthetic_csv,
     synthetic_part_name,
 )
-from sds_core.data.params import PrepareParams  # noqa: E402
-from sds_core.data.preparation import prepare  # noqa: E402
-from sds_core.data.table import PreparedTable  # noqa: E402
+from sds_core.data.decoding import to_frame
+from sds_core.data.params import PrepareParams
+from sds_core.data.preparation import prepare
+from sds_core.data.table import PreparedTable
+
+
+def _whole_table_files(
+    synthetic: PreparedTable, part_records: int | None
+) -> tuple[list[bytes], bytes]:
+    """The reference: ``synthetic.parquet`` (one or more parts) and ``synthetic.csv`` bytes
+    of the whole table encoded at once (one ``write_table`` per part)."""
+    frame = to_frame(synthetic, empty_value="", join_multi_value_columns=True)
+    parquet, start = [], 0
+    for rows in part_rows(len(frame), part_records):
+        part = frame if rows == len(frame) else frame.iloc[start : start + rows]
+        parquet.append(parquet_bytes(part))
+        start += rows
+    return parquet, synthetic_csv(synthetic, frame)
 
 
 def _table(n: int) -> PreparedTable:
@@ -48,24 +65,6 @@ def _table(n: int) -> PreparedTable:
     )
     codes = np.resize(small.codes, (n, small.domain.n_columns))
     return PreparedTable(small.domain, codes, small.multi_value_columns)
-
-
-def _chunked(client: Any, table: PreparedTable, part_records: int | None) -> DaskBackend:
-    """The table as the synthesize stage leaves it: chunks on the workers, in row order."""
-    bounds = chunk_bounds(table.n_records, part_records)
-    pieces = [
-        PreparedTable(table.domain, table.codes[lo:hi], table.multi_value_columns)
-        for lo, hi in bounds
-    ]
-    parts = client.scatter(pieces, hash=False)
-    return DaskBackend(
-        client,
-        tuple(parts),
-        tuple(lo for lo, _ in bounds),
-        table.domain,
-        table.n_records,
-        multi_value_columns=table.multi_value_columns,
-    )
 
 
 def _written(out: Path, names: list[str]) -> list[bytes]:
@@ -90,7 +89,7 @@ def _written(out: Path, names: list[str]) -> list[bytes]:
 )
 @pytest.mark.parametrize("where", ["workers", "here"])
 def test_streamed_parts_and_csv_are_the_whole_table_bytes(
-    client: Any,
+    request: pytest.FixtureRequest,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     n: int,
@@ -99,17 +98,25 @@ def test_streamed_parts_and_csv_are_the_whole_table_bytes(
     encode_rows: int,
     where: str,
 ) -> None:
-    """write_synthetic of the chunks on the workers, or of the table in this process (cut at
-    the same chunk bounds), == synthetic_files of the whole table, file for file (the chunks
-    decoded to text ``encode_rows`` records at a time)."""
-    monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", chunk_rows)
-    monkeypatch.setattr(dask_synthesis, "ENCODE_ROWS", encode_rows)
+    """write_synthetic of the chunks the Dask executor holds on the workers, or of the local
+    executor's table (cut at the same chunk bounds), == the whole table encoded at once, file
+    for file (the chunks decoded to text ``encode_rows`` records at a time)."""
+    monkeypatch.setattr(encoding, "CHUNK_ROWS", chunk_rows)
+    monkeypatch.setattr(publish_synthetic, "ENCODE_ROWS", encode_rows)
     table = _table(n)
-    parquet, csv = synthetic_files(table, part_records=part_records)
+    parquet, csv = _whole_table_files(table, part_records)
     out = tmp_path / "release"
     out.mkdir()
-    records = _chunked(client, table, part_records) if where == "workers" else table
-    names = write_synthetic(out, records, part_records)
+    executor: Any = LocalExecutor()
+    records: Any = table
+    if where == "workers":
+        pytest.importorskip("distributed")
+        from release_store.cluster.executor import DaskExecutor
+
+        executor = DaskExecutor(request.getfixturevalue("client"))
+        records = executor.hold(table, part_records)  # as the synthesize stage leaves them
+    chunks = executor.chunks(records, part_records)
+    names = write_synthetic(out, records, chunks, part_records)
     want_names = [synthetic_part_name(i) for i in range(len(parquet))]
     assert names == ([] if len(parquet) == 1 else want_names)
     assert len(_written(out, names)) == len(parquet)
@@ -125,26 +132,23 @@ def test_streamed_parts_and_csv_are_the_whole_table_bytes(
 
 
 def test_a_failed_stream_leaves_no_part_and_no_csv(
-    client: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A chunk that cannot be decoded mid-way: the exception reaches the caller, and neither
-    the part being written nor synthetic.csv exists (no temporary file either)."""
-    monkeypatch.setattr(dask_synthesis, "CHUNK_ROWS", 300)
+    """A chunk that cannot be brought here mid-way: the exception reaches the caller, and
+    neither the part being written nor synthetic.csv exists (no temporary file either)."""
+    monkeypatch.setattr(encoding, "CHUNK_ROWS", 300)
     table = _table(3500)
-    chunked = _chunked(client, table, 1000)
-    real = dask_synthesis.chunks
 
-    def failing(synthetic: DaskBackend) -> Iterator[PreparedTable]:
-        for i, chunk in enumerate(real(synthetic)):
+    def failing() -> Iterator[PreparedTable]:
+        for i, chunk in enumerate(LocalExecutor().chunks(table, 1000)):
             if i == 6:  # inside the second part
                 raise OSError("disk full")
             yield chunk
 
-    monkeypatch.setattr(dask_synthesis, "chunks", failing)
     out = tmp_path / "release"
     out.mkdir()
     with pytest.raises(OSError, match="disk full"):
-        write_synthetic(out, chunked, 1000)
+        write_synthetic(out, table, failing(), 1000)
     assert not (out / "synthetic.csv").exists()
     assert not (out / synthetic_part_name(1)).exists()
     assert not list(out.rglob(".*.tmp"))
