@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PIP     := $(VENV)/bin/pip
 SDS_HOME ?= .sds
 PYTHON  ?= python3
-CODE    := sds_core release_store tasks flows tests bench
+CODE    := sds_core sds_release tests bench
 
 .PHONY: setup postgres chromium anonymeter release test test-fast bench lint docs clean
 
@@ -16,7 +16,7 @@ $(VENV)/.installed: pyproject.toml
 
 ## The Prefect database template new homes copy (once per Prefect version, ~/.cache/sds).
 setup: $(VENV)/.installed
-	@$(PY) -m flows.local.template >/dev/null
+	@$(PY) -m sds_release.flows.local.template >/dev/null
 
 ## The PostgreSQL server binaries the ledger tests start (apt-get install postgresql when missing).
 postgres: setup
@@ -51,12 +51,12 @@ release: setup
 ## built once); every process has its own Prefect home, PostgreSQL server and test server.
 TEST_WORKERS ?= 2
 test: setup postgres chromium anonymeter
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 --doctest-modules --doctest-glob=README.md sds_core sds_release/store tests README.md
 
 ## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
 ## the other slow tests (whole releases with model/mst/aim, the pac-synth comparison, ...).
 test-fast: setup postgres
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core release_store tests README.md
+	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core sds_release/store tests README.md
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py

@@ -3,8 +3,8 @@
 Reads a finished release's checkpoints (``count``, ``plan``, ``aggregate-1`` to ``aggregate-k-1``),
 its stored parameters and release key from its private workspace, prepares the release's Parquet
 input on an embedded ``LocalCluster`` (2 workers x 1 thread, as ``--executor dask``) and runs what
-the ``aggregate-k`` task runs (``tasks/marginals.py``: ``engine.aggregate_length`` on the
-cluster's counting backend, drawing from the release key). Prints the stage's wall time, the
+the ``aggregate-k`` task runs (``sds_release/tasks/marginals.py``: ``engine.aggregate_length`` on
+the cluster's counting backend, drawing from the release key). Prints the stage's wall time, the
 driver's resident set before and at its peak (sampled every 20 ms) and, with ``--check``,
 whether the result (survivors, noisy counts, Δ_k, threshold, domain, private notes) equals the
 release's own ``aggregate-k`` checkpoint. Run it under ``memray run`` for the allocations behind
@@ -31,7 +31,7 @@ from bench_evaluate_memory import _Sampler, _status_kib
 
 def _params(private: Path, plan: dict[str, Any]) -> Any:
     """The release's parameters as the aggregate tasks see them: stored, then planned."""
-    from release_store.config.release_params import ReleaseParams
+    from sds_release.store.config.release_params import ReleaseParams
 
     stored = json.loads((private / "params.json").read_text())
     stored["seed"] = None  # withheld in params.json; the key is read from release.key
@@ -64,13 +64,13 @@ def main() -> None:
 
     import distributed
 
-    from release_store.cluster.backend import DaskBackend
-    from release_store.cluster.inputs import open_input
-    from release_store.cluster.preparation import prepare_parts
-    from release_store.config.core_objects import dp_params
     from sds_core.data.params import PrepareParams
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.marginals import engine
+    from sds_release.store.cluster.backend import DaskBackend
+    from sds_release.store.cluster.inputs import open_input
+    from sds_release.store.cluster.preparation import prepare_parts
+    from sds_release.store.config.core_objects import dp_params
 
     checkpoints = args.private / "checkpoints"
 

@@ -18,11 +18,11 @@ Every measurement runs in a fresh interpreter (``--child``):
 
 * ``pacsynth``: ``Dataset.from_data_frame`` + ``fit`` (as ``bench_vs_pacsynth.py``), R, ε;
 * ``ours``: imports what the home's release worker imports before it forks a release
-  (``--imports worker``: ``flows.worker.warm_up``'s list) or only the core (``core``), prepares
-  the table (the ``prepare`` stage) and plans the budget (the ``budget`` stage), untimed; then
-  times ``protect_record_count`` and ``aggregate_length`` for k = 1..R as ``tasks/marginals.py``
-  calls them. That first pass is *cold*: one release per process, as the worker's forked child
-  runs it. With ``--preload`` the process first calls
+  (``--imports worker``: ``sds_release.flows.local.runner.warm_up``'s list) or only the core
+  (``core``), prepares the table (the ``prepare`` stage) and plans the budget (the ``budget``
+  stage), untimed; then times ``protect_record_count`` and ``aggregate_length`` for k = 1..R as
+  ``sds_release/tasks/marginals.py`` calls them. That first pass is *cold*: one release per process,
+  as the worker's forked child runs it. With ``--preload`` the process first calls
   :func:`sds_core.marginals.warmup.load_kernels`, as a worker that preloads the kernels
   before it forks would (*preloaded*). Then the stages run ``--warm`` more times (median);
 * ``exact``: exact counts of every combination of length <= R (``exact_aggregates``), warm.
@@ -112,18 +112,18 @@ def run_pacsynth(table: str, reporting_length: int, epsilon: float) -> dict[str,
 
 def _release_imports(imports: str) -> None:
     """``worker``: what the home's release worker imports before it forks a release (the list
-    of ``flows.worker.warm_up``, Prefect and GX included); ``core``: only the core modules the
-    tasks load (a bare process)."""
+    of ``sds_release.flows.local.runner.warm_up``, Prefect and GX included); ``core``: only the core
+    modules the tasks load (a bare process)."""
     if imports == "worker":
         import fastapi.encoders  # noqa: F401
         import great_expectations.expectations  # noqa: F401
         import rich.console  # noqa: F401
         from great_expectations.data_context.types.base import ProgressBarsConfig  # noqa: F401
 
-        import flows.release  # noqa: F401
-        import release_store.run.progress  # noqa: F401
-        from flows import cli  # noqa: F401
-        from release_store.inputs import gx_suite  # noqa: F401
+        import sds_release.flows.release
+        import sds_release.store.run.progress  # noqa: F401
+        from sds_release.flows import cli  # noqa: F401
+        from sds_release.store.inputs import gx_suite  # noqa: F401
     import numba  # noqa: F401
 
     import sds_core.data.preparation
@@ -132,7 +132,8 @@ def _release_imports(imports: str) -> None:
 
 
 def _stages(table: Any, reporting_length: int, epsilon: float, seed: int) -> dict[str, float]:
-    """count and aggregate-1..R as ``tasks/marginals.py`` calls them; seconds per stage."""
+    """count and aggregate-1..R as ``sds_release/tasks/marginals.py`` calls them; seconds per
+    stage."""
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.marginals import engine
     from sds_core.marginals.params import DpParams, release_delta

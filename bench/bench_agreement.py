@@ -61,7 +61,7 @@ FIELDS = ("one", "two", "pairs", "tvd1", "tvd2", "tvd3", "supp", "fab", "err", "
 
 def example(seed: int, reporting_length: int | None) -> tuple[PreparedTable, Any, str]:
     """The bundled example as `make release` prepares and aggregates it (its config's ε)."""
-    from release_store.params import build_params, dp_params, load_config, prepare_params
+    from sds_release.store.params import build_params, dp_params, load_config, prepare_params
 
     overrides: dict[str, Any] = {"input": str(ROOT / "examples" / "pums_ca_10k.csv")}
     if reporting_length is not None:
@@ -182,7 +182,7 @@ def main() -> None:
     parser.add_argument(
         "--no-noise",
         action="store_true",
-        help="synthesize without the published noise (as tasks/synthesis.py does today)",
+        help="synthesize without the published noise (as sds_release/tasks/synthesis.py does)",
     )
     args = parser.parse_args()
     noise = not args.no_noise

@@ -155,10 +155,10 @@ def run(
     else:
         from distributed import Client, LocalCluster
 
-        from release_store.cluster.backend import DaskBackend
-        from release_store.cluster.inputs import open_input
-        from release_store.cluster.preparation import prepare_parts
-        from release_store.cluster.table import ClusterTable, Placement
+        from sds_release.store.cluster.backend import DaskBackend
+        from sds_release.store.cluster.inputs import open_input
+        from sds_release.store.cluster.preparation import prepare_parts
+        from sds_release.store.cluster.table import ClusterTable, Placement
 
         cluster = LocalCluster(
             n_workers=workers,
@@ -223,7 +223,7 @@ def run(
         else:  # as --executor dask: the shuffled records left on the workers in chunks
             from distributed import wait
 
-            from release_store.cluster.synthesis import synthesize_on_cluster
+            from sds_release.store.cluster.synthesis import synthesize_on_cluster
 
             chunked = synthesize_on_cluster(
                 client,

@@ -190,13 +190,16 @@ def main() -> None:
     rid = args.release_id or f"bench-{args.executor}-{int(time.time())}"
     what = ("--config", args.config) if args.config else ("--dataset", args.dataset or "bench-raw")
     cmd = [
-        *(sys.executable, "-m", "flows.cli", "release", args.data, *what),
+        *(sys.executable, "-m", "sds_release.flows.cli", "release", args.data, *what),
         *("--home", str(home), "--release-id", rid, "--seed", "1", "--quiet"),
         *("--executor", args.executor, *args.extra),
     ]
     env = {**os.environ, "SDS_WORKER": "off"}  # the release runs in this child: the driver
     if not args.config:  # a raw release: its dataset needs a budget first
-        budget = [*(sys.executable, "-m", "flows.cli", "budget", "set", what[1]), "--home"]
+        budget = [
+            *(sys.executable, "-m", "sds_release.flows.cli", "budget", "set", what[1]),
+            "--home",
+        ]
         subprocess.run([*budget, str(home), "--epsilon", "1000"], cwd=ROOT, env=env, check=True)
     cluster: list[subprocess.Popen] = []
     if args.cluster == "cli":
@@ -209,7 +212,15 @@ def main() -> None:
             p.terminate()
             p.wait(timeout=30)
         if not args.home:  # the fresh home's Prefect server, started by the release
-            stop = [sys.executable, "-m", "flows.cli", "server", "stop", "--home", str(home)]
+            stop = [
+                sys.executable,
+                "-m",
+                "sds_release.flows.cli",
+                "server",
+                "stop",
+                "--home",
+                str(home),
+            ]
             subprocess.run(stop, cwd=ROOT, env=env, capture_output=True, check=False)
     result = {"executor": args.executor, "cluster": args.cluster, "data": args.data, **result}
     text = json.dumps(result, indent=1)

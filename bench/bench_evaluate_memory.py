@@ -4,7 +4,7 @@ Reads a finished release's checkpoints (``normalize``: the DP aggregates; ``synt
 synthetic records, a ``PreparedTable`` on the driver when the plan chose the model) from its
 private workspace, prepares the release's Parquet input on an embedded ``LocalCluster`` (2
 workers x 1 thread, as ``--executor dask``) and runs what the ``evaluate`` task runs on that
-path (``tasks/evaluation.py``: ``evaluate_release`` of the backend, the sensitive side
+path (``sds_release/tasks/evaluation.py``: ``evaluate_release`` of the backend, the sensitive side
 counted on the workers one length at a time). Prints the evaluation's wall time, the driver's
 resident set before and at its peak (``VmHWM`` reset through ``/proc/self/clear_refs`` where
 allowed, else sampled) and, with ``--check``, whether the result equals the release's own
@@ -76,11 +76,11 @@ def main() -> None:
 
     import distributed
 
-    from release_store.cluster.executor import DaskExecutor
-    from release_store.cluster.inputs import open_input
     from sds_core.data.params import PrepareParams
     from sds_core.evaluation.params import EvaluationParams
     from sds_core.evaluation.release import evaluate_release
+    from sds_release.store.cluster.executor import DaskExecutor
+    from sds_release.store.cluster.inputs import open_input
 
     stored = json.loads((args.private / "params.json").read_text())
     checkpoints = args.private / "checkpoints"

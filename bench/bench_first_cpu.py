@@ -54,7 +54,7 @@ def _ours(pid: int, ps: dict[int, tuple[int, float, str]], root: int, home: str)
 def _role(cmd: str, pid: int, root: int) -> str:
     if pid == root:
         return "CLI (sds release)"
-    if "flows.local.supervisor" in cmd:
+    if "sds_release.flows.local.supervisor" in cmd:
         return "supervisor"
     if "uvicorn" in cmd:
         return "Prefect server (uvicorn)"

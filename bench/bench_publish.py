@@ -3,8 +3,8 @@
 Reads the DP aggregates (``normalize.pkl``) and the synthetic table (``synthesize.pkl``) from a
 release's private checkpoints (e.g. a ``raw-1m`` release of ``bench/bench_release.py``; they
 stay on this machine) and times, alternated, what
-``release_store.publish.artifacts.write_artifacts`` encodes: the aggregate table, its Parquet and
-TSV, the synthetic Parquet and CSV; ``serial`` in
+``sds_release.store.publish.artifacts.write_artifacts`` encodes: the aggregate table, its Parquet
+and TSV, the synthetic Parquet and CSV; ``serial`` in
 one thread, ``threaded`` as ``write_artifacts`` does it (synthetic files and the TSV in a second
 thread). Both must give the same bytes (checked by sha256 here). Files are not written.
 
@@ -25,9 +25,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from release_store.executor.local import LocalExecutor
-from release_store.publish.synthetic import write_synthetic
-from release_store.workspace.encoding import aggregates_parquet, aggregates_tsv
+from sds_release.store.executor.local import LocalExecutor
+from sds_release.store.publish.synthetic import write_synthetic
+from sds_release.store.workspace.encoding import aggregates_parquet, aggregates_tsv
 
 
 def _load(path: Path) -> Any:

@@ -35,9 +35,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from release_store.publish.artifacts import write_artifacts, write_report_and_explorer
-from release_store.run.release_run import ReleaseRun
-from release_store.run.resume import resume_params
+from sds_release.store.publish.artifacts import write_artifacts, write_report_and_explorer
+from sds_release.store.run.release_run import ReleaseRun
+from sds_release.store.run.resume import resume_params
 
 MIB = 2**20
 PLANNED = ("reporting_length", "sigma_proportions", "synthesis", "reconcile_one_way")
@@ -122,9 +122,9 @@ def _run(args: argparse.Namespace, stack: contextlib.ExitStack) -> int:
     synthetic = _load(src_private / "checkpoints" / "synthesize.pkl")
     # a Dask release's records: one file a chunk (StoredSynthetic), loaded to the workers with
     # --scatter-records (as the release holds them), else here whole
-    from release_store.cluster.executor import DaskExecutor
-    from release_store.cluster.synthesis import StoredSynthetic
-    from release_store.executor.local import LocalExecutor
+    from sds_release.store.cluster.executor import DaskExecutor
+    from sds_release.store.cluster.synthesis import StoredSynthetic
+    from sds_release.store.executor.local import LocalExecutor
 
     stored = synthetic if isinstance(synthetic, StoredSynthetic) else None
     if stored is not None and not args.scatter_records:

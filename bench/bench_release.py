@@ -15,7 +15,7 @@ stage's ``duration_s`` from the manifest. Load average before and after is print
 run: the machine is shared, so compare ratios measured in one run.
 
 The overhead table accounts for every second of the wall time outside the stages, measured: the
-release runs with ``SDS_TIMING_FILE`` set (:mod:`release_store.run.timing`), so the client, the
+release runs with ``SDS_TIMING_FILE`` set (:mod:`sds_release.store.run.timing`), so the client, the
 warm runner's child and the flow append their marks (client start, pre-flight, hand-off, fork,
 Prefect's flow-run start and end, the stages, the artifacts, the exit and its log drain), and the
 flow run's task runs are read from the Prefect API (their Running -> Completed times: the rest
@@ -48,7 +48,7 @@ from typing import Any
 
 import numpy as np
 
-TIMING_ENV = "SDS_TIMING_FILE"  # release_store.run.timing.TIMING_ENV (not imported: --project)
+TIMING_ENV = "SDS_TIMING_FILE"  # sds_release.store.run.timing.TIMING_ENV (not imported: --project)
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLE = ROOT / "examples" / "pums_ca_10k.csv"
@@ -107,7 +107,7 @@ def sds(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProce
         t_start = time.time()
         start = time.perf_counter()
         proc = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", *args],
+            [sys.executable, "-m", "sds_release.flows.cli", *args],
             cwd=env.get("PYTHONPATH") or ROOT,  # -m resolves from the working directory first
             env=env,
             stdout=out,
@@ -156,7 +156,7 @@ SEGMENTS = (  # contiguous: (row, whose, from mark, to mark); "start"/"end": the
 
 
 def read_marks(path: Path) -> list[dict[str, Any]]:
-    """The JSON lines the release's processes appended (release_store/run/timing.py)."""
+    """The JSON lines the release's processes appended (sds_release/store/run/timing.py)."""
     if not path.is_file():
         return []
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
@@ -171,7 +171,7 @@ def task_runs(home: Path, api_url: str | None, flow_run_id: str) -> list[dict[st
     if not api_url:
         try:
             sys.path.insert(0, str(ROOT))
-            from flows.local.server import status
+            from sds_release.flows.local.server import status
 
             info = status(home)
             api_url = info.api_url if info is not None else None

@@ -21,9 +21,6 @@ from typing import Any
 
 import pandas as pd
 
-from release_store.report.explorer import explorer_html
-from release_store.report.inputs import ReportInputs, sd_by_len
-from release_store.report.page import report_html
 from sds_core.data.params import PrepareParams
 from sds_core.data.preparation import prepare
 from sds_core.dp.randomness import ReleaseRandomness
@@ -31,6 +28,9 @@ from sds_core.evaluation.agreement import agreement, agreement_summary
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.params import DpParams
 from sds_core.synthesis.generator import SynthesisParams, default_target, synthesize
+from sds_release.store.report.explorer import explorer_html
+from sds_release.store.report.inputs import ReportInputs, sd_by_len
+from sds_release.store.report.page import report_html
 
 DATA = Path(__file__).resolve().parents[1] / "examples" / "pums_ca_10k.csv"
 ZEROS = ("sex", "latino", "black", "asian", "married")

@@ -3,14 +3,14 @@ driver's memory.
 
 Reads what the ``synthesize`` task reads from a finished release's private workspace: its
 parameters (``params.json``, then the ``plan`` checkpoint's planned values and the plan after
-aggregation, :func:`release_store.config.planned.after_aggregation`), the DP aggregates (the
+aggregation, :func:`sds_release.store.config.planned.after_aggregation`), the DP aggregates (the
 ``normalize`` checkpoint), the published noise (Δ_k and ρ_k of the ``aggregate-k`` checkpoints,
-:func:`release_store.run.release_run.noise_scales`) and the release key. Then runs what
-``tasks/synthesis.py`` runs locally for ``synthesis = "model"``: ``synthesize_from_model``,
-then the checkpoint's bytes (``write_canonical_pickle``, what ``save_checkpoint`` streams to
-the file; here to ``/dev/null``). ``--dask``: the Dask path instead (the model, or
-``reconcile_one_way``, on one worker of an embedded LocalCluster, the chunks checkpointed).
-Prints each part's wall time and the driver's resident set before and at its peak
+:func:`sds_release.store.run.release_run.noise_scales`) and the release key. Then runs what
+``sds_release/tasks/synthesis.py`` runs locally for ``synthesis = "model"``:
+``synthesize_from_model``, then the checkpoint's bytes (``write_canonical_pickle``, what
+``save_checkpoint`` streams to the file; here to ``/dev/null``). ``--dask``: the Dask path instead
+(the model, or ``reconcile_one_way``, on one worker of an embedded LocalCluster, the chunks
+checkpointed). Prints each part's wall time and the driver's resident set before and at its peak
 (``VmRSS`` sampled every 20 ms), and with ``--dask`` what it still holds once the stage has
 returned with the chunks' futures alive (as through a release's evaluate and publish); with
 ``--check``, whether the records' sha256 is the one the release recorded for its ``synthesize``
@@ -46,13 +46,13 @@ def _load(path: Path) -> Any:
 
 def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
     """The release's parameters and plan after aggregation, aggregates, noise and rng label."""
-    from release_store.config.planned import after_aggregation
-    from release_store.config.release_params import ReleaseParams
-    from release_store.run.release_run import noise_scales
-    from release_store.run.results import LengthResult
     from sds_core.dp.randomness import ReleaseRandomness
     from sds_core.marginals.plan import SdsPlan
     from sds_core.synthesis.consistent import AggregateNoise
+    from sds_release.store.config.planned import after_aggregation
+    from sds_release.store.config.release_params import ReleaseParams
+    from sds_release.store.run.release_run import noise_scales
+    from sds_release.store.run.results import LengthResult
 
     stored = json.loads((private / "params.json").read_text())
     if stored.get("config") is not None:
@@ -83,9 +83,9 @@ def _inputs(private: Path) -> tuple[Any, Any, Any, Any, str]:
 
 
 def _model_params_of(params: Any, plan: Any) -> Any:
-    """The stage's ``ModelParams`` (``tasks.synthesis._model_params``, which reads only the
-    run's parameters)."""
-    from tasks.synthesis import _model_params
+    """The stage's ``ModelParams`` (``sds_release.tasks.synthesis._model_params``, which reads only
+    the run's parameters)."""
+    from sds_release.tasks.synthesis import _model_params
 
     class _Run:  # what _model_params reads of a ReleaseRun
         pass
@@ -118,8 +118,8 @@ def main() -> None:
         _main_dask(args)
         return
 
-    from release_store.run.workdir import write_canonical_pickle
     from sds_core.synthesis.consistent import synthesize_from_model
+    from sds_release.store.run.workdir import write_canonical_pickle
 
     params, plan, aggregates, noise, rng = _inputs(args.private)
     model_params = _model_params_of(params, plan)
@@ -170,8 +170,8 @@ def _main_problem(args: argparse.Namespace) -> None:
     """``model_problem`` on this process (what the Dask path's driver builds before it submits
     the fit and the sampling): its wall time, the driver's peak while building it and what it
     holds after, and the pickled bytes of the problem against those of the aggregates."""
-    from release_store.run.memory import return_free_memory
     from sds_core.synthesis.consistent import model_problem
+    from sds_release.store.run.memory import return_free_memory
 
     params, plan, aggregates, noise, _ = _inputs(args.private)
     model_params = _model_params_of(params, plan)
@@ -208,7 +208,7 @@ def _main_problem(args: argparse.Namespace) -> None:
 
 
 def _main_dask(args: argparse.Namespace) -> None:
-    """The synthesize stage's Dask path (``tasks.synthesis.stage_records`` on the Dask
+    """The synthesize stage's Dask path (``sds_release.tasks.synthesis.stage_records`` on the Dask
     executor: the model sampled, or the records reconciled, on one worker, cut into chunks
     there), then its
     checkpoint (``StoredSynthetic.save``, one chunk here at a time, into a temporary folder
@@ -219,13 +219,13 @@ def _main_dask(args: argparse.Namespace) -> None:
     import numpy as np
     from distributed import Client, LocalCluster
 
-    from release_store.cluster.executor import DaskExecutor
-    from release_store.cluster.synthesis import StoredSynthetic
-    from release_store.run.memory import return_free_memory
-    from release_store.run.workdir import write_canonical_pickle
     from sds_core.data.table import PreparedTable
     from sds_core.dp.randomness import ReleaseRandomness
-    from tasks.synthesis import stage_records
+    from sds_release.store.cluster.executor import DaskExecutor
+    from sds_release.store.cluster.synthesis import StoredSynthetic
+    from sds_release.store.run.memory import return_free_memory
+    from sds_release.store.run.workdir import write_canonical_pickle
+    from sds_release.tasks.synthesis import stage_records
 
     params, plan, aggregates, noise, _ = _inputs(args.private)
     key = (args.private / "release.key").read_bytes()

@@ -147,7 +147,7 @@ def sds_release(
     *,
     declared: tuple[DeclaredDomain, ...] = (),
 ) -> Published:
-    """The default release, stage by stage as ``flows/release.py`` calls them.
+    """The default release, stage by stage as ``sds_release/flows/release.py`` calls them.
 
     count -> plan -> aggregate-k (k = 1..R) -> normalize -> synthesize (``synthesis =
     "records"``, the protected count of records). A release whose aggregates hold nothing to
@@ -192,9 +192,9 @@ def sds_release(
 
 
 def registry_release(name: str, **fixed: Any) -> Release:
-    """A registry synthesizer as ``tasks/synthesis.fit_synthesizer`` runs it.
+    """A registry synthesizer as ``sds_release/tasks/synthesis.fit_synthesizer`` runs it.
 
-    Options as ``release_store.run.registry_synthesizer`` passes them (the columns, from the
+    Options as ``sds_release.store.run.registry_synthesizer`` passes them (the columns, from the
     schema, for the histograms and dirichlet; the declared domains for cathist). Published
     aggregates: the synthesizer's DP measurements (mst, aim) or the counts of its records.
     """

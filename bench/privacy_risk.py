@@ -26,13 +26,13 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from release_store.compare import RiskParams, privacy_risk, split_input
-from release_store.compare.tables import reading
-from release_store.workspace.files import atomic_write_json, atomic_write_parquet
 from sds_core.data.decoding import to_arrow
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.synthesizers import create
+from sds_release.store.compare import RiskParams, privacy_risk, split_input
+from sds_release.store.compare.tables import reading
+from sds_release.store.workspace.files import atomic_write_json, atomic_write_parquet
 
 PROJECT = Path(__file__).resolve().parents[1]
 DATA = PROJECT / "examples" / "pums_ca_10k.csv"

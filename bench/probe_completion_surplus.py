@@ -14,7 +14,7 @@ import sys
 
 import numpy as np
 import pandas as pd
-from release_store.params import build_params, dp_params, load_config, prepare_params
+from sds_release.store.params import build_params, dp_params, load_config, prepare_params
 
 from sds_core.data.preparation import prepare
 from sds_core.dp.randomness import ReleaseRandomness

@@ -19,7 +19,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 DEFAULT_BLOCK = "custom-webhook/sds-alerts"
 PLACEHOLDER = "sds-alerts"
-SHARE_VARIABLE = "sds_budget_alert_share"  # = release_store.ledger.budget_view.ALERT_SHARE_VARIABLE
+SHARE_VARIABLE = "sds_budget_alert_share"  # = sds_release.store.ledger.budget_view.ALERT_SHARE_VARIABLE
 
 
 def webhook_block(url: str) -> Any:

@@ -3,7 +3,7 @@
 The core parameter objects (``DpParams``, ``SynthesisParams``, ``EvaluationParams``,
 ``PrepareParams``) declare every field with :func:`param`, which keeps a :class:`FieldSpec` in the
 dataclass field's metadata. The objects validate themselves from it (:func:`check_fields`), and
-``release_store.config`` builds the release form (pydantic) and the docs tables from it.
+``sds_release.store.config`` builds the release form (pydantic) and the docs tables from it.
 """
 
 from __future__ import annotations

@@ -68,7 +68,7 @@ def killed_cli(stage: str, args: list[str], api_url: str) -> None:
     (``SDS_TEST_KILL_AT``): the release is left as a crash would leave it."""
     env = {**os.environ, "SDS_TEST_KILL_AT": stage, "PREFECT_API_URL": api_url}
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         cwd=PROJECT,
         env=env,
         capture_output=True,
@@ -81,7 +81,7 @@ def run_cli(*args: str) -> tuple[int, str, str]:
     """Run ``sds`` in-process; returns (exit code, stdout, stderr)."""
     from typer.testing import CliRunner
 
-    from flows.cli import app
+    from sds_release.flows.cli import app
 
     result = CliRunner().invoke(app, list(args), catch_exceptions=False)
     return result.exit_code, result.stdout, result.stderr
@@ -89,7 +89,7 @@ def run_cli(*args: str) -> tuple[int, str, str]:
 
 def charges(home: Path) -> list:
     """All ledger charge rows of a home (empty when no ledger)."""
-    from release_store.ledger.book import Ledger
+    from sds_release.store.ledger.book import Ledger
 
     if not (home / "ledger.sqlite").is_file():
         return []
@@ -168,7 +168,7 @@ def write_periodic_csv(
 
 
 SEEDED = "sds: warning: NOT PRIVATE"
-"""The first words of the warning a seeded release prints (release_store.run.claims)."""
+"""The first words of the warning a seeded release prints (sds_release.store.run.claims)."""
 
 
 def unseeded(stderr: str) -> str:
@@ -183,8 +183,8 @@ def anonymeter_env() -> Path:
     the test, naming the fix; elsewhere (``make test-fast``, a single test file) the test skips
     with that reason: the environment is ~250 MB and `make setup` leaves it out.
     """
-    from release_store.compare import anonymeter_python
     from sds_core.errors import SdsInputError
+    from sds_release.store.compare import anonymeter_python
 
     try:
         return anonymeter_python()
@@ -214,9 +214,9 @@ def history_home(root: Path, tiny_csv: Path) -> dict[str, object]:
     """
     from typing import Any
 
-    from flows.deployed import deployed_release
-    from release_store.config.deployment import RunOptions, pin_path, write_pins
     from sds_core.marginals import engine
+    from sds_release.flows.deployed import deployed_release
+    from sds_release.store.config.deployment import RunOptions, pin_path, write_pins
 
     data = write_periodic_csv(
         tiny_csv,

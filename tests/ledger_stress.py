@@ -1,7 +1,7 @@
 """Ledger stress and crash harness: many releases from many processes, SIGKILLs at fault points.
 
 A *stub release* goes through the real release machinery except the data science: the real
-``release_store.run.release_run.reserve`` (ledger reservation of the real SDS plan, workspace,
+``sds_release.store.run.release_run.reserve`` (ledger reservation of the real SDS plan, workspace,
 release key, running manifest), then reads its (tiny) input, then runs the plan's charged stages
 through the
 real ``ReleaseRun.stage`` (charge -> draw noise from the release key -> checkpoint), then
@@ -64,7 +64,7 @@ class Outcome:
 
 
 def _params(home: Path, ledger_url: str, job: Job, data: Path) -> Any:
-    from release_store.config.release_params import ReleaseParams
+    from sds_release.store.config.release_params import ReleaseParams
 
     return ReleaseParams(
         input=str(data),
@@ -93,9 +93,9 @@ def expected_artifact(seed: int) -> dict[str, list[int]]:
 
 def run_release(home: Path, ledger_url: str, job: Job, data: Path, log: list[str]) -> str:
     """Run (or resume) one stub release; returns complete | refused."""
-    from release_store.ledger.values import BudgetExceededError
-    from release_store.run.release_run import reserve
-    from release_store.run.workdir import atomic_write_json, now
+    from sds_release.store.ledger.values import BudgetExceededError
+    from sds_release.store.run.release_run import reserve
+    from sds_release.store.run.workdir import atomic_write_json, now
 
     params = _params(home, ledger_url, job, data)
     try:
@@ -114,7 +114,7 @@ def run_release(home: Path, ledger_url: str, job: Job, data: Path, log: list[str
     ledger.complete(run.release_id)
     if job.fault == "before-manifest" and os.environ.get("SDS_STRESS_ARMED") == "1":
         os.kill(os.getpid(), signal.SIGKILL)
-    from release_store.workspace.files import sha256_file
+    from sds_release.store.workspace.files import sha256_file
 
     manifest = dirs.manifest() or {}
     manifest.update(
@@ -130,8 +130,8 @@ def run_release(home: Path, ledger_url: str, job: Job, data: Path, log: list[str
 
 def _arm(job: Job) -> None:
     """In a doomed child: make the job's fault point SIGKILL this process."""
-    import release_store.ledger.reservations as reservations
-    from release_store.ledger.book import Ledger
+    import sds_release.store.ledger.reservations as reservations
+    from sds_release.store.ledger.book import Ledger
 
     os.environ["SDS_STRESS_ARMED"] = "1"
     die = lambda: os.kill(os.getpid(), signal.SIGKILL)  # noqa: E731
@@ -204,7 +204,7 @@ def _worker(home: str, url: str, jobs: list[Job], data: str, barrier: Any, out: 
 
 def _watch(url: str, stop: Any, out: Any) -> None:
     """The concurrent reader: polls the budget and the charge rows until told to stop."""
-    from release_store.ledger.book import Ledger
+    from sds_release.store.ledger.book import Ledger
 
     code, worst, polls, over = 0, Decimal(0), 0, []
     try:
@@ -252,9 +252,9 @@ def make_jobs(n: int, *, faults: bool, seed: int = 2026) -> list[Job]:
 def stress(home: Path, ledger_url: str, jobs: list[Job], *, processes: int = 8) -> dict[str, Any]:
     """Run ``jobs`` from ``processes`` forked workers against a budget that fits ``FITS``
     releases, with a concurrent budget reader; returns outcomes, reader stats and timing."""
-    from release_store.config.release_params import ReleaseParams
-    from release_store.ledger.book import Ledger
-    from release_store.run.release_run import planned_charges
+    from sds_release.store.config.release_params import ReleaseParams
+    from sds_release.store.ledger.book import Ledger
+    from sds_release.store.run.release_run import planned_charges
 
     home.mkdir(parents=True, exist_ok=True)
     data = home.parent / f"{home.name}-input.csv"

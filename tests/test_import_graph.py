@@ -12,28 +12,32 @@ from pathlib import Path
 import pytest
 
 PROJECT = Path(__file__).resolve().parent.parent
-PACKAGES = ("sds_core", "release_store", "tasks", "flows")
-LAYER = {"sds_core": 0, "release_store": 1, "tasks": 2, "flows": 3}
+PACKAGES = ("sds_core", "sds_release")
+LAYERS = ("sds_core", "sds_release.store", "sds_release.tasks", "sds_release.flows")
+"""The layers from the bottom up (a module of ``sds_release`` outside them, its package map and
+``__main__``, is ordered by :data:`ORDER` alone)."""
 
 ORDER = (
     "sds_core",  # the pure DP core (its own stage order is its packages' business)
-    "release_store",  # its __init__ only: the package map, no imports
-    "release_store.workspace",  # the home on disk: layout, atomic writes, manifest, integrity
-    "release_store.ledger",  # the privacy-budget ledger
-    "release_store.config",  # ReleaseParams, config files, declared schema, core objects
-    "release_store.inputs",  # reading the input, pre-flight, schema checks, the GX gate
-    "release_store.run",  # the running release: stage runner, registry, workdir, progress
-    "release_store.executor",  # the executor interface, the local executor
-    "release_store.cluster",  # the Dask executor
-    "release_store.report",  # report.html and explorer.html
-    "release_store.publish",  # the publish stage's files
-    "release_store.audit",  # audit, replay, signatures
-    "release_store.series",  # a dataset's DP counts across its periods (published files)
-    "release_store.compare",  # sds evaluate outside a release
-    "tasks",  # one Prefect task per stage
-    "flows",  # the flows (release, replay)
-    "flows.local",  # running a release on this machine: home server, warm runner, launch
-    "flows.cli",  # the sds command
+    "sds_release",  # its __init__ only: the product's package map, no imports
+    "sds_release.store",  # its __init__ only: the package map, no imports
+    "sds_release.store.workspace",  # the home on disk: layout, atomic writes, manifest, integrity
+    "sds_release.store.ledger",  # the privacy-budget ledger
+    "sds_release.store.config",  # ReleaseParams, config files, declared schema, core objects
+    "sds_release.store.inputs",  # reading the input, pre-flight, schema checks, the GX gate
+    "sds_release.store.run",  # the running release: stage runner, registry, workdir, progress
+    "sds_release.store.executor",  # the executor interface, the local executor
+    "sds_release.store.cluster",  # the Dask executor
+    "sds_release.store.report",  # report.html and explorer.html
+    "sds_release.store.publish",  # the publish stage's files
+    "sds_release.store.audit",  # audit, replay, signatures
+    "sds_release.store.series",  # a dataset's DP counts across its periods (published files)
+    "sds_release.store.compare",  # sds evaluate outside a release
+    "sds_release.tasks",  # one Prefect task per stage
+    "sds_release.flows",  # the flows (release, replay)
+    "sds_release.flows.local",  # running a release on this machine: server, warm runner, launch
+    "sds_release.flows.cli",  # the sds command
+    "sds_release.__main__",  # python -m sds_release: the sds command
 )
 """Packages from the bottom up; a package imports only itself and the ones listed before it."""
 
@@ -137,11 +141,19 @@ def test_no_import_cycles() -> None:
     assert _cycles(GRAPH) == []
 
 
-@pytest.mark.parametrize("module", sorted(MODULES))
+def _layer(module: str) -> int:
+    """The index in :data:`LAYERS` of the layer ``module`` is in (-1: none, the package map)."""
+    found = [
+        i for i, layer in enumerate(LAYERS) if module == layer or module.startswith(layer + ".")
+    ]
+    return found[-1] if found else -1
+
+
+@pytest.mark.parametrize("module", sorted(m for m in MODULES if _layer(m) >= 0))
 def test_dependencies_point_down(module: str) -> None:
-    """sds_core imports only itself; release_store neither tasks nor flows; tasks not flows."""
-    mine = LAYER[module.split(".")[0]]
-    upward = sorted(m for m in GRAPH[module] if LAYER[m.split(".")[0]] > mine)
+    """sds_core imports only itself; the store neither tasks nor flows; tasks not flows."""
+    mine = _layer(module)
+    upward = sorted(m for m in GRAPH[module] if _layer(m) > mine)
     assert upward == [], f"{module} imports a higher layer: {upward}"
 
 
@@ -162,14 +174,14 @@ def _unit_graph() -> dict[str, set[str]]:
 
 
 def test_every_package_is_ordered() -> None:
-    """Every module belongs to a package of ORDER, and every package of release_store is listed."""
+    """Every module belongs to a package of ORDER, and every package of the store is listed."""
     for module in MODULES:
         _unit(module)
-    listed = {u.split(".")[1] for u in ORDER if u.startswith("release_store.")}
-    assert GRAPH["release_store"] == set()
+    listed = {u.split(".")[2] for u in ORDER if u.startswith("sds_release.store.")}
+    assert GRAPH["sds_release"] == set() and GRAPH["sds_release.store"] == set()
     on_disk = {
         p.stem if p.is_file() else p.name
-        for p in (PROJECT / "release_store").iterdir()
+        for p in (PROJECT / "sds_release" / "store").iterdir()
         if (p.is_dir() and (p / "__init__.py").exists())
         or (p.suffix == ".py" and p.stem != "__init__")
     }
@@ -191,4 +203,4 @@ def test_packages_import_only_those_below(unit: str) -> None:
 
 def test_the_order_is_enforced() -> None:
     """The package check sees a known downward edge (so it can fail)."""
-    assert "release_store.ledger" in _unit_graph()["release_store.run"]
+    assert "sds_release.store.ledger" in _unit_graph()["sds_release.store.run"]

@@ -516,7 +516,7 @@ def count_sd_by_len(
 ) -> dict[int, float]:
     """Noise standard deviation of one published count of each length: σ_k · √Δ_k.
 
-    The same value as the manifest's ``noise_sd`` (``release_store.report_inputs.count_sd``),
+    The same value as the manifest's ``noise_sd`` (``sds_release.store.report_inputs.count_sd``),
     from the privacy report's ``sigma_by_len`` and ``allowed_sensitivity_by_len`` (DP values).
 
     >>> count_sd_by_len([2.0, 3.0], [4, 0])

@@ -1,7 +1,7 @@
 """EvaluationParams: the settings of a release's evaluation (no privacy meaning).
 
 A module of its own, without the evaluation's compiled kernels, so that the release parameters
-(release_store.config) declare their evaluation keys from it without loading numba;
+(sds_release.store.config) declare their evaluation keys from it without loading numba;
 :mod:`sds_core.evaluation.metrics` uses it (and re-exports it).
 """
 

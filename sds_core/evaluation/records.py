@@ -27,8 +27,8 @@ same integers whatever the slice, and the memory they take follows the slice, no
 class Partitions(Protocol):
     """Records held in partitions: their domain and count and ``map_reduce`` over them
     (``fn(partition, **kwargs)`` on every partition, a ``PreparedTable``, the results combined
-    pairwise in any order): a cluster's table, e.g. ``release_store.cluster.table.ClusterTable``,
-    or :class:`RowSlices`."""
+    pairwise in any order): a cluster's table, e.g.
+    ``sds_release.store.cluster.table.ClusterTable``, or :class:`RowSlices`."""
 
     @property
     def domain(self) -> Domain: ...

@@ -3,9 +3,10 @@
 :mod:`sds_core.marginals.engine` writes the DP logic once (percentile, σ, thresholds, noise) and
 asks a :class:`CountingBackend` for the counts it needs: which attributes occur, each length's
 bounded candidate counts, exact counts for evaluation. :class:`LocalBackend` runs today's kernels
-in process (the default and the test oracle); a cluster backend (``release_store.cluster.backend``)
-maps the same per-partition functions (:func:`partition_counts`, :func:`partition_dropped`) over
-record partitions and sums their results; a Spark one would be one more module of that shape.
+in process (the default and the test oracle); a cluster backend
+(``sds_release.store.cluster.backend``) maps the same per-partition functions
+(:func:`partition_counts`, :func:`partition_dropped`) over record partitions and sums their results;
+a Spark one would be one more module of that shape.
 """
 
 from __future__ import annotations

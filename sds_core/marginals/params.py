@@ -236,7 +236,7 @@ class DpParams:
     """Parameters of one DP aggregation (pac-synth builder names and defaults, spec §3.1).
 
     Every field is declared once below with its default, bounds, meaning and privacy effect;
-    the release form (``release_store.config.release_params.ReleaseParams``) and
+    the release form (``sds_release.store.config.release_params.ReleaseParams``) and
     docs/pipeline.md are built from these declarations. Cross-field rules (custom proportions and
     fabrication lengths vs R, declared domains) are checked in ``__post_init__``.
 

@@ -1,7 +1,7 @@
 """SynthesisParams: the settings of aggregate-seeded synthesis (none costs privacy budget).
 
 A module of its own, without the compiled synthesis kernels, so that the release parameters
-(release_store.config) document them without loading numba; :mod:`sds_core.synthesis.generator`
+(sds_release.store.config) document them without loading numba; :mod:`sds_core.synthesis.generator`
 uses it (and re-exports it).
 """
 

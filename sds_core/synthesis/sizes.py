@@ -4,7 +4,7 @@ Aggregate-seeded records need combination keys that fit in int64 and candidate t
 attributes x sub-combinations (:func:`check_synthesis_size`); the consistent model needs working
 memory for its cliques (:func:`worst_case_model_bytes`). Both are functions of the columns'
 sizes and the reporting length only, so a release checks them on an upper bound of its released
-domain before anything is charged (``release_store.config.planned.check_synthesis_sizes``), and
+domain before anything is charged (``sds_release.store.config.planned.check_synthesis_sizes``), and
 the synthesis (:mod:`sds_core.synthesis.generator`, :mod:`sds_core.synthesis.layout`,
 :mod:`sds_core.synthesis.consistent`) applies the same rules to the domain it is given.
 """

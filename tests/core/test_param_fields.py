@@ -12,7 +12,7 @@ import pytest
 
 from sds_core.data.params import PrepareParams
 from sds_core.errors import SdsInputError, SdsInternalError
-from sds_core.evaluation.metrics import EvaluationParams
+from sds_core.evaluation.params import EvaluationParams
 from sds_core.marginals.params import DpParams
 from sds_core.param_fields import SPEC, FieldSpec, field_specs, interval_text, param
 from sds_core.synthesis.generator import SynthesisParams

@@ -17,8 +17,8 @@ pytest.importorskip("distributed")
 
 import pyarrow.parquet as pq
 
-from release_store.workspace.files import sha256_file
 from sds_core.synthesis.generator import AUTO_BATCH_RECORDS
+from sds_release.store.workspace.files import sha256_file
 from tests.helpers import PROJECT, charges, complete_releases, killed_cli, run_cli
 
 COMPARED = ("aggregates.parquet", "aggregates.tsv", "synthetic.parquet", "evaluation.json")
@@ -273,9 +273,9 @@ def _whole_synthesize_checkpoint(home: Path, rid: str) -> None:
     """The release's chunked synthesize checkpoint replaced by the one whole ``PreparedTable``
     the model's and reconciled Dask releases checkpointed before their records were made on
     the workers (the same records)."""
-    from release_store.cluster.synthesis import StoredSynthetic
-    from release_store.run.workdir import ReleaseDirs
     from sds_core.data.table import PreparedTable
+    from sds_release.store.cluster.synthesis import StoredSynthetic
+    from sds_release.store.run.workdir import ReleaseDirs
 
     dirs = ReleaseDirs(home, "tiny", rid)
     stored = dirs.load_checkpoint("synthesize")

@@ -20,15 +20,15 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.backend import DaskBackend  # noqa: E402
-from release_store.cluster.inputs import open_input  # noqa: E402
-from release_store.cluster.preparation import prepare_parts  # noqa: E402
-from release_store.cluster.table import ClusterTable  # noqa: E402
 from sds_core.data.params import PrepareParams  # noqa: E402
 from sds_core.data.preparation import prepare  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402
 from sds_core.marginals.params import DpParams  # noqa: E402
+from sds_release.store.cluster.backend import DaskBackend  # noqa: E402
+from sds_release.store.cluster.inputs import open_input  # noqa: E402
+from sds_release.store.cluster.preparation import prepare_parts  # noqa: E402
+from sds_release.store.cluster.table import ClusterTable  # noqa: E402
 from tests.helpers import EXAMPLE  # noqa: E402
 
 
@@ -114,7 +114,7 @@ def test_worker_killed_mid_length_gives_identical_aggregates(client: Any, tmp_pa
 def test_worker_killed_with_scattered_partitions_is_a_clear_error(client: Any) -> None:
     """Partitions scattered from memory cannot be recomputed: killing a worker mid-length
     raises DaskClusterError saying what happened and to resume."""
-    from release_store.cluster.reduction import DaskClusterError
+    from sds_release.store.cluster.reduction import DaskClusterError
 
     client.wait_for_workers(2)
     frame = pd.read_csv(EXAMPLE).iloc[:3000]
@@ -133,7 +133,7 @@ class KillDuringMap:
     are lost before the reduce gathers them."""
 
     def __init__(self, targets: tuple[str, ...]) -> None:
-        from release_store.cluster import reduction
+        from sds_release.store.cluster import reduction
 
         self.targets = targets
         self.reduce = reduction.result
@@ -171,9 +171,9 @@ def test_release_flow_survives_a_worker_killed_mid_stage(
     after their map results were on the workers: the partitions the flow read and prepared with
     tasks are recomputed from the part files (the CSV's byte ranges), the release completes
     with the local executor's bytes, and every stage is charged exactly once."""
-    from release_store.cluster import reduction
-    from release_store.run import progress
-    from release_store.workspace.files import sha256_file
+    from sds_release.store.cluster import reduction
+    from sds_release.store.run import progress
+    from sds_release.store.workspace.files import sha256_file
     from tests.helpers import COLUMNS, TINY_CONFIG, charges, run_cli
 
     frame = pd.read_csv(EXAMPLE, dtype=str, keep_default_na=False)[COLUMNS].iloc[:2000]
@@ -229,9 +229,9 @@ def test_map_reduce_sends_its_kwargs_again_when_their_last_copy_is_lost(
     single copy of them (its memory manager drops a broadcast's replicas): the worker holding it
     is killed once the map's results are in, and the exact sum is computed again with the
     ``kwargs`` sent anew instead of failing the stage (CI of af0eb7e, the evaluate stage)."""
-    from release_store.cluster import reduction
     from sds_core.data.domain import Domain
     from sds_core.data.table import PreparedTable
+    from sds_release.store.cluster import reduction
 
     client = process_client
     domain = Domain(("a",), (("x", "y"),))

@@ -64,11 +64,11 @@ def test_model_and_reconciliation_run_on_a_worker_process(
 ) -> None:
     """The Dask executor's synthesis (what the synthesize stage runs on it) never fits,
     samples or reconciles in this process, and its chunks are the local records."""
-    import release_store.cluster.synthesis as cluster_synthesis
     import sds_core.synthesis.consistent as consistent
     import sds_core.synthesis.generator as generator
     import sds_core.synthesis.reconcile as reconcile
-    from release_store.cluster.executor import DaskExecutor
+    import sds_release.store.cluster.synthesis as cluster_synthesis
+    from sds_release.store.cluster.executor import DaskExecutor
 
     key = b"k" * 32
     rng = ReleaseRandomness(key).generator("on-workers/synthesis")

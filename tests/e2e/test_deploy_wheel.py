@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger
+from sds_release.store.ledger.book import Ledger
 from tests.e2e.prefect_processes import prefect_server, run_logs, wait_final, worker
 from tests.helpers import PROJECT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
-SOURCES = ("pyproject.toml", "README.md", "LICENSE", "sds_core", "release_store", "tasks", "flows")
+SOURCES = ("pyproject.toml", "README.md", "LICENSE", "sds_core", "sds_release")
 
 
 def _run(*args: str | Path, cwd: Path, env: dict[str, str] | None = None) -> str:
@@ -56,8 +56,9 @@ def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_installed_package_deploys_and_a_worker_releases(
     venv: Path, tmp_path: Path, tiny_csv: Path, tiny_config: Path
 ) -> None:
-    """From the installed wheel, outside the repository: `sds budget set`, `sds deploy`, a
-    worker of that environment; an on-demand run with ε = 1 completes one release, charged."""
+    """From the installed wheel, outside the repository, in a folder with its own `flows/` and
+    `tasks/` packages: `sds --version`, `sds budget set`, `sds deploy`, a worker of that
+    environment; an on-demand run with ε = 1 and an `sds release` complete, each charged."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -65,8 +66,18 @@ def test_installed_package_deploys_and_a_worker_releases(
     where.mkdir()
     (tmp_path / "prefect").mkdir()
     home = where / "home"
-    installed = _run(venv / "python", "-c", "import flows; print(flows.__file__)", cwd=where)
+    # the custodian's project folder has packages of its own named as Prefect projects name
+    # theirs (flows/, tasks/): they shadow nothing of ours (sds_release is the one package)
+    for own in ("flows", "tasks", "release_store"):
+        (where / own).mkdir()
+        (where / own / "__init__.py").write_text(f"raise ImportError('the user's own {own}')\n")
+    installed = _run(
+        venv / "python", "-c", "import sds_release; print(sds_release.__file__)", cwd=where
+    )
     assert installed.startswith(str(venv.parent)) and "site-packages" in installed
+    version = _run(venv / "sds", "--version", cwd=where)
+    assert version == _run(venv / "python", "-m", "sds_release", "--version", cwd=where)
+    assert version.startswith("sds-release ")
     with prefect_server(sys.executable, tmp_path / "prefect") as server_env:
         env = {k: v for k, v in server_env.items() if k != "PYTHONPATH"}
         env["PATH"] = f"{venv}{os.pathsep}{env['PATH']}"
@@ -86,13 +97,20 @@ def test_installed_package_deploys_and_a_worker_releases(
             command = pool.base_job_template["job_configuration"]["command"]
             assert command.startswith(f"{venv}/python") and command.endswith(" -m prefect.engine")
             dep = client.read_deployment_by_name("sds-release/on-demand-tiny")
-            assert dep.entrypoint == "flows.deployed.deployed_release" and not dep.pull_steps
+            assert (
+                dep.entrypoint == "sds_release.flows.deployed.deployed_release"
+                and not dep.pull_steps
+            )
             run = client.create_flow_run_from_deployment(
                 dep.id, parameters={"options": {"epsilon": 1.0}}
             )
             run = wait_final(client, run.id, timeout=900)
             assert run.state.is_completed(), (run.state, run_logs(client, run.id)[-3000:])
-    (manifest,) = home.glob("releases/tiny/*/manifest.json")
-    assert '"status": "complete"' in manifest.read_text()
+        # and a release from the command line in that folder
+        _run(venv / "sds", "release", tiny_csv, "--config", tiny_config, "--home", home,
+             "--epsilon", "1", "--quiet", cwd=where, env=env)  # fmt: skip
+    manifests = sorted(home.glob("releases/tiny/*/manifest.json"))
+    assert len(manifests) == 2
+    assert all('"status": "complete"' in m.read_text() for m in manifests)
     budget = Ledger.open(home).budget("tiny")
-    assert budget is not None and budget.epsilon_spent == pytest.approx(1.0)
+    assert budget is not None and budget.epsilon_spent == pytest.approx(2.0)

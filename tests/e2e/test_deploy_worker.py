@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from release_store.audit.journal import read_journal
-from release_store.config.deployment import PINNED, pin_path, write_pins
-from release_store.ledger.book import Ledger
+from sds_release.store.audit.journal import read_journal
+from sds_release.store.config.deployment import PINNED, pin_path, write_pins
+from sds_release.store.ledger.book import Ledger
 from tests.e2e.prefect_processes import prefect_server, run_logs, wait_final, worker
 from tests.helpers import PROJECT
 
@@ -42,7 +42,7 @@ class Deployed:
 
 def _sds(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         env=env,
         cwd=cwd,
         capture_output=True,
@@ -122,7 +122,7 @@ def test_deploy_registers_module_path_deployments(deployed: Deployed, client: An
     assert pool.base_job_template["job_configuration"]["env"] == {"SDS_HOME": str(deployed.home)}
     for name in ("scheduled-tiny", "on-demand-tiny"):
         d = client.read_deployment_by_name(f"sds-release/{name}")
-        assert d.entrypoint == "flows.deployed.deployed_release" and not d.pull_steps
+        assert d.entrypoint == "sds_release.flows.deployed.deployed_release" and not d.pull_steps
         assert d.work_pool_name == POOL and d.enforce_parameter_schema and d.parameters == {}
         schema = d.parameter_openapi_schema
         assert schema["additionalProperties"] is False and set(schema["properties"]) == {"options"}
@@ -311,7 +311,7 @@ def _extra_deployment(name: str) -> None:
     test's business)."""
     from prefect.types.entrypoint import EntrypointType
 
-    from flows.deployed import deployed_release
+    from sds_release.flows.deployed import deployed_release
 
     deployed_release.to_deployment(
         name, work_pool_name=POOL, entrypoint_type=EntrypointType.MODULE_PATH
@@ -417,7 +417,9 @@ def test_prefect_yaml_from_a_clone(
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     dep = client.read_deployment_by_name("sds-release/on-demand-release")
-    assert dep.entrypoint == "flows/deployed.py:deployed_release" and dep.parameters == {}
+    assert (
+        dep.entrypoint == "sds_release/flows/deployed.py:deployed_release" and dep.parameters == {}
+    )
     with pytest.raises(PrefectHTTPStatusError, match="'input' was unexpected"):
         client.create_flow_run_from_deployment(
             dep.id, parameters={"options": {"input": str(tiny_csv)}}

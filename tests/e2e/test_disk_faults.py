@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from release_store.run.faults import PAUSE_ENV, PAUSE_FILE
-from release_store.workspace.files import sha256_file
+from sds_release.store.run.faults import PAUSE_ENV, PAUSE_FILE
+from sds_release.store.workspace.files import sha256_file
 from tests.helpers import PROJECT, charges, complete_releases, killed_cli, run_cli
 
 RID = "enospc-test"
@@ -97,7 +97,11 @@ def _release_on_full_disk(
     marker = home / "private" / RID / PAUSE_FILE
     with open(logs / "out", "wb") as out, open(logs / "err", "wb") as err:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "flows.cli", *args], cwd=PROJECT, env=env, stdout=out, stderr=err
+            [sys.executable, "-m", "sds_release.flows.cli", *args],
+            cwd=PROJECT,
+            env=env,
+            stdout=out,
+            stderr=err,
         )
         try:
             deadline = time.monotonic() + 600

@@ -40,7 +40,7 @@ def test_worker_dies_with_a_killed_release() -> None:
     """SIGKILL the process that started a worker: its output pipe closes at once (the worker
     does not hold it) and the worker exits by itself."""
     code = (
-        "import time; from release_store.inputs import gx_suite; gx_suite.start_worker(); "
+        "import time; from sds_release.store.inputs import gx_suite; gx_suite.start_worker(); "
         "print('started', flush=True); time.sleep(600)"
     )
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}

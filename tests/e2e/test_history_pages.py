@@ -17,8 +17,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from release_store.series.table import changes
-from release_store.workspace.encoding import HALF_WIDTH_COLUMN
+from sds_release.store.series.table import changes
+from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN
 from tests.helpers import AUG, OCT, SEP, history_home, run_cli, system_chromium
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]

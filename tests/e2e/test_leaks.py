@@ -27,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from release_store.workspace.integrity import forbidden_content_check
+from sds_release.store.workspace.integrity import forbidden_content_check
 from tests.helpers import COLUMNS, EXAMPLE, PROJECT, TINY_CONFIG
 
 CANARY_TEXT = "Zq7CanaryCity"
@@ -92,7 +92,7 @@ def _sds(home: Path, *args: str, kill_at: str | None = None) -> subprocess.Compl
     # its own session, so that the temporary Prefect server a SIGKILLed run leaves behind
     # (holding the output pipes) can be stopped with the whole group
     proc = subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         cwd=PROJECT,
         env=env,
         stdout=subprocess.PIPE,
@@ -152,8 +152,8 @@ def test_no_canary_leaks_and_private_modes(tmp_path: Path) -> None:
     # the canaries really are in what the releases read (the search would find them)
     assert _found(good.read_bytes()) == [CANARY_TEXT, str(CANARY_NUMBER), CANARY_SUBJECT]
     assert CANARY_BAD in _found(bad.read_bytes())
-    # the bad input is refused by the CLI's pre-flight (release_store/inputs/preflight.py), before
-    # the flow or GX run: no validation details are written and no run reaches Prefect
+    # the bad input is refused by the CLI's pre-flight (sds_release/store/inputs/preflight.py),
+    # before the flow or GX run: no validation details are written and no run reaches Prefect
     assert not (home / "private" / "leak-bad").exists()
     assert not (home / "releases" / "tiny" / "leak-bad").exists()
 

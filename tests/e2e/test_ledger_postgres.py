@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger, LedgerMovedError
-from release_store.ledger.migration import migrate_ledger
-from release_store.ledger.values import LedgerConflictError, PlannedCharge
+from sds_release.store.ledger.book import Ledger, LedgerMovedError
+from sds_release.store.ledger.migration import migrate_ledger
+from sds_release.store.ledger.values import LedgerConflictError, PlannedCharge
 from tests.helpers import PROJECT, run_cli
 
 PLAN = [PlannedCharge("count", "laplace", 0.1), PlannedCharge("k1", "laplace", 0.2)]
@@ -163,7 +163,7 @@ def test_resume_on_postgres_via_env(
     }
     args = ["release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home)]
     proc = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args, "--release-id", rid, "--quiet"],
+        [sys.executable, "-m", "sds_release.flows.cli", *args, "--release-id", rid, "--quiet"],
         cwd=PROJECT,
         env=env,
         capture_output=True,

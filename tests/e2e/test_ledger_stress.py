@@ -1,9 +1,9 @@
 """32 releases from 8 processes against a budget that fits 10, on both ledger backends.
 
 What runs (tests/ledger_stress.py): each release is a stub that uses the real
-``release_store.run.release_run.reserve`` (the real SDS plan: count, aggregate-1, aggregate-2), the
-real ``ReleaseRun.stage`` (charge -> noise from the release key -> checkpoint) and publishes like
-``write_release`` (artifact, ``Ledger.complete``, manifest anchored to the ledger head); no GX,
+``sds_release.store.run.release_run.reserve`` (the real SDS plan: count, aggregate-1, aggregate-2),
+the real ``ReleaseRun.stage`` (charge -> noise from the release key -> checkpoint) and publishes
+like ``write_release`` (artifact, ``Ledger.complete``, manifest anchored to the ledger head); no GX,
 no Prefect, no DP counting. A separate process reads the budget every ~5 ms throughout.
 """
 
@@ -25,8 +25,8 @@ from ledger_stress import (
     stress,
 )
 
-from release_store.audit.home import audit_home
-from release_store.ledger.book import Ledger
+from sds_release.store.audit.home import audit_home
+from sds_release.store.ledger.book import Ledger
 from tests.helpers import run_cli
 
 pytestmark = [

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from flows.local.server import AUTH_FILE
+from sds_release.flows.local.server import AUTH_FILE
 from tests.helpers import PROJECT, system_chromium
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -37,7 +37,7 @@ def _env() -> dict[str, str]:
 
 def _sds(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         cwd=PROJECT,
         env=_env(),
         capture_output=True,

@@ -10,7 +10,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from release_store.inputs.postgres import read_postgres
+from sds_release.store.inputs.postgres import read_postgres
 from tests.helpers import COLUMNS, charges, complete_releases, run_cli
 from tests.pgserver import PgServer
 

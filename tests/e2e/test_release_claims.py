@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger
-from release_store.run.claims import SEEDED_WARNING
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.run.claims import SEEDED_WARNING
 
 PROJECT = Path(__file__).resolve().parents[2]
 EXAMPLE = PROJECT / "examples" / "pums_ca_10k.csv"
@@ -27,7 +27,7 @@ def _sds(*args: str, tmp: Path) -> subprocess.CompletedProcess[str]:
     for var in ("PREFECT_API_URL", "SDS_HOME", "SDS_TEST_KILL_AT"):
         env.pop(var, None)
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         cwd=PROJECT,
         env=env,
         capture_output=True,

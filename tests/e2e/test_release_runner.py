@@ -1,6 +1,6 @@
-"""The warm release worker (flows/local/runner.py): releases handed to a forked child of the home's
-worker give what an in-process release gives, a killed client takes its child with it, and the
-worker ends with the server."""
+"""The warm release worker (sds_release/flows/local/runner.py): releases handed to a forked child of
+the home's worker give what an in-process release gives, a killed client takes its child with it,
+and the worker ends with the server."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from flows.local.server import AUTH_FILE
+from sds_release.flows.local.server import AUTH_FILE
 from tests.helpers import PROJECT, unseeded
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -35,7 +35,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", *args]
+    return [sys.executable, "-m", "sds_release.flows.cli", *args]
 
 
 def _sds(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

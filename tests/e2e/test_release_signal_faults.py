@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger
-from release_store.run.faults import PAUSE_ENV, PAUSE_FILE
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.run.faults import PAUSE_ENV, PAUSE_FILE
 from tests.helpers import PROJECT, complete_releases, run_cli
 from tests.pgserver import PgServer, ensure_installed
 
@@ -70,7 +70,7 @@ def _env(**extra: str) -> dict[str, str]:
 def _start(args: list[str], point: str, **env: str) -> subprocess.Popen[str]:
     """``sds ARGS`` in a child process that pauses at ``point``."""
     return subprocess.Popen(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         cwd=PROJECT,
         env=_env(**{PAUSE_ENV: point}, **env),
         stdout=subprocess.PIPE,
@@ -145,7 +145,7 @@ def _free_port() -> int:
 
 def _sds(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         cwd=PROJECT,
         env=_env(),
         capture_output=True,

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from release_store.workspace.files import sha256_file
+from sds_release.store.workspace.files import sha256_file
 from tests.helpers import charges, killed_cli, run_cli
 
 COMPARED = (

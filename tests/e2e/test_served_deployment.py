@@ -21,7 +21,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 SERVE = """
 import sys
 from prefect import serve
-from flows.release import release
+from sds_release.flows.release import release
 on_demand = release.to_deployment(name="test-on-demand", enforce_parameter_schema=True)
 nightly = release.to_deployment(
     name="test-nightly", cron="0 2 * * *", enforce_parameter_schema=True,
@@ -114,7 +114,7 @@ def test_prefect_yaml_deploys(
     """`prefect deploy` registers the deployments of the pinned flow with a schema-enforced
     form of the run options only and a cron, on the locked pool `sds deploy --no-register`
     makes (runs of it: tests/e2e/test_deploy_worker.py)."""
-    from release_store.ledger.book import Ledger
+    from sds_release.store.ledger.book import Ledger
 
     url, env = server
     home = tmp_path / "home"
@@ -122,8 +122,8 @@ def test_prefect_yaml_deploys(
     Ledger.open(home).set_budget("tiny", epsilon=10.0, delta=1e-3)
     env = {**env, "SDS_PROJECT_DIR": str(PROJECT)}
     pins = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "deploy", "--no-register", "--home", str(home),
-         "--input", str(tiny_csv), "--config", str(tiny_config)],
+        [sys.executable, "-m", "sds_release.flows.cli", "deploy", "--no-register",
+         "--home", str(home), "--input", str(tiny_csv), "--config", str(tiny_config)],
         env=env, cwd=tmp_path, capture_output=True, timeout=300,
     )  # fmt: skip
     assert pins.returncode == 0, pins.stderr.decode()[-3000:]
@@ -156,7 +156,7 @@ def test_prefect_yaml_deploys(
     assert nightly["enforce_parameter_schema"] is True
     assert nightly["schedules"][0]["schedule"]["cron"] == "0 2 * * *"
     for d in deployments.values():
-        assert d["entrypoint"] == "flows/deployed.py:deployed_release"
+        assert d["entrypoint"] == "sds_release/flows/deployed.py:deployed_release"
         assert d["parameters"] == {} and d["work_pool_name"] == "sds-local"
         options = d["parameter_openapi_schema"]["definitions"]["RunOptions"]
         assert "epsilon" in options["properties"] and "input" not in options["properties"]
@@ -176,8 +176,8 @@ def test_served_deployment_runs_and_exhausted_budget_fails(
 
     url, env = server
     home, poor = tmp_path / "home", tmp_path / "poor"
-    from release_store.ledger.book import Ledger
-    from release_store.workspace.home import resolve_home
+    from sds_release.store.ledger.book import Ledger
+    from sds_release.store.workspace.home import resolve_home
 
     Ledger.open(resolve_home(poor)).set_budget("tiny", epsilon=0.5, delta=1e-3)
     serve = subprocess.Popen(

@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
-from flows.local.server import AUTH_FILE
-from release_store.run.faults import PAUSE_ENV, PAUSE_FILE
+from sds_release.flows.local.server import AUTH_FILE
+from sds_release.store.run.faults import PAUSE_ENV, PAUSE_FILE
 from tests.e2e.prefect_processes import free_port
 from tests.helpers import EXAMPLE, PROJECT, charges
 
@@ -40,7 +40,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def _cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "flows.cli", *args]
+    return [sys.executable, "-m", "sds_release.flows.cli", *args]
 
 
 def _sds(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from flows.local import server as local_server
-from flows.local import supervisor
-from flows.local import template as db_template
-from flows.local.handoff import ping
-from flows.local.server import AUTH_FILE
+from sds_release.flows.local import server as local_server
+from sds_release.flows.local import supervisor
+from sds_release.flows.local import template as db_template
+from sds_release.flows.local.handoff import ping
+from sds_release.flows.local.server import AUTH_FILE
 from tests.helpers import PROJECT
 
 pytestmark = [pytest.mark.server, pytest.mark.slow]
@@ -38,7 +38,7 @@ def _env(**extra: str) -> dict[str, str]:
 
 def _sds(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         cwd=PROJECT,
         env=_env(**env),
         capture_output=True,
@@ -109,7 +109,7 @@ def test_template_is_what_a_server_start_makes(
     server answers, and a release's run and artifacts reach it."""
     cache = tmp_path / "cache"
     built = subprocess.run(
-        [sys.executable, "-m", "flows.local.template"],
+        [sys.executable, "-m", "sds_release.flows.local.template"],
         cwd=PROJECT,
         env=_env(**{db_template.TEMPLATE_ENV: str(cache)}),
         capture_output=True,
@@ -188,7 +188,7 @@ def test_worker_waits_for_the_release_that_started_the_server(
         holder.kill()
         holder.wait()
         assert local_server.wait_worker(info, timeout=300) is not None
-        assert any("flows.local.runner" in c for c in _children(info.pid))
+        assert any("sds_release.flows.local.runner" in c for c in _children(info.pid))
     finally:
         holder.kill()
         local_server.stop(home)

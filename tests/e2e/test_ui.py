@@ -47,11 +47,15 @@ delta = 0.001
 SERVE = """
 import sys
 from prefect import serve
-from flows.release import release
+from sds_release.flows.release import release
 serve(release.to_deployment(name="ui-failing", enforce_parameter_schema=True))
 """
 PREFECT = [sys.executable, "-m", "prefect"]
-SDS = [sys.executable, "-c", "from flows.cli import main; main()"]  # as `sds` runs (quick exit)
+SDS = [
+    sys.executable,
+    "-c",
+    "from sds_release.flows.cli import main; main()",
+]  # as `sds` runs (quick exit)
 SHARE = ["--budget-share", "0.2"]
 QUIET = ["--seed", "7", "--quiet"]
 RELEASE_ID = "ui-cli"
@@ -254,7 +258,7 @@ def test_cli_release_logs_every_stage_to_the_server_without_raw_values(
 ) -> None:
     """Every stage logs its INFO line to the server; no planted value, no true record count,
     no time of a stage whose time is not public."""
-    from release_store.run.stages import release_stages, spec
+    from sds_release.store.run.stages import release_stages, spec
 
     base, _ = ui_server
     messages = _logs(base, cli_release["run"]["id"])

@@ -27,9 +27,9 @@ from typing import Any
 
 import pytest
 
-from flows.local.server import AUTH_ENV, AUTH_FILE
-from release_store.config.deployment import RunOptions
-from release_store.ledger.book import Ledger
+from sds_release.flows.local.server import AUTH_ENV, AUTH_FILE
+from sds_release.store.config.deployment import RunOptions
+from sds_release.store.ledger.book import Ledger
 from tests.e2e.prefect_processes import client_env, free_port, worker
 from tests.helpers import PROJECT, system_chromium
 
@@ -54,7 +54,7 @@ class ServedHome:
 
 def _sds(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess[str]:
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         env=env,
         cwd=cwd,
         capture_output=True,

@@ -169,8 +169,8 @@ def test_exactly_zero_budget_left(
     tiny_csv: Path, tiny_config: Path, home: Path, prefect_server: str
 ) -> None:
     """A dataset whose lifetime budget is fully spent refuses the next release, naming it."""
-    from release_store.ledger.book import Ledger
-    from release_store.ledger.values import PlannedCharge
+    from sds_release.store.ledger.book import Ledger
+    from sds_release.store.ledger.values import PlannedCharge
 
     ledger = Ledger.open(home)
     ledger.set_budget("tiny", epsilon=2.0, delta=0.001)
@@ -205,7 +205,7 @@ def test_failure_is_one_paragraph_in_a_real_process(
         [
             sys.executable,
             "-m",
-            "flows.cli",
+            "sds_release.flows.cli",
             "release",
             bad,
             "--config",
@@ -256,8 +256,8 @@ def test_release_id_of_a_failed_release(
 ) -> None:
     """Re-using the id of a release that failed in the flow (and was cancelled) is refused,
     naming the fix; an id the pre-flight refused was never reserved and stays free."""
-    from flows.release import release as release_flow
-    from release_store.config import build_params, load_config
+    from sds_release.flows.release import release as release_flow
+    from sds_release.store.config import build_params, load_config
 
     bad = _case_file("outside-domain", tmp_path, tiny_csv)
     args = ["--config", str(tiny_config), "--home", str(home), "--quiet"]

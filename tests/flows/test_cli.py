@@ -16,7 +16,7 @@ from tests.helpers import PROJECT, run_cli
 def test_help_does_not_import_prefect_or_gx() -> None:
     """`sds --help` loads neither Prefect, Great Expectations nor pandas (it stays fast)."""
     code = (
-        "import sys; from typer.testing import CliRunner; from flows.cli import app; "
+        "import sys; from typer.testing import CliRunner; from sds_release.flows.cli import app; "
         "r = CliRunner().invoke(app, ['--help']); assert r.exit_code == 0, r.output; "
         "assert 'release' in r.output; "
         "bad = [m for m in ('prefect', 'great_expectations', 'pandas') if m in sys.modules]; "
@@ -56,7 +56,7 @@ def test_budget_show_through_a_pipe(home: Path, columns: str | None) -> None:
     if columns is not None:
         env["COLUMNS"] = columns
     done = subprocess.run(
-        [sys.executable, "-m", "flows.cli", "budget", "show", "--home", str(home)],
+        [sys.executable, "-m", "sds_release.flows.cli", "budget", "show", "--home", str(home)],
         cwd=PROJECT, env=env, stdin=subprocess.DEVNULL, capture_output=True, text=True,
         timeout=120,
     )  # fmt: skip
@@ -146,7 +146,7 @@ def test_evaluate_bad_input(tiny_csv: Path, tmp_path: Path) -> None:
 
 def test_prefect_environment_defaults(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """The CLI fills hermetic Prefect defaults only where the user set nothing."""
-    from flows.local.launch import prefect_environment
+    from sds_release.flows.local.launch import prefect_environment
 
     monkeypatch.setenv("PREFECT_API_URL", "")
     monkeypatch.delenv("PREFECT_HOME", raising=False)
@@ -169,7 +169,7 @@ def test_release_run_heartbeats(asked: str | None, monkeypatch: pytest.MonkeyPat
     the user asked for heartbeats; Prefect's setting is back afterwards."""
     from prefect.settings import get_current_settings
 
-    from flows.local.launch import HEARTBEAT_ENV, _no_heartbeats
+    from sds_release.flows.local.launch import HEARTBEAT_ENV, _no_heartbeats
 
     for name in HEARTBEAT_ENV:
         monkeypatch.delenv(name, raising=False)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger
-from release_store.ledger.values import PlannedCharge
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.values import PlannedCharge
 from tests.helpers import run_cli
 
 PLAN = [PlannedCharge("count", "laplace", 0.1), PlannedCharge("k1", "laplace", 0.2)]

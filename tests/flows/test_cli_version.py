@@ -13,7 +13,7 @@ PROJECT = Path(__file__).resolve().parents[2]
 
 def _sds(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "flows.cli", *args],
+        [sys.executable, "-m", "sds_release.flows.cli", *args],
         cwd=PROJECT,
         env={**os.environ, **env},
         capture_output=True,
@@ -38,7 +38,7 @@ def test_completion_script_for_bash() -> None:
     test does not depend on what started pytest (make runs recipes through /bin/sh).
     """
     done = subprocess.run(
-        ["bash", "-c", '"$0" -m flows.cli --show-completion; exit $?', sys.executable],
+        ["bash", "-c", '"$0" -m sds_release.flows.cli --show-completion; exit $?', sys.executable],
         cwd=PROJECT,
         env={**os.environ, "SHELL": "/bin/bash"},
         capture_output=True,

@@ -1,11 +1,11 @@
-"""What ``sds`` prints: tables laid out for a pipe or a log (flows/console.py)."""
+"""What ``sds`` prints: tables laid out for a pipe or a log (sds_release/flows/console.py)."""
 
 from __future__ import annotations
 
 from rich.table import Table
 from rich.text import Text
 
-from flows.console import plain_table
+from sds_release.flows.console import plain_table
 
 
 def test_plain_table_keeps_every_cell_whole_on_one_line() -> None:

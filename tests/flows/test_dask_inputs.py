@@ -21,11 +21,11 @@ import pytest
 
 pytest.importorskip("distributed")
 
-from release_store.cluster.inputs import open_input
-from release_store.inputs.ingest import read_release_input
-from release_store.inputs.paths import dataset_files
-from release_store.workspace.files import sha256_file
 from sds_core.errors import SdsInputError
+from sds_release.store.cluster.inputs import open_input
+from sds_release.store.inputs.ingest import read_release_input
+from sds_release.store.inputs.paths import dataset_files
+from sds_release.store.workspace.files import sha256_file
 from tests.helpers import COLUMNS, EXAMPLE, TINY_CONFIG, charges, run_cli
 
 COMPARED = ("aggregates.parquet", "synthetic.parquet", "evaluation.json")
@@ -129,7 +129,7 @@ def test_synthetic_chunks_on_the_workers_release_like_local(
     gate, the evaluation and publish read the chunks there, and every artifact derived from the
     records has the local release's bytes (Parquet parts, CSV, evaluation, validation, explorer);
     the replay audit finds the chunk checkpoint equal to its local recomputation."""
-    import release_store.workspace.encoding as encoding
+    import sds_release.store.workspace.encoding as encoding
 
     monkeypatch.setattr(encoding, "CHUNK_ROWS", 300)
     csv = tmp_path / "tiny.csv"  # a CSV in 3 blocks (the replay audit reads one file)
@@ -330,9 +330,9 @@ def test_worker_side_modules_import_neither_prefect_nor_gx() -> None:
     import sys
 
     code = (
-        "import sys, release_store.cluster.inputs, release_store.cluster.gate, "
-        "release_store.cluster.preparation, release_store.cluster.backend, "
-        "release_store.cluster.synthesis, sds_core.evaluation.release; "
+        "import sys, sds_release.store.cluster.inputs, sds_release.store.cluster.gate, "
+        "sds_release.store.cluster.preparation, sds_release.store.cluster.backend, "
+        "sds_release.store.cluster.synthesis, sds_core.evaluation.release; "
         "print(sorted(m for m in ('prefect', 'great_expectations') if m in sys.modules))"
     )
     out = subprocess.run(
@@ -373,14 +373,14 @@ def test_output_gate_on_chunks_fails_like_the_gx_gate(tmp_path: Path, client: An
     """Synthetic records in 6 chunks on the workers against an output schema that refuses some
     of their labels: the same refusal text (checks, first failing rows over the whole table) as
     the GX gate on the table's frame."""
-    from release_store.cluster.gate import validate_chunks
-    from release_store.cluster.table import ClusterTable
-    from release_store.config.schema import ColumnSchema, TableSchema
-    from release_store.inputs.gate import output_columns, output_schema, validate_table
-    from release_store.inputs.schema_checks import SchemaValidationError
     from sds_core.data.decoding import to_frame
     from sds_core.data.params import PrepareParams
     from sds_core.data.preparation import prepare
+    from sds_release.store.cluster.gate import validate_chunks
+    from sds_release.store.cluster.table import ClusterTable
+    from sds_release.store.config.schema import ColumnSchema, TableSchema
+    from sds_release.store.inputs.gate import output_columns, output_schema, validate_table
+    from sds_release.store.inputs.schema_checks import SchemaValidationError
 
     table = prepare(_frame(300), PrepareParams())
     chunked = ClusterTable.from_table(client, table, 6)  # chunks of 50 records

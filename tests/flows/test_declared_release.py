@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from release_store.config import build_params, load_config
-from release_store.config.core_objects import declared_domains, dp_params, synthesizer_domains
 from sds_core.errors import SdsInputError
+from sds_release.store.config import build_params, load_config
+from sds_release.store.config.core_objects import declared_domains, dp_params, synthesizer_domains
 from tests.helpers import run_cli
 
 DECLARED_COLUMNS = "sex,educ,married,inc_cat"

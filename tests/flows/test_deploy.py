@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from flows.local.deploy import (
+from sds_core.errors import SdsInputError
+from sds_release.flows.local.deploy import (
     LOCKED_VARIABLES,
     DeployResult,
     DeploySettings,
@@ -17,8 +18,7 @@ from flows.local.deploy import (
     locked_template,
     pin_settings,
 )
-from release_store.ledger.book import Ledger
-from sds_core.errors import SdsInputError
+from sds_release.store.ledger.book import Ledger
 from tests.helpers import TINY_CONFIG, run_cli
 
 

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
-from flows.release import EXECUTORS, run_stages
-from release_store.config import build_params, load_config
-from release_store.executor.local import LocalExecutor
-from release_store.publish.artifacts import write_release
-from release_store.run import stages
-from release_store.run.release_run import reserve
+from sds_release.flows.release import EXECUTORS, run_stages
+from sds_release.store.config import build_params, load_config
+from sds_release.store.executor.local import LocalExecutor
+from sds_release.store.publish.artifacts import write_release
+from sds_release.store.run import stages
+from sds_release.store.run.release_run import reserve
 
-TASKS = Path(__file__).resolve().parents[2] / "tasks"
+TASKS = Path(__file__).resolve().parents[2] / "sds_release" / "tasks"
 TABLE_TYPES = {"DaskBackend", "ClusterTable", "DaskInput", "PreparedTable", "Table"}
 
 
@@ -27,7 +27,7 @@ def _branches(path: Path) -> list[str]:
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         if isinstance(node, ast.ImportFrom) and (node.module or "").startswith(
-            ("release_store.cluster", "release_store.executor.local")
+            ("sds_release.store.cluster", "sds_release.store.executor.local")
         ):
             found.append(f"{path.name}:{node.lineno} imports {node.module}")
         elif isinstance(node, ast.Compare):
@@ -58,7 +58,7 @@ def test_the_checks_see_a_branch(tmp_path: Path) -> None:
     """The scan finds each kind of branch (so the test above can fail)."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "from release_store.cluster.backend import DaskBackend\n"
+        "from sds_release.store.cluster.backend import DaskBackend\n"
         "if params.executor == 'dask': pass\n"
         "ok = isinstance(table.value, (PreparedTable, int))\n"
     )
@@ -135,8 +135,8 @@ def test_every_stage_works_on_the_executor_it_is_handed(
 
 def test_the_flow_knows_each_executor_by_its_name() -> None:
     """The flow's registry: one entry per ``executor`` value, each the executor's session."""
-    from release_store.cluster.executor import DaskExecutor
-    from release_store.config.release_params import ReleaseParams
+    from sds_release.store.cluster.executor import DaskExecutor
+    from sds_release.store.config.release_params import ReleaseParams
 
     choices = ReleaseParams.model_fields["executor"].annotation
     assert set(EXECUTORS) == set(choices.__args__)  # type: ignore[union-attr]

@@ -12,10 +12,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from release_store.inputs import ingest
-from release_store.workspace.encoding import csv_bytes, neutralize_formulas
-from release_store.workspace.home import resolve_home
 from sds_core.errors import SdsInputError
+from sds_release.store.inputs import ingest
+from sds_release.store.workspace.encoding import csv_bytes, neutralize_formulas
+from sds_release.store.workspace.home import resolve_home
 from tests.helpers import charges, complete_releases, run_cli
 
 ESCAPES = ["../x", "..", "/etc", "a/../../b", "a\0b", "x" * 200, " lead", "a b", "~root"]

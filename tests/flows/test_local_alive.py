@@ -1,4 +1,4 @@
-"""``flows.local.server.alive``: an ended child is not alive (its zombie is reaped)."""
+"""``sds_release.flows.local.server.alive``: an ended child is not alive (its zombie is reaped)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 import subprocess
 import time
 
-from flows.local.server import alive
+from sds_release.flows.local.server import alive
 
 
 def test_an_ended_child_is_not_alive_a_running_one_is() -> None:
@@ -38,7 +38,7 @@ def test_a_live_claim_on_the_preferred_port_sends_other_starts_elsewhere(
 
     import pytest
 
-    from flows.local import server
+    from sds_release.flows.local import server
 
     assert isinstance(monkeypatch, pytest.MonkeyPatch) and isinstance(tmp_path, Path)
     claim = tmp_path / "sds-port.claim"

@@ -15,9 +15,9 @@ from typing import Any, ClassVar
 
 import pytest
 
-from flows.local import server as local_server
-from flows.local import supervisor
-from flows.local.webapp import CONTENT_SECURITY_POLICY, with_policy
+from sds_release.flows.local import server as local_server
+from sds_release.flows.local import supervisor
+from sds_release.flows.local.webapp import CONTENT_SECURITY_POLICY, with_policy
 
 
 def _mode(path: Path) -> int:
@@ -91,10 +91,10 @@ def test_a_private_home_starts_without_a_note(
 def test_the_server_runs_prefects_app_behind_the_policy_with_its_ui_in_the_cache(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """uvicorn's factory is flows.local.webapp's; the UI bundles go to the user's cache, not
-    into the installed package, unless the user chose a folder."""
+    """uvicorn's factory is sds_release.flows.local.webapp's; the UI bundles go to the user's cache,
+    not into the installed package, unless the user chose a folder."""
     command = supervisor._server_command(4999)
-    assert command[command.index("--factory") + 1] == "flows.local.webapp:create_app"
+    assert command[command.index("--factory") + 1] == "sds_release.flows.local.webapp:create_app"
     monkeypatch.setattr(supervisor, "_auth", lambda home: "sds:x")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv(supervisor.UI_STATIC_ENV, raising=False)

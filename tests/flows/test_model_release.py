@@ -10,10 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from release_store.ledger.book import Ledger
 from sds_core.data.domain import Domain
 from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 from sds_core.synthesis.consistent import AggregateNoise, estimated_total
+from sds_release.store.ledger.book import Ledger
 from tests.helpers import charges, complete_releases, run_cli
 
 
@@ -194,8 +194,8 @@ def test_dp_quantile_bins_release(
 
 def test_dp_quantiles_need_a_range() -> None:
     """dp_quantiles without min/max is a schema error naming the column and the fix."""
-    from release_store.config import build_params
     from sds_core.errors import SdsInputError
+    from sds_release.store.config import build_params
 
     schema = {"columns": [{"name": "age", "type": "integer", "bins": {"dp_quantiles": 4}}]}
     with pytest.raises(SdsInputError, match=r"'age': bins\.dp_quantiles needs a declared range"):

@@ -42,26 +42,26 @@ import numpy as np
 import pytest
 from numpy.typing import NDArray
 
-from flows.release import release, run_stages
-from release_store.audit.home import audit_home
-from release_store.audit.signing import signing_key, verify_signed_release
-from release_store.config import build_params, load_config
-from release_store.executor.local import LocalExecutor
-from release_store.inputs.commitment import input_commitment
-from release_store.ledger.anchor import ANCHOR_FILE, anchor_commitment, anchor_key
-from release_store.report.custodian import CUSTODIAN_EVALUATION, CUSTODIAN_REPORT
-from release_store.run import stages
-from release_store.run.release_run import ReleaseRun, reserve
-from release_store.run.workdir import (
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+from sds_release.flows.release import release, run_stages
+from sds_release.store.audit.home import audit_home
+from sds_release.store.audit.signing import signing_key, verify_signed_release
+from sds_release.store.config import build_params, load_config
+from sds_release.store.executor.local import LocalExecutor
+from sds_release.store.inputs.commitment import input_commitment
+from sds_release.store.ledger.anchor import ANCHOR_FILE, anchor_commitment, anchor_key
+from sds_release.store.report.custodian import CUSTODIAN_EVALUATION, CUSTODIAN_REPORT
+from sds_release.store.run import stages
+from sds_release.store.run.release_run import ReleaseRun, reserve
+from sds_release.store.run.workdir import (
     COMMITMENT_KEY_FILE,
     KEY_FILE,
     STATE_FILE,
     TIMELINE_FILE,
     atomic_write_json,
 )
-from sds_core.data.domain import Domain
-from sds_core.data.table import PreparedTable
-from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 from tests.helpers import EXAMPLE
 
 pytestmark = pytest.mark.slow
@@ -406,14 +406,14 @@ def _artifacts(flow_run_id: Any) -> list[tuple[Any, ...]]:
 def _release(run: ReleaseRun, monkeypatch: pytest.MonkeyPatch) -> Run:
     """Release ``run.params.input`` with the real flow from the home as it is (the DP outputs
     checkpointed), under the clock that runs while the input is read."""
-    import release_store.executor.local as local_executor
+    import sds_release.store.executor.local as local_executor
 
     with monkeypatch.context() as m, _run_logs() as logs:
         for module in ("workspace.home", "ledger.chain", "ledger.budgets"):
-            m.setattr(f"release_store.{module}.datetime", _Datetime)
+            m.setattr(f"sds_release.store.{module}.datetime", _Datetime)
         clock = types.SimpleNamespace(perf_counter=CLOCK.perf_counter)
-        m.setattr("release_store.run.stages.time", clock)
-        m.setattr("release_store.publish.artifacts.time", clock)
+        m.setattr("sds_release.store.run.stages.time", clock)
+        m.setattr("sds_release.store.publish.artifacts.time", clock)
         read = local_executor.read_release_input
         m.setattr(local_executor, "read_release_input", _slow_read(read))
         state = release(run.params, return_state=True)
@@ -457,7 +457,7 @@ def releases(
     )
     with pytest.MonkeyPatch.context() as monkeypatch:
         for module in ("workspace.home", "ledger.chain", "ledger.budgets"):
-            monkeypatch.setattr(f"release_store.{module}.datetime", _Datetime)
+            monkeypatch.setattr(f"sds_release.store.{module}.datetime", _Datetime)
         run = reserve(params)
         signing_key(run.home)  # the home's signing key exists before either release
         # every DP stage charged, drawn

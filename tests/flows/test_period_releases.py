@@ -11,8 +11,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from release_store.ledger.book import Ledger
-from release_store.workspace.subjects import SubjectRecord
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.workspace.subjects import SubjectRecord
 from tests.helpers import COLUMNS, periodic_config, run_cli, write_periodic_csv
 
 SEP, OCT = "2026-09", "2026-10"
@@ -153,9 +153,9 @@ def test_the_flow_resolves_previous_month_before_reserving(
     hold that month, never the rule."""
     from datetime import UTC, datetime
 
-    from flows.release import release
-    from release_store.config import build_params, load_config
-    from release_store.config.periods import previous_month
+    from sds_release.flows.release import release
+    from sds_release.store.config import build_params, load_config
+    from sds_release.store.config.periods import previous_month
 
     month = previous_month(datetime.now(UTC))  # the run is scheduled now
     data = write_periodic_csv(
@@ -252,9 +252,9 @@ def test_a_deployment_run_cannot_move_its_period(
     from prefect.flow_engine import run_flow_sync
     from prefect.states import Scheduled
 
-    from flows.release import release
-    from release_store.config import build_params, load_config
-    from release_store.config.periods import previous_month
+    from sds_release.flows.release import release
+    from sds_release.store.config import build_params, load_config
+    from sds_release.store.config.periods import previous_month
 
     now = datetime.now(UTC)
     data = write_periodic_csv(
@@ -277,7 +277,7 @@ def test_a_deployment_run_cannot_move_its_period(
         deployment = client.create_deployment(
             flow_id=client.create_flow_from_name("sds-release"),
             name="monthly-slots",
-            entrypoint="flows/release.py:release",
+            entrypoint="sds_release/flows/release.py:release",
             parameters={"params": params.model_dump(mode="json")},
             schedules=[DeploymentScheduleCreate(schedule=monthly, active=True)],
         )

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger
+from sds_release.store.ledger.book import Ledger
 from tests.helpers import TINY_CONFIG, charges, run_cli
 
 RID = "planned"

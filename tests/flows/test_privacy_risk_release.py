@@ -12,8 +12,8 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from release_store.compare.risk import ANONYMETER_PYTHON_ENV
-from release_store.inputs.holdback import CONTROL_FILE, min_input_units
+from sds_release.store.compare.risk import ANONYMETER_PYTHON_ENV
+from sds_release.store.inputs.holdback import CONTROL_FILE, min_input_units
 from tests.helpers import COLUMNS, EXAMPLE, anonymeter_env, charges, run_cli
 
 RID = "risky"

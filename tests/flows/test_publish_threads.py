@@ -10,8 +10,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-import release_store.publish.artifacts as artifacts
-from release_store.workspace.files import sha256_file
+import sds_release.store.publish.artifacts as artifacts
+from sds_release.store.workspace.files import sha256_file
 from tests.helpers import COLUMNS, EXAMPLE, TINY_CONFIG, run_cli
 
 COMPARED = (

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from release_store.config import build_params, load_config
+from sds_release.store.config import build_params, load_config
 from tests.helpers import N_ROWS, charges, run_cli
 
 
@@ -21,7 +21,7 @@ def released_run(
 ) -> tuple[Path, list[tuple]]:
     """One complete release (seed 11, a fixed release id, progress on) and the progress events
     the CLI displayed."""
-    from release_store.run import progress
+    from sds_release.store.run import progress
 
     events: list[tuple] = []
 
@@ -91,9 +91,9 @@ def test_progress_of_the_long_stages(released_run: tuple[Path, list[tuple]]) -> 
 def test_manifest_anchors_the_ledger_head(released: Path) -> None:
     """The ledger head when the release completed is kept privately; the manifest holds a
     commitment to it (no row number) that `sds audit --verify` opens."""
-    from release_store.audit.home import audit_home
-    from release_store.ledger.anchor import ANCHOR_FILE
-    from release_store.ledger.book import Ledger
+    from sds_release.store.audit.home import audit_home
+    from sds_release.store.ledger.anchor import ANCHOR_FILE
+    from sds_release.store.ledger.book import Ledger
 
     m = json.loads((released / "manifest.json").read_text())
     home = released.parents[2]
@@ -106,7 +106,7 @@ def test_manifest_anchors_the_ledger_head(released: Path) -> None:
 
 def test_release_directory_follows_the_contract(released: Path) -> None:
     """manifest.json has the contract keys; every artifact is listed with a matching sha256."""
-    from release_store.workspace.integrity import verify_release
+    from sds_release.store.workspace.integrity import verify_release
 
     m = json.loads((released / "manifest.json").read_text())
     for key in (
@@ -153,7 +153,7 @@ def test_manifest_times_only_the_public_stages(released: Path) -> None:
     import re
     from datetime import datetime
 
-    from release_store.run.stages import spec
+    from sds_release.store.run.stages import spec
 
     m = json.loads((released / "manifest.json").read_text())
     assert m["stages"][-1]["name"] == "publish" and "finished_at" not in m
@@ -179,7 +179,7 @@ def test_manifest_times_only_the_public_stages(released: Path) -> None:
 def test_manifest_describes_the_noise_as_the_ledger_charged_it(released: Path) -> None:
     """privacy.noise: the count's Laplace scale is 1/ε of its charge; each length's σ_k gives
     its charged ρ_k (1/(2σ_k²) + the percentile's share); Δ_k and threshold are the stage's."""
-    from release_store.run.workdir import ReleaseDirs
+    from sds_release.store.run.workdir import ReleaseDirs
 
     m = json.loads((released / "manifest.json").read_text())
     noise = m["privacy"]["noise"]
@@ -239,7 +239,7 @@ def test_ledger_charges_match_the_release(released: Path) -> None:
 
 def test_no_secret_in_the_release(released: Path) -> None:
     """Neither the key, the seed file nor the true record count appears in a published file."""
-    from release_store.workspace.integrity import forbidden_content_check
+    from sds_release.store.workspace.integrity import forbidden_content_check
 
     home = released.parents[2]
     rid = released.name
@@ -256,7 +256,7 @@ def test_evaluation_against_the_data_is_private(released: Path) -> None:
     evaluation against the sensitive data is in the private custodian report (0600)."""
     import stat
 
-    from release_store.workspace.integrity import forbidden_content_check
+    from sds_release.store.workspace.integrity import forbidden_content_check
 
     home, rid = released.parents[2], released.name
     assert forbidden_content_check(released, secrets=[str(N_ROWS)]) == []

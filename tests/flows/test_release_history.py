@@ -14,9 +14,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from release_store.audit.journal import read_journal
-from release_store.ledger.book import Ledger
-from release_store.workspace.encoding import HALF_WIDTH_COLUMN
+from sds_release.store.audit.journal import read_journal
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN
 from tests.helpers import AUG, OCT, SEP, history_home, run_cli
 
 PERIODS = (AUG, SEP, OCT)

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.replay import ReplayLedger
-from release_store.ledger.values import ChargeRow, Reservation
-from release_store.workspace.files import sha256_file
-from release_store.workspace.manifest import Manifest
 from sds_core.errors import SdsInternalError
+from sds_release.store.ledger.replay import ReplayLedger
+from sds_release.store.ledger.values import ChargeRow, Reservation
+from sds_release.store.workspace.files import sha256_file
+from sds_release.store.workspace.manifest import Manifest
 from tests.helpers import charges, run_cli
 
 RID = "replay-me"
@@ -133,7 +133,7 @@ def test_input_commitment_is_keyed_and_needs_its_key(copied: Path, tiny_csv: Pat
     replay opens it, and refuses (exit 2) without the key."""
     import hashlib
 
-    from release_store.inputs.commitment import input_commitment
+    from sds_release.store.inputs.commitment import input_commitment
 
     release = next(copied.glob(f"releases/*/{RID}"))
     fingerprint = json.loads((release / "manifest.json").read_text())["input"]

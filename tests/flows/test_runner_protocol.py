@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from flows.local.handoff import PROTOCOL, import_time_env, project_root, runner_identity
+from sds_release.flows.local.handoff import PROTOCOL, import_time_env, project_root, runner_identity
 
-runner = pytest.importorskip("flows.local.runner")
+runner = pytest.importorskip("sds_release.flows.local.runner")
 
 
 def test_a_call_of_another_protocol_is_refused(tmp_path: Path) -> None:

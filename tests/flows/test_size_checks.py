@@ -10,16 +10,16 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from release_store.config import build_params
-from release_store.config.core_objects import prepare_params
-from release_store.executor.local import LocalExecutor
-from release_store.ledger.book import Ledger
-from release_store.run.release_run import ReleaseRun, SensitiveTable, reserve
 from sds_core.data.preparation import prepare
 from sds_core.errors import SdsInputError
-from tasks.budget import reserve_budget
-from tasks.marginals import count_records
-from tasks.preparation import choose_bins
+from sds_release.store.config import build_params
+from sds_release.store.config.core_objects import prepare_params
+from sds_release.store.executor.local import LocalExecutor
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.run.release_run import ReleaseRun, SensitiveTable, reserve
+from sds_release.tasks.budget import reserve_budget
+from sds_release.tasks.marginals import count_records
+from sds_release.tasks.preparation import choose_bins
 
 N = 2000
 

@@ -1,4 +1,4 @@
-"""The SDS stages hand each other typed values (release_store/run/results.py): the plan stage a
+"""The SDS stages hand each other typed values (sds_release/store/run/results.py): the plan stage a
 ``PlannedRelease`` with the ``SdsPlan``, each length a ``LengthResult``; the flow reads none of
 them by key, and a resumed release (its checkpoints, unchanged in form) gives equal values."""
 
@@ -10,21 +10,21 @@ from typing import Any
 
 import numpy as np
 
-from flows.release import run_stages
-from release_store.config import build_params, load_config
-from release_store.executor.local import LocalExecutor
-from release_store.run import stages
-from release_store.run.release_run import reserve
-from release_store.run.results import LengthNoise, LengthResult, PlannedRelease
 from sds_core.marginals.plan import SdsPlan
+from sds_release.flows.release import run_stages
+from sds_release.store.config import build_params, load_config
+from sds_release.store.executor.local import LocalExecutor
+from sds_release.store.run import stages
+from sds_release.store.run.release_run import reserve
+from sds_release.store.run.results import LengthNoise, LengthResult, PlannedRelease
 
-FLOW = Path(__file__).resolve().parents[2] / "flows" / "release.py"
+FLOW = Path(__file__).resolve().parents[2] / "sds_release" / "flows" / "release.py"
 
 
 def test_the_flow_reads_no_stage_result_by_key() -> None:
-    """The stage sequence (flows/release.py ``run_stages``) subscripts nothing with a string
-    (no ``planned["plan"]``, no ``by_length[k]["survivors"]``): every stage result it reads is
-    an attribute."""
+    """The stage sequence (sds_release/flows/release.py ``run_stages``) subscripts nothing with a
+    string (no ``planned["plan"]``, no ``by_length[k]["survivors"]``): every stage result it reads
+    is an attribute."""
     tree = ast.parse(FLOW.read_text(), str(FLOW))
     [stages_fn] = [
         n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef) and n.name == "run_stages"

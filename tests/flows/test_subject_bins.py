@@ -10,12 +10,12 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from release_store.config import build_params
-from release_store.executor.local import LocalExecutor
-from release_store.ledger.book import Ledger
-from release_store.run.release_run import ReleaseRun, SensitiveTable, reserve
 from sds_core.errors import SdsInputError
-from tasks.preparation import choose_bins
+from sds_release.store.config import build_params
+from sds_release.store.executor.local import LocalExecutor
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.run.release_run import ReleaseRun, SensitiveTable, reserve
+from sds_release.tasks.preparation import choose_bins
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "pums_ca_10k.csv"
 SCHEMA = {

@@ -12,7 +12,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from release_store.audit.signing import verify_signed_release
+from sds_release.store.audit.signing import verify_signed_release
 from tests.helpers import run_cli
 
 RECORDS = 2_500

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from release_store.audit.journal import (
+from sds_release.store.audit.journal import (
     RunOrigin,
     journal_path,
     note_refusal,

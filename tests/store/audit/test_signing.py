@@ -14,19 +14,19 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import rsa
 
-from release_store.audit.home import signature_problems
-from release_store.audit.signing import (
+from sds_core.errors import SdsInputError
+from sds_release.store.audit.home import signature_problems
+from sds_release.store.audit.signing import (
     key_history,
     key_id,
     sign_release,
     signing_key,
     verify_signed_release,
 )
-from release_store.workspace.files import sha256_file
-from release_store.workspace.home import release_paths
-from release_store.workspace.integrity import verify_release
-from release_store.workspace.manifest import Manifest
-from sds_core.errors import SdsInputError
+from sds_release.store.workspace.files import sha256_file
+from sds_release.store.workspace.home import release_paths
+from sds_release.store.workspace.integrity import verify_release
+from sds_release.store.workspace.manifest import Manifest
 from tests.helpers import run_cli
 
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from release_store.audit.journal import RunOrigin, note_refusal, note_start
-from release_store.audit.page import audit_page_html
-from release_store.audit.trail import audit_trail
-from release_store.ledger.book import Ledger
-from release_store.ledger.budget_view import BudgetView
-from release_store.ledger.values import PlannedCharge
+from sds_release.store.audit.journal import RunOrigin, note_refusal, note_start
+from sds_release.store.audit.page import audit_page_html
+from sds_release.store.audit.trail import audit_trail
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.budget_view import BudgetView
+from sds_release.store.ledger.values import PlannedCharge
 
 PLAN = [PlannedCharge("count", "laplace", 1.0), PlannedCharge("k1", "laplace", 2.0)]
 CLI = RunOrigin("cli", user="ann@box")
@@ -78,7 +78,7 @@ def test_a_failed_release_reads_failed(trail_home: Path) -> None:
     failed, holding what it reserved."""
     import json
 
-    from release_store.workspace.home import release_paths
+    from sds_release.store.workspace.home import release_paths
 
     ledger = Ledger.open(trail_home)
     ledger.reserve("d", "r4", PLAN, delta=1e-5)

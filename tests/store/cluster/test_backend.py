@@ -1,5 +1,5 @@
 """The Dask counting backend gives byte-identical DP aggregates to the local one at any
-partitioning (release_store/cluster/backend.py over a cluster table's partitions,
+partitioning (sds_release/store/cluster/backend.py over a cluster table's partitions,
 sds_core/marginals/backend.py)."""
 
 from __future__ import annotations
@@ -12,9 +12,6 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.backend import DaskBackend  # noqa: E402
-from release_store.cluster.executor import connect  # noqa: E402
-from release_store.cluster.table import ClusterTable  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.declared import DeclaredDomain  # noqa: E402
@@ -24,6 +21,9 @@ from sds_core.marginals.aggregates import AggregateSet  # noqa: E402
 from sds_core.marginals.backend import LocalBackend  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402
 from sds_core.marginals.params import DpParams  # noqa: E402
+from sds_release.store.cluster.backend import DaskBackend  # noqa: E402
+from sds_release.store.cluster.executor import connect  # noqa: E402
+from sds_release.store.cluster.table import ClusterTable  # noqa: E402
 
 CARDS = (2, 3, 5, 8, 4, 6, 3)
 

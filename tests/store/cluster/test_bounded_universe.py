@@ -12,14 +12,14 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.backend import DaskBackend  # noqa: E402
-from release_store.cluster.table import ClusterTable  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.backend import LocalBackend  # noqa: E402
 from sds_core.marginals.engine import aggregate_length, dp_aggregate, plan_release  # noqa: E402
 from sds_core.marginals.params import DpParams  # noqa: E402
+from sds_release.store.cluster.backend import DaskBackend  # noqa: E402
+from sds_release.store.cluster.table import ClusterTable  # noqa: E402
 
 N_COLS = 12
 

@@ -1,4 +1,4 @@
-"""One synthesis path on the cluster (release_store/cluster/synthesis.py): the chunks of
+"""One synthesis path on the cluster (sds_release/store/cluster/synthesis.py): the chunks of
 ``synthesize_on_cluster``, reconciled on one worker when asked (``synthesize_reconciled``), and
 the consistent model sampled on one worker (``sample_model_on_cluster``) are the local records
 byte for byte, in the chunks ``chunk_bounds`` gives, and leave the generator where it does."""
@@ -12,12 +12,6 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.synthesis import (  # noqa: E402
-    sample_model_on_cluster,
-    synthesize_on_cluster,
-    synthesize_reconciled,
-)
-from release_store.workspace.encoding import chunk_bounds  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
@@ -31,6 +25,12 @@ from sds_core.synthesis.consistent import (  # noqa: E402
 )
 from sds_core.synthesis.generator import synthesize  # noqa: E402
 from sds_core.synthesis.params import SynthesisParams  # noqa: E402
+from sds_release.store.cluster.synthesis import (  # noqa: E402
+    sample_model_on_cluster,
+    synthesize_on_cluster,
+    synthesize_reconciled,
+)
+from sds_release.store.workspace.encoding import chunk_bounds  # noqa: E402
 
 CARDS = (2, 3, 5, 8, 4, 6, 12)
 
@@ -163,9 +163,9 @@ def test_model_task_is_sent_its_problem_not_the_aggregates(
     """``sample_model_on_cluster`` sends no task the aggregates (the embedded scheduler, in the
     driver, would keep them to the end of the release): the model's task gets its problem,
     the domain and the published values, and refuses the aggregates."""
-    from release_store.cluster.synthesis import _sampled
     from sds_core.errors import SdsInternalError
     from sds_core.synthesis.consistent import ModelProblem, published_values
+    from sds_release.store.cluster.synthesis import _sampled
 
     noise = AggregateNoise(sigma_by_len=(2.0, 3.0, 4.0), threshold_by_len=(0.0, 1.0, 1.0))
     params = ModelParams(iterations=10)

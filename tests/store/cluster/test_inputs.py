@@ -17,10 +17,6 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.backend import DaskBackend  # noqa: E402
-from release_store.cluster.inputs import open_input  # noqa: E402
-from release_store.cluster.preparation import prepare_parts  # noqa: E402
-from release_store.cluster.table import ClusterTable  # noqa: E402
 from sds_core.data.params import PrepareParams  # noqa: E402
 from sds_core.data.partitions import concatenate  # noqa: E402
 from sds_core.data.preparation import prepare  # noqa: E402
@@ -28,6 +24,10 @@ from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402
 from sds_core.marginals.params import DpParams  # noqa: E402
+from sds_release.store.cluster.backend import DaskBackend  # noqa: E402
+from sds_release.store.cluster.inputs import open_input  # noqa: E402
+from sds_release.store.cluster.preparation import prepare_parts  # noqa: E402
+from sds_release.store.cluster.table import ClusterTable  # noqa: E402
 from tests.helpers import EXAMPLE  # noqa: E402
 
 

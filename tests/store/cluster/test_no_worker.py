@@ -1,6 +1,6 @@
 """A reduction never waits forever: with no running worker for NO_WORKER_TIMEOUT_S it fails with
 DaskClusterError saying what happened and to resume; a worker that comes back in time is waited
-for (release_store/cluster/reduction.py ``result``)."""
+for (sds_release/store/cluster/reduction.py ``result``)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster import reduction  # noqa: E402
-from release_store.cluster.reduction import DaskClusterError  # noqa: E402
+from sds_release.store.cluster import reduction  # noqa: E402
+from sds_release.store.cluster.reduction import DaskClusterError  # noqa: E402
 
 
 def _add(a: int, b: int) -> int:

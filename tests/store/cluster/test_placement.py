@@ -1,5 +1,5 @@
-"""Where the workers hold the partitions (release_store/cluster/table.py ``Placement``): a
-cache owned by the release's Dask executor (release_store/cluster/executor.py), shared by every
+"""Where the workers hold the partitions (sds_release/store/cluster/table.py ``Placement``): a
+cache owned by the release's Dask executor (sds_release/store/cluster/executor.py), shared by every
 table it makes and asked of the scheduler once per set of partitions; the frozen
 ``ClusterTable`` holds no cache of its own."""
 
@@ -14,15 +14,15 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster import table as cluster_table  # noqa: E402
-from release_store.cluster.backend import DaskBackend  # noqa: E402
-from release_store.cluster.executor import DaskExecutor  # noqa: E402
-from release_store.cluster.table import ClusterTable, Placement  # noqa: E402
 from sds_core.data.domain import Domain  # noqa: E402
 from sds_core.data.table import PreparedTable  # noqa: E402
 from sds_core.dp.randomness import ReleaseRandomness  # noqa: E402
 from sds_core.marginals.engine import dp_aggregate  # noqa: E402
 from sds_core.marginals.params import DpParams  # noqa: E402
+from sds_release.store.cluster import table as cluster_table  # noqa: E402
+from sds_release.store.cluster.backend import DaskBackend  # noqa: E402
+from sds_release.store.cluster.executor import DaskExecutor  # noqa: E402
+from sds_release.store.cluster.table import ClusterTable, Placement  # noqa: E402
 
 
 @pytest.fixture

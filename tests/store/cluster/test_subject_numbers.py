@@ -13,8 +13,8 @@ import pytest
 
 distributed = pytest.importorskip("distributed")
 
-from release_store.cluster.inputs import DaskInput, column_numbers  # noqa: E402
 from sds_core.dp.quantiles import subject_numbers  # noqa: E402
+from sds_release.store.cluster.inputs import DaskInput, column_numbers  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -58,8 +58,8 @@ def test_subject_numbers_on_parts_equal_the_whole_column(client: Any) -> None:
 def test_subject_conflicts_across_parts(client: Any) -> None:
     """A subject whose two rows sit in different parts and disagree on a DP-binned column is
     found on the workers (before the binning charge), as the local join check finds it."""
-    from release_store.cluster.inputs import subject_conflicts
     from sds_core.data.preparation import PrepareParams, subject_values
+    from sds_release.store.cluster.inputs import subject_conflicts
 
     ids = [f"P{i}" for i in range(300)] + ["p7 "]  # P7's second row, in the last part
     ages = [str(20 + i % 50) for i in range(300)]

@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from release_store.compare import RiskParams, privacy_risk
-from release_store.compare.risk import ANONYMETER_PYTHON_ENV
 from sds_core.errors import SdsInputError
+from sds_release.store.compare import RiskParams, privacy_risk
+from sds_release.store.compare.risk import ANONYMETER_PYTHON_ENV
 from tests.helpers import anonymeter_env
 
 HEADER = ["a", "b", "c", "d"]

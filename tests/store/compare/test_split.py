@@ -10,9 +10,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from release_store.compare import MIN_SIDE_ROWS, split_input
-from release_store.compare.split import check_side_sizes, control_mask
 from sds_core.errors import SdsInputError
+from sds_release.store.compare import MIN_SIDE_ROWS, split_input
+from sds_release.store.compare.split import check_side_sizes, control_mask
 
 
 def _write(path: Path, n: int, *, subjects: int | None = None) -> list[list[str]]:

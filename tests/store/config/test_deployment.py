@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 from pydantic import ValidationError
 
-from release_store.config.deployment import (
+from sds_core.errors import SdsInputError
+from sds_release.store.config.deployment import (
     PIN_KEYS,
     PINNED,
     Pins,
@@ -20,13 +21,12 @@ from release_store.config.deployment import (
     require_budget,
     write_pins,
 )
-from release_store.config.release_params import (
+from sds_release.store.config.release_params import (
     RECORDS_PER_MAX_ROW,
     SYNTHETIC_RECORDS_MAX,
     ReleaseParams,
 )
-from release_store.ledger.book import Ledger
-from sds_core.errors import SdsInputError
+from sds_release.store.ledger.book import Ledger
 from tests.helpers import TINY_CONFIG
 
 NEVER_FROM_A_RUN = {

@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from release_store import config as rp
-from release_store.config.core_objects import dp_params
-from release_store.config.doc_tables import config_table, core_table
-from release_store.config.fields import CORE_KEYS, RELEASE_OVERRIDES
-from release_store.config.release_params import ReleaseParams
 from sds_core.marginals.params import DpParams, release_delta
 from sds_core.param_fields import field_specs
+from sds_release.store import config as rp
+from sds_release.store.config.core_objects import dp_params
+from sds_release.store.config.doc_tables import config_table, core_table
+from sds_release.store.config.fields import CORE_KEYS, RELEASE_OVERRIDES
+from sds_release.store.config.release_params import ReleaseParams
 
 PROJECT = Path(__file__).resolve().parents[3]
 DOCS = PROJECT / "docs" / "pipeline.md"
@@ -141,7 +141,9 @@ def test_delta_defaults_are_defined_in_one_place() -> None:
     """No module outside sds_core/marginals/params.py assigns a DEFAULT_DELTA, and no
     synthesizer's budget() or fit() gives δ a default value."""
     owners = []
-    for path in sorted([*PROJECT.glob("sds_core/**/*.py"), *PROJECT.glob("release_store/*.py")]):
+    for path in sorted(
+        [*PROJECT.glob("sds_core/**/*.py"), *PROJECT.glob("sds_release/store/*.py")]
+    ):
         tree = ast.parse(path.read_text(encoding="utf-8"))
         for node in ast.walk(tree):
             if isinstance(node, ast.Assign | ast.AnnAssign):

@@ -1,4 +1,4 @@
-"""Relative periods (release_store.config.periods): ``previous-month`` is resolved once, before
+"""Relative periods (sds_release.store.config.periods): ``previous-month`` is resolved once, before
 anything is reserved: a deployment's run from its schedule slot (issue #37: never from a time
 the run's creator chose), another run from now; a concrete period is left alone."""
 
@@ -8,9 +8,9 @@ from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
 
-from release_store.config import build_params
-from release_store.config.periods import RunSlot, period_of_run, previous_month, resolve_period
 from sds_core.errors import SdsInputError
+from sds_release.store.config import build_params
+from sds_release.store.config.periods import RunSlot, period_of_run, previous_month, resolve_period
 
 
 @pytest.mark.parametrize(

@@ -1,4 +1,4 @@
-"""ReleaseParams rules that tie two parameters together (release_store.config.release_params):
+"""ReleaseParams rules that tie two parameters together (sds_release.store.config.release_params):
 a dask_address names the cluster a release counts on (issue #37)."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from release_store.config import build_params, load_config
 from sds_core.errors import SdsInputError
+from sds_release.store.config import build_params, load_config
 
 BASE = {"input": "in.csv", "dataset": "d"}
 ADDRESS = "tcp://10.0.0.5:8786"

@@ -1,4 +1,4 @@
-"""The synthesizer name is typed once (release_store/config/fields.py ``SynthesizerName``,
+"""The synthesizer name is typed once (sds_release/store/config/fields.py ``SynthesizerName``,
 ``AGGREGATE_SEEDED``): ``ReleaseParams.synthesizer`` is that Literal (the Prefect form offers
 the names), and the SDS method's name is written as a string in its definition and the
 registry only; everything else asks ``params.aggregate_seeded``."""
@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from release_store.config.fields import AGGREGATE_SEEDED, SYNTHESIZERS, SynthesizerName
-from release_store.config.release_params import ReleaseParams
+from sds_release.store.config.fields import AGGREGATE_SEEDED, SYNTHESIZERS, SynthesizerName
+from sds_release.store.config.release_params import ReleaseParams
 
 PROJECT = Path(__file__).resolve().parents[3]
-PRODUCT = ("sds_core", "release_store", "tasks", "flows")
+PRODUCT = ("sds_core", "sds_release")
 
 
 def _modules_writing(name: str) -> list[str]:
@@ -32,7 +32,7 @@ def test_the_sds_name_is_written_in_its_definition_and_the_registry_only() -> No
     """``"aggregate-seeded"`` as a string: the synthesizer's class and the names' registry."""
     assert _modules_writing(AGGREGATE_SEEDED) == [
         "sds_core/synthesizers/aggregate_seeded.py",
-        "release_store/config/fields.py",
+        "sds_release/store/config/fields.py",
     ]
     assert _modules_writing("histogram-1way")  # the scan finds names (so the above can fail)
 

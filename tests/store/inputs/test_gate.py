@@ -7,8 +7,8 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from release_store.config.schema import ColumnSchema, TableSchema
-from release_store.inputs.gate import FLOAT_RE, INTEGER_RE, _numeric_view, run_gate
+from sds_release.store.config.schema import ColumnSchema, TableSchema
+from sds_release.store.inputs.gate import FLOAT_RE, INTEGER_RE, _numeric_view, run_gate
 
 NUMBERS = ["1", "+3", "-2.5", ".5", "5.", "1e5", "1E-2", "007", "12.000"]
 NOT_NUMBERS = ["abc", "1_000", "0x10", "1.2.3", "--1", "e5", "١٢", "inf", "nan", "1 2"]
@@ -63,10 +63,10 @@ def test_gate_names_the_first_bad_row_of_each_rule() -> None:
 def test_output_schema_never_counts_the_domain_found_in_the_data() -> None:
     """validation.json's output rules come from declared values and the DP aggregates' 1-way
     labels: a value in the data's domain whose 1-way count was suppressed changes nothing."""
-    from release_store.inputs.gate import output_schema
-    from release_store.inputs.schema_checks import schema_checks
     from sds_core.data.domain import Domain
     from sds_core.marginals.aggregates import AggregateSet
+    from sds_release.store.inputs.gate import output_schema
+    from sds_release.store.inputs.schema_checks import schema_checks
 
     declared = TableSchema(
         columns=[

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pandas as pd
 
-from release_store.config.schema import ColumnSchema, TableSchema
-from release_store.inputs import gx_suite
-from release_store.inputs.gate import run_gate
+from sds_release.store.config.schema import ColumnSchema, TableSchema
+from sds_release.store.inputs import gx_suite
+from sds_release.store.inputs.gate import run_gate
 
 SCHEMA = TableSchema(
     columns=[
@@ -46,7 +46,7 @@ def test_worker_is_forked_only_from_one_thread() -> None:
     from tests.helpers import PROJECT
 
     code = (
-        "import threading, time; from release_store.inputs import gx_suite; "
+        "import threading, time; from sds_release.store.inputs import gx_suite; "
         "print(gx_suite.start_method()); "
         "threading.Thread(target=time.sleep, args=(2,), daemon=True).start(); "
         "print(gx_suite.start_method())"

@@ -9,16 +9,16 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from release_store.config.release_params import ReleaseParams
-from release_store.inputs import holdback
-from release_store.inputs.holdback import (
+from sds_core.errors import SdsInputError
+from sds_release.store.config.release_params import ReleaseParams
+from sds_release.store.inputs import holdback
+from sds_release.store.inputs.holdback import (
     CONTROL_SHARE,
     check_holdback,
     control_mask,
     hold_back,
     min_input_units,
 )
-from sds_core.errors import SdsInputError
 
 
 def _rows(n: int, subjects: int | None = None) -> pa.Table:

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-import release_store.inputs.ingest as ingest
+import sds_release.store.inputs.ingest as ingest
 from sds_core.errors import SdsInputError
 
 CASES = [

@@ -1,4 +1,4 @@
-"""The rows of one period (release_store.inputs.periods): the period filter where the input is
+"""The rows of one period (sds_release.store.inputs.periods): the period filter where the input is
 read, its refusals before any charge (pre-flight and the flow's ingest alike), and each subject
 counted in one period."""
 
@@ -10,15 +10,15 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from release_store.config import build_params
-from release_store.inputs.ingest import read_release_input
-from release_store.inputs.periods import PeriodFilter, count_each_subject_once, select_period
-from release_store.inputs.preflight import preflight
-from release_store.ledger.book import Ledger
-from release_store.ledger.values import BudgetExceededError, PeriodMismatchError
-from release_store.run.release_run import reserve
-from release_store.workspace.subjects import SubjectRecord
 from sds_core.errors import SdsInputError, SdsInternalError
+from sds_release.store.config import build_params
+from sds_release.store.inputs.ingest import read_release_input
+from sds_release.store.inputs.periods import PeriodFilter, count_each_subject_once, select_period
+from sds_release.store.inputs.preflight import preflight
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.values import BudgetExceededError, PeriodMismatchError
+from sds_release.store.run.release_run import reserve
+from sds_release.store.workspace.subjects import SubjectRecord
 from tests.helpers import periodic_config, write_periodic_csv
 
 TABLE = pa.table(
@@ -157,7 +157,7 @@ def periodic(tmp_path: Path, tiny_csv: Path) -> tuple[Path, Path, Path]:
 
 def _params(data: Path, config: Path, home: Path, **overrides: object) -> object:
     """The release's parameters; an override of None removes that key of the config."""
-    from release_store.config import load_config
+    from sds_release.store.config import load_config
 
     cfg = {k: v for k, v in load_config(config).items() if overrides.get(k, v) is not None}
     return build_params(
@@ -252,8 +252,8 @@ def test_the_flow_refuses_an_absent_period_and_charges_nothing(
 ) -> None:
     """Without the CLI's pre-flight (a deployment), the ingest task refuses the same way after
     the reservation, and the failed release gives its whole reservation back."""
-    from release_store.executor.local import LocalExecutor
-    from tasks.ingest import read_input
+    from sds_release.store.executor.local import LocalExecutor
+    from sds_release.tasks.ingest import read_input
 
     data, config, home = periodic
     data.write_text(data.read_text().replace("2026-09", "2026-08"))  # after the pre-flight
@@ -275,8 +275,8 @@ def test_subject_periods_run_one_at_a_time_and_need_their_record(
     release is refused (its subjects could count by timing, or twice) and nothing is charged."""
     import shutil
 
-    from release_store.executor.local import LocalExecutor
-    from tasks.ingest import read_input
+    from sds_release.store.executor.local import LocalExecutor
+    from sds_release.tasks.ingest import read_input
 
     data = write_periodic_csv(
         tiny_csv,

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from release_store.config import build_params, load_config
-from release_store.config.fields import SYNTHESIZERS
-from release_store.inputs.preflight import check_budget, preflight, zero_warning
 from sds_core.errors import SdsInputError
+from sds_release.store.config import build_params, load_config
+from sds_release.store.config.fields import SYNTHESIZERS
+from sds_release.store.inputs.preflight import check_budget, preflight, zero_warning
 from tests.flows.test_bad_input import CASES, _case_file
 from tests.helpers import PROJECT, charges, complete_releases, run_cli
 
@@ -21,7 +21,7 @@ _PROBE = (
     "import atexit, sys\n"
     "atexit.register(lambda: sys.stderr.write('\\nLOADED ' + ','.join(m for m in "
     "('prefect', 'great_expectations', 'pandas', 'numba') if m in sys.modules) + '\\n'))\n"
-    "from flows.cli import app\n"
+    "from sds_release.flows.cli import app\n"
     "app()\n"
 )
 
@@ -109,7 +109,7 @@ def test_zeros_of_columns_left_out_are_not_checked(tmp_path: Path, tiny_csv: Pat
 def test_budget_is_checked_before_the_data_is_read(tmp_path: Path, tiny_config: Path) -> None:
     """An unaffordable release is refused with the ledger's words, even for a missing-free
     input that would fail later: the budget comes first (release contract)."""
-    from release_store.ledger.book import Ledger
+    from sds_release.store.ledger.book import Ledger
 
     home = tmp_path / "home"
     Ledger.open(home).set_budget("tiny", epsilon=1.0, delta=1e-3)
@@ -127,7 +127,7 @@ def test_budget_check_reads_the_release_ledger_url(
 ) -> None:
     """The pre-flight reads the ledger the release names (SQLite or PostgreSQL), not the home's
     file, and writes nothing: no reservation, no charge, no ledger file created in the home."""
-    from release_store.ledger.book import Ledger
+    from sds_release.store.ledger.book import Ledger
 
     home = tmp_path / "home"
     home.mkdir()
@@ -169,7 +169,7 @@ def test_zero_warning_printed_once_by_the_cli(
     tmp_path: Path, tiny_csv: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The CLI's pre-flight prints the warning once on stderr; --sensitive-zeros all silences it."""
-    from flows.local.launch import preflight_checks as _preflight
+    from sds_release.flows.local.launch import preflight_checks as _preflight
 
     params = build_params(
         {},
@@ -206,10 +206,10 @@ def test_zero_warning_stays_out_of_the_flow_log(
     custodian report shows."""
     import logging
 
-    import tasks.preparation as preparation
-    from release_store.executor.local import LocalExecutor
-    from release_store.inputs.ingest import read_table
-    from release_store.run.release_run import ReleaseRun, SensitiveTable
+    import sds_release.tasks.preparation as preparation
+    from sds_release.store.executor.local import LocalExecutor
+    from sds_release.store.inputs.ingest import read_table
+    from sds_release.store.run.release_run import ReleaseRun, SensitiveTable
 
     logger = logging.getLogger("sds-test-flow-log")
     logger.addHandler(caplog.handler)  # Prefect's logging setup may stop propagation

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger
+from sds_release.store.ledger.book import Ledger
 from tests.helpers import PROJECT, run_cli
 
 EXAMPLE = PROJECT / "examples" / "pums_ca_10k.csv"

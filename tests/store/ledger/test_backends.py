@@ -8,14 +8,14 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.backends import (
+from sds_core.errors import SdsInputError
+from sds_release.store.ledger.backends import (
     default_ledger_url,
     open_store,
     redact_url,
     resolve_ledger_url,
     sqlite_path,
 )
-from sds_core.errors import SdsInputError
 
 
 def test_url_resolution_order(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -54,9 +54,9 @@ def test_redact_url() -> None:
 def test_ledger_url_password_is_never_kept(tmp_path: Path) -> None:
     """The private parameters keep the ledger URL without its password; the manifest's
     parameters do not name the ledger; the kept identity of the home ledger is None."""
-    from release_store.config.release_params import ReleaseParams
-    from release_store.ledger.backends import split_password
-    from release_store.run.release_run import ReleaseRun, ledger_identity
+    from sds_release.store.config.release_params import ReleaseParams
+    from sds_release.store.ledger.backends import split_password
+    from sds_release.store.run.release_run import ReleaseRun, ledger_identity
 
     url = "postgresql://sds:s3cret@db.example:5432/ledger?sslmode=require"
     bare = "postgresql://sds@db.example:5432/ledger?sslmode=require"
@@ -78,9 +78,9 @@ def test_a_charge_on_a_full_sqlite_disk_is_absent_and_says_so(
     "database or disk is full" (not a failed ROLLBACK's), and once there is space it is whole."""
     import sqlite3
 
-    from release_store.ledger.backends import SqliteStore
-    from release_store.ledger.book import Ledger
-    from release_store.ledger.values import PlannedCharge
+    from sds_release.store.ledger.backends import SqliteStore
+    from sds_release.store.ledger.book import Ledger
+    from sds_release.store.ledger.values import PlannedCharge
 
     ledger = Ledger.from_url(f"sqlite:///{tmp_path / 'ledger.sqlite'}")
     ledger.set_budget("pums", epsilon=1.0, delta=1e-5)

@@ -15,11 +15,11 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from release_store.ledger.backends import LedgerCorruptError
-from release_store.ledger.book import Ledger
-from release_store.ledger.chain import FIELDS
-from release_store.ledger.values import BudgetExceededError, LedgerConflictError, PlannedCharge
 from sds_core.errors import SdsInputError
+from sds_release.store.ledger.backends import LedgerCorruptError
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.chain import FIELDS
+from sds_release.store.ledger.values import BudgetExceededError, LedgerConflictError, PlannedCharge
 
 PURE = [
     PlannedCharge("count", "laplace", 0.1),

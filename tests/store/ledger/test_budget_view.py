@@ -1,5 +1,6 @@
-"""The budget dashboard rows and events (release_store.ledger.budget_view), the stage log lines
-(release_store.run.stage_log) and the CLI's Prefect logging defaults; no Prefect server needed."""
+"""The budget dashboard rows and events (sds_release.store.ledger.budget_view), the stage log lines
+(sds_release.store.run.stage_log) and the CLI's Prefect logging defaults; no Prefect server
+needed."""
 
 from __future__ import annotations
 
@@ -14,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from release_store.ledger.book import Ledger
-from release_store.ledger.budget_view import BudgetView, artifact_key, check_share
-from release_store.ledger.values import PlannedCharge
-from release_store.run import stage_log
-from release_store.run.release_run import ReleaseRun
 from sds_core.errors import SdsInputError
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.budget_view import BudgetView, artifact_key, check_share
+from sds_release.store.ledger.values import PlannedCharge
+from sds_release.store.run import stage_log
+from sds_release.store.run.release_run import ReleaseRun
 from tests.helpers import PROJECT
 
 PLAN = [PlannedCharge("count", "laplace", 0.5), PlannedCharge("aggregate-1", "laplace", 1.5)]
@@ -142,7 +143,7 @@ class Captured:
 
 
 def _run(ledger: Ledger, release_id: str) -> ReleaseRun:
-    from release_store.config.release_params import ReleaseParams
+    from sds_release.store.config.release_params import ReleaseParams
 
     params = ReleaseParams(input="x.csv", dataset="pums", epsilon=2.0, delta=1e-6)
     return ReleaseRun(params, release_id, str(ledger.path.parent))
@@ -187,7 +188,7 @@ def test_gate_text_counts_failures() -> None:
 
 def _env_after_cli_defaults(*args: str) -> dict[str, str]:
     code = (
-        "import json, os, pathlib; from flows.local.launch import prefect_environment; "
+        "import json, os, pathlib; from sds_release.flows.local.launch import prefect_environment; "
         f"prefect_environment(pathlib.Path('h'){''.join(args)}); "
         "print(json.dumps({k: v for k, v in os.environ.items() if k.startswith('PREFECT_')}))"
     )

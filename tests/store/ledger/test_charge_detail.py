@@ -6,9 +6,9 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from release_store.ledger.book import Ledger
-from release_store.ledger.migration import migrate_ledger
-from release_store.ledger.values import PlannedCharge
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.migration import migrate_ledger
+from sds_release.store.ledger.values import PlannedCharge
 
 PLAN = [
     PlannedCharge("count", "discrete-laplace", 0.02),

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import release_store.ledger
+import sds_release.store.ledger
 
-PACKAGE = Path(release_store.ledger.__file__).parent
+PACKAGE = Path(sds_release.store.ledger.__file__).parent
 MODULES = sorted(p for p in PACKAGE.glob("*.py") if p.name != "__init__.py")
 
 
@@ -22,7 +22,7 @@ def test_ledger_module_fits_in_a_head(path: Path) -> None:
 
 
 def test_package_map_names_every_module() -> None:
-    """The package docstring maps every module of release_store/ledger/ (``name``: what)."""
-    doc = release_store.ledger.__doc__ or ""
+    """The package docstring maps every module of sds_release/store/ledger/ (``name``: what)."""
+    doc = sds_release.store.ledger.__doc__ or ""
     missing = [p.stem for p in MODULES if f"- ``{p.stem}``:" not in doc]
     assert missing == []

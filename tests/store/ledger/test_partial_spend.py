@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from release_store.config import build_params
-from release_store.ledger.book import Ledger
-from release_store.ledger.values import PlannedCharge
-from release_store.run.release_run import planned_charges
+from sds_release.store.config import build_params
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.values import PlannedCharge
+from sds_release.store.run.release_run import planned_charges
 
 EPSILON, DELTA = 2.0, 1e-6
 SCHEMA = {

@@ -12,15 +12,15 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.book import Ledger
-from release_store.ledger.budget_view import BudgetView
-from release_store.ledger.values import (
+from sds_core.errors import SdsInputError
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.budget_view import BudgetView
+from sds_release.store.ledger.values import (
     BudgetExceededError,
     LedgerConflictError,
     PeriodMismatchError,
     PlannedCharge,
 )
-from sds_core.errors import SdsInputError
 from tests.helpers import run_cli
 
 PLAN = [PlannedCharge("count", "laplace", 1.0), PlannedCharge("aggregate-1", "laplace", 1.0)]

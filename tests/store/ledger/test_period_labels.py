@@ -1,4 +1,4 @@
-"""Period labels (release_store.ledger.periods, issue #37 point 1): one spelling per period. The
+"""Period labels (sds_release.store.ledger.periods, issue #37 point 1): one spelling per period. The
 ledger records the dataset's period format with its per-period budget, refuses a reservation
 whose period is not written in it, and `sds audit --verify` reports a label an older version
 let in."""
@@ -10,12 +10,12 @@ from pathlib import Path
 
 import pytest
 
-from release_store.audit.home import audit_home
-from release_store.ledger.book import Ledger
-from release_store.ledger.chain import append_row
-from release_store.ledger.periods import PERIOD_FORMATS, label_problem, period_key
-from release_store.ledger.values import PeriodMismatchError, PlannedCharge
 from sds_core.errors import SdsInputError
+from sds_release.store.audit.home import audit_home
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.chain import append_row
+from sds_release.store.ledger.periods import PERIOD_FORMATS, label_problem, period_key
+from sds_release.store.ledger.values import PeriodMismatchError, PlannedCharge
 from tests.helpers import run_cli
 
 PLAN = [PlannedCharge("count", "laplace", 1.0)]

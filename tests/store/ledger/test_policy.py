@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from release_store.config import build_params
-from release_store.inputs.preflight import check_budget
-from release_store.ledger.book import Ledger
-from release_store.ledger.values import BudgetExceededError, PlannedCharge, PolicyExceededError
 from sds_core.errors import SdsInputError
+from sds_release.store.config import build_params
+from sds_release.store.inputs.preflight import check_budget
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.values import BudgetExceededError, PlannedCharge, PolicyExceededError
 from tests.helpers import run_cli
 
 PLAN = [PlannedCharge("count", "laplace", 0.5), PlannedCharge("k1", "laplace", 1.5)]

@@ -1,4 +1,4 @@
-"""The synthetic records' files (release_store/publish/synthetic.py ``write_synthetic``): every
+"""The synthetic records' files (sds_release/store/publish/synthetic.py ``write_synthetic``): every
 Parquet part and the CSV streamed from the records' chunks into atomic file streams, one chunk
 at a time, from the local executor or from the Dask workers, are the bytes of encoding the
 whole table at once, whatever the parts, chunks and row groups; a failed write leaves no file
@@ -16,21 +16,21 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-import release_store.publish.synthetic as publish_synthetic
-import release_store.workspace.encoding as encoding
-from release_store.executor.local import LocalExecutor
-from release_store.publish.synthetic import ROW_GROUP, write_synthetic
-from release_store.workspace.encoding import (
+import sds_release.store.publish.synthetic as publish_synthetic
+import sds_release.store.workspace.encoding as encoding
+from sds_core.data.decoding import to_frame
+from sds_core.data.params import PrepareParams
+from sds_core.data.preparation import prepare
+from sds_core.data.table import PreparedTable
+from sds_release.store.executor.local import LocalExecutor
+from sds_release.store.publish.synthetic import ROW_GROUP, write_synthetic
+from sds_release.store.workspace.encoding import (
     SYNTHETIC_PARQUET,
     parquet_bytes,
     part_rows,
     synthetic_csv,
     synthetic_part_name,
 )
-from sds_core.data.decoding import to_frame
-from sds_core.data.params import PrepareParams
-from sds_core.data.preparation import prepare
-from sds_core.data.table import PreparedTable
 
 
 def _whole_table_files(
@@ -111,7 +111,7 @@ def test_streamed_parts_and_csv_are_the_whole_table_bytes(
     records: Any = table
     if where == "workers":
         pytest.importorskip("distributed")
-        from release_store.cluster.executor import DaskExecutor
+        from sds_release.store.cluster.executor import DaskExecutor
 
         executor = DaskExecutor(request.getfixturevalue("client"))
         records = executor.hold(table, part_records)  # as the synthesize stage leaves them

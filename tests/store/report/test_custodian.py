@@ -7,8 +7,8 @@ import re
 
 import numpy as np
 
-from release_store.report.custodian import custodian_report_html, evaluation_json
-from release_store.report.inputs import BudgetSnapshot
+from sds_release.store.report.custodian import custodian_report_html, evaluation_json
+from sds_release.store.report.inputs import BudgetSnapshot
 
 EVALUATION = {
     "differentially_private": False,

@@ -10,12 +10,12 @@ import re
 
 import numpy as np
 
-from release_store.report.explorer import explorer_html, payload, write_explorer
-from release_store.report.inputs import ReportInputs
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.evaluation.agreement import agreement, agreement_summary
 from sds_core.marginals.exact_counts import exact_aggregates
+from sds_release.store.report.explorer import explorer_html, payload, write_explorer
+from sds_release.store.report.inputs import ReportInputs
 
 
 def large_inputs() -> ReportInputs:

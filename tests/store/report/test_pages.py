@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from release_store.report.explorer import explorer_html
-from release_store.report.inputs import ReportInputs, count_sd, sd_by_len
-from release_store.report.page import report_html, unpublished_columns
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.evaluation.agreement import agreement, agreement_summary
 from sds_core.marginals.aggregates import AggregateSet
+from sds_release.store.report.explorer import explorer_html
+from sds_release.store.report.inputs import ReportInputs, count_sd, sd_by_len
+from sds_release.store.report.page import report_html, unpublished_columns
 from tests.helpers import run_cli
 
 DOMAIN = Domain(("A", "B", "C"), (("a1", "a</script><b>x"), ("b1", "b2"), ("c1", "hidden-value")))

@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from release_store.config import build_params
-from release_store.run.claims import SEEDED_WARNING, privacy_claims
 from sds_core.errors import SdsInputError
+from sds_release.store.config import build_params
+from sds_release.store.run.claims import SEEDED_WARNING, privacy_claims
 
 
 def _params(**extra: Any) -> Any:

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from release_store.config.release_params import ReleaseParams
-from release_store.run import failure
-from release_store.run.failure import disk_full, disk_full_error
-from release_store.run.release_run import ReleaseRun, reserve
 from sds_core.errors import SdsInputError
+from sds_release.store.config.release_params import ReleaseParams
+from sds_release.store.run import failure
+from sds_release.store.run.failure import disk_full, disk_full_error
+from sds_release.store.run.release_run import ReleaseRun, reserve
 
 ENOSPC = OSError(errno.ENOSPC, "No space left on device", "/h/private/r1/checkpoints/count.pkl")
 
@@ -77,7 +77,7 @@ def test_mark_failed_on_a_full_disk(
     def no_space(*args: object, **kwargs: object) -> None:
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr("release_store.run.release_run.atomic_write_json", no_space)
+    monkeypatch.setattr("sds_release.store.run.release_run.atomic_write_json", no_space)
     told = run.mark_failed(ENOSPC, [])
     assert isinstance(told, SdsInputError) and "disk is full" in str(told)
     assert ("`sds resume r1`" in str(told)) == charged

@@ -1,4 +1,4 @@
-"""Returning the allocators' free memory at the end of a stage (release_store/run/memory.py)."""
+"""Returning the allocators' free memory at the end of a stage (sds_release/store/run/memory.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from release_store.run.memory import return_free_memory
+from sds_release.store.run.memory import return_free_memory
 
 MIB = 2**20
 
@@ -19,7 +19,7 @@ PROBE = textwrap.dedent(
     """
     from pathlib import Path
     import numpy as np
-    from release_store.run.stages import Timeline
+    from sds_release.store.run.stages import Timeline
 
     def rss():
         for line in Path("/proc/self/status").read_text().splitlines():

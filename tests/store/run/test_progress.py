@@ -7,7 +7,7 @@ import io
 import pytest
 from rich.console import Console
 
-from release_store.run import progress
+from sds_release.store.run import progress
 
 
 class _Recorder:
@@ -90,7 +90,7 @@ def test_also_reporting_fans_out_and_restores() -> None:
 
 def test_progress_artifacts_only_for_long_stages(monkeypatch: pytest.MonkeyPatch) -> None:
     """Aggregation and synthesis get one artifact each, updated per whole percent; others none."""
-    from tasks import progress_artifacts as pa
+    from sds_release.tasks import progress_artifacts as pa
 
     calls: list[tuple] = []
     monkeypatch.setattr(
@@ -120,7 +120,7 @@ def test_progress_artifacts_only_for_long_stages(monkeypatch: pytest.MonkeyPatch
 
 def test_progress_artifacts_updates_at_most_every_interval(monkeypatch: pytest.MonkeyPatch) -> None:
     """Updates closer than ``min_interval_s`` are skipped, 100 % is always sent."""
-    from tasks import progress_artifacts as pa
+    from sds_release.tasks import progress_artifacts as pa
 
     calls: list[tuple] = []
     monkeypatch.setattr(
@@ -145,7 +145,7 @@ def test_warning_reaches_the_terminal_only(
 ) -> None:
     """A stage's warning is printed once on stderr by the CLI's display, also with --quiet, in
     the CLI's own warning format; the Prefect artifacts reporter next to it drops it."""
-    from tasks import progress_artifacts as pa
+    from sds_release.tasks import progress_artifacts as pa
 
     calls: list[str] = []
     monkeypatch.setattr(pa, "create_progress_artifact", lambda **kw: calls.append("create"))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from release_store.run.timing import TIMING_ENV, mark, span
+from sds_release.store.run.timing import TIMING_ENV, mark, span
 
 
 def test_marks_and_spans_are_appended_as_json_lines(

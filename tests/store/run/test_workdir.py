@@ -1,4 +1,4 @@
-"""The flow's private working state: layout from release_store.workspace, key, checkpoints,
+"""The flow's private working state: layout from sds_release.store.workspace, key, checkpoints,
 manifest."""
 
 from __future__ import annotations
@@ -9,16 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from release_store.ledger.anchor import ANCHOR_FILE, anchor_commitment, anchor_key
-from release_store.ledger.book import Ledger
-from release_store.ledger.values import PlannedCharge
-from release_store.run.workdir import ReleaseDirs
-from release_store.workspace.home import release_paths
 from sds_core.errors import SdsInputError
+from sds_release.store.ledger.anchor import ANCHOR_FILE, anchor_commitment, anchor_key
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.values import PlannedCharge
+from sds_release.store.run.workdir import ReleaseDirs
+from sds_release.store.workspace.home import release_paths
 
 
 def test_layout_is_the_workspace_layout(tmp_path: Path) -> None:
-    """ReleaseDirs places a release exactly where release_store.workspace.home.ReleasePaths says."""
+    """ReleaseDirs places a release exactly where sds_release.store.workspace.home.ReleasePaths
+    says."""
     dirs = ReleaseDirs(tmp_path, "pums", "r1")
     paths = release_paths(tmp_path, "pums", "r1")
     assert (dirs.release_dir, dirs.private_dir) == (paths.release_dir, paths.private_dir)
@@ -77,7 +78,7 @@ def test_a_damaged_checkpoint_is_computed_again_only_to_the_same_bytes(tmp_path:
     """A truncated checkpoint is reported with its path; saving the stage's result again is
     accepted only when it gives the recorded bytes, else refused naming the file and the fix
     (the damaged file left as it is)."""
-    from release_store.run.workdir import DamagedCheckpoint
+    from sds_release.store.run.workdir import DamagedCheckpoint
 
     dirs = ReleaseDirs(tmp_path, "pums", "r1")
     dirs.save_checkpoint("count", {"n": 41})
@@ -104,9 +105,9 @@ def test_a_checkpoint_is_streamed_to_the_canonical_bytes(tmp_path: Path) -> None
 
     import numpy as np
 
-    from release_store.run.workdir import canonical_pickle
     from sds_core.data.domain import Domain
     from sds_core.data.table import PreparedTable
+    from sds_release.store.run.workdir import canonical_pickle
 
     codes = np.random.default_rng(2).integers(-1, 3, size=(100_000, 3)).astype(np.int32)
     shared = np.arange(70_000)  # twice in the result: written twice, as without the memo
@@ -123,3 +124,27 @@ def test_a_checkpoint_is_streamed_to_the_canonical_bytes(tmp_path: Path) -> None
     assert (dirs.checkpoint_dir / "synthesize.pkl").read_bytes() == data
     assert dirs.state()["stages"]["synthesize"]["sha256"] == hashlib.sha256(data).hexdigest()
     assert np.array_equal(dirs.load_checkpoint("synthesize")["t"].codes, codes)
+
+
+def test_a_checkpoint_written_before_the_package_move_loads(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A checkpoint that pickled a store class under the package's former name
+    (``release_store.*``, before 0.2.0 moved it under ``sds_release``) loads as that class."""
+    import sys
+    import types
+
+    import sds_release.store.run.results as results
+
+    noise = results.LengthNoise(allowed_sensitivity=2, threshold=3.5)
+    monkeypatch.setitem(sys.modules, "release_store", types.ModuleType("release_store"))
+    monkeypatch.setitem(sys.modules, "release_store.run", types.ModuleType("release_store.run"))
+    monkeypatch.setitem(sys.modules, "release_store.run.results", results)
+    monkeypatch.setattr(results.LengthNoise, "__module__", "release_store.run.results")
+    dirs = ReleaseDirs(tmp_path, "pums", "r1")
+    dirs.save_checkpoint("aggregate-1", {"noise": noise})
+    assert b"release_store.run.results" in next(dirs.checkpoint_dir.iterdir()).read_bytes()
+    monkeypatch.undo()  # the old package is gone again, as after an upgrade
+    assert "release_store" not in sys.modules
+    loaded = dirs.load_checkpoint("aggregate-1")
+    assert loaded == {"noise": noise} and type(loaded["noise"]) is results.LengthNoise

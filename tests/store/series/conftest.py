@@ -11,8 +11,8 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from release_store.workspace.encoding import HALF_WIDTH_COLUMN, parquet_bytes
-from release_store.workspace.files import sha256_file
+from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN, parquet_bytes
+from sds_release.store.workspace.files import sha256_file
 
 COLUMNS = ("sex", "age")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from release_store.audit.signing import key_id, signing_key
-from release_store.series.files import series_dir, verify_series, write_series
 from sds_core.errors import SdsInputError
+from sds_release.store.audit.signing import key_id, signing_key
+from sds_release.store.series.files import series_dir, verify_series, write_series
 from tests.store.series.conftest import MakeRelease
 
 AUG, SEP = "2026-08", "2026-09"

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from release_store.series.sources import series_sources
 from sds_core.errors import SdsInputError
+from sds_release.store.series.sources import series_sources
 from tests.store.series.conftest import MakeRelease
 
 AUG, SEP, OCT = "2026-08", "2026-09", "2026-10"
@@ -61,7 +61,7 @@ def test_a_release_changed_after_signing_is_left_out(make_release: MakeRelease, 
     is not in the series."""
     import json
 
-    from release_store.audit.signing import sign_release
+    from sds_release.store.audit.signing import sign_release
 
     make_release("r-aug", {"sex:0": 5}, period=AUG)
     signed = make_release("r-sep", {"sex:0": 5}, period=SEP)

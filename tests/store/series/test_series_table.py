@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from release_store.series.sources import series_sources
-from release_store.series.table import SERIES_COLUMNS, changes, series_frame
-from release_store.workspace.encoding import HALF_WIDTH_COLUMN
+from sds_release.store.series.sources import series_sources
+from sds_release.store.series.table import SERIES_COLUMNS, changes, series_frame
+from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN
 from tests.store.series.conftest import MakeRelease
 
 AUG, SEP, OCT = "2026-08", "2026-09", "2026-10"

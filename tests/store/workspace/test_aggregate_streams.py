@@ -10,16 +10,16 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from release_store.workspace.encoding import (
+from sds_core.data.domain import Domain
+from sds_core.errors import SdsInputError
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts, row_range
+from sds_release.store.workspace.encoding import (
     _aggregates_frame,
     aggregates_parquet,
     aggregates_tsv,
     write_aggregates_parquet,
     write_aggregates_tsv,
 )
-from sds_core.data.domain import Domain
-from sds_core.errors import SdsInputError
-from sds_core.marginals.aggregates import AggregateSet, CombinationCounts, row_range
 from tests.store.workspace.test_encoding import large_case
 
 NOISE = {1: 2.5, 2: 3.0, 3: 4.25}
@@ -69,7 +69,7 @@ def test_row_groups_built_in_pieces_are_write_table_row_groups(
 ) -> None:
     """A row group built from pieces (a chunked table, pieces crossing length boundaries) has
     the bytes of write_table's row group of the contiguous table."""
-    import release_store.workspace.encoding as encoding
+    import sds_release.store.workspace.encoding as encoding
 
     monkeypatch.setattr(encoding, "AGGREGATE_PIECE_ROWS", piece)
     table = pa.Table.from_pandas(_aggregates_frame(case.to_arrow(), NOISE), preserve_index=False)

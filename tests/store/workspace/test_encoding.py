@@ -9,15 +9,15 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from release_store.workspace.encoding import (
+from sds_core.data.domain import Domain
+from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
+from sds_release.store.workspace.encoding import (
     aggregates_parquet,
     aggregates_tsv,
     arrow_csv_bytes,
     csv_bytes,
     parquet_bytes,
 )
-from sds_core.data.domain import Domain
-from sds_core.marginals.aggregates import AggregateSet, CombinationCounts
 
 # sha256 of aggregates.tsv of large_case(), written by the per-row writer of commit 5e0b9d1
 # (AggregateSet.to_frame + pandas sort_values) before the Arrow writers replaced it

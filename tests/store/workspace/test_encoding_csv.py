@@ -7,7 +7,7 @@ import pandas as pd
 import pyarrow.csv as pacsv
 import pytest
 
-from release_store.workspace.encoding import csv_bytes as _csv_bytes
+from sds_release.store.workspace.encoding import csv_bytes as _csv_bytes
 
 
 @pytest.mark.parametrize("special", [None, "a,b", 'say "hi"', "two\nlines", "cr\rx", float("nan")])

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from release_store.workspace.subjects import SECRET_FILE, SUBJECTS_FILE, SubjectRecord
 from sds_core.errors import SdsInputError
+from sds_release.store.workspace.subjects import SECRET_FILE, SUBJECTS_FILE, SubjectRecord
 
 
 def test_first_period_wins_and_later_periods_leave_the_subject_out(tmp_path: Path) -> None:

@@ -16,14 +16,14 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from release_store import workspace as ws
-from release_store.audit.home import audit_home
-from release_store.ledger.anchor import ANCHOR_FILE
-from release_store.ledger.book import Ledger
-from release_store.ledger.values import PlannedCharge
-from release_store.run.workdir import ReleaseDirs
-from release_store.workspace import files
 from sds_core.errors import SdsInputError
+from sds_release.store import workspace as ws
+from sds_release.store.audit.home import audit_home
+from sds_release.store.ledger.anchor import ANCHOR_FILE
+from sds_release.store.ledger.book import Ledger
+from sds_release.store.ledger.values import PlannedCharge
+from sds_release.store.run.workdir import ReleaseDirs
+from sds_release.store.workspace import files
 
 
 # -- home and ids ----------------------------------------------------------------------------------
@@ -411,7 +411,7 @@ def test_audit_flags_manifest_ledger_mismatch(tmp_path: Path) -> None:
 
 def _rewrite_chain(path: Path, sql: str) -> None:
     """Edit the ledger and re-hash every row and the head, as a careful attacker would."""
-    from release_store.ledger.chain import FIELDS, GENESIS_HASH, row_hash
+    from sds_release.store.ledger.chain import FIELDS, GENESIS_HASH, row_hash
 
     conn = sqlite3.connect(path)
     conn.row_factory = sqlite3.Row
@@ -511,8 +511,9 @@ def test_modules_do_not_import_prefect() -> None:
     import sys
 
     code = (
-        "import sys, release_store.ledger.book, release_store.workspace, release_store.audit.home\n"
-        "import release_store.run.workdir, release_store.run.progress\n"
+        "import sys, sds_release.store.ledger.book, sds_release.store.workspace\n"
+        "import sds_release.store.audit.home\n"
+        "import sds_release.store.run.workdir, sds_release.store.run.progress\n"
         "print(','.join(m for m in sys.modules "
         "if m.split('.')[0] in ('prefect', 'great_expectations')))"
     )

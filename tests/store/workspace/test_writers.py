@@ -1,6 +1,6 @@
-"""Who can change a config or an input (release_store.workspace.writers, issue #37): every folder
-on the path, as given and as resolved, is this user's or root's and writable by no one else; a
-sticky shared folder only holds entries of theirs. Checked where configs and inputs are read."""
+"""Who can change a config or an input (sds_release.store.workspace.writers, issue #37): every
+folder on the path, as given and as resolved, is this user's or root's and writable by no one else;
+a sticky shared folder only holds entries of theirs. Checked where configs and inputs are read."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from release_store.config import load_config
-from release_store.inputs.paths import check_input_path
-from release_store.workspace.writers import check_path_writers
 from sds_core.errors import SdsInputError
+from sds_release.store.config import load_config
+from sds_release.store.inputs.paths import check_input_path
+from sds_release.store.workspace.writers import check_path_writers
 from tests.helpers import TINY_CONFIG
 
 ROOT = os.geteuid() == 0

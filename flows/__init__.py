@@ -1,1 +1,0 @@
-"""Prefect flows and the `sds` command line."""

@@ -1,5 +1,0 @@
-"""``python -m flows.cli``: the ``sds`` command."""
-
-from flows.cli import main
-
-main()

@@ -1,0 +1,126 @@
+"""What every ``sds`` command shares: its options, the error handling, the home, the output.
+
+:class:`SdsTyper` wraps every command it registers so that a caller mistake
+(:class:`~sds_core.errors.SdsInputError`) becomes the one-paragraph message on stderr and exit
+status 2, written once here instead of in every command.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from sds_release.flows.console import fail, print_table, stdout_console, warn
+
+__all__ = [
+    "HomeOpt",
+    "JsonOpt",
+    "LedgerOpt",
+    "QuietOpt",
+    "SdsTyper",
+    "VerboseOpt",
+    "csv_list",
+    "echo_json",
+    "fail",
+    "home_dir",
+    "input_errors",
+    "print_table",
+    "published_release",
+    "stdout_console",
+    "warn",
+]
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+HomeOpt = Annotated[
+    str | None, typer.Option("--home", help="SDS home (default $SDS_HOME or ./.sds).")
+]
+LedgerOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ledger",
+        help="Ledger URL: sqlite:///PATH or postgresql://USER@HOST/DB (default "
+        "$SDS_LEDGER_URL, else HOME/ledger.sqlite).",
+    ),
+]
+VerboseOpt = Annotated[
+    bool,
+    typer.Option(
+        "--verbose", "-v", help="Show the run's stage logs on stderr (they always go to Prefect)."
+    ),
+]
+QuietOpt = Annotated[bool, typer.Option("--quiet", "-q", help="No progress output.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+
+
+def input_errors(command: F) -> F:
+    """``command`` with every :class:`SdsInputError` it raises turned into the one-paragraph
+    message and exit status 2 (the release contract's rule for a caller's mistake)."""
+
+    @functools.wraps(command)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        from sds_core.errors import SdsInputError
+
+        try:
+            return command(*args, **kwargs)
+        except SdsInputError as e:
+            raise fail(str(e), 2) from None
+
+    return wrapped  # type: ignore[return-value]
+
+
+class SdsTyper(typer.Typer):
+    """A typer app whose commands all go through :func:`input_errors`."""
+
+    def __init__(self, **kwargs: Any) -> None:
+        kwargs.setdefault("no_args_is_help", True)
+        kwargs.setdefault("add_completion", False)
+        kwargs.setdefault("pretty_exceptions_enable", False)
+        super().__init__(**kwargs)
+
+    def command(self, *args: Any, **kwargs: Any) -> Callable[[F], F]:
+        """Register a command (as typer does), wrapped by :func:`input_errors`."""
+        register = super().command(*args, **kwargs)
+
+        def decorator(f: F) -> F:
+            register(input_errors(f))
+            return f
+
+        return decorator
+
+
+def csv_list(value: str | None) -> list[str] | None:
+    """``a,b , c`` -> ``["a", "b", "c"]``; None stays None."""
+    return None if value is None else [v.strip() for v in value.split(",") if v.strip()]
+
+
+def home_dir(home: str | None) -> Path:
+    """The SDS home of ``--home`` (else $SDS_HOME, else ./.sds), created and checked."""
+    from sds_release.store.workspace.home import resolve_home
+
+    return resolve_home(home)
+
+
+def published_release(root: Path, release_id: str) -> Path:
+    """The directory of release ``release_id`` under the home's ``releases/``.
+
+    Raises:
+        SdsInputError: no such release (the message names the home).
+    """
+    from sds_core.errors import SdsInputError
+    from sds_release.store.workspace.home import find_release
+
+    found = find_release(root, release_id)
+    if found is None:
+        raise SdsInputError(f"no published release {release_id!r} in {root / 'releases'}")
+    return found
+
+
+def echo_json(obj: Any) -> None:
+    """Print ``obj`` as indented JSON (what every ``--json`` prints)."""
+    typer.echo(json.dumps(obj, indent=2, default=str))

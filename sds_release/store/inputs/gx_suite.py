@@ -1,0 +1,158 @@
+"""Running the Great Expectations suite of the validation gate, in a worker process when one runs.
+
+GX takes seconds to import. The CLI starts a worker (:func:`start_worker`) right after its
+pre-flight, so the import runs on the other core while Prefect loads and the first stages run;
+:func:`run_suite` then sends each table to it. Without a worker (a deployment run, the tests) the
+suite runs in this process. The worker is a child process of the release that exits with it (even
+when the release is killed); tables reach it through a local pipe, never a file, a result store
+or a log. Used by :mod:`sds_release.store.inputs.gate`.
+"""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+import os
+import signal
+import threading
+import time
+from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
+from typing import Any
+
+from sds_release.store.inputs.schema_checks import Check
+
+__all__ = [
+    "run_expectations",
+    "run_suite",
+    "start_method",
+    "start_worker",
+    "stop_worker",
+    "worker_running",
+]
+
+_WORKER: ProcessPoolExecutor | None = None
+_WARM: Future[None] | None = None
+
+
+def _import_gx() -> None:
+    """Warm-up job of the worker: import GX (and pandas) once."""
+    import great_expectations  # noqa: F401
+
+
+def _exit_with(parent: int) -> None:
+    """Exit as soon as the release process is gone (killed, crashed): never outlive it."""
+    while os.getppid() == parent:
+        time.sleep(0.5)
+    os._exit(0)
+
+
+def _quit(signum: int, frame: Any) -> None:
+    """The worker's SIGTERM (:func:`stop_worker`): release what multiprocessing registered
+    (its named semaphores, e.g. tqdm's lock under GX) and end without the interpreter's
+    teardown, which takes about a second with GX and pandas loaded."""
+    import multiprocessing.util
+
+    multiprocessing.util._exit_function()  # type: ignore[attr-defined]
+    os._exit(0)
+
+
+def _worker_init(parent: int) -> None:
+    """In the worker: let go of the release's stdin/stdout/stderr (a caller waiting for their
+    end must not wait for us), watch the release process, end quickly on SIGTERM."""
+    devnull = os.open(os.devnull, os.O_RDWR)
+    for fd in (0, 1, 2):
+        os.dup2(devnull, fd)
+    signal.signal(signal.SIGTERM, _quit)
+    threading.Thread(target=_exit_with, args=(parent,), daemon=True).start()
+
+
+def start_method() -> str:
+    """How the worker is started: ``fork`` while this process runs one thread (it then has
+    pandas, pyarrow and numpy loaded already: the release's pre-flight imported them, about
+    0.4 s of CPU the worker does not pay again on a core the starting server needs), else
+    ``spawn`` (forking a process that runs other threads can copy a lock held by one of them).
+    """
+    return "fork" if threading.active_count() == 1 and os.name == "posix" else "spawn"
+
+
+def start_worker() -> None:
+    """Start the worker process and its GX import now (no-op if one runs)."""
+    global _WORKER, _WARM
+    if _WORKER is None:
+        # with fork, ProcessPoolExecutor forks its process in the first submit, before it
+        # starts its own manager thread
+        _WORKER = ProcessPoolExecutor(
+            1,
+            mp_context=multiprocessing.get_context(start_method()),
+            initializer=_worker_init,
+            initargs=(os.getpid(),),
+        )
+        _WARM = _WORKER.submit(_import_gx)
+
+
+def worker_running() -> bool:
+    """Whether a worker process runs the suites."""
+    return _WORKER is not None
+
+
+def stop_worker() -> None:
+    """Stop the worker process now.
+
+    It holds nothing to keep (each suite's result has been returned), so it is terminated
+    rather than left to tear down its interpreter: with GX and pandas loaded that takes about a
+    second, which the release would otherwise wait for.
+    """
+    global _WORKER, _WARM
+    if _WORKER is not None:
+        processes = list((getattr(_WORKER, "_processes", None) or {}).values())
+        for process in processes:
+            process.terminate()  # SIGTERM: the worker's _quit
+        _WORKER.shutdown(wait=True, cancel_futures=True)
+    _WORKER = _WARM = None
+
+
+def run_suite(frame: Any, checks: list[Check], *, name: str) -> list[dict[str, Any]]:
+    """:func:`run_expectations`, in the worker when one runs (else here, as if it never had).
+
+    A worker that died (e.g. out of memory) is dropped and the suite runs in this process.
+    """
+    if _WORKER is not None:
+        try:
+            return _WORKER.submit(run_expectations, frame, checks, name=name).result()
+        except BrokenProcessPool:
+            stop_worker()
+    return run_expectations(frame, checks, name=name)
+
+
+def run_expectations(frame: Any, checks: list[Check], *, name: str) -> list[dict[str, Any]]:
+    """Run ``checks`` as a GX suite on ``frame``; one JSON result per check, in order."""
+    import logging
+
+    import great_expectations as gx
+    import great_expectations.expectations as gxe
+    from great_expectations.data_context.types.base import ProgressBarsConfig
+
+    for logger in ("great_expectations", "great_expectations.data_context.types.base"):
+        logging.getLogger(logger).setLevel(logging.WARNING)  # (it shadowed ``name`` before)
+    ctx = gx.get_context(mode="ephemeral")
+    ctx.variables.progress_bars = ProgressBarsConfig(globally=False)
+    batch_def = (
+        ctx.data_sources.add_pandas(f"{name}-source")
+        .add_dataframe_asset(name)
+        .add_batch_definition_whole_dataframe("all")
+    )
+    suite = ctx.suites.add(gx.ExpectationSuite(name=f"{name}-suite"))
+    classes: dict[str, Any] = {  # GX 1.x re-exports these without __all__
+        "expect_table_columns_to_match_set": gxe.ExpectTableColumnsToMatchSet,  # type: ignore[attr-defined]
+        "expect_table_row_count_to_be_between": gxe.ExpectTableRowCountToBeBetween,  # type: ignore[attr-defined]
+        "expect_column_values_to_not_be_null": gxe.ExpectColumnValuesToNotBeNull,  # type: ignore[attr-defined]
+        "expect_column_values_to_match_regex": gxe.ExpectColumnValuesToMatchRegex,  # type: ignore[attr-defined]
+        "expect_column_values_to_be_in_set": gxe.ExpectColumnValuesToBeInSet,  # type: ignore[attr-defined]
+        "expect_column_values_to_be_between": gxe.ExpectColumnValuesToBeBetween,  # type: ignore[attr-defined]
+    }
+    expectations = [suite.add_expectation(classes[c.kind](**c.kwargs)) for c in checks]
+    batch = batch_def.get_batch(batch_parameters={"dataframe": frame})
+    res = batch.validate(suite)
+    by_id = {r.expectation_config.id: r for r in res.results if r.expectation_config is not None}
+    return [json.loads(json.dumps(by_id[e.id].to_json_dict(), default=str)) for e in expectations]
