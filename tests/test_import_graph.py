@@ -22,6 +22,7 @@ ORDER = (
     "sds_release",  # its __init__ only: the product's package map, no imports
     "sds_release.store",  # its __init__ only: the package map, no imports
     "sds_release.store.workspace",  # the home on disk: layout, atomic writes, manifest, integrity
+    "sds_release.store.storage",  # object storage: s3:// URLs, listing, reading, publishing copies
     "sds_release.store.ledger",  # the privacy-budget ledger
     "sds_release.store.config",  # ReleaseParams, config files, declared schema, core objects
     "sds_release.store.inputs",  # reading the input, pre-flight, schema checks, the GX gate

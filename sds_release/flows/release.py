@@ -3,7 +3,8 @@
 budget -> ingest [privacy_risk: control rows held back] -> validate (GX gate, nothing charged)
 -> [binning: DP quantile bin edges] -> prepare -> count -> plan (R, split and synthesis from the
 DP count) -> aggregate k=1..R -> normalize -> synthesize (a registry synthesizer instead: fit)
--> validate-output -> evaluate [privacy_risk: anonymeter's attacks] -> publish. Each task
+-> validate-output -> evaluate [privacy_risk: anonymeter's attacks] -> publish [publish_to: the
+signed release copied to a bucket]. Each task
 receives what it reads and returns what the next one needs; the sensitive table is a handle that
 only this flow run holds. Re-running with the same release id resumes:
 finished stages load their hash-checked checkpoints and nothing is charged twice.
@@ -47,6 +48,7 @@ from sds_release.store.run import progress, stages, timing
 from sds_release.store.run.release_run import ReleaseRun, noise_scales
 from sds_release.store.run.results import LengthNoise, LengthResult
 from sds_release.tasks.artifacts import show_budget
+from sds_release.tasks.bucket import copy_to_bucket
 from sds_release.tasks.budget import reserve_budget
 from sds_release.tasks.evaluation import evaluate
 from sds_release.tasks.ingest import read_input
@@ -290,6 +292,8 @@ def release(params: ReleaseParams) -> str:
             raise told from e
     with timing.span("flow:show-budget"):
         _show_budget(run, log)
+    if params.publish_to:  # --- copy the signed release to a bucket (charges nothing) -----------
+        _call(copy_to_bucket, run=out.run, release_dir=str(released))
     timing.mark("flow:body-end")
     return str(released)
 

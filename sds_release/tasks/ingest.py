@@ -33,7 +33,7 @@ def read_input(run: ReleaseRun, executor: Executor[Any, Any]) -> tuple[Sensitive
     """
     progress.stage("reading the input")
     params = run.params
-    table, digest = executor.read_input(params)
+    table, digest = executor.read_input(params, private_dir=run.dirs.private_dir)
     where = executor.held(table, "parts")
     if params.period is not None:
         where += f" (the rows of period {params.period})"

@@ -11,6 +11,7 @@
 - ``evaluate``: ``evaluate`` (outside a release, not DP; ``--privacy-risk``) and ``split``
   (control rows held back before a release);
 - ``deploy``: ``deploy`` (the scheduled and on-demand deployments of a home);
+- ``publish``: ``publish`` (a complete release copied to a bucket);
 - ``common``: the shared options, the error handling
 (:class:`~sds_release.flows.cli.common.SdsTyper`)
   and the output.
@@ -35,6 +36,7 @@ from sds_release.flows.cli import (
     evaluate,
     ledger,
     plan,
+    publish,
     release,
     report,
     series,
@@ -89,6 +91,7 @@ app.add_typer(ledger.ledger_app, name="ledger")
 app.command()(evaluate.evaluate)
 app.command()(evaluate.split)
 app.command("deploy")(deploy.deploy_command)
+app.command("publish")(publish.publish_command)
 
 
 def main() -> None:  # pragma: no cover - the console entry point

@@ -4,7 +4,7 @@ and ``sds signing-key show|rotate``: checking releases after the fact, and their
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -205,7 +205,11 @@ def _replay(
 
 def verify_command(
     release_dir: Annotated[
-        Path, typer.Argument(help="A published release directory (or a series folder).")
+        str,
+        typer.Argument(
+            help="A published release directory (or a series folder), or a release's copy in "
+            "a bucket: s3://BUCKET/PREFIX/RELEASE_ID (read with AWS_* variables or a profile)."
+        ),
     ],
     public_key: Annotated[
         Path | None,
@@ -217,15 +221,13 @@ def verify_command(
     ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Check a downloaded release (or a series folder, `sds series`): its signature and every
-    artifact's sha256.
+    """Check a downloaded release (or a series folder, `sds series`), or a release's copy in a
+    bucket: its signature and every artifact's sha256.
 
-    Needs only the release directory (no ledger, no private files); exits 1 on any problem.
+    Needs only the release's files (no ledger, no private files); exits 1 on any problem.
     """
+    from sds_release.store.audit.signing import load_public_key
     from sds_core.errors import SdsInputError
-    from sds_release.store.audit.signing import load_public_key, verify_signed_release
-    from sds_release.store.series.files import is_series_dir, verify_series
-    from sds_release.store.workspace.home import MANIFEST
 
     key = None
     if public_key is not None:
@@ -234,8 +236,7 @@ def verify_command(
         except OSError as e:
             raise SdsInputError(f"--public-key {public_key}: {e.strerror or e}") from None
         key = load_public_key(data, f"--public-key {public_key}")
-    series = is_series_dir(release_dir) and not (release_dir / MANIFEST).exists()
-    check = verify_series(release_dir, key) if series else verify_signed_release(release_dir, key)
+    check, series = _verify(release_dir, key)
     if as_json:
         echo_json(check.to_dict() | ({"series": True} if series else {}))
     else:
@@ -258,6 +259,30 @@ def verify_command(
         typer.echo("verified" if check.ok else "NOT verified")
     if not check.ok:
         raise typer.Exit(1)
+
+
+def _verify(release_dir: str, key: Any) -> tuple[Any, bool]:
+    """The check of a release directory or series folder (and whether it is a series), or of a
+    release's copy in a bucket brought into a temporary directory (the check names the URL)."""
+    import dataclasses
+    import tempfile
+
+    from sds_release.store.audit.signing import verify_signed_release
+    from sds_release.store.series.files import is_series_dir, verify_series
+    from sds_release.store.storage.bucket import download_release
+    from sds_release.store.storage.urls import is_object_url
+    from sds_release.store.workspace.home import MANIFEST
+
+    if not is_object_url(release_dir):
+        path = Path(release_dir)
+        if is_series_dir(path) and not (path / MANIFEST).exists():
+            return verify_series(path, key), True
+        return verify_signed_release(path, key), False
+    with tempfile.TemporaryDirectory(prefix="sds-verify-") as tmp:
+        local = download_release(release_dir, Path(tmp) / "release")
+        check = verify_signed_release(local, key)
+        problems = tuple(p.replace(str(local), release_dir) for p in check.problems)
+        return dataclasses.replace(check, release_dir=release_dir, problems=problems), False
 
 
 def sign(release_id: str, home: HomeOpt = None) -> None:

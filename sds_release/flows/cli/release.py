@@ -78,7 +78,7 @@ def release(input: str, **options: Any) -> None:
     from sds_core.errors import SdsInputError
     from sds_release.store.config import build_params, load_config
     from sds_release.store.config.periods import resolve_period
-    from sds_release.store.config.sources import is_postgres_url
+    from sds_release.store.config.sources import is_local_path
     from sds_release.store.inputs.paths import check_input_path
     from sds_release.store.workspace.home import new_release_id
 
@@ -94,10 +94,10 @@ def release(input: str, **options: Any) -> None:
         **options,
         "home": home,
         "ledger": ledger,
-        "input": input if is_postgres_url(input) else str(Path(input).expanduser().absolute()),
+        "input": str(Path(input).expanduser().absolute()) if is_local_path(input) else input,
     }
     params = resolve_period(build_params(cfg, overrides))  # previous-month: now, once
-    if not is_postgres_url(params.input):  # a database is read (so checked) by the pre-flight
+    if is_local_path(params.input):  # a database or objects are read (checked) by the pre-flight
         check_input_path(params.input)  # before any budget is reserved or Prefect started
     root = home_dir(params.home)
     params = params.model_copy(
@@ -170,8 +170,9 @@ def _release_signature() -> inspect.Signature:
             typer.Argument(
                 metavar="INPUT",
                 help="Sensitive table: CSV (header row) or Parquet file, Parquet dataset "
-                "(directory or glob), or postgresql://USER@HOST[:PORT]/DB with --table or "
-                "--query.",
+                "(directory or glob), postgresql://USER@HOST[:PORT]/DB with --table or "
+                "--query, or s3://BUCKET/PREFIX/ (Parquet objects; a glob, a list, or one CSV "
+                "or Parquet object; keys from AWS_* variables or a profile).",
             ),
         ],
     )

@@ -26,9 +26,10 @@ from sds_core.errors import SdsInputError, SdsInternalError
 from sds_release.store.cluster.synthesis import StoredSynthetic
 from sds_release.store.config.fields import AGGREGATE_SEEDED
 from sds_release.store.config.release_params import ReleaseParams
-from sds_release.store.config.sources import is_postgres_url, public_input, source_name
+from sds_release.store.config.sources import is_local_path, is_postgres_url, public_input, source_name
 from sds_release.store.inputs.commitment import fingerprint_matches
 from sds_release.store.inputs.ingest import dataset_digest
+from sds_release.store.inputs.objects import LISTING_FILE, changed_objects, list_input, object_digest
 from sds_release.store.inputs.paths import check_input_path, dataset_files
 from sds_release.store.inputs.postgres import read_postgres
 from sds_release.store.ledger.backends import LEDGER_FILE
@@ -38,6 +39,7 @@ from sds_release.store.ledger.values import ChargeRow, Reservation
 from sds_release.store.run import stages
 from sds_release.store.run.release_run import ReleaseRun, planned_charges
 from sds_release.store.run.workdir import COMMITMENT_KEY_FILE, KEY_FILE, ReleaseDirs
+from sds_release.store.storage.urls import is_object_url
 from sds_release.store.workspace.files import atomic_write_bytes, sha256_file
 from sds_release.store.workspace.home import MANIFEST, find_release
 from sds_release.store.workspace.manifest import Manifest
@@ -62,9 +64,10 @@ RUN_FACTS = ("created_at", "finished_at", "stages", "ledger_head", "dataset_budg
 (stage *names* are compared; versions are reported when they differ). ``finished_at`` and
 ``dataset_budget`` are in manifests made before they left the public manifest."""
 
-LOCAL_ONLY: dict[str, Any] = {"executor": "local", "dask_address": None}
-"""Where a release was computed (a Dask cluster) does not change its keyed result; a replay
-always runs locally. Applied only to the keys a release recorded."""
+LOCAL_ONLY: dict[str, Any] = {"executor": "local", "dask_address": None, "publish_to": None}
+"""Where a release was computed (a Dask cluster) and where a copy went (``publish_to``) do not
+change its keyed result; a replay always runs locally and copies nothing. Applied only to the
+keys a release recorded."""
 
 _UNCOMPARED_PARAMETERS = ("input", "home", "config", *LOCAL_ONLY)
 """Parameters a replay sets itself (the input it was given, its throwaway home)."""
@@ -136,12 +139,12 @@ def replay_parameters(
 
 def published_form(private: Mapping[str, Any]) -> dict[str, Any]:
     """The private parameter record as the manifest publishes it (ReleaseParams.public_dict):
-    input and config by file name, no home, no ledger.
+    input and config by file name, no home, no ledger, no ``publish_to``.
 
     >>> published_form({"input": "/data/in.csv", "config": None, "home": "/h", "ledger": None})
     {'input': 'in.csv', 'config': None}
     """
-    out = {k: v for k, v in private.items() if k not in ("home", "ledger")}
+    out = {k: v for k, v in private.items() if k not in ("home", "ledger", "publish_to")}
     if out.get("input") is not None:
         out["input"] = public_input(out["input"])
     if out.get("config") is not None:
@@ -340,6 +343,8 @@ class RecordedRelease:
             except SdsInputError as e:
                 raise SdsInputError(f"--input: {e}") from None
             return self.input_check(digest, str(path))
+        if is_object_url(str(path)):
+            return self.objects_check(str(path))
         try:
             p = check_input_path(path)
             files = dataset_files(path)  # a Parquet dataset: its digest over the part files
@@ -348,6 +353,25 @@ class RecordedRelease:
         if files is not None:
             return self.input_check(dataset_digest(files, [sha256_file(f) for f in files]), str(p))
         return self.input_check(sha256_file(p), str(p))
+
+    def objects_check(self, url: str) -> Check:
+        """An ``s3://`` input: its objects listed again (nothing read) must be those the release
+        read (their :func:`~sds_release.store.inputs.objects.object_digest` opens the commitment);
+        refused naming each object added, removed or replaced since (the private listing)."""
+        try:
+            objects = list_input(url)
+        except SdsInputError as e:
+            raise SdsInputError(f"--input: {e}") from None
+        digest = object_digest(objects)
+        if fingerprint_matches(self.manifest.get("input") or {}, self.commitment_key, digest):
+            return self.input_check(digest, url)
+        changed = changed_objects(self.dirs.private_dir / LISTING_FILE, objects)
+        raise SdsInputError(
+            f"the objects of {url} are not the input of release {self.release_id!r}: "
+            + ("; ".join(changed[:5]) if changed else "their list (keys, ETags, sizes) differs")
+            + " since the release; replay from the objects as they were released (a versioned "
+            "bucket keeps them), nothing was recomputed"
+        )
 
     def input_check(self, sha256: str, path: str) -> Check:
         """Check an input's sha256 against the manifest's input commitment (or, for a release
@@ -420,9 +444,9 @@ class RecordedRelease:
             data = replay_parameters(
                 self.unplanned_parameters(),
                 input_path=(
-                    str(input_path)
-                    if is_postgres_url(str(input_path))
-                    else str(Path(input_path).absolute())
+                    str(Path(input_path).absolute())
+                    if is_local_path(str(input_path))
+                    else str(input_path)
                 ),
                 home=str(tmp),
                 seed=self.seed,

@@ -42,6 +42,7 @@ from sds_release.store.cluster.table import ClusterTable, Placement
 from sds_release.store.config.core_objects import gate_columns
 from sds_release.store.config.release_params import ReleaseParams
 from sds_release.store.config.schema import TableSchema
+from sds_release.store.inputs.objects import LISTING_FILE
 from sds_release.store.run.release_run import ReleaseRun
 from sds_release.store.workspace.encoding import chunk_bounds
 
@@ -114,14 +115,18 @@ class DaskExecutor:
             if embedded is not None:
                 embedded.close()
 
-    def read_input(self, params: ReleaseParams) -> tuple[DaskInput, str]:
-        """The Parquet dataset or CSV file ``params.input`` names, read on the workers."""
+    def read_input(
+        self, params: ReleaseParams, *, private_dir: Path | None = None
+    ) -> tuple[DaskInput, str]:
+        """The Parquet dataset, CSV file or ``s3://`` objects ``params.input`` names, read on
+        the workers (objects: listed here, each read by a worker)."""
         return open_input(
             self.client,
             params.input,
             delimiter=params.delimiter,
             gate_columns=gate_columns(params),
             partitions=self.partitions,
+            listing=None if private_dir is None else private_dir / LISTING_FILE,
         )
 
     def held(self, data: DaskInput | ClusterTable, what: str) -> str:

@@ -30,10 +30,18 @@ from sds_core.errors import SdsInputError
 from sds_release.store.inputs.ingest import (
     csv_digest,
     dataset_digest,
+    parse_input,
+    parse_part,
     read_csv_block,
     read_part_file,
 )
+from sds_release.store.inputs.objects import list_input, object_digest, write_listing
 from sds_release.store.inputs.paths import PARQUET_SUFFIXES, dataset_files
+from sds_release.store.storage.s3 import StoredObject, read_object
+from sds_release.store.storage.urls import ObjectSource, is_object_url
+from sds_core.data.text import matching_column
+from sds_core.data.zeros import zero_shares
+from sds_core.errors import SdsInputError
 
 CSV_BLOCKSIZE = 64 * 2**20
 """Bytes per block of a CSV read on the workers (``dask_partitions`` sets the block count)."""
@@ -90,6 +98,7 @@ def open_input(
     delimiter: str,
     gate_columns: Sequence[str] = (),
     partitions: int | None = None,
+    listing: Path | None = None,
 ) -> tuple[DaskInput, str]:
     """Read the input on the workers; returns it and its ``input_sha256``.
 
@@ -98,22 +107,34 @@ def open_input(
     as locally). A CSV file: blocks of whole lines (``partitions`` blocks, else
     :data:`CSV_BLOCKSIZE` bytes each) parsed on the workers by the local reader's rules; its
     digest is the file's sha256, streamed here. ``gate_columns`` as
-    :func:`~sds_release.store.inputs.ingest.read_release_input`.
+    :func:`~sds_release.store.inputs.ingest.read_release_input`. An ``s3://`` input: the driver
+    lists its objects (nothing read), each worker reads its own (one part per object, checked
+    against its listing); its digest is :func:`~sds_release.store.inputs.objects.object_digest`, and
+    ``listing`` is where the object list goes (private).
 
     Raises:
         SdsInputError: as the local reader (file, part or block named), or the parts' columns
-            differ, or a file changed while it was read.
+            differ, or a file changed while it was read (an object: since it was listed).
     """
     keep = list(gate_columns)
-    dataset = dataset_files(path)
-    files = dataset
+    dataset = None if is_object_url(path) else dataset_files(path)
+    files: Sequence[Path | str] | None = dataset
     if files is None and Path(path).suffix.lower() in PARQUET_SUFFIXES:
         files = [Path(path)]
-    if files is not None:
+    if is_object_url(path):  # each worker reads its own objects; the driver lists them
+        objects = list_input(path)
+        one_file = ObjectSource.parse(path).kind == "object"
+        parts = client.map(
+            _read_object, objects, keep=keep, delimiter=delimiter, one_file=one_file, pure=False
+        )
+        files, digest = [str(o.url) for o in objects], object_digest(objects)
+        if listing is not None:
+            write_listing(listing, objects)
+    elif files is not None:
         read = client.map(_read_part, [str(f) for f in files], keep=keep, pure=False)
         digests = client.gather(client.map(_second, read))
         parts = client.map(_first, read)
-        digest = dataset_digest(files, digests) if dataset else digests[0]
+        digest = dataset_digest(dataset, digests) if dataset else digests[0]
     else:
         p = Path(path)
         before = os.stat(p)
@@ -161,6 +182,16 @@ def _csv_blocks(
     ]
     futures: list[Any] = client.compute(tasks)
     return futures
+
+
+def _read_object(obj: StoredObject, keep: list[str], delimiter: str, one_file: bool) -> pa.Table:
+    """On a worker: one object of an ``s3://`` input, read checked against its listing (the
+    worker's own credentials: none travels with the task), parsed as a local file of its name
+    (``one_file``) or a dataset's part; gate columns kept."""
+    data = read_object(obj)
+    name = str(obj.url)
+    table = parse_input(name, data, delimiter=delimiter) if one_file else parse_part(name, data)
+    return _select(table, keep)
 
 
 def _read_part(path: str, keep: list[str]) -> tuple[pa.Table, str]:

@@ -26,6 +26,7 @@ from sds_release.store.config.loading import load_config
 from sds_release.store.config.release_params import ReleaseParams, build_params
 from sds_release.store.config.sources import is_postgres_url
 from sds_release.store.ledger.backends import split_password
+from sds_release.store.storage.urls import is_object_url
 from sds_release.store.workspace.files import atomic_write_text
 from sds_release.store.workspace.home import HOME_ENV, resolve_home, validate_id
 from sds_release.store.workspace.writers import check_path_writers
@@ -233,7 +234,11 @@ def read_pins(path: Path) -> Pins:
         raise SdsInputError(f'pin file {path} names no input; add input = "/path/to/table"')
     for key in ("input", "config"):
         value = values.get(key)
-        if value is not None and (not isinstance(value, str) or not Path(value).is_absolute()):
+        if (
+            value is not None
+            and not (key == "input" and is_object_url(str(value)))
+            and (not isinstance(value, str) or not Path(value).is_absolute())
+        ):
             raise SdsInputError(
                 f"pin file {path}: {key} = {value!r} is not an absolute path; the worker runs "
                 "in a temporary directory, so give the full path"

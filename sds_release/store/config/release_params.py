@@ -71,8 +71,10 @@ class ReleaseParams(BaseModel):
     )
     input: str = Field(
         description="The sensitive table: a CSV (header row) or Parquet file, a directory or "
-        "glob of Parquet part files, or a PostgreSQL database postgresql://USER@HOST[:PORT]/DB "
-        "(with table or query; the password in PGPASSWORD or ~/.pgpass, never in the URL)."
+        "glob of Parquet part files, a PostgreSQL database postgresql://USER@HOST[:PORT]/DB "
+        "(with table or query; the password in PGPASSWORD or ~/.pgpass, never in the URL), or "
+        "objects s3://BUCKET/PREFIX/ (Parquet objects; a glob, a comma-separated list, or one "
+        "CSV or Parquet object; keys from AWS_* variables or a profile, never in the URL)."
     )
     table: str | None = Field(
         None,
@@ -204,6 +206,12 @@ class ReleaseParams(BaseModel):
     dask_partitions: int | None = Field(
         None, ge=1, description="executor 'dask': record partitions (default: from the size)."
     )
+    publish_to: str | None = Field(
+        None,
+        description="Copy the finished, signed release to s3://BUCKET/PREFIX/<release-id>/ "
+        "(the manifest last); the store's endpoint and keys come from AWS_* variables or a "
+        "profile. A failed copy leaves the local release complete: `sds publish` retries.",
+    )
     synthetic_records: int | None = Field(
         None,
         ge=1,
@@ -273,6 +281,21 @@ class ReleaseParams(BaseModel):
         if refusal is not None:
             raise ValueError(refusal)
         return self
+
+    @field_validator("publish_to")
+    @classmethod
+    def _publish_url(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        from sds_release.store.storage.urls import ObjectUrl
+
+        try:
+            url = ObjectUrl.parse(value)
+        except SdsInputError as e:
+            raise ValueError(f"publish_to: {e}") from None
+        if url.kind == "glob":
+            raise ValueError(f"publish_to {value!r} has a wildcard; give the prefix to copy to")
+        return str(url)
 
     @model_validator(mode="after")
     def _subject_not_released(self) -> ReleaseParams:
@@ -455,6 +478,7 @@ class ReleaseParams(BaseModel):
             out["config"] = PurePath(out["config"]).name
         out.pop("home")
         out.pop("ledger")
+        out.pop("publish_to", None)  # where a copy goes, like the home: not of the release
         return out
 
     def private_dict(self) -> dict[str, Any]:
@@ -466,6 +490,8 @@ class ReleaseParams(BaseModel):
         out["ledger"] = None if self.ledger is None else split_password(self.ledger)[0]
         out["seed"] = "given (withheld)" if self.seed is not None else None
         out["delta"] = self.resolved_delta()
+        if out["publish_to"] is None:  # no copy asked: the record of releases before it
+            out.pop("publish_to")
         if out["period_format"] is None:  # no period, or the default: files as before formats
             out.pop("period_format")
         return out

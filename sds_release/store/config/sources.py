@@ -1,5 +1,6 @@
-"""What a release's ``input`` names: a file (CSV, Parquet, a Parquet dataset) or a PostgreSQL
-table or query (``postgresql://USER@HOST[:PORT]/DB`` with ``table`` or ``query``).
+"""What a release's ``input`` names: a file (CSV, Parquet, a Parquet dataset), a PostgreSQL
+table or query (``postgresql://USER@HOST[:PORT]/DB`` with ``table`` or ``query``) or objects in
+an object store (``s3://BUCKET/...``: :mod:`sds_release.store.storage.urls`).
 
 Only the naming rules live here (no connection): which inputs are PostgreSQL URLs, the one
 paragraph refusing a bad combination, and the names a manifest publishes. Reading is
@@ -11,7 +12,9 @@ from __future__ import annotations
 from pathlib import PurePath
 from urllib.parse import quote, urlsplit
 
-__all__ = ["is_postgres_url", "public_input", "source_name", "source_refusal"]
+from sds_release.store.storage.urls import ObjectSource, is_object_url
+
+__all__ = ["is_local_path", "is_postgres_url", "public_input", "source_name", "source_refusal"]
 
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")
 
@@ -25,6 +28,15 @@ def is_postgres_url(text: str) -> bool:
     return text.lower().startswith(POSTGRES_SCHEMES)
 
 
+def is_local_path(text: str) -> bool:
+    """Whether ``text`` names a local file or dataset (neither a database nor objects).
+
+    >>> is_local_path("in.csv"), is_local_path("s3://sds-data/in/")
+    (True, False)
+    """
+    return not (is_postgres_url(text) or is_object_url(text))
+
+
 def source_refusal(text: str, *, table: str | None, query: str | None, executor: str) -> str | None:
     """Why ``input`` with these ``table``/``query``/``executor`` cannot be read, or None.
 
@@ -36,11 +48,11 @@ def source_refusal(text: str, *, table: str | None, query: str | None, executor:
     if not is_postgres_url(text):
         given = "table" if table is not None else "query" if query is not None else None
         if given is None:
-            return None
+            return _object_refusal(text) if is_object_url(text) else None
         return (
             f"{given} {table if given == 'table' else query!r} reads from PostgreSQL, but the "
-            "input is a file: give the input as postgresql://USER@HOST/DB, or leave out "
-            f"--{given}"
+            f"input is {'in an object store' if is_object_url(text) else 'a file'}: give the "
+            f"input as postgresql://USER@HOST/DB, or leave out --{given}"
         )
     try:
         parts = urlsplit(text)
@@ -67,14 +79,28 @@ def source_refusal(text: str, *, table: str | None, query: str | None, executor:
     return None
 
 
+def _object_refusal(text: str) -> str | None:
+    """Why an ``s3://`` input cannot be read, or None: a malformed URL (never a credential)."""
+    from sds_core.errors import SdsInputError
+
+    try:
+        ObjectSource.parse(text)
+    except SdsInputError as e:
+        return str(e)
+    return None
+
+
 def public_input(text: str) -> str:
     """The input as a manifest names it: a file by its name only (never the local path), a
-    PostgreSQL URL as given (it holds no password: :func:`source_refusal`).
+    PostgreSQL URL as given (it holds no password: :func:`source_refusal`), an ``s3://``
+    input as given (it holds no credential: :meth:`ObjectSource.parse`).
 
     >>> public_input("/srv/data/people.csv"), public_input("postgresql://sds@db/census")
     ('people.csv', 'postgresql://sds@db/census')
+    >>> public_input("s3://sds-data/people/")
+    's3://sds-data/people/'
     """
-    return text if is_postgres_url(text) else PurePath(text).name
+    return PurePath(text).name if is_local_path(text) else text
 
 
 def source_name(text: str, *, table: str | None, query: str | None) -> str:

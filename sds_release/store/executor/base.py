@@ -89,8 +89,11 @@ class Executor(Protocol[InputT, RecordsT]):
     terminal about ``"0"`` cells) or only its column names."""
 
     # --- ingest, validate ----------------------------------------------------------------------
-    def read_input(self, params: ReleaseParams) -> tuple[InputT, str]:
-        """The input (the gate's columns only) and its sha256, as ``params`` name it."""
+    def read_input(
+        self, params: ReleaseParams, *, private_dir: Path | None = None
+    ) -> tuple[InputT, str]:
+        """The input (the gate's columns only) and its sha256, as ``params`` name it; an
+        ``s3://`` input's object list goes to ``private_dir`` (its identity, private)."""
         ...
 
     def held(self, data: InputT | RecordsT, what: str) -> str:

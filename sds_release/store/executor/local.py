@@ -26,6 +26,7 @@ from sds_release.store.config.release_params import ReleaseParams
 from sds_release.store.config.schema import TableSchema
 from sds_release.store.inputs.gate import validate_table
 from sds_release.store.inputs.ingest import read_release_input
+from sds_release.store.inputs.objects import LISTING_FILE
 from sds_release.store.inputs.periods import PeriodFilter
 from sds_release.store.run.release_run import ReleaseRun
 from sds_release.store.workspace.encoding import chunk_bounds
@@ -46,9 +47,11 @@ class LocalExecutor:
         """The executor for one release (nothing to connect or close)."""
         yield cls()
 
-    def read_input(self, params: ReleaseParams) -> tuple[pa.Table, str]:
-        """The file, dataset or PostgreSQL table ``params.input`` names, read here (a period's
-        rows only with ``period``)."""
+    def read_input(
+        self, params: ReleaseParams, *, private_dir: Path | None = None
+    ) -> tuple[pa.Table, str]:
+        """The file, dataset, PostgreSQL table or ``s3://`` objects ``params.input`` names,
+        read here (a period's rows only with ``period``)."""
         return read_release_input(
             params.input,
             delimiter=params.delimiter,
@@ -56,6 +59,7 @@ class LocalExecutor:
             period=PeriodFilter.of(params.period_column, params.period, params.period_format),
             table=params.table,
             query=params.query,
+            listing=None if private_dir is None else private_dir / LISTING_FILE,
         )
 
     def held(self, data: Any, what: str) -> str:

@@ -14,6 +14,7 @@ import io
 import os
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 
@@ -26,6 +27,7 @@ from sds_release.store.inputs.paths import (
     dataset_root,
 )
 from sds_release.store.inputs.periods import PeriodFilter, select_period
+from sds_release.store.storage.urls import ObjectSource, is_object_url
 from sds_release.store.workspace.writers import check_path_writers
 
 _OTHER_DELIMITERS = (",", ";", "\t", "|")
@@ -59,11 +61,14 @@ def read_release_input(
     period: PeriodFilter | None = None,
     table: str | None = None,
     query: str | None = None,
+    listing: Path | None = None,
 ) -> tuple[pa.Table, str]:
     """The input of a release as the validation gate sees it (ingest and pre-flight alike),
     and the sha256 of exactly the bytes it was parsed from (:func:`read_table_with_digest`);
     a PostgreSQL URL (``table`` or ``query``): its rows in order and their digest
-    (:func:`sds_release.store.inputs.postgres.read_postgres`).
+    (:func:`sds_release.store.inputs.postgres.read_postgres`); an ``s3://`` input: its objects
+    (:func:`read_object_input`; ``listing``: where their list goes, private; ignored for
+    other inputs).
 
     ``period`` (a periodic dataset): only the rows of that period are kept, without the period
     column (:func:`sds_release.store.inputs.periods.select_period`, which refuses a missing or
@@ -75,6 +80,8 @@ def read_release_input(
         from sds_release.store.inputs.postgres import read_postgres
 
         rows, digest = read_postgres(str(path), table=table, query=query)
+    elif is_object_url(str(path)):
+        rows, digest = read_object_input(str(path), delimiter=delimiter, listing=listing)
     else:
         rows, digest = read_table_with_digest(path, delimiter=delimiter)
     if period is not None:
@@ -85,22 +92,46 @@ def read_release_input(
     return rows, digest
 
 
+def read_object_input(
+    text: str, *, delimiter: str, listing: Path | None = None
+) -> tuple[pa.Table, str]:
+    """An ``s3://`` input read whole in this process (the local executor) and its identity
+    (:func:`~sds_release.store.inputs.objects.object_digest`): one object parsed as a local file of
+    its name is, several as the parts of a Parquet dataset (in canonical order), each checked
+    against its listing as it is read. ``listing``: where to write the objects read (private).
+
+    Raises:
+        SdsInputError: the store refuses, nothing matches, an object changed since it was
+            listed (:func:`~sds_release.store.storage.s3.read_object`), or as the local reader.
+    """
+    from sds_release.store.inputs.objects import list_input, object_digest, write_listing
+    from sds_release.store.storage.s3 import filesystem, read_object
+
+    fs = filesystem()
+    objects = list_input(text)
+    names = [str(o.url) for o in objects]
+    if ObjectSource.parse(text).kind == "object":
+        table = parse_input(names[0], read_object(objects[0], fs), delimiter=delimiter)
+    else:
+        tables = [
+            parse_part(name, read_object(o, fs)) for name, o in zip(names, objects, strict=True)
+        ]
+        table = combine_parts(tables, names, text)
+    if listing is not None:
+        write_listing(listing, objects)
+    return table, object_digest(objects)
+
+
 def input_headers(path: str | Path, *, delimiter: str) -> list[str]:
     """The input's column names without reading its rows: a Parquet file's (or a dataset's
-    first part's) schema, or a CSV's header line (checked as :func:`read_table` checks it)."""
+    first part's) schema, or a CSV's header line (checked as :func:`read_table` checks it).
+    An ``s3://`` input: its first object's (a Parquet footer, or a CSV object read)."""
+    if is_object_url(str(path)):
+        return _object_headers(str(path), delimiter=delimiter)
     files = dataset_files(path) or [check_input_path(path)]
     p = files[0]
     if p.suffix.lower() in PARQUET_SUFFIXES:
-        import pyarrow.parquet as pq
-
-        try:
-            names = list(pq.read_schema(p).names)
-        except (pa.ArrowInvalid, OSError) as e:
-            raise SdsInputError(
-                f"input file '{p}' is not a readable Parquet file ({type(e).__name__})"
-            ) from None
-        _check_header(p, names, delimiter=None)
-        return [n for n in names if n != "__index_level_0__"]
+        return parquet_columns(str(p), p)
     _check_line_lengths(p)
     with open(p, "rb") as f:
         first = f.readline()
@@ -118,6 +149,36 @@ def input_headers(path: str | Path, *, delimiter: str) -> list[str]:
         )
     _check_header(p, header, delimiter=delimiter)
     return [h.strip() for h in header]
+
+
+def _object_headers(text: str, *, delimiter: str) -> list[str]:
+    from sds_release.store.inputs.objects import list_input
+    from sds_release.store.storage.s3 import filesystem, read_object, store_error
+
+    obj = list_input(text)[0]
+    name = str(obj.url)
+    if not name.lower().endswith(PARQUET_SUFFIXES):
+        return list(parse_input(name, read_object(obj), delimiter=delimiter).column_names)
+    try:
+        with filesystem().open_input_file(obj.url.path) as f:
+            return parquet_columns(name, f)
+    except OSError as e:
+        raise store_error(e, f"reading the footer of {name}") from None
+
+
+def parquet_columns(name: str, source: Any) -> list[str]:
+    """The column names in the footer of the Parquet file ``source`` (a path or an open
+    file; ``name`` in messages), checked as a header is; the rows are not read."""
+    import pyarrow.parquet as pq
+
+    try:
+        names = list(pq.read_schema(source).names)
+    except (pa.ArrowInvalid, OSError) as e:
+        raise SdsInputError(
+            f"input file '{name}' is not a readable Parquet file ({type(e).__name__})"
+        ) from None
+    _check_header(name, names, delimiter=None)
+    return [n for n in names if n != "__index_level_0__"]
 
 
 def read_table(path: str | Path, *, delimiter: str = ",") -> pa.Table:
@@ -170,27 +231,34 @@ def read_dataset(files: Sequence[Path]) -> tuple[pa.Table, str]:
         SdsInputError: a part is unreadable, changed while read, has no columns, or its columns
             differ from the first part's.
     """
-    tables: list[pa.Table] = []
-    digests: list[str] = []
-    for f in files:
-        table, digest = read_part_file(f)
-        if tables and table.column_names != tables[0].column_names:
+    read = [read_part_file(f) for f in files]
+    whole = combine_parts([t for t, _ in read], [str(f) for f in files], str(files[0].parent))
+    return whole, dataset_digest(files, [d for _, d in read])
+
+
+def combine_parts(tables: Sequence[pa.Table], names: Sequence[str], dataset: str) -> pa.Table:
+    """The part tables of a dataset concatenated in order (one chunk per column).
+
+    Raises:
+        SdsInputError: a part's columns differ from the first part's, their types are
+            incompatible, or no part has a row (``names`` and ``dataset`` name them).
+    """
+    for table, name in zip(tables, names, strict=True):
+        if table.column_names != tables[0].column_names:
             raise SdsInputError(
-                f"input part '{f}' has columns {table.column_names} but '{files[0]}' has "
+                f"input part '{name}' has columns {table.column_names} but '{names[0]}' has "
                 f"{tables[0].column_names}; every part file of a dataset needs the same columns"
             )
-        tables.append(table)
-        digests.append(digest)
     if not any(t.num_rows for t in tables):
-        raise SdsInputError(f"input dataset '{files[0].parent}' has columns but no rows")
+        raise SdsInputError(f"input dataset '{dataset}' has columns but no rows")
     try:
         whole = pa.concat_tables(tables, promote_options="permissive")
     except (pa.ArrowInvalid, pa.ArrowTypeError) as e:
         raise SdsInputError(
-            f"the part files of dataset '{files[0].parent}' have incompatible column types "
+            f"the part files of dataset '{dataset}' have incompatible column types "
             f"({e}); write every part with the same schema"
         ) from None
-    return whole.combine_chunks(), dataset_digest(files, digests)
+    return whole.combine_chunks()
 
 
 def read_part_file(f: str | Path) -> tuple[pa.Table, str]:
@@ -204,16 +272,29 @@ def read_part_file(f: str | Path) -> tuple[pa.Table, str]:
             f"input part '{p}' changed while it was read: it is still being written; wait "
             "until the dataset is complete, or copy it somewhere stable, and run again"
         )
+    return parse_part(str(p), data), hashlib.sha256(data).hexdigest()
+
+
+def parse_part(name: str, data: bytes) -> pa.Table:
+    """The bytes of the Parquet part ``name`` (empty allowed), checked as a part file is."""
     import pyarrow.parquet as pq
 
     try:
         table = pq.read_table(pa.BufferReader(data))
     except (pa.ArrowInvalid, OSError) as e:
         raise SdsInputError(
-            f"input part '{p}' is not a readable Parquet file ({type(e).__name__})"
+            f"input part '{name}' is not a readable Parquet file ({type(e).__name__})"
         ) from None
-    _check_header(p, table.column_names, delimiter=None)
-    return table, hashlib.sha256(data).hexdigest()
+    _check_header(name, table.column_names, delimiter=None)
+    return table
+
+
+def parse_input(name: str, data: bytes, *, delimiter: str) -> pa.Table:
+    """The bytes of the input file ``name`` parsed as :func:`read_table` parses that file:
+    Parquet by its suffix (``.parquet``, ``.pq``), else CSV with ``delimiter``."""
+    if name.lower().endswith(PARQUET_SUFFIXES):
+        return _read_parquet(name, data)
+    return _read_csv(name, data, delimiter)
 
 
 def csv_digest(path: str | Path) -> str:
@@ -264,7 +345,7 @@ def _check_line_lengths(p: Path) -> None:
                 )
 
 
-def _read_parquet(p: Path, data: bytes) -> pa.Table:
+def _read_parquet(p: str | Path, data: bytes) -> pa.Table:
     import pyarrow.parquet as pq
 
     try:
@@ -279,7 +360,7 @@ def _read_parquet(p: Path, data: bytes) -> pa.Table:
     return table
 
 
-def _read_csv(p: Path, data: bytes, delimiter: str) -> pa.Table:
+def _read_csv(p: str | Path, data: bytes, delimiter: str) -> pa.Table:
     if not data.strip():
         raise SdsInputError(
             f"input file '{p}' is empty; it needs a header row and at least one data row"
@@ -353,7 +434,7 @@ def _read_csv_arrow(data: bytes, delimiter: str, header: list[str]) -> pa.Table 
     return table.rename_columns(header).combine_chunks()
 
 
-def _check_header(p: Path, header: list[str], *, delimiter: str | None) -> None:
+def _check_header(p: str | Path, header: list[str], *, delimiter: str | None) -> None:
     names = [h.strip() for h in header]
     if delimiter is not None and len(names) <= 1:
         line = header[0] if header else ""

@@ -38,7 +38,7 @@ from sds_release.store.config.core_objects import (
 )
 from sds_release.store.config.planned import check_synthesis_sizes
 from sds_release.store.config.release_params import ReleaseParams
-from sds_release.store.config.sources import is_postgres_url
+from sds_release.store.config.sources import is_local_path
 from sds_release.store.inputs.holdback import check_holdback
 from sds_release.store.inputs.ingest import input_headers, read_release_input
 from sds_release.store.inputs.paths import check_input_path
@@ -96,8 +96,8 @@ def preflight(params: ReleaseParams) -> Preflight:
         SdsInputError: the budget cannot pay, the file is unusable, the table breaks its
             declared schema, or a parameter names a column the input does not have.
     """
-    source = params.input  # a PostgreSQL URL: read (and so checked) below, after the budget
-    path = source if is_postgres_url(source) else check_input_path(source)
+    source = params.input  # a PostgreSQL URL or s3:// objects: read (so checked) below
+    path = check_input_path(source) if is_local_path(source) else source
     check_budget(params)
     declared = declared_sizes(params)
     if declared is not None:  # the schema bounds every column: the synthesis is sized now
