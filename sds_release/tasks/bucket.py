@@ -10,9 +10,9 @@ from pathlib import Path
 
 from prefect import task
 
+from sds_core.errors import SdsInputError
 from sds_release.store.run.release_run import ReleaseRun
 from sds_release.store.storage.bucket import upload_release
-from sds_core.errors import SdsInputError
 from sds_release.tasks.options import task_logger
 
 

@@ -12,11 +12,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from sds_core.errors import SdsInputError
 from sds_release.store.cluster import inputs as cluster_inputs
 from sds_release.store.inputs.ingest import read_release_input
 from sds_release.store.storage.s3 import filesystem, write_object
 from sds_release.store.storage.urls import ObjectUrl
-from sds_core.errors import SdsInputError
 
 
 @pytest.fixture(scope="module")

@@ -12,12 +12,12 @@ from typing import Any
 import pyarrow.parquet as pq
 import pytest
 
+from sds_core.errors import SdsInputError
 from sds_release.store.inputs.ingest import input_headers, read_release_input
 from sds_release.store.inputs.objects import list_input, object_digest
 from sds_release.store.storage.bucket import download_release, upload_release
 from sds_release.store.storage.s3 import filesystem, read_object
 from sds_release.store.storage.urls import ObjectUrl
-from sds_core.errors import SdsInputError
 
 
 @pytest.fixture

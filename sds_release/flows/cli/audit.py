@@ -226,8 +226,8 @@ def verify_command(
 
     Needs only the release's files (no ledger, no private files); exits 1 on any problem.
     """
-    from sds_release.store.audit.signing import load_public_key
     from sds_core.errors import SdsInputError
+    from sds_release.store.audit.signing import load_public_key
 
     key = None
     if public_key is not None:

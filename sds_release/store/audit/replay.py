@@ -26,10 +26,20 @@ from sds_core.errors import SdsInputError, SdsInternalError
 from sds_release.store.cluster.synthesis import StoredSynthetic
 from sds_release.store.config.fields import AGGREGATE_SEEDED
 from sds_release.store.config.release_params import ReleaseParams
-from sds_release.store.config.sources import is_local_path, is_postgres_url, public_input, source_name
+from sds_release.store.config.sources import (
+    is_local_path,
+    is_postgres_url,
+    public_input,
+    source_name,
+)
 from sds_release.store.inputs.commitment import fingerprint_matches
 from sds_release.store.inputs.ingest import dataset_digest
-from sds_release.store.inputs.objects import LISTING_FILE, changed_objects, list_input, object_digest
+from sds_release.store.inputs.objects import (
+    LISTING_FILE,
+    changed_objects,
+    list_input,
+    object_digest,
+)
 from sds_release.store.inputs.paths import check_input_path, dataset_files
 from sds_release.store.inputs.postgres import read_postgres
 from sds_release.store.ledger.backends import LEDGER_FILE

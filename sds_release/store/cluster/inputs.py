@@ -39,9 +39,6 @@ from sds_release.store.inputs.objects import list_input, object_digest, write_li
 from sds_release.store.inputs.paths import PARQUET_SUFFIXES, dataset_files
 from sds_release.store.storage.s3 import StoredObject, read_object
 from sds_release.store.storage.urls import ObjectSource, is_object_url
-from sds_core.data.text import matching_column
-from sds_core.data.zeros import zero_shares
-from sds_core.errors import SdsInputError
 
 CSV_BLOCKSIZE = 64 * 2**20
 """Bytes per block of a CSV read on the workers (``dask_partitions`` sets the block count)."""

@@ -17,9 +17,9 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from sds_core.errors import SdsInputError
 from sds_release.store.storage.s3 import filesystem, store_error, write_object
 from sds_release.store.storage.urls import ObjectUrl
-from sds_core.errors import SdsInputError
 
 __all__ = ["LAST", "download_release", "release_url", "upload_release"]
 
@@ -47,9 +47,10 @@ def upload_release(release_dir: Path, prefix: str, release_id: str, fs: Any = No
     """Copy the complete release in ``release_dir`` to ``prefix``; returns its URL.
 
     Raises:
-        SdsInputError: the store refuses or fails (:func:`~sds_release.store.storage.s3.store_error`),
-            or the prefix already holds another release of this id (a different manifest):
-            releases are immutable, so it is never overwritten.
+        SdsInputError: the store refuses or fails
+            (:func:`~sds_release.store.storage.s3.store_error`), or the prefix already holds
+            another release of this id (a different manifest): releases are immutable, so it
+            is never overwritten.
     """
     fs = fs or filesystem()
     dest = release_url(prefix, release_id)

@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
 
-from sds_release.store.storage.urls import ObjectSource, ObjectUrl
 from sds_core.errors import SdsInputError
+from sds_release.store.storage.urls import ObjectSource, ObjectUrl
 
 __all__ = [
     "ENDPOINT_VARIABLES",

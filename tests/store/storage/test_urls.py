@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from sds_core.errors import SdsInputError
 from sds_release.store.config import build_params
 from sds_release.store.config.sources import public_input, source_refusal
 from sds_release.store.storage.urls import ObjectSource, ObjectUrl, is_object_url
-from sds_core.errors import SdsInputError
 
 
 @pytest.mark.parametrize(
