@@ -19,13 +19,24 @@ for lengths 2..R), ``np`` (record-count ε share), ``qp`` (percentile share), ``
 iterations), ``tree`` (``pairs``: the model's pair-dependence structure; ``g``: G-statistic),
 ``cells`` (the model's max_model_cells).
 ``plan`` is :func:`sds_core.marginals.plan.plan_sds` applied to the DP record count.
+
+Issue 39's suite (``--suite``, sets in ``bench/plan_suite.py``): every public set at ε 0.5, 1,
+2, 4, 10 (a set is named ``NAME@EPS``, e.g. ``yrbss@4``), the planned default (what a release
+does with no ``reporting_length`` and no ``synthesis``: the same core calls), ``aim``, ``mst``
+and ``pac-synth`` (the reference, R = 3, its own unseeded noise), cached in
+bench/results/plan-suite.jsonl; the last table compares them cell by cell.
+
+    .venv/bin/python bench/bench_plan.py --suite                        # 12 sets x 5 ε x 3 seeds
+    .venv/bin/python bench/bench_plan.py --suite --sets yrbss@4 --seeds 0
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
+import os
 import re
 import sys
 import time
@@ -34,12 +45,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+# one core per benchmark process on a shared machine (BLAS, OpenMP and numba threads)
+os.environ["OMP_NUM_THREADS"] = os.environ.get("OMP_NUM_THREADS", "1")
+os.environ["OPENBLAS_NUM_THREADS"] = os.environ.get("OPENBLAS_NUM_THREADS", "1")
+os.environ["NUMBA_NUM_THREADS"] = os.environ.get("NUMBA_NUM_THREADS", "1")
+
 import numpy as np
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_synthesis import DATA, bin_columns, independent
+from plan_suite import EPSILONS, SUITE, available
 
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
@@ -65,12 +82,20 @@ from sds_core.synthesis.consistent import (
     fit_aggregates,
     records_of,
 )
-from sds_core.synthesis.generator import SynthesisParams, synthesize
+from sds_core.synthesis.generator import (
+    REFERENCE_PARAMS,
+    SynthesisParams,
+    domain_from_text_keys,
+    synthesize,
+)
 from sds_core.synthesizers import create
 
 DELTA = 1e-6
 LABEL = "release"  # the noise labels of dp_aggregate, as bench_models.py
 CACHE = Path(__file__).resolve().parent / "out" / "plan-cache.jsonl"
+SUITE_CACHE = Path(__file__).resolve().parent / "results" / "plan-suite.jsonl"
+SUITE_METHODS = ("plan", "aim", "mst", "pac-synth")
+PLAN_TAG = ""  # --plan-tag: names the plan's code in the cache key (its rules changed)
 Z95 = 1.959963984540054
 ALL_SETS = (
     *(
@@ -100,10 +125,16 @@ class DataSet:
     name: str
     epsilon: float
     original: PreparedTable
+    frame: pd.DataFrame | None = None  # the input as text (pac-synth reads it)
 
 
 def data_set(name: str, seed: int) -> DataSet:
-    """The PUMS sample (or its seeded resample), raw or with age/income binned."""
+    """The PUMS sample (or its seeded resample), raw or with age/income binned; or a suite
+    set ``NAME@EPS`` (bench/plan_suite.py)."""
+    if "@" in name:
+        set_name, eps_text = name.split("@")
+        frame = SUITE[set_name].load(seed)
+        return DataSet(name, float(eps_text), prepare(frame), frame)
     size, kind, eps = name.split("-")
     n = SIZES[size]
     frame = pd.read_csv(DATA, dtype=str, keep_default_na=False)
@@ -325,18 +356,27 @@ def _scored(
 
 def run_plan(ds: DataSet, seed: int) -> tuple[str, Callable[[], dict[str, Any]]]:
     """The planned default: the record count, then the plan from N̂ and public facts."""
+    import sds_core.marginals.plan as plan_module
     from sds_core.marginals.plan import plan_sds
 
     base = DpParams(epsilon=ds.epsilon, delta=DELTA)
     count = protect_record_count(
         ds.original, base, ReleaseRandomness.from_seed(seed), release_label=LABEL
     )
-    plan = plan_sds(
-        count.protected_number_of_records,
-        epsilon=ds.epsilon,
-        delta=DELTA,
-        n_columns=ds.original.domain.n_columns,
-    )
+    d, shared = ds.original.domain.n_columns, plan_module.length_one_share
+    if COLUMN_EXPONENT[0]:  # issue 39's column rule (an experiment)
+        plan_module.length_one_share = lambda signal: _column_share(  # type: ignore[assignment]
+            signal, d, COLUMN_EXPONENT[0], shared
+        )
+    try:
+        plan = plan_sds(
+            count.protected_number_of_records,
+            epsilon=ds.epsilon,
+            delta=DELTA,
+            n_columns=d,
+        )
+    finally:
+        plan_module.length_one_share = shared
     config = SdsConfig(
         plan.dp_params(base),
         plan.synthesis,
@@ -367,7 +407,7 @@ def run_plan(ds: DataSet, seed: int) -> tuple[str, Callable[[], dict[str, Any]]]
         }
 
     after = "" if plan.reporting_length < 3 else ",after=excess"  # synthesis chosen after
-    return f"plan[{config.key()}{after}]", go
+    return f"plan{PLAN_TAG}[{config.key()}{after}]", go
 
 
 def run_registry(ds: DataSet, seed: int, name: str) -> dict[str, Any]:
@@ -390,6 +430,58 @@ def run_registry(ds: DataSet, seed: int, name: str) -> dict[str, Any]:
     }
 
 
+def run_pacsynth(ds: DataSet, seed: int) -> dict[str, Any]:
+    """pac-synth 0.0.8 (SDS's reference): R = 3, the same (ε, δ), its default split, records.
+
+    Its ``fit`` makes the DP aggregates (its own unseeded noise); the records are then drawn by
+    our reference mode (``REFERENCE_PARAMS``: pac-synth's sampling, which it reproduces to the
+    third decimal, docs/synthesis.md), because pac-synth's own ``sample`` takes minutes from
+    ~15k records on (100 s for yrbss's 13,583). ``PACSYNTH_SAMPLE=1`` uses its own sample.
+    """
+    import pacsynth
+
+    params = (
+        pacsynth.DpAggregateSeededParametersBuilder()
+        .reporting_length(3)
+        .epsilon(ds.epsilon)
+        .delta(DELTA)
+        .build()
+    )
+    synth = pacsynth.DpAggregateSeededSynthesizer(params)
+    t0 = time.perf_counter()
+    synth.fit(pacsynth.Dataset.from_data_frame(ds.frame))
+    t1 = time.perf_counter()
+    n = synth.get_dp_number_of_records()
+    if os.environ.get("PACSYNTH_SAMPLE") == "1":
+        table = prepare(synth.sample(n))
+    else:
+        texts = synth.get_dp_aggregates(";")
+        domain = domain_from_text_keys(texts, columns=list(ds.frame.columns))
+        aggregates = AggregateSet.from_text_dict(
+            domain, texts, 3, protected_number_of_records=n, is_dp=True
+        )
+        reference = dataclasses.replace(REFERENCE_PARAMS, target_number_of_records=n)
+        table = synthesize(aggregates, reference, rng=np.random.default_rng(seed))
+    t2 = time.perf_counter()
+    # its empty cells and its values, in the original's domain (a value it never drew is absent)
+    table = _in_domain(table, ds.original)
+    return {"tvd": tvds(ds.original, table), "seconds": [round(t1 - t0, 2), round(t2 - t1, 2)]}
+
+
+def _in_domain(table: PreparedTable, original: PreparedTable) -> PreparedTable:
+    """``table`` re-coded into ``original``'s domain (columns by name, labels by text)."""
+    dom, mine = original.domain, table.domain
+    codes = np.full((table.n_records, dom.n_columns), -1, dtype=original.codes.dtype)
+    for j, col in enumerate(dom.columns):
+        if col not in mine.columns:
+            continue
+        src = mine.column_index(col)
+        index = {label: i for i, label in enumerate(dom.labels[j])}
+        lut = np.array([index.get(lab, -1) for lab in mine.labels[src]] + [-1], dtype=np.int64)
+        codes[:, j] = lut[table.codes[:, src]]
+    return PreparedTable(dom, codes)
+
+
 def run_independent(ds: DataSet, seed: int) -> dict[str, Any]:
     """Each column drawn from today's default DP 1-counts."""
     release = aggregate(ds.original, DpParams(epsilon=ds.epsilon, delta=DELTA), seed)
@@ -409,6 +501,9 @@ def method_runner(method: str, ds: DataSet, seed: int) -> tuple[str, Callable[[]
         return method, lambda: run_registry(ds, seed, method)
     if method == "independent":
         return method, lambda: run_independent(ds, seed)
+    if method == "pac-synth":
+        own = os.environ.get("PACSYNTH_SAMPLE") == "1"
+        return method + (":own-sample" if own else ""), lambda: run_pacsynth(ds, seed)
     if method.startswith("sds:"):
         config = parse_config(method, ds.epsilon)
         return config.key(), lambda: run_sds(ds, seed, config)
@@ -420,8 +515,11 @@ def read_cache() -> dict[tuple[str, int, str], dict[str, Any]]:
     out: dict[tuple[str, int, str], dict[str, Any]] = {}
     if CACHE.exists():
         for line in CACHE.read_text().splitlines():
+            if not line.strip():
+                continue
             row = json.loads(line)
-            out[(row["set"], row["seed"], row["method"])] = row
+            # a plan's tag only named the code that ran: its configuration is the key
+            out[(row["set"], row["seed"], re.sub(r"^plan:[^[]*\[", "plan[", row["method"]))] = row
     return out
 
 
@@ -439,7 +537,8 @@ def mean_sd(values: list[float]) -> str:
 
 
 def print_set(name: str, rows: dict[str, list[dict[str, Any]]]) -> None:
-    print(f"\n### {name} (ε = {name.rsplit('-', 1)[1]}, δ = {DELTA:g})\n")
+    eps = name.split("@")[1] if "@" in name else name.rsplit("-", 1)[1]
+    print(f"\n### {name} (ε = {eps}, δ = {DELTA:g})\n")
     print(
         "| method | seeds | TVD1 | TVD2 | TVD3 | 1-way agreement | 2-way agreement | "
         "seconds (DP + synthesis) |"
@@ -487,6 +586,74 @@ def print_targets(table: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
         )
 
 
+COLUMN_EXPONENT = [0.0]
+"""Issue 39's column rule (tried, not adopted): the plan's length-1 share with its odds scaled by
+((11 − 1)/(d − 1))^x for d columns, x = this (0: the plan as it is); ``--share-exponent``."""
+COLUMN_RULE = 2.0  # the exponent chosen on the fit sets (tv16), shown as the table's column
+
+
+def _column_share(
+    signal: float, n_columns: int, exponent: float, curve_of: Callable[[float], float]
+) -> float:
+    """The plan's length-1 share (``curve_of``) with the column rule: its odds scaled."""
+    from sds_core.marginals.plan import MAX_LENGTH_1_SHARE
+
+    curve = curve_of(signal)
+    factor = (10 / max(n_columns - 1, 1)) ** exponent
+    if factor == 1.0:
+        return curve
+    odds = curve / (1 - curve) * factor
+    return min(MAX_LENGTH_1_SHARE, odds / (1 + odds))
+
+
+def _plan_variant(ds: DataSet, seed: int, exponent: float) -> str:
+    """The cache key of the plan's choice with the column rule at ``exponent``."""
+    saved = COLUMN_EXPONENT[0]
+    COLUMN_EXPONENT[0] = exponent
+    try:
+        key = run_plan(ds, seed)[0]
+    finally:
+        COLUMN_EXPONENT[0] = saved
+    return re.sub(r"^plan:[^[]*\[", "plan[", key)
+
+
+def print_suite(table: dict[str, dict[str, list[dict[str, Any]]]]) -> None:
+    """Issue 39's cells: TVD2 (mean over seeds) and seconds of each method, the default's ratios.
+
+    ``default`` is the plan as a release makes it; ``column rule`` the plan with issue 39's
+    column rule (tried, not adopted; the same as the default where it left the share unchanged).
+    """
+    print("\n### The default against aim, mst and pac-synth (TVD2, mean of the seeds; seconds)\n")
+    print(
+        "| set | ε | seeds | default | column rule | aim | mst | pac-synth | "
+        "default / best(aim, mst) | ≤ 1.10× | ≤ pac-synth | below aim | "
+        "seconds default / aim / mst / pac-synth |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def tvd2(results: list[dict[str, Any]]) -> float:
+        return float(np.mean([r["tvd"][1] for r in results])) if results else math.nan
+
+    def secs(results: list[dict[str, Any]]) -> str:
+        return f"{np.mean([sum(r['seconds']) for r in results]):.1f}" if results else "-"
+
+    def yes(ok: bool, *values: float) -> str:
+        return "-" if any(math.isnan(v) for v in values) else ("yes" if ok else "**no**")
+
+    for name, rows in table.items():
+        plan = rows.get("plan", [])
+        d, a, m = tvd2(plan), tvd2(rows.get("aim", [])), tvd2(rows.get("mst", []))
+        p, before = tvd2(rows.get("pac-synth", [])), tvd2(rows.get("plan-columns", []))
+        best = float(np.nanmin([a, m])) if not (math.isnan(a) and math.isnan(m)) else math.nan
+        set_name, eps = name.split("@")
+        times = " / ".join(secs(rows.get(k, [])) for k in ("plan", "aim", "mst", "pac-synth"))
+        print(
+            f"| {set_name} | {eps} | {len(plan)} | {d:.4f} | {before:.4f} | {a:.4f} | {m:.4f} | "
+            f"{p:.4f} | {d / best:.2f} | {yes(d <= 1.10 * best, d, best)} | "
+            f"{yes(d <= p, d, p)} | {yes(d < a, d, a)} | {times} |"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sets", nargs="+", default=list(ALL_SETS))
@@ -494,8 +661,35 @@ def main() -> None:
     parser.add_argument("--methods", nargs="+", default=list(DEFAULT_METHODS))
     parser.add_argument("--fresh", action="store_true", help="recompute cached results")
     parser.add_argument("--cached-only", action="store_true", help="print the cache, run nothing")
+    parser.add_argument("--suite", action="store_true", help="issue 39's public sets")
+    parser.add_argument("--plan-tag", default="", help="cache the plan's rows under this tag")
+    parser.add_argument(
+        "--share-exponent",
+        type=float,
+        help="run the plan with the column rule tried in issue 39 (0: the plan as it is)",
+    )
     args = parser.parse_args()
-    unknown = sorted(s for s in set(args.sets) - set(ALL_SETS) if not SET_NAME.fullmatch(s))
+    if args.share_exponent is not None:
+        COLUMN_EXPONENT[0] = args.share_exponent
+    global PLAN_TAG
+    PLAN_TAG = f":{args.plan_tag}" if args.plan_tag else ""
+    if args.suite:
+        global CACHE
+        CACHE = SUITE_CACHE
+        if args.sets == list(ALL_SETS):
+            args.sets = [f"{n}@{e:g}" for e in EPSILONS for n in SUITE]
+        if args.methods == list(DEFAULT_METHODS):
+            args.methods = list(SUITE_METHODS)
+        absent = [s for s in args.sets if not available(s.split("@")[0])]
+        for s in absent:
+            print(f"skipped {s}: {SUITE[s.split('@')[0]].needs} is not in this clone", flush=True)
+        args.sets = [s for s in args.sets if s not in absent]
+    suite_name = re.compile(rf"({'|'.join(map(re.escape, SUITE))})@\d+(\.\d+)?")
+    unknown = sorted(
+        s
+        for s in set(args.sets) - set(ALL_SETS)
+        if not SET_NAME.fullmatch(s) and not suite_name.fullmatch(s)
+    )
     if unknown:
         raise SystemExit(
             f"unknown sets {unknown}; choose from {list(ALL_SETS)} or any SIZE-raw|binned-EPS "
@@ -511,6 +705,11 @@ def main() -> None:
                 if ds is None:
                     ds = data_set(name, seed)
                 key, thunk = method_runner(method, ds, seed)
+                key = re.sub(r"^plan:[^[]*\[", "plan[", key)
+                if args.suite and method == "plan":  # the column rule's row, when measured
+                    tried = _plan_variant(ds, seed, COLUMN_RULE)
+                    if (name, seed, tried) in cache:
+                        rows.setdefault("plan-columns", []).append(cache[(name, seed, tried)])
                 hit = cache.get((name, seed, key))
                 if hit is None or args.fresh:
                     if args.cached_only:
@@ -529,11 +728,14 @@ def main() -> None:
                         file=sys.stderr,
                         flush=True,
                     )
-                label = "plan" if method == "plan" else key
+                label = method if method in ("plan", "pac-synth") else key
                 rows.setdefault(label, []).append(hit)
         table[name] = rows
         print_set(name, rows)
-    print_targets(table)
+    if args.suite:
+        print_suite(table)
+    else:
+        print_targets(table)
 
 
 if __name__ == "__main__":
