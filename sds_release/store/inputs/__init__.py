@@ -8,7 +8,7 @@
 - ``preflight``: checks the CLI runs before Prefect or GX load;
 - ``schema_checks``: the declared schema's checks, evaluated with Arrow;
 - ``gate``: the validation gate: the GX suite on the input and on the synthetic output;
-- ``gx_suite``: running the GX suite, in a worker process when one runs;
+- ``gx_suite``: running the GX suite, in the GX checker process when one runs;
 - ``periods``: the rows of one period of a periodic dataset; each subject in one period.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
@@ -69,12 +69,12 @@ _EXPORTS: dict[str, str] = {
     "schema_failures": "sds_release.store.inputs.schema_checks",
     "schema_frame": "sds_release.store.inputs.gate",
     "select_period": "sds_release.store.inputs.periods",
-    "start_worker": "sds_release.store.inputs.gx_suite",
-    "stop_worker": "sds_release.store.inputs.gx_suite",
+    "start_checker": "sds_release.store.inputs.gx_suite",
+    "stop_checker": "sds_release.store.inputs.gx_suite",
     "table_check_fails": "sds_release.store.inputs.schema_checks",
     "validate_table": "sds_release.store.inputs.gate",
     "view_columns": "sds_release.store.inputs.schema_checks",
-    "worker_running": "sds_release.store.inputs.gx_suite",
+    "checker_running": "sds_release.store.inputs.gx_suite",
     "zero_warning": "sds_release.store.inputs.preflight",
 }
 
@@ -96,6 +96,7 @@ __all__ = [
     "check_column_names",
     "check_input_path",
     "checked_view",
+    "checker_running",
     "commitment_key",
     "count_each_subject_once",
     "csv_digest",
@@ -128,12 +129,11 @@ __all__ = [
     "schema_failures",
     "schema_frame",
     "select_period",
-    "start_worker",
-    "stop_worker",
+    "start_checker",
+    "stop_checker",
     "table_check_fails",
     "validate_table",
     "view_columns",
-    "worker_running",
     "zero_warning",
 ]
 
@@ -161,11 +161,11 @@ if TYPE_CHECKING:
         validate_table,
     )
     from sds_release.store.inputs.gx_suite import (
+        checker_running,
         run_expectations,
         run_suite,
-        start_worker,
-        stop_worker,
-        worker_running,
+        start_checker,
+        stop_checker,
     )
     from sds_release.store.inputs.holdback import CONTROL_SHARE, MIN_SIDE_ROWS, hold_back
     from sds_release.store.inputs.ingest import (
