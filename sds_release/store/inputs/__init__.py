@@ -6,6 +6,7 @@
 - ``postgres``: a PostgreSQL table or read-only query as the input (Arrow batches, ordered rows);
 - ``commitment``: the input's published fingerprint, a keyed commitment (HMAC-SHA256);
 - ``preflight``: checks the CLI runs before Prefect or GX load;
+- ``preview``: the preview ``sds plan`` prints (noise, cost and the SDS plan for N; header only);
 - ``schema_checks``: the declared schema's checks, evaluated with Arrow;
 - ``gate``: the validation gate: the GX suite on the input and on the synthetic output;
 - ``gx_suite``: running the GX suite, in the GX checker process when one runs;
@@ -33,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "PARQUET_SUFFIXES": "sds_release.store.inputs.paths",
     "PeriodFilter": "sds_release.store.inputs.periods",
     "Preflight": "sds_release.store.inputs.preflight",
+    "ReleasePreview": "sds_release.store.inputs.preview",
     "SchemaValidationError": "sds_release.store.inputs.schema_checks",
     "check_budget": "sds_release.store.inputs.preflight",
     "check_column_names": "sds_release.store.inputs.preflight",
@@ -52,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "input_fingerprint": "sds_release.store.inputs.commitment",
     "input_headers": "sds_release.store.inputs.ingest",
     "input_schema": "sds_release.store.inputs.schema_checks",
+    "make_preview": "sds_release.store.inputs.preview",
     "numeric_view": "sds_release.store.inputs.schema_checks",
     "output_schema": "sds_release.store.inputs.gate",
     "preflight": "sds_release.store.inputs.preflight",
@@ -91,6 +94,7 @@ __all__ = [
     "GateResult",
     "PeriodFilter",
     "Preflight",
+    "ReleasePreview",
     "SchemaValidationError",
     "check_budget",
     "check_column_names",
@@ -112,6 +116,7 @@ __all__ = [
     "input_fingerprint",
     "input_headers",
     "input_schema",
+    "make_preview",
     "numeric_view",
     "output_schema",
     "preflight",
@@ -199,6 +204,7 @@ if TYPE_CHECKING:
         preflight,
         zero_warning,
     )
+    from sds_release.store.inputs.preview import ReleasePreview, make_preview
     from sds_release.store.inputs.schema_checks import (
         FLOAT_RE,
         INTEGER_RE,
