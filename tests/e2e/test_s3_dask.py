@@ -181,7 +181,7 @@ def test_a_read_failing_midway_on_one_worker_is_refused_before_any_charge(
     finally:
         s3_cluster.run(disarm, workers=workers)  # the store answers again
     assert code != 0
-    assert "part-1.parquet" in err and "Failure when receiving data" in err, err
+    assert "part-1.parquet" in err and "broke during the transfer" in err, err
     assert charges(home) == [] and complete_releases(home) == []
     budget = Ledger.open(home).budget("tiny")
     assert budget is not None and budget.epsilon_spent == 0 and budget.epsilon_reserved == 0
