@@ -312,7 +312,7 @@ def _no_heartbeats() -> Iterator[None]:
 
     Prefect 3.9.1 emits them by default (``flows.heartbeat_frequency`` = 180 s) from a thread
     that sleeps in whole seconds and is joined when the flow returns: the run ended 0-1 s
-    (uniformly) after its last line, 0.3-0.7 s in the median (docs/benchmarks.md). They feed
+    (uniformly) after its last line (``git show 78ca7e7:docs/benchmarks.md``). They feed
     only an automation that marks deployment runs Crashed when they stop; a release run by
     ``sds release`` or ``sds resume`` is no deployment run, and its process reports its own end.
     """
