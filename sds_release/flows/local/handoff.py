@@ -121,7 +121,7 @@ def import_time_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
 
 def project_root() -> str:
     """The source tree this code runs from: a runner serves only clients of the same tree."""
-    return str(Path(__file__).resolve().parents[2])
+    return str(Path(__file__).resolve().parents[3])  # sds_release/flows/local/handoff.py
 
 
 PROTOCOL = 2

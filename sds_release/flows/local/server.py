@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sds_release.flows.local.handoff import legacy_ping, ping, runner_enabled
+from sds_release.flows.local.handoff import legacy_ping, ping, project_root, runner_enabled
 from sds_release.store.workspace.home import PRIVATE_UMASK, make_private
 
 __all__ = [
@@ -388,7 +388,7 @@ def start(
 def supervisor_env() -> dict[str, str]:
     """The environment of the supervisor: this one, with the project importable."""
     env = dict(os.environ)
-    project = str(Path(__file__).resolve().parents[2])
+    project = project_root()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [project, env.get("PYTHONPATH")]))
     return env
 

@@ -25,7 +25,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sds_release.flows.local.handoff import ping, runner_enabled
+from sds_release.flows.local.handoff import ping, project_root, runner_enabled
 from sds_release.flows.local.server import (
     AUTH_ENV,
     AUTH_FILE,
@@ -58,7 +58,7 @@ UI_STATIC_ENV = "PREFECT_UI_STATIC_DIRECTORY"
 
 
 def _server_command(port: int) -> list[str]:
-    app_dir = str(Path(__file__).resolve().parents[2])  # where the flows package is
+    app_dir = project_root()  # where the sds_release package is
     return [
         sys.executable,
         "-m",
