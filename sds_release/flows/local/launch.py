@@ -113,8 +113,8 @@ def _api_server(home: Path, before_start: Callable[[], None] = lambda: None) -> 
     info = local_server.status(home)
     if info is None:
         before_start()  # the pre-flight: a refused release starts no server
-        info = local_server.start(  # its worker waits for this release to end
-            home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, worker_after=os.getpid()
+        info = local_server.start(  # its runner waits for this release to end
+            home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, runner_after=os.getpid()
         )
         mark("client:server-spawned")
         warn(f"started a {info.describe()}. Later releases reuse it.")
@@ -159,7 +159,7 @@ def launch(
     # the server (started in the background while Prefect and the flow load); the checks first
     server = _api_server(root, before_start=check_here)
     prefect_environment(root, verbose=verbose)
-    if server is not None and server.healthy:  # the home's answering server: its warm worker
+    if server is not None and server.healthy:  # the home's answering server: its warm runner
         from sds_release.flows.local import handoff
 
         call = {
@@ -338,11 +338,11 @@ def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
 
     with private_umask():
         if params.table_schema is not None and "great_expectations" not in sys.modules:
-            gx_suite.start_worker()  # GX imports on the other core while Prefect loads
+            gx_suite.start_checker()  # GX imports on the other core while Prefect loads
         try:
             _run_flow(params, root, server, quiet=quiet, verbose=verbose)
         finally:
-            gx_suite.stop_worker()
+            gx_suite.stop_checker()
 
 
 def import_flow_call() -> None:
