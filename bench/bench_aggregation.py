@@ -17,13 +17,13 @@ thresholds (pac-synth's fit is then ~3x faster than on ``--table raw``, which ke
 Every measurement runs in a fresh interpreter (``--child``):
 
 * ``pacsynth``: ``Dataset.from_data_frame`` + ``fit`` (as ``bench_vs_pacsynth.py``), R, ε;
-* ``ours``: imports what the home's release worker imports before it forks a release
-  (``--imports worker``: ``sds_release.flows.local.runner.warm_up``'s list) or only the core
+* ``ours``: imports what the home's release runner imports before it forks a release
+  (``--imports runner``: ``sds_release.flows.local.runner.warm_up``'s list) or only the core
   (``core``), prepares the table (the ``prepare`` stage) and plans the budget (the ``budget``
   stage), untimed; then times ``protect_record_count`` and ``aggregate_length`` for k = 1..R as
   ``sds_release/tasks/marginals.py`` calls them. That first pass is *cold*: one release per process,
-  as the worker's forked child runs it. With ``--preload`` the process first calls
-  :func:`sds_core.marginals.warmup.load_kernels`, as a worker that preloads the kernels
+  as the runner's forked child runs it. With ``--preload`` the process first calls
+  :func:`sds_core.marginals.warmup.load_kernels`, as a runner that preloads the kernels
   before it forks would (*preloaded*). Then the stages run ``--warm`` more times (median);
 * ``exact``: exact counts of every combination of length <= R (``exact_aggregates``), warm.
 
@@ -111,10 +111,10 @@ def run_pacsynth(table: str, reporting_length: int, epsilon: float) -> dict[str,
 
 
 def _release_imports(imports: str) -> None:
-    """``worker``: what the home's release worker imports before it forks a release (the list
+    """``runner``: what the home's release runner imports before it forks a release (the list
     of ``sds_release.flows.local.runner.warm_up``, Prefect and GX included); ``core``: only the core
     modules the tasks load (a bare process)."""
-    if imports == "worker":
+    if imports == "runner":
         import fastapi.encoders  # noqa: F401
         import great_expectations.expectations  # noqa: F401
         import rich.console  # noqa: F401
@@ -260,9 +260,9 @@ def main() -> None:
     ap.add_argument("--profile", help="with --child ours: pyinstrument HTML of the cold pass")
     ap.add_argument(
         "--imports",
-        choices=["worker", "core"],
-        default="worker",
-        help="what our processes import before the stages (default: the release worker's)",
+        choices=["runner", "core"],
+        default="runner",
+        help="what our processes import before the stages (default: the release runner's)",
     )
     ap.add_argument("--preload", action="store_true", help="with --child ours: load_kernels()")
     a = ap.parse_args()

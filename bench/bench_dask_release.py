@@ -1,8 +1,8 @@
 """Benchmark: the whole ``sds release`` command on an input, local vs ``--executor dask``.
 
 Runs the CLI as a subprocess and samples, every 0.2 s, the resident set (``VmRSS``) and peak
-(``VmHWM``) of the driver (the ``sds release`` process; ``SDS_WORKER=off`` so the release runs in
-it) and the peak of each of its descendant processes (the embedded Dask workers, the GX worker);
+(``VmHWM``) of the driver (the ``sds release`` process; ``SDS_RUNNER=off`` so the release runs in
+it) and the peak of each of its descendant processes (the embedded Dask workers, the GX checker);
 prints them with the wall time and the manifest's seconds per stage. The driver's samples are
 mapped to the stages by the manifest's start and finish times: ``driver_peak_by_stage_mib`` is
 each stage's largest sample (``VmRSS``, or ``VmHWM`` where the peak rose between two samples
@@ -194,7 +194,7 @@ def main() -> None:
         *("--home", str(home), "--release-id", rid, "--seed", "1", "--quiet"),
         *("--executor", args.executor, *args.extra),
     ]
-    env = {**os.environ, "SDS_WORKER": "off"}  # the release runs in this child: the driver
+    env = {**os.environ, "SDS_RUNNER": "off"}  # the release runs in this child: the driver
     if not args.config:  # a raw release: its dataset needs a budget first
         budget = [
             *(sys.executable, "-m", "sds_release.flows.cli", "budget", "set", what[1]),

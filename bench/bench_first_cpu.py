@@ -2,7 +2,7 @@
 
 Runs ``sds release`` of the bundled example (with its config) into a fresh home, no server
 running, and samples ``/proc`` every 50 ms for the processes of the release: the CLI, its GX
-worker, the server's supervisor and the Prefect server (uvicorn). Prints the wall time, each
+checker, the server's supervisor and the Prefect server (uvicorn). Prints the wall time, each
 process's CPU (user + system) and a timeline of CPU per 0.5 s, then stops the home's server.
 A first release is CPU-bound on 2 cores (the server's start, the CLI's imports and the GX
 import run at once), so the CPU of each process is the number to compare across changes; the
@@ -61,7 +61,7 @@ def _role(cmd: str, pid: int, root: int) -> str:
     if "resource_tracker" in cmd:
         return "multiprocessing resource tracker"
     if "sds release" in cmd or "spawn_main" in cmd:
-        return "GX worker"
+        return "GX checker"
     return cmd[:60]
 
 

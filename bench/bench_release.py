@@ -10,7 +10,7 @@ Runs the real CLI in a subprocess (pre-flight, Prefect flow, GX gates, every art
   zeros; ``max_rows`` raised to 2,000,000).
 
 For each it records the wall time, the CPU time and the peak RSS of the release process tree
-(the CLI and its GX worker; the Prefect server is a separate, already running process), and each
+(the CLI and its GX checker; the Prefect server is a separate, already running process), and each
 stage's ``duration_s`` from the manifest. Load average before and after is printed with every
 run: the machine is shared, so compare ratios measured in one run.
 
@@ -101,7 +101,7 @@ def sds(args: list[str], env: dict[str, str]) -> tuple[subprocess.CompletedProce
     """Run the CLI; its completed process, wall and CPU time, and peak RSS.
 
     ``os.wait4`` gives the usage of this one process tree: CPU of the CLI and of the children
-    it waited for (the GX worker), and the largest resident set among them (Linux: KiB).
+    it waited for (the GX checker), and the largest resident set among them (Linux: KiB).
     """
     with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
         t_start = time.time()
@@ -296,7 +296,7 @@ def timeline(marks: list[dict[str, Any]], clock: dict[str, float]) -> list[tuple
     """Every mark and span of one release as (seconds since the client's start, what), in time
     order: the client's (its imports, the server's spawn, the flow's imports, the health wait,
     the flow, the stages, the exit), the supervisor's (the database seeded, uvicorn spawned, its
-    first answer, the worker's spawn) and any other process's."""
+    first answer, the runner's spawn) and any other process's."""
     client, t0 = int(clock["pid"]), clock["t_start"]
 
     def who(m: dict[str, Any]) -> str:
@@ -331,7 +331,7 @@ MILESTONES = (  # (row, mark or span name, "t"/"t0"/"t1"): the first such mark o
     ("exit: log/event drain", "exit:drain", "t0"),
     ("exit: handlers (atexit)", "exit:atexit", "t0"),
     ("exit: os._exit", "exit:end", "t"),
-    ("supervisor: worker spawned", "supervisor:worker-spawned", "t"),
+    ("supervisor: runner spawned", "supervisor:runner-spawned", "t"),
 )
 
 

@@ -67,7 +67,7 @@ def main() -> None:
     cluster: list[subprocess.Popen[bytes]] = []
     result: dict[str, Any] = {"data": str(args.data), "release_id": args.release_id}
     try:
-        env = {**os.environ, **server.storage_options(), "SDS_WORKER": "off"}
+        env = {**os.environ, **server.storage_options(), "SDS_RUNNER": "off"}
         os.environ.update(server.storage_options())
         fs = filesystem()
         parts = sorted(args.data.glob("*.parquet"))

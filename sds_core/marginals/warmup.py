@@ -3,7 +3,7 @@
 numba compiles nothing at import. In a fresh process the first kernel call initialises numba's
 CPU target (:func:`sds_core._jit.load_compiler`, 0.2-0.6 s) and each kernel's first call loads
 its machine code from the disk cache (~10 ms each): a release pays both in ``aggregate-1``, its
-first compiled stage. A process that forks releases (the home's release worker) calls
+first compiled stage. A process that forks releases (the home's release runner) calls
 :func:`load_kernels` once before it forks, so each release starts with the kernels loaded.
 """
 

@@ -1,5 +1,10 @@
 """Aggregate-seeded synthesis (spec §2.1): synthetic records from the DP aggregates alone.
 
+How it differs from :mod:`sds_core.synthesizers`: this package is the SDS method's own
+post-processing step, which the release pipeline runs as its ``synthesize`` stage (it spends no
+budget and knows no other method); ``synthesizers`` is the registry of whole DP synthesizers
+(fit, which spends, then sample) chosen by name, where SDS is one entry that calls this package.
+
 ``generator`` is the entry point (``synthesize``; its settings, ``SynthesisParams``, are in
 ``params``); ``layout`` lays the aggregates out as flat arrays (the ``Layout`` bundle); the
 compiled kernels are

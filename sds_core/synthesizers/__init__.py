@@ -1,5 +1,10 @@
 """Synthesizers selectable by name: the interface, the registry and the seeds' methods.
 
+How it differs from :mod:`sds_core.synthesis`: each synthesizer here is a whole DP method (its
+``fit`` spends budget, its ``sample`` post-processes), built by name; ``synthesis`` is only the
+record generation of the SDS method from DP aggregates already made, which
+``aggregate-seeded`` here (and the release pipeline's ``synthesize`` stage) calls.
+
 ``aggregate-seeded`` (SDS), ``histogram-1way`` / ``histogram-nway`` (Programming DP),
 ``dirichlet-multinomial`` (Hu), ``cathist`` (Rodriguez & Howe), ``mst`` (McKenna et al. 2021)
 and ``aim`` (McKenna et al. 2022) are registered on import.

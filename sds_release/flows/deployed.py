@@ -16,6 +16,7 @@ from prefect import flow, get_run_logger, runtime
 
 from sds_core.errors import SdsInputError
 from sds_release.flows.origin import run_origin
+from sds_release.flows.refusals import refusals
 from sds_release.flows.release import release
 from sds_release.store.audit.journal import note_refused
 from sds_release.store.config.deployment import (
@@ -26,6 +27,7 @@ from sds_release.store.config.deployment import (
     read_pins,
     require_budget,
 )
+from sds_release.store.config.release_params import ReleaseParams
 from sds_release.store.workspace.home import MANIFEST, private_umask
 from sds_release.tasks.series import rebuild_series
 
@@ -48,7 +50,7 @@ def deployed_release(options: RunOptions = RunOptions()) -> str:
     """
     log = get_run_logger()
     deployment = runtime.deployment.name
-    try:
+    with refusals(lambda e: log.error("refused before anything was read or charged: %s", e)):
         if not deployment:
             raise SdsInputError(
                 "deployed_release runs only from a deployment (it reads the deployment's pin "
@@ -57,14 +59,8 @@ def deployed_release(options: RunOptions = RunOptions()) -> str:
         home = deployment_home()
         pins = read_pins(pin_path(home, deployment))
         built = deployed_params(home, pins, options)
-        try:
+        with refusals(lambda e: _journal(built.params, e)):  # the audit page lists it
             require_budget(built.params)
-        except SdsInputError as e:  # the audit page lists the refusal
-            note_refused(built.params, run_origin(), e)
-            raise
-    except SdsInputError as e:
-        log.error("refused before anything was read or charged: %s", e)
-        raise
     for note in built.notes:
         log.warning(note)
     log.info(
@@ -93,3 +89,8 @@ def deployed_release(options: RunOptions = RunOptions()) -> str:
                 home,
             )
     return released
+
+
+def _journal(params: ReleaseParams, error: Exception) -> None:
+    """A budget refusal in the run journal (the audit page lists it)."""
+    note_refused(params, run_origin(), error)

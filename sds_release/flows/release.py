@@ -29,13 +29,13 @@ from typing import Any
 from prefect import flow, get_run_logger, runtime
 from prefect.utilities.annotations import quote
 
-from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.plan import SdsPlan
 from sds_core.synthesis.consistent import AggregateNoise
 from sds_release.flows.origin import run_origin
+from sds_release.flows.refusals import refusals
 from sds_release.flows.slots import run_slot
-from sds_release.store.audit.journal import note_refused, note_start
+from sds_release.store.audit.journal import RunOrigin, note_refused, note_start
 from sds_release.store.cluster.executor import DaskExecutor
 from sds_release.store.config.core_objects import dp_binned_columns
 from sds_release.store.config.periods import RELATIVE_PERIODS, period_of_run
@@ -248,13 +248,9 @@ def release(params: ReleaseParams) -> str:
     ):
         origin = run_origin()  # the run journal: who started it (CLI, schedule, UI run)
         # a relative period (previous-month): a deployment's run takes it from its schedule slot
-        try:
+        with refusals(lambda e: _refused(log, params, origin, e)):
             made = run_slot() if params.period in RELATIVE_PERIODS else None
             params = period_of_run(params, made, datetime.now(UTC))
-        except SdsInputError as e:
-            log.error("refused before anything was read or charged: %s", e)
-            note_refused(params, origin, e)  # the audit page lists the refusal
-            raise
         # --- budget: reserve (ε, δ) before the data is read -------------------------------------
         with timeline.run(stages.BUDGET):
             try:
@@ -305,6 +301,12 @@ def _log_finished(log: Any, record: dict[str, Any]) -> None:
         log.info("%s finished in %.3f s", record["name"], record["duration_s"])
     else:
         log.info("%s finished", record["name"])
+
+
+def _refused(log: Any, params: ReleaseParams, origin: RunOrigin, error: Exception) -> None:
+    """A refusal in the run's log and the run journal (the audit page lists it)."""
+    log.error("refused before anything was read or charged: %s", error)
+    note_refused(params, origin, error)
 
 
 def _show_budget(run: ReleaseRun, log: Any) -> None:

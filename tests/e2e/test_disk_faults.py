@@ -93,7 +93,7 @@ def _release_on_full_disk(
 ) -> tuple[int, str]:
     """``sds ARGS`` paused at ``point``; the disk is filled, then it goes on. Returns its exit
     status and stderr."""
-    env = {**os.environ, PAUSE_ENV: point, "PREFECT_API_URL": api_url, "SDS_WORKER": "off"}
+    env = {**os.environ, PAUSE_ENV: point, "PREFECT_API_URL": api_url, "SDS_RUNNER": "off"}
     marker = home / "private" / RID / PAUSE_FILE
     with open(logs / "out", "wb") as out, open(logs / "err", "wb") as err:
         proc = subprocess.Popen(

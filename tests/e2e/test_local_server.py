@@ -179,7 +179,7 @@ def served(tiny_csv: Path, tiny_config: Path) -> Iterator[ServedHome]:
         assert first.returncode == 0, first.stderr[-3000:]
         assert "started a Prefect server for" in first.stderr
         warm = _sds("server", "start", "--home", str(home))  # waits for the warm runner
-        assert "release worker: ready" in warm.stdout, warm.stdout + warm.stderr
+        assert "release runner: ready" in warm.stdout, warm.stdout + warm.stderr
         second = _release(home, tiny_csv, tiny_config)
         assert second.returncode == 0, second.stderr[-3000:]
         second_id = Path(second.stdout.strip().splitlines()[-1]).name
@@ -210,7 +210,7 @@ def test_every_path_under_a_served_home_is_private(served: ServedHome) -> None:
     WAL, the server's log and record, the runner's socket, published and private files)."""
     paths = _every_path(served.home)
     names = {p.relative_to(served.home).as_posix() for p in paths}
-    assert {"prefect", "prefect/prefect.db", "prefect/server.log", "prefect/worker.sock"} <= names
+    assert {"prefect", "prefect/prefect.db", "prefect/server.log", "prefect/runner.sock"} <= names
     assert any(n.startswith("releases/tiny/") and n.endswith("/synthetic.csv") for n in names)
     loose = {
         p.relative_to(served.home).as_posix() or ".": oct(stat.S_IMODE(p.lstat().st_mode))

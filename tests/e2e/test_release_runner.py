@@ -1,6 +1,6 @@
-"""The warm release worker (sds_release/flows/local/runner.py): releases handed to a forked child of
-the home's worker give what an in-process release gives, a killed client takes its child with it,
-and the worker ends with the server."""
+"""The warm release runner (sds_release/flows/local/runner.py): releases handed to a forked child of
+the home's runner give what an in-process release gives, a killed client takes its child with it,
+and the runner ends with the server."""
 
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ EXAMPLE_CONFIG = PROJECT / "examples" / "release.toml"
 
 
 def _env(**extra: str) -> dict[str, str]:
-    drop = ("PREFECT_API_URL", "SDS_SERVER", "SDS_WORKER")
+    drop = ("PREFECT_API_URL", "SDS_SERVER", "SDS_RUNNER", "SDS_WORKER")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH")]))
     env.update(extra)
@@ -50,10 +50,10 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _worker_pid(home: Path) -> int:
+def _runner_pid(home: Path) -> int:
     status = _sds("server", "status", "--home", str(home))
     assert status.returncode == 0, status.stderr
-    line = next(x for x in status.stdout.splitlines() if x.startswith("release worker:"))
+    line = next(x for x in status.stdout.splitlines() if x.startswith("release runner:"))
     assert "ready (pid " in line, status.stdout
     return int(line.split("(pid ")[1].split(")")[0])
 
@@ -97,7 +97,7 @@ def _example_release(home: Path, release_id: str) -> list[str]:
 
 
 def _forked(home: Path, release_id: str) -> bool:
-    """Whether the worker's log says it forked a child for the release."""
+    """Whether the runner's log says it forked a child for the release."""
     log = (home / "prefect" / "server.log").read_text(errors="replace")
     return f"release {release_id} in child" in log
 
@@ -112,28 +112,28 @@ def _digests(release_dir: Path) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def warm(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, int]]:
-    """A home with a running server and its release worker; yields (home, port)."""
+    """A home with a running server and its release runner; yields (home, port)."""
     home, port = tmp_path_factory.mktemp("warm") / "home", _free_port()
     started = _sds("server", "start", "--home", str(home), "--port", str(port))
     assert started.returncode == 0, started.stderr
-    assert "release worker: ready" in started.stdout, started.stdout
+    assert "release runner: ready" in started.stdout, started.stdout
     try:
         yield home, port
     finally:
         _sds("server", "stop", "--home", str(home))
 
 
-def test_worker_socket_is_private(warm: tuple[Path, int]) -> None:
-    """The worker listens on a Unix socket only its user can open (mode 0600)."""
+def test_runner_socket_is_private(warm: tuple[Path, int]) -> None:
+    """The runner listens on a Unix socket only its user can open (mode 0600)."""
     home, _ = warm
-    mode = (home / "prefect" / "worker.sock").stat().st_mode
+    mode = (home / "prefect" / "runner.sock").stat().st_mode
     assert stat.S_ISSOCK(mode) and stat.S_IMODE(mode) == 0o600
 
 
-def test_release_through_worker_matches_in_process(
+def test_release_through_runner_matches_in_process(
     warm: tuple[Path, int], tmp_path: Path, tiny_csv: Path, tiny_config: Path
 ) -> None:
-    """A release the worker's child runs publishes the same aggregates and synthetic files
+    """A release the runner's child runs publishes the same aggregates and synthetic files
     (sha256) as the same release (id and key) run in-process, and prints the same last line."""
     home, port = warm
     args = ("release", str(tiny_csv), "--config", str(tiny_config), "--quiet", "--seed", "7")
@@ -141,7 +141,7 @@ def test_release_through_worker_matches_in_process(
     assert warm_run.returncode == 0, warm_run.stderr
     assert _forked(home, "same-1")
     cold_home = tmp_path / "cold"
-    cold_run = _sds(  # an explicit API URL: no local server, no worker, in-process
+    cold_run = _sds(  # an explicit API URL: no local server, no runner, in-process
         *args, "--home", str(cold_home), "--release-id", "same-1",
         PREFECT_API_URL=f"http://127.0.0.1:{port}/api",
         PREFECT_API_AUTH_STRING=(home / AUTH_FILE).read_text().strip(),  # the warm home's server
@@ -160,12 +160,12 @@ def test_refusal_in_the_flow_reads_the_same(
     warm: tuple[Path, int], tiny_csv: Path, tiny_config: Path
 ) -> None:
     """A release the flow refuses (the model would exceed max_model_bytes) ends with the same
-    exit status and stderr through the worker as in-process."""
+    exit status and stderr through the runner as in-process."""
     home, _ = warm
     args = ("release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home))
     args += ("--quiet", "--synthesis", "model", "--max-model-bytes", "1")
     through = _sds(*args, "--release-id", "refused-a")
-    here = _sds(*args, "--release-id", "refused-b", SDS_WORKER="off")
+    here = _sds(*args, "--release-id", "refused-b", SDS_RUNNER="off")
     assert _forked(home, "refused-a") and not _forked(home, "refused-b")
     assert through.returncode == here.returncode == 1
     assert "max_model_bytes" in through.stderr
@@ -177,13 +177,13 @@ def test_preflight_refusal_in_the_child_reads_the_same(
     warm: tuple[Path, int], tiny_csv: Path, tiny_config: Path
 ) -> None:
     """A release the pre-flight refuses (a column use_columns names is not in the input) is
-    refused by the worker's child with the client's exit status and stderr, before any flow
+    refused by the runner's child with the client's exit status and stderr, before any flow
     run; and a warning the pre-flight prints (a fixed seed) is printed once either way."""
     home, _ = warm
     args = ("release", str(tiny_csv), "--config", str(tiny_config), "--home", str(home))
     bad = (*args, "--quiet", "--use-columns", "no_such_column")
     through = _sds(*bad, "--release-id", "pre-a")
-    here = _sds(*bad, "--release-id", "pre-b", SDS_WORKER="off")
+    here = _sds(*bad, "--release-id", "pre-b", SDS_RUNNER="off")
     assert _forked(home, "pre-a") and not _forked(home, "pre-b")
     assert through.returncode == here.returncode == 1
     assert "'no_such_column'" in through.stderr
@@ -195,11 +195,11 @@ def test_preflight_refusal_in_the_child_reads_the_same(
 
 
 def test_killed_client_kills_its_child(warm: tuple[Path, int]) -> None:
-    """SIGKILL of the `sds release` client (once its release has started) ends the worker's
+    """SIGKILL of the `sds release` client (once its release has started) ends the runner's
     child running it; the release is then resumable as after a killed in-process release."""
     home, _ = warm
-    worker = _worker_pid(home)
-    before = set(_children(worker))
+    runner = _runner_pid(home)
+    before = set(_children(runner))
     client = subprocess.Popen(
         _example_release(home, "killed-1"),
         cwd=PROJECT,
@@ -208,8 +208,8 @@ def test_killed_client_kills_its_child(warm: tuple[Path, int]) -> None:
         stderr=subprocess.DEVNULL,
     )
     try:
-        _wait(lambda: set(_children(worker)) - before, "the worker's child for the release")
-        (child,) = set(_children(worker)) - before
+        _wait(lambda: set(_children(runner)) - before, "the runner's child for the release")
+        (child,) = set(_children(runner)) - before
         started = home / "private" / "killed-1" / "params.json"
         _wait(lambda: started.is_file() or client.poll() is not None, "the release's start")
         client.kill()
@@ -222,24 +222,24 @@ def test_killed_client_kills_its_child(warm: tuple[Path, int]) -> None:
     assert Path(resumed.stdout.strip().splitlines()[-1]).name == "killed-1"
 
 
-def test_status_reports_the_worker_and_stop_ends_it(tmp_path: Path) -> None:
-    """`sds server status` names the worker; after `sds server stop` it is gone with its
-    socket; with SDS_WORKER=off the server runs without one."""
+def test_status_reports_the_runner_and_stop_ends_it(tmp_path: Path) -> None:
+    """`sds server status` names the runner; after `sds server stop` it is gone with its
+    socket; with SDS_RUNNER=off the server runs without one."""
     home = tmp_path / "home"
     started = _sds("server", "start", "--home", str(home), "--port", str(_free_port()))
     assert started.returncode == 0, started.stderr
-    worker = _worker_pid(home)
-    assert _alive(worker)
+    runner = _runner_pid(home)
+    assert _alive(runner)
     stopped = _sds("server", "stop", "--home", str(home))
     assert stopped.returncode == 0 and "stopped" in stopped.stdout
-    _wait(lambda: not _alive(worker), f"the end of worker {worker}")
-    assert not (home / "prefect" / "worker.sock").exists()
+    _wait(lambda: not _alive(runner), f"the end of runner {runner}")
+    assert not (home / "prefect" / "runner.sock").exists()
     off = _sds(
-        "server", "start", "--home", str(home), "--port", str(_free_port()), SDS_WORKER="off"
+        "server", "start", "--home", str(home), "--port", str(_free_port()), SDS_RUNNER="off"
     )
     try:
         assert off.returncode == 0, off.stderr
-        assert "release worker: off" in off.stdout
+        assert "release runner: off" in off.stdout
     finally:
         _sds("server", "stop", "--home", str(home))
     assert not (home / "prefect" / "server.json").exists()
@@ -249,8 +249,8 @@ def test_sigint_reaches_the_child(warm: tuple[Path, int]) -> None:
     """Ctrl-C (SIGINT) of the client is forwarded: the child stops and the client exits as an
     interrupted in-process release does (status 130, nothing on stderr)."""
     home, _ = warm
-    worker = _worker_pid(home)
-    before = set(_children(worker))
+    runner = _runner_pid(home)
+    before = set(_children(runner))
     client = subprocess.Popen(
         # 300k synthetic records: seconds of synthesis, so the signal finds the release running
         # (the example alone can finish between finding the child and sending the signal)
@@ -265,8 +265,8 @@ def test_sigint_reaches_the_child(warm: tuple[Path, int]) -> None:
         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     try:
-        _wait(lambda: set(_children(worker)) - before, "the worker's child for the release")
-        (child,) = set(_children(worker)) - before
+        _wait(lambda: set(_children(runner)) - before, "the runner's child for the release")
+        (child,) = set(_children(runner)) - before
         client.send_signal(signal.SIGINT)
         _, err = client.communicate(timeout=300)
     finally:

@@ -60,7 +60,7 @@ def reference(
 
 
 def _env(**extra: str) -> dict[str, str]:
-    drop = ("PREFECT_API_URL", "SDS_SERVER", "SDS_WORKER", "SDS_LEDGER_URL")
+    drop = ("PREFECT_API_URL", "SDS_SERVER", "SDS_RUNNER", "SDS_WORKER", "SDS_LEDGER_URL")
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH")]))
     env.update(extra)
@@ -159,7 +159,7 @@ def warm_home(tmp_path: Path) -> Iterator[Path]:
     """A home whose server runs with its warm release runner."""
     home = tmp_path / "home"
     started = _sds("server", "start", "--home", str(home), "--port", str(_free_port()))
-    assert started.returncode == 0 and "release worker: ready" in started.stdout, started
+    assert started.returncode == 0 and "release runner: ready" in started.stdout, started
     try:
         yield home
     finally:
@@ -168,7 +168,7 @@ def warm_home(tmp_path: Path) -> Iterator[Path]:
 
 def _runner_pid(home: Path) -> int:
     status = _sds("server", "status", "--home", str(home))
-    line = next(x for x in status.stdout.splitlines() if x.startswith("release worker:"))
+    line = next(x for x in status.stdout.splitlines() if x.startswith("release runner:"))
     assert "ready (pid " in line, status.stdout
     return int(line.split("(pid ")[1].split(")")[0])
 
@@ -200,7 +200,7 @@ def test_runner_killed_while_it_holds_a_release(
     os.kill(runner, sig)
     _stopped_resumably(proc, home, 128 + signal.SIGTERM)
     assert not _alive(child)
-    _wait(lambda: "release worker exited" in log.read_text(), "the supervisor's note")
+    _wait(lambda: "release runner exited" in log.read_text(), "the supervisor's note")
     assert "releases run in-process" in log.read_text()
     resumed = _sds("resume", RID, "--home", str(home), "--quiet")
     assert resumed.returncode == 0, resumed.stderr

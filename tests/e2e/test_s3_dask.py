@@ -102,3 +102,90 @@ def test_object_deleted_after_listing(s3_cluster: Any, dataset: str, monkeypatch
     monkeypatch.setattr(cluster_inputs, "list_input", list_then_delete)
     with pytest.raises(SdsInputError, match=r"part-2\.parquet was deleted after the input"):
         cluster_inputs.open_input(s3_cluster, dataset, delimiter=",")
+
+
+def _fault_injection(name: str) -> tuple[Any, Any]:
+    """Two functions to run on a worker (made here, inside a function, so that cloudpickle
+    sends them by value: a worker cannot import a test module): the first arms a fault, its
+    next read of the object ``name`` fails midway as a dropped connection does (some bytes
+    arrive, then the client raises); the second puts the real file system back."""
+
+    def arm() -> str:
+        from sds_release.store.storage import s3
+
+        real = getattr(s3, "_before_fault", s3.filesystem)
+
+        class Midway:
+            def __init__(self, file: Any) -> None:
+                self.file = file
+
+            def __enter__(self) -> Any:
+                return self
+
+            def __exit__(self, *exc: Any) -> None:
+                self.file.close()
+
+            def metadata(self) -> Any:
+                return self.file.metadata()
+
+            def read(self, *args: Any) -> bytes:
+                self.file.read(64)
+                raise OSError("curlCode: 56, Failure when receiving data from the peer")
+
+        class Faulty:
+            def __init__(self, fs: Any) -> None:
+                self.fs = fs
+
+            def __getattr__(self, attr: str) -> Any:
+                return getattr(self.fs, attr)
+
+            def open_input_file(self, path: str) -> Any:
+                file = self.fs.open_input_file(path)
+                return Midway(file) if path.endswith(name) else file
+
+        s3._before_fault = real  # type: ignore[attr-defined]
+        s3.filesystem = lambda *a, **k: Faulty(real(*a, **k))  # type: ignore[assignment]
+        return "armed"
+
+    def disarm() -> str:
+        from sds_release.store.storage import s3
+
+        s3.filesystem = s3._before_fault  # type: ignore[attr-defined,assignment]
+        return "disarmed"
+
+    return arm, disarm
+
+
+def test_a_read_failing_midway_on_one_worker_is_refused_before_any_charge(
+    s3_cluster: Any, dataset: str, tiny_config: Path, tmp_path: Path, monkeypatch: Any
+) -> None:
+    """One worker's read of one object fails midway (a dropped connection): the release stops
+    in ingest, before its first charge, naming the object, with nothing charged, nothing
+    published and the budget whole; once the store answers, a release of the same input (a new
+    id: the refused one is closed) completes."""
+    from sds_release.store.ledger.book import Ledger
+    from tests.helpers import charges, complete_releases, run_cli
+
+    monkeypatch.setenv("SDS_DASK_ADDRESS", s3_cluster.scheduler.address)
+    common = ["--config", str(tiny_config), "--executor", "dask", "--seed", "5", "--quiet"]
+
+    def release(home: Path, release_id: str) -> tuple[int, str, str]:
+        return run_cli("release", dataset, *common, "--home", str(home), "--release-id", release_id)
+
+    arm, disarm = _fault_injection("part-1.parquet")
+    workers = sorted(s3_cluster.scheduler_info()["workers"])
+    assert set(s3_cluster.run(arm, workers=workers).values()) == {"armed"}
+    home = tmp_path / "faulty"
+    try:
+        code, _, err = release(home, "s3r-1")
+    finally:
+        s3_cluster.run(disarm, workers=workers)  # the store answers again
+    assert code != 0
+    assert "part-1.parquet" in err and "broke during the transfer" in err, err
+    assert charges(home) == [] and complete_releases(home) == []
+    budget = Ledger.open(home).budget("tiny")
+    assert budget is not None and budget.epsilon_spent == 0 and budget.epsilon_reserved == 0
+
+    code, _, err = release(home, "s3r-2")
+    assert code == 0, err
+    assert len(complete_releases(home)) == 1

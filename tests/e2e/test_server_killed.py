@@ -32,7 +32,14 @@ PAUSED_AT = "aggregate-2"  # charged and computed, its checkpoint not yet writte
 
 
 def _env(**extra: str) -> dict[str, str]:
-    drop = ("PREFECT_API_URL", "PREFECT_API_AUTH_STRING", "SDS_SERVER", "SDS_WORKER", PAUSE_ENV)
+    drop = (
+        "PREFECT_API_URL",
+        "PREFECT_API_AUTH_STRING",
+        "SDS_SERVER",
+        "SDS_RUNNER",
+        "SDS_WORKER",
+        PAUSE_ENV,
+    )
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH")]))
     env.update(extra)
@@ -143,7 +150,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     home = tmp_path_factory.mktemp("srv") / "home"
     started = _sds("server", "start", "--home", str(home), "--port", str(free_port()))
     assert started.returncode == 0, started.stderr
-    assert "release worker: ready" in started.stdout, started.stdout
+    assert "release runner: ready" in started.stdout, started.stdout
     try:
         yield home
     finally:
@@ -263,7 +270,7 @@ def test_resume_right_after_a_server_crash(
     killed = subprocess.run(
         _cmd(*_release_args(home, rid)),
         cwd=PROJECT,
-        env=_env(SDS_TEST_KILL_AT=PAUSED_AT, SDS_WORKER="off"),
+        env=_env(SDS_TEST_KILL_AT=PAUSED_AT, SDS_RUNNER="off"),
         capture_output=True,
         text=True,
         timeout=900,

@@ -1,5 +1,5 @@
 """The first release into a home without a running server: the home's database copied from the
-template (what a server's start makes of a new database) and the warm worker held back until
+template (what a server's start makes of a new database) and the warm runner held back until
 that release has ended."""
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ pytestmark = [pytest.mark.server, pytest.mark.slow]
 
 
 def _env(**extra: str) -> dict[str, str]:
-    drop = ("PREFECT_API_URL", "SDS_SERVER", "SDS_WORKER", db_template.TEMPLATE_ENV)
+    drop = ("PREFECT_API_URL", "SDS_SERVER", "SDS_RUNNER", "SDS_WORKER", db_template.TEMPLATE_ENV)
     env = {k: v for k, v in os.environ.items() if k not in drop}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PROJECT), env.get("PYTHONPATH")]))
     env.update(extra)
@@ -122,13 +122,13 @@ def test_template_is_what_a_server_start_makes(
 
     own = tmp_path / "own"  # no template: the server migrates and registers itself
     started = _sds("server", "start", "--home", str(own), "--port", str(_free_port()),
-                   SDS_WORKER="off", **{db_template.TEMPLATE_ENV: "off"})  # fmt: skip
+                   SDS_RUNNER="off", **{db_template.TEMPLATE_ENV: "off"})  # fmt: skip
     assert started.returncode == 0, started.stderr
     _sds("server", "stop", "--home", str(own))
     assert _schema(template / "prefect.db") == _schema(own / "prefect" / "prefect.db")
 
     home, port = tmp_path / "home", _free_port()
-    env = {db_template.TEMPLATE_ENV: str(cache), "SDS_WORKER": "off"}
+    env = {db_template.TEMPLATE_ENV: str(cache), "SDS_RUNNER": "off"}
     started = _sds("server", "start", "--home", str(home), "--port", str(port), **env)
     assert started.returncode == 0, started.stderr
     try:
@@ -170,15 +170,16 @@ def test_template_off_and_user_database_are_respected(
     assert db_template.template_dir() is None
 
 
-def test_worker_waits_for_the_release_that_started_the_server(
+def test_runner_waits_for_the_release_that_started_the_server(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """A server started for a release (``worker_after``) answers without a worker while that
-    process lives; its worker starts once the process has ended."""
+    """A server started for a release (``runner_after``) answers without a runner while that
+    process lives; its runner starts once the process has ended."""
     home = tmp_path / "home"
+    monkeypatch.delenv("SDS_RUNNER", raising=False)
     monkeypatch.delenv("SDS_WORKER", raising=False)
     holder = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
-    info = local_server.start(home, port=_free_port(), worker_after=holder.pid)
+    info = local_server.start(home, port=_free_port(), runner_after=holder.pid)
     try:
         local_server.wait_healthy(info, timeout=300)
         time.sleep(3 * supervisor._POLL_S)  # a few of the supervisor's rounds
@@ -187,7 +188,7 @@ def test_worker_waits_for_the_release_that_started_the_server(
         assert ping(home) is None
         holder.kill()
         holder.wait()
-        assert local_server.wait_worker(info, timeout=300) is not None
+        assert local_server.wait_runner(info, timeout=300) is not None
         assert any("sds_release.flows.local.runner" in c for c in _children(info.pid))
     finally:
         holder.kill()

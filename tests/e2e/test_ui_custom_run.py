@@ -76,7 +76,7 @@ def served_home(tmp_path: Path, tiny_csv: Path, tiny_config: Path) -> Iterator[S
     # the home's server, as a custodian starts it (no PREFECT_API_URL); no warm release runner:
     # the worker runs the release
     env = {k: v for k, v in os.environ.items() if k not in ("PREFECT_API_URL", "SDS_SERVER")}
-    env |= {"SDS_WORKER": "off", "PYTHONPATH": str(PROJECT)}
+    env |= {"SDS_RUNNER": "off", "PYTHONPATH": str(PROJECT)}
     port = free_port()
     _sds("server", "start", "--home", str(home), "--port", str(port), env=env, cwd=work)
     try:

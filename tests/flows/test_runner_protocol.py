@@ -19,12 +19,12 @@ def test_a_call_of_another_protocol_is_refused(tmp_path: Path) -> None:
     this protocol's identity is not refused for its project."""
     listener, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
     try:
-        worker = runner.Worker(tmp_path, "http://127.0.0.1:1/api", listener)
+        warm = runner.Runner(tmp_path, "http://127.0.0.1:1/api", listener)
         env = import_time_env(os.environ)
         for project in (project_root(), f"{project_root()} (hand-off protocol {PROTOCOL + 1})"):
-            why = worker.refusal({"project": project, "env": env})
+            why = warm.refusal({"project": project, "env": env})
             assert why is not None and "hand-off protocol" in why and project in why
-        why = worker.refusal({"project": runner_identity(), "env": env})
+        why = warm.refusal({"project": runner_identity(), "env": env})
         assert why is None or "hand-off protocol" not in why  # only the thread rule may refuse
     finally:
         listener.close()

@@ -1,7 +1,7 @@
 """The ``sds`` command line (typer + rich), one module per command group.
 
 - ``release``: ``release``, ``resume``, ``cancel`` (the options are ReleaseParams' fields);
-- ``plan``: ``plan`` (a release's noise and cost before anything is spent);
+- ``plan``: ``plan`` (the preview: a release's noise and cost before anything is spent);
 - ``budget``: ``budget set|show``;
 - ``server``: ``server start|stop|status``;
 - ``audit``: ``audit`` (``--verify``, ``--replay``), ``verify``, ``sign``, ``signing-key``;

@@ -24,7 +24,6 @@ def ledger_migrate(
     as_json: JsonOpt = False,
 ) -> None:
     """Copy the ledger to another URL row by row, verify it, and make the old one read-only."""
-    from sds_core.errors import SdsInputError
     from sds_release.store.audit.home import audit_home as run_audit
     from sds_release.store.ledger.backends import default_ledger_url
     from sds_release.store.ledger.book import Ledger
@@ -36,7 +35,7 @@ def ledger_migrate(
             Ledger.from_url(source or default_ledger_url(root)), Ledger.from_url(to)
         )
         audited = run_audit(root, verify=True, ledger_url=to)
-    except (SdsInputError, RuntimeError) as e:
+    except RuntimeError as e:  # a caller's mistake (SdsInputError) is the CLI's handler's
         raise fail(str(e), 2) from None
     if as_json:
         out = report.to_dict() | {"audit_ok": audited.ok, "audit_problems": audited.problems}

@@ -1,7 +1,8 @@
-"""``sds plan INPUT``: a release's noise, thresholds and cost before anything is spent.
+"""``sds plan INPUT``: the preview of a release: its noise, thresholds and cost before anything is
+spent, and what the SDS plan would choose for it.
 
 Reads the input's header (or the config's schema) and the ledger, never a data row, and charges
-nothing (:mod:`sds_release.store.inputs.plan`).
+nothing (the preview is made by :mod:`sds_release.store.inputs.preview`; this prints it).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sds_release.flows.cli.common import (
 )
 
 if TYPE_CHECKING:
-    from sds_release.store.inputs.plan import ReleasePlan
+    from sds_release.store.inputs.preview import ReleasePreview
 
 __all__ = ["plan"]
 
@@ -38,7 +39,7 @@ def plan(
     ],
     config: Annotated[Path | None, typer.Option(help="TOML release config.")] = None,
     dataset: Annotated[str | None, typer.Option(help="Dataset id (its budget and runway).")] = None,
-    epsilon: Annotated[float | None, typer.Option(help="ε of the planned release.")] = None,
+    epsilon: Annotated[float | None, typer.Option(help="ε of the previewed release.")] = None,
     delta: Annotated[float | None, typer.Option(help="δ (default: from the schema).")] = None,
     reporting_length: Annotated[
         int | None, typer.Option(help="R: the longest combination.")
@@ -59,7 +60,7 @@ def plan(
     period: Annotated[
         str | None,
         typer.Option(
-            help="A periodic dataset (config period_column): the period to plan (its budget "
+            help="A periodic dataset (config period_column): the period to preview (its budget "
             "and runway)."
         ),
     ] = None,
@@ -67,15 +68,15 @@ def plan(
     home: HomeOpt = None,
     ledger: LedgerOpt = None,
 ) -> None:
-    """Plan a release: per length, the noise, interval and threshold it would have; its cost
+    """Preview a release: per length, the noise, interval and threshold it would have; its cost
     and how many such releases the budget still pays for. Charges nothing."""
     from sds_release.store.config import build_params, load_config
     from sds_release.store.config.periods import resolve_period
-    from sds_release.store.inputs.plan import make_plan
+    from sds_release.store.inputs.preview import make_preview
 
     cfg = load_config(config) if config is not None else {}
     if "dataset" not in cfg and dataset is None:
-        dataset = Path(input).stem or "dataset"  # only names the budget the plan reads
+        dataset = Path(input).stem or "dataset"  # only names the budget the preview reads
     root = home_dir(home)
     params = build_params(
         cfg,
@@ -90,21 +91,22 @@ def plan(
             "ledger": ledger,
         },
     )
-    found = make_plan(resolve_period(params), records=records, target_ci=target_ci)
+    found = make_preview(resolve_period(params), records=records, target_ci=target_ci)
     if as_json:
         echo_json(found.to_dict())
         return
     _print(found)
 
 
-def _print(p: ReleasePlan) -> None:
+def _print(p: ReleasePreview) -> None:
     from rich.table import Table
 
     from sds_core.marginals.forecast import EXAMPLE_COUNTS
 
     out = stdout_console()
     out.print(
-        f"plan of a release of dataset {p.dataset} (nothing read but the header, nothing charged)"
+        f"preview of a release of dataset {p.dataset} "
+        "(nothing read but the header, nothing charged)"
     )
     out.print(f"columns: {len(p.columns)} from {p.columns_from}")
     n = p.records

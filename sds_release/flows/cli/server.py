@@ -37,7 +37,7 @@ def server_start(
         raise fail(str(e), 1) from None
     typer.echo(info.describe())
     _client_lines(root, info)
-    typer.echo(_runner_line(local_server.wait_worker(info)))
+    typer.echo(_runner_line(root, local_server.wait_runner(info)))
 
 
 def _client_lines(root: Path, info: Any) -> None:
@@ -60,17 +60,28 @@ def _client_lines(root: Path, info: Any) -> None:
         )
 
 
-def _runner_line(answer: dict[str, Any] | None) -> str:
+def _runner_line(root: Path, answer: dict[str, Any] | None) -> str:
     """How releases of the home run: through the warm runner or in-process."""
-    from sds_release.flows.local.handoff import WORKER_ENV, runner_available, worker_enabled
+    from sds_release.flows.local.handoff import (
+        RUNNER_ENV,
+        legacy_ping,
+        runner_available,
+        runner_enabled,
+    )
 
     if answer is not None:
-        return f"release worker: ready (pid {answer['pid']}); releases start warm"
+        return f"release runner: ready (pid {answer['pid']}); releases start warm"
     if not runner_available():
-        return "release worker: not available on this platform; releases run in-process"
-    if not worker_enabled():
-        return f"release worker: off ({WORKER_ENV}=off); releases run in-process"
-    return "release worker: not running; releases run in-process"
+        return "release runner: not available on this platform; releases run in-process"
+    if not runner_enabled():
+        return f"release runner: off ({RUNNER_ENV}=off); releases run in-process"
+    if legacy_ping(root) is not None:
+        return (
+            "release runner: this server was started by an earlier version, whose runner this "
+            "version does not use; releases run in-process until `sds server stop` and "
+            "`sds server start`"
+        )
+    return "release runner: not running; releases run in-process"
 
 
 @server_app.command("stop")
@@ -97,4 +108,4 @@ def server_status(home: HomeOpt = None) -> None:
     state = "answering" if info.healthy else "starting"
     typer.echo(f"{state}: {info.describe()}")
     _client_lines(root, info)
-    typer.echo(_runner_line(ping(root)))
+    typer.echo(_runner_line(root, ping(root)))

@@ -2,10 +2,10 @@
 client side.
 
 Once its options are read, ``sds release``/``sds resume`` (a process that has not imported Prefect)
-connects to ``$SDS_HOME/prefect/worker.sock``, sends the release's call, its environment and
+connects to ``$SDS_HOME/prefect/runner.sock``, sends the release's call, its environment and
 working directory with its stdin/stdout/stderr descriptors, and waits for the exit status of the
-child the worker forks for it. Signals the client gets are forwarded to the child's process group.
-No runner, a refusal, ``SDS_WORKER=off`` or a platform without the calls the runner makes
+child the runner forks for it. Signals the client gets are forwarded to the child's process group.
+No runner, a refusal, ``SDS_RUNNER=off`` or a platform without the calls the runner makes
 (:func:`runner_available`): the caller runs the release in-process. Only the standard library
 (and :mod:`sds_release.store.run.timing`, which imports nothing else) is imported here.
 """
@@ -27,22 +27,32 @@ from sds_release.store.run.timing import mark
 
 __all__ = [
     "IMPORT_TIME_PREFIXES",
+    "LEGACY_RUNNER_ENV",
+    "LEGACY_SOCKET_NAME",
     "PROTOCOL",
+    "RUNNER_ENV",
     "SOCKET_NAME",
-    "WORKER_ENV",
     "hand_off",
     "ignored_signals",
     "import_time_env",
+    "legacy_ping",
     "ping",
     "runner_available",
+    "runner_enabled",
     "runner_identity",
     "socket_path",
-    "worker_enabled",
 ]
 
-SOCKET_NAME = "worker.sock"
-WORKER_ENV = "SDS_WORKER"
-"""``off`` disables the worker: the supervisor does not start one and releases run in-process."""
+SOCKET_NAME = "runner.sock"
+LEGACY_SOCKET_NAME = "worker.sock"
+"""The socket of a runner started by an earlier version (the runner was then called the worker).
+Nothing hands a release to it: a client connects to :data:`SOCKET_NAME` only, so a server started
+by an earlier version serves this version's releases in-process until it is restarted."""
+RUNNER_ENV = "SDS_RUNNER"
+"""``off`` disables the runner: the supervisor does not start one and releases run in-process."""
+LEGACY_RUNNER_ENV = "SDS_WORKER"
+"""The deprecated name of :data:`RUNNER_ENV`, read when that is not set (one line on stderr)."""
+_legacy_warned = False
 IMPORT_TIME_PREFIXES = (
     "PREFECT_",
     "GX_",
@@ -55,16 +65,16 @@ IMPORT_TIME_PREFIXES = (
     "PYTHONHASHSEED",
 )
 """Variables read when Prefect, GX, numba, numpy or pyarrow are imported (or settings are first
-built): the worker imported them with its own values, so a client whose values differ in any of
+built): the runner imported them with its own values, so a client whose values differ in any of
 them runs in-process instead."""
 _MAX_MESSAGE = 1 << 20
 _FORWARDED = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 STOP_GRACE_S = 60.0
-"""How long a release whose worker died gets, after SIGTERM, to record its failure."""
+"""How long a release whose runner died gets, after SIGTERM, to record its failure."""
 
 
 def socket_path(home: Path) -> Path:
-    """``$SDS_HOME/prefect/worker.sock`` (mode 0600)."""
+    """``$SDS_HOME/prefect/runner.sock`` (mode 0600)."""
     return Path(home) / "prefect" / SOCKET_NAME
 
 
@@ -82,20 +92,36 @@ def runner_available() -> bool:
     )
 
 
-def worker_enabled(env: dict[str, str] | os._Environ[str] | None = None) -> bool:
-    """False when ``SDS_WORKER=off`` or the platform cannot run the warm runner."""
-    value = (os.environ if env is None else env).get(WORKER_ENV, "auto").strip().lower()
-    return value not in ("off", "0", "false", "no") and runner_available()
+def runner_enabled(env: dict[str, str] | os._Environ[str] | None = None) -> bool:
+    """False when ``SDS_RUNNER=off`` or the platform cannot run the warm runner.
+
+    Without ``SDS_RUNNER``, its deprecated name ``SDS_WORKER`` is read, and the first time this
+    process reads it, one line on stderr says to use ``SDS_RUNNER``."""
+    global _legacy_warned
+    env = os.environ if env is None else env
+    value = env.get(RUNNER_ENV)
+    if value is None and LEGACY_RUNNER_ENV in env:
+        value = env[LEGACY_RUNNER_ENV]
+        if not _legacy_warned:
+            _legacy_warned = True
+            sys.stderr.write(
+                f"sds: warning: {LEGACY_RUNNER_ENV} is deprecated and will be removed: set "
+                f"{RUNNER_ENV}={value.strip()} instead (the home's warm release runner)\n"
+            )
+            sys.stderr.flush()
+    return (value or "auto").strip().lower() not in ("off", "0", "false", "no") and (
+        runner_available()
+    )
 
 
 def import_time_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
-    """The variables of ``env`` that must be equal in the worker and the client."""
+    """The variables of ``env`` that must be equal in the runner and the client."""
     return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES)}
 
 
 def project_root() -> str:
-    """The source tree this code runs from: a worker serves only clients of the same tree."""
-    return str(Path(__file__).resolve().parents[2])
+    """The source tree this code runs from: a runner serves only clients of the same tree."""
+    return str(Path(__file__).resolve().parents[3])  # sds_release/flows/local/handoff.py
 
 
 PROTOCOL = 2
@@ -111,8 +137,8 @@ def runner_identity() -> str:
     return f"{project_root()} (hand-off protocol {PROTOCOL})"
 
 
-def _connect(home: Path, timeout: float) -> socket.socket | None:
-    path = socket_path(home)
+def _connect(home: Path, timeout: float, name: str = SOCKET_NAME) -> socket.socket | None:
+    path = Path(home) / "prefect" / name
     if not path.exists():
         return None
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
@@ -126,8 +152,17 @@ def _connect(home: Path, timeout: float) -> socket.socket | None:
 
 
 def ping(home: Path, timeout: float = 2.0) -> dict[str, Any] | None:
-    """The worker's answer to a ping (``pid``, ``api_url``, ``project``), or None."""
-    sock = _connect(home, timeout)
+    """The runner's answer to a ping (``pid``, ``api_url``, ``project``), or None."""
+    return _ping(home, timeout, SOCKET_NAME)
+
+
+def legacy_ping(home: Path, timeout: float = 2.0) -> dict[str, Any] | None:
+    """The answer of an earlier version's runner (on :data:`LEGACY_SOCKET_NAME`), or None."""
+    return _ping(home, timeout, LEGACY_SOCKET_NAME)
+
+
+def _ping(home: Path, timeout: float, name: str) -> dict[str, Any] | None:
+    sock = _connect(home, timeout, name)
     if sock is None:
         return None
     with sock:
@@ -163,14 +198,14 @@ def _forwarding(pgid: int) -> Iterator[None]:
 
 
 def hand_off(home: Path, call: dict[str, Any]) -> int | None:
-    """Run the release ``call`` in a child of the home's worker; its exit status, or None.
+    """Run the release ``call`` in a child of the home's runner; its exit status, or None.
 
-    None (nothing started, run in-process) when the worker is disabled, absent, not answering
-    or refuses (another source tree, other import-time variables). Once the worker has forked
-    the child, this process only waits: if it dies, the worker kills the child; if the worker
-    dies, this process stops the child (:func:`_worker_lost`).
+    None (nothing started, run in-process) when the runner is disabled, absent, not answering
+    or refuses (another source tree, other import-time variables). Once the runner has forked
+    the child, this process only waits: if it dies, the runner kills the child; if the runner
+    dies, this process stops the child (:func:`_runner_lost`).
     """
-    if not worker_enabled():
+    if not runner_enabled():
         return None
     sock = _connect(home, timeout=5.0)
     if sock is None:
@@ -191,10 +226,10 @@ def hand_off(home: Path, call: dict[str, Any]) -> int | None:
         except (OSError, ValueError):
             return None
         if "pid" not in answer:
-            return None  # refused (answer["refused"] says why) or the worker went away
+            return None  # refused (answer["refused"] says why) or the runner went away
         mark("client:forked")
         child = int(answer["pid"])
-        pidfd = _pidfd(child)  # watchable even once the worker is gone
+        pidfd = _pidfd(child)  # watchable even once the runner is gone
         sock.settimeout(None)
         with _forwarding(child):
             try:
@@ -206,7 +241,7 @@ def hand_off(home: Path, call: dict[str, Any]) -> int | None:
         if pidfd is not None:
             os.close(pidfd)
         return int(done["exit"])
-    return _worker_lost(child, pidfd, str(call.get("params", {}).get("release_id", "RELEASE_ID")))
+    return _runner_lost(child, pidfd, str(call.get("params", {}).get("release_id", "RELEASE_ID")))
 
 
 def _pidfd(pid: int) -> int | None:
@@ -222,8 +257,8 @@ def _ended(pidfd: int, timeout: float) -> bool:
     return bool(select.select([pidfd], [], [], timeout)[0])
 
 
-def _worker_lost(child: int, pidfd: int | None, release_id: str) -> int:
-    """The worker died (SIGKILL, a crash) while its child ``child`` ran the release: stop the
+def _runner_lost(child: int, pidfd: int | None, release_id: str) -> int:
+    """The runner died (SIGKILL, a crash) while its child ``child`` ran the release: stop the
     child before returning, so the release is not still running (and publishing) when the user
     resumes it, and say how to continue; the exit status.
 
@@ -236,7 +271,7 @@ def _worker_lost(child: int, pidfd: int | None, release_id: str) -> int:
         if pidfd is not None and not _ended(pidfd, 0):
             os.write(
                 2,
-                f"sds: warning: the home's release worker ended while it ran release "
+                f"sds: warning: the home's release runner ended while it ran release "
                 f"{release_id} (killed, or its server stopped); stopping the release\n".encode(),
             )
             with contextlib.suppress(ProcessLookupError, PermissionError):
@@ -250,7 +285,7 @@ def _worker_lost(child: int, pidfd: int | None, release_id: str) -> int:
         if pidfd is not None:
             os.close(pidfd)
     message = (
-        f"sds: error: release {release_id} failed: the release worker stopped during the "
+        f"sds: error: release {release_id} failed: the release runner stopped during the "
         f"release; {resume}\n"
     )
     os.write(2, message.encode())

@@ -113,8 +113,8 @@ def _api_server(home: Path, before_start: Callable[[], None] = lambda: None) -> 
     info = local_server.status(home)
     if info is None:
         before_start()  # the pre-flight: a refused release starts no server
-        info = local_server.start(  # its worker waits for this release to end
-            home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, worker_after=os.getpid()
+        info = local_server.start(  # its runner waits for this release to end
+            home, idle_timeout_s=local_server.DEFAULT_IDLE_MINUTES * 60, runner_after=os.getpid()
         )
         mark("client:server-spawned")
         warn(f"started a {info.describe()}. Later releases reuse it.")
@@ -159,7 +159,7 @@ def launch(
     # the server (started in the background while Prefect and the flow load); the checks first
     server = _api_server(root, before_start=check_here)
     prefect_environment(root, verbose=verbose)
-    if server is not None and server.healthy:  # the home's answering server: its warm worker
+    if server is not None and server.healthy:  # the home's answering server: its warm runner
         from sds_release.flows.local import handoff
 
         call = {
@@ -200,19 +200,22 @@ def preflight_checks(params: Any) -> None:
     with ``privacy_risk`` first anonymeter's environment); warns about columns whose '0' cells
     look like values."""
     from sds_core.errors import SdsInputError
+    from sds_release.flows.refusals import refusals
     from sds_release.store.audit.journal import RunOrigin, note_refused, user_at_host
     from sds_release.store.compare.risk import anonymeter_python
     from sds_release.store.inputs.preflight import preflight, zero_warning
     from sds_release.store.ledger.values import BudgetExceededError, PeriodMismatchError
 
-    try:
+    def told(e: SdsInputError) -> BaseException:
+        """The text and exit status the flow would have failed with."""
+        if isinstance(e, BudgetExceededError | PeriodMismatchError):  # the audit page lists it
+            note_refused(params, RunOrigin("cli", user=user_at_host()), e)
+        return fail(f"release {params.release_id} failed: {e}", 1)
+
+    with refusals(told):
         if params.privacy_risk:
             anonymeter_python()
         found = preflight(params)
-    except SdsInputError as e:  # the text and exit status the flow would have failed with
-        if isinstance(e, BudgetExceededError | PeriodMismatchError):  # the audit page lists it
-            note_refused(params, RunOrigin("cli", user=user_at_host()), e)
-        raise fail(f"release {params.release_id} failed: {e}", 1) from None
     if found.zero_shares:
         warn(zero_warning(found.zero_shares))
 
@@ -309,7 +312,7 @@ def _no_heartbeats() -> Iterator[None]:
 
     Prefect 3.9.1 emits them by default (``flows.heartbeat_frequency`` = 180 s) from a thread
     that sleeps in whole seconds and is joined when the flow returns: the run ended 0-1 s
-    (uniformly) after its last line, 0.3-0.7 s in the median (docs/benchmarks.md). They feed
+    (uniformly) after its last line (``git show 78ca7e7:docs/benchmarks.md``). They feed
     only an automation that marks deployment runs Crashed when they stop; a release run by
     ``sds release`` or ``sds resume`` is no deployment run, and its process reports its own end.
     """
@@ -335,11 +338,11 @@ def _run_here(params: Any, root: Path, server: Any, *, quiet: bool, verbose: boo
 
     with private_umask():
         if params.table_schema is not None and "great_expectations" not in sys.modules:
-            gx_suite.start_worker()  # GX imports on the other core while Prefect loads
+            gx_suite.start_checker()  # GX imports on the other core while Prefect loads
         try:
             _run_flow(params, root, server, quiet=quiet, verbose=verbose)
         finally:
-            gx_suite.stop_worker()
+            gx_suite.stop_checker()
 
 
 def import_flow_call() -> None:

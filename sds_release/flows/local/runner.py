@@ -4,7 +4,7 @@ The home's server supervisor (:mod:`sds_release.flows.local.supervisor`) starts 
 sds_release.flows.local.runner`` next to the Prefect server (only where
 :func:`sds_release.flows.local.handoff.runner_available`: Linux). It imports what ``sds release``
 would import (Prefect pointed at that server), checks that it runs no thread besides its own, and
-listens on ``worker.sock`` (0600) in the server directory. Each release handed over by
+listens on ``runner.sock`` (0600) in the server directory. Each release handed over by
 :mod:`sds_release.flows.local.handoff` gets a forked child
 with the client's stdin/stdout/stderr, environment and working directory, which runs the release
 as :func:`sds_release.flows.local.launch.launch` runs it in-process and exits; the runner sends back
@@ -13,7 +13,7 @@ its exit status and kills the child if the client goes away.
 Fork safety: the rules a fork without ``exec`` relies on, each enforced where it is written:
 
 1. one OS thread at every fork (``_threads``: checked after the imports in :func:`serve` and
-   before each fork in :meth:`Worker.refusal`); the loop is one ``selectors`` loop, no thread;
+   before each fork in :meth:`Runner.refusal`); the loop is one ``selectors`` loop, no thread;
 2. no library thread pool alive at the fork: OpenBLAS shuts its pool down in its atfork handler
    (one fork at warm-up makes that happen once), pyarrow's jemalloc purges inline
    (``JE_ARROW_MALLOC_CONF``), GX is imported here so the child starts no GX process;
@@ -57,11 +57,11 @@ _FORWARDED = {signal.SIGINT, signal.SIGTERM, signal.SIGHUP}  # what the client f
 
 def _log(message: str) -> None:
     """One line in the server log (no data, no counts: ids and process numbers only)."""
-    print(f"{datetime.now(UTC).isoformat()} sds release worker: {message}", flush=True)
+    print(f"{datetime.now(UTC).isoformat()} sds release runner: {message}", flush=True)
 
 
 def _threads() -> list[str]:
-    """The names of this process's OS threads (``/proc``): the worker forks only with one."""
+    """The names of this process's OS threads (``/proc``): the runner forks only with one."""
     tasks = Path(f"/proc/{os.getpid()}/task")
     return [(t / "comm").read_text().strip() for t in sorted(tasks.iterdir())]
 
@@ -108,7 +108,7 @@ class _Release:
     fds: list[int] = field(default_factory=list)
 
 
-class Worker:
+class Runner:
     """The accept loop: pings, refusals, one forked child per release."""
 
     def __init__(self, home: Path, api_url: str, listener: socket.socket) -> None:
@@ -123,9 +123,9 @@ class Worker:
 
     # -- requests -------------------------------------------------------------------------------
     def refusal(self, request: dict[str, Any]) -> str | None:
-        """Why this worker must not run the request (None: it may)."""
+        """Why this runner must not run the request (None: it may)."""
         if request.get("project") != runner_identity():
-            return f"the worker runs {runner_identity()}, the client {request.get('project')}"
+            return f"the runner runs {runner_identity()}, the client {request.get('project')}"
         theirs = import_time_env(request.get("env") or {})  # rule 3
         keys = theirs.keys() | self.env.keys()
         differ = sorted(k for k in keys if theirs.get(k) != self.env.get(k))
@@ -133,7 +133,7 @@ class Worker:
             return f"import-time variables differ: {', '.join(differ)}"
         threads = _threads()  # rule 1
         if len(threads) != 1:
-            return f"the worker runs {len(threads)} threads ({', '.join(threads)}); not forking"
+            return f"the runner runs {len(threads)} threads ({', '.join(threads)}); not forking"
         return None
 
     def accept(self) -> None:
@@ -167,7 +167,7 @@ class Worker:
         reason = self.refusal(request) if len(rel.fds) == 3 else "no stdin/stdout/stderr given"
         if reason is not None or self.stopping:
             _log(f"refused a release: {reason or 'stopping'}")
-            self.send(rel, {"refused": reason or "the worker is stopping"})
+            self.send(rel, {"refused": reason or "the runner is stopping"})
             self.close(rel)
             return
         self.fork(rel, request)
@@ -208,7 +208,7 @@ class Worker:
                 for fd in other.fds:
                     if fd not in keep:
                         os.close(fd)
-                other.conn.close()  # the worker's (and the client's) end stays the worker's
+                other.conn.close()  # the runner's (and the client's) end stays the runner's
             self.listener.close()
             self.sel.close()
             for target, fd in enumerate(rel.fds):
@@ -342,13 +342,13 @@ def serve(home: Path, api_url: str) -> int:
         _log(f"not serving: {len(threads)} threads after the imports ({', '.join(threads)})")
         return 1
     listener = _listen(home)
-    worker = Worker(home, api_url, listener)
+    runner = Runner(home, api_url, listener)
     _log(f"ready on {socket_path(home)} (pid {os.getpid()})")
-    signal.signal(signal.SIGTERM, lambda s, f: setattr(worker, "stopping", True))
+    signal.signal(signal.SIGTERM, lambda s, f: setattr(runner, "stopping", True))
     if stop["now"]:
-        worker.stopping = True
+        runner.stopping = True
     try:
-        return worker.run(supervisor)
+        return runner.run(supervisor)
     finally:
         path = socket_path(home)
         with contextlib.suppress(OSError):

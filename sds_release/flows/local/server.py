@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sds_release.flows.local.handoff import ping, worker_enabled
+from sds_release.flows.local.handoff import legacy_ping, ping, project_root, runner_enabled
 from sds_release.store.workspace.home import PRIVATE_UMASK, make_private
 
 __all__ = [
@@ -51,7 +51,7 @@ __all__ = [
     "supervisor_env",
     "touch",
     "wait_healthy",
-    "wait_worker",
+    "wait_runner",
 ]
 
 STATE_FILE = "server.json"
@@ -317,7 +317,7 @@ def start(
     *,
     idle_timeout_s: float | None = None,
     port: int | None = None,
-    worker_after: int | None = None,
+    runner_after: int | None = None,
 ) -> ServerInfo:
     """Start the home's server in the background (or return the running one); no waiting.
 
@@ -329,7 +329,7 @@ def start(
         home: the SDS home; the database is ``<home>/prefect/prefect.db``.
         idle_timeout_s: stop after this many seconds without a release (None: never).
         port: the port (default 4200 when free, else any free port).
-        worker_after: start the release worker only once this process has ended (the release
+        runner_after: start the release runner only once this process has ended (the release
             that starts the server runs in it); None: at once.
     """
     home = Path(home).absolute()
@@ -358,7 +358,7 @@ def start(
                     "--port",
                     str(port),
                     *(["--idle-timeout", str(idle_timeout_s)] if idle_timeout_s else []),
-                    *(["--worker-after", str(worker_after)] if worker_after else []),
+                    *(["--runner-after", str(runner_after)] if runner_after else []),
                 ],
                 cwd=str(d),
                 env=supervisor_env(),
@@ -388,7 +388,7 @@ def start(
 def supervisor_env() -> dict[str, str]:
     """The environment of the supervisor: this one, with the project importable."""
     env = dict(os.environ)
-    project = str(Path(__file__).resolve().parents[2])
+    project = project_root()
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [project, env.get("PYTHONPATH")]))
     return env
 
@@ -419,16 +419,22 @@ def wait_healthy(info: ServerInfo, timeout: float = 300.0) -> ServerInfo:
     )
 
 
-def wait_worker(info: ServerInfo, timeout: float = 120.0) -> dict[str, object] | None:
-    """Block until the home's release worker answers (it imports Prefect and the flow first);
-    its ping answer, or None when it is disabled or did not come up (releases run in-process)."""
-    if not worker_enabled():
+def wait_runner(info: ServerInfo, timeout: float = 120.0) -> dict[str, object] | None:
+    """Block until the home's release runner answers (it imports Prefect and the flow first);
+    its ping answer, or None when it is disabled or did not come up (releases run in-process).
+
+    A server started by an earlier version has its runner on the old socket name
+    (:func:`~sds_release.flows.local.handoff.legacy_ping` answers): it never answers on the new
+    one, so this returns None at once instead of waiting ``timeout``."""
+    if not runner_enabled():
         return None
     end = time.monotonic() + timeout
     while time.monotonic() < end and alive(info.pid):
         answer = ping(Path(info.home))
         if answer is not None:
             return answer
+        if legacy_ping(Path(info.home), timeout=0.5) is not None:
+            return None
         time.sleep(0.2)
     return None
 

@@ -25,7 +25,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sds_release.flows.local.handoff import ping, worker_enabled
+from sds_release.flows.local.handoff import ping, project_root, runner_enabled
 from sds_release.flows.local.server import (
     AUTH_ENV,
     AUTH_FILE,
@@ -58,7 +58,7 @@ UI_STATIC_ENV = "PREFECT_UI_STATIC_DIRECTORY"
 
 
 def _server_command(port: int) -> list[str]:
-    app_dir = str(Path(__file__).resolve().parents[2])  # where the flows package is
+    app_dir = project_root()  # where the sds_release package is
     return [
         sys.executable,
         "-m",
@@ -118,10 +118,10 @@ def _start_server(home: Path, port: int) -> subprocess.Popen[bytes]:
     )
 
 
-def _start_worker(home: Path, port: int) -> subprocess.Popen[bytes] | None:
+def _start_runner(home: Path, port: int) -> subprocess.Popen[bytes] | None:
     """The home's warm release runner (sds_release/flows/local/runner.py), unless
-    ``SDS_WORKER=off``."""
-    if not worker_enabled():
+    ``SDS_RUNNER=off``."""
+    if not runner_enabled():
         return None
     env = {k: v for k, v in os.environ.items() if k != "PREFECT_API_URL"}
     env[AUTH_ENV] = _auth(home)  # the runner is a client of the home's server
@@ -161,15 +161,15 @@ def _stop_child(child: subprocess.Popen[bytes] | None) -> None:
 
 
 def supervise(
-    home: Path, port: int, idle_timeout_s: float | None, worker_after: int | None = None
+    home: Path, port: int, idle_timeout_s: float | None, runner_after: int | None = None
 ) -> int:
-    """Run the server and the release worker and watch them; returns the exit status (the
-    supervisor's ``main``). The worker starts at once, or once the server answers and the
-    process ``worker_after`` has ended; a worker that ends is not restarted (releases then run
-    in-process). Once the worker is ready, a missing database template is built.
+    """Run the server and the release runner and watch them; returns the exit status (the
+    supervisor's ``main``). The runner starts at once, or once the server answers and the
+    process ``runner_after`` has ended; a runner that ends is not restarted (releases then run
+    in-process). Once the runner is ready, a missing database template is built.
 
     A server that exits after it has answered (killed, crashed) is started again on the same
-    port and database while the worker and the releases it runs go on (their Prefect clients
+    port and database while the runner and the releases it runs go on (their Prefect clients
     retry until it answers again, see ``PREFECT_DEFAULTS`` in
     :mod:`sds_release.flows.local.launch`); one that exits before it ever answered ends the
     supervisor."""
@@ -182,8 +182,8 @@ def supervise(
     mark("supervisor:server-spawned")
     answered = False  # whether the current server process has answered since it started
     restarted: float | None = None  # when it was last restarted
-    worker = None if worker_after else _start_worker(home, port)
-    worker_due = worker is None and worker_enabled()
+    runner = None if runner_after else _start_runner(home, port)
+    runner_due = runner is None and runner_enabled()
     builder: subprocess.Popen[bytes] | None = None
     build_due = True
     stopping = False
@@ -211,7 +211,7 @@ def supervise(
             if not answered:  # it never came up (port taken, database broken): give up
                 reason = f"server exited with status {child.returncode} before it answered"
                 break
-            _log(  # killed or crashed: same port and database; the worker and its releases stay
+            _log(  # killed or crashed: same port and database; the runner and its releases stay
                 f"server exited with status {child.returncode}; restarting it on port {port}"
             )
             child, answered, restarted = _start_server(home, port), False, time.monotonic()
@@ -220,17 +220,17 @@ def supervise(
             mark("supervisor:server-answered")
             if restarted is not None:
                 _log(f"server answers again ({time.monotonic() - restarted:.0f} s after restart)")
-        release_done = worker_after is None or not alive(worker_after)
-        if worker_due and release_done and healthy(port, home=home):
-            worker, worker_due = _start_worker(home, port), False
-            mark("supervisor:worker-spawned")
-        if build_due and not worker_due and (worker is None or ping(home) is not None):
+        release_done = runner_after is None or not alive(runner_after)
+        if runner_due and release_done and healthy(port, home=home):
+            runner, runner_due = _start_runner(home, port), False
+            mark("supervisor:runner-spawned")
+        if build_due and not runner_due and (runner is None or ping(home) is not None):
             builder, build_due = start_template_build(), False
         if builder is not None and builder.poll() is not None:
             builder = None
-        if worker is not None and worker.poll() is not None:
-            _log(f"release worker exited with status {worker.returncode}; releases run in-process")
-            worker = None
+        if runner is not None and runner.poll() is not None:
+            _log(f"release runner exited with status {runner.returncode}; releases run in-process")
+            runner = None
         if idle_timeout_s:
             try:
                 idle = time.time() - (server_dir(home) / LAST_USED_FILE).stat().st_mtime
@@ -242,7 +242,7 @@ def supervise(
         timed = not answered and os.environ.get(TIMING_ENV)
         time.sleep(_TIMING_POLL_S if timed else _POLL_S)
     _stop_child(builder)
-    _stop_child(worker)
+    _stop_child(runner)
     _stop_child(child)
     info = read_record(home)
     if info is not None and info.pid == os.getpid():
@@ -254,15 +254,15 @@ def supervise(
 
 def main(argv: list[str] | None = None) -> int:
     """``python -m sds_release.flows.local.supervisor --home H --port P [--idle-timeout S]
-    [--worker-after PID]``: the supervisor of a home's server."""
+    [--runner-after PID]``: the supervisor of a home's server."""
     ap = argparse.ArgumentParser(description="Supervise the Prefect server of an SDS home.")
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--port", type=int, required=True)
     ap.add_argument("--idle-timeout", type=float, default=None)
-    ap.add_argument("--worker-after", type=int, default=None)
+    ap.add_argument("--runner-after", type=int, default=None)
     args = ap.parse_args(argv)
     with private_umask():  # the server's database and log, the runner's socket: 0600
-        return supervise(args.home, args.port, args.idle_timeout, args.worker_after)
+        return supervise(args.home, args.port, args.idle_timeout, args.runner_after)
 
 
 if __name__ == "__main__":

@@ -44,7 +44,7 @@ ANONYMETER_PYTHON_ENV = "SDS_ANONYMETER_PYTHON"
 project's ``.venv-anonymeter/bin/python``, made by ``make anonymeter``)."""
 
 _JOB = Path(__file__).with_name("anonymeter_job.py")
-_PROJECT = Path(__file__).resolve().parents[2]
+_PROJECT = Path(__file__).resolve().parents[3]  # sds_release/store/compare/risk.py
 
 
 @dataclasses.dataclass(frozen=True, slots=True)

@@ -6,9 +6,10 @@
 - ``postgres``: a PostgreSQL table or read-only query as the input (Arrow batches, ordered rows);
 - ``commitment``: the input's published fingerprint, a keyed commitment (HMAC-SHA256);
 - ``preflight``: checks the CLI runs before Prefect or GX load;
+- ``preview``: the preview ``sds plan`` prints (noise, cost and the SDS plan for N; header only);
 - ``schema_checks``: the declared schema's checks, evaluated with Arrow;
 - ``gate``: the validation gate: the GX suite on the input and on the synthetic output;
-- ``gx_suite``: running the GX suite, in a worker process when one runs;
+- ``gx_suite``: running the GX suite, in the GX checker process when one runs;
 - ``periods``: the rows of one period of a periodic dataset; each subject in one period.
 
 Public names are exported here, lazily (importing the package loads none of its modules).
@@ -33,6 +34,7 @@ _EXPORTS: dict[str, str] = {
     "PARQUET_SUFFIXES": "sds_release.store.inputs.paths",
     "PeriodFilter": "sds_release.store.inputs.periods",
     "Preflight": "sds_release.store.inputs.preflight",
+    "ReleasePreview": "sds_release.store.inputs.preview",
     "SchemaValidationError": "sds_release.store.inputs.schema_checks",
     "check_budget": "sds_release.store.inputs.preflight",
     "check_column_names": "sds_release.store.inputs.preflight",
@@ -52,6 +54,7 @@ _EXPORTS: dict[str, str] = {
     "input_fingerprint": "sds_release.store.inputs.commitment",
     "input_headers": "sds_release.store.inputs.ingest",
     "input_schema": "sds_release.store.inputs.schema_checks",
+    "make_preview": "sds_release.store.inputs.preview",
     "numeric_view": "sds_release.store.inputs.schema_checks",
     "output_schema": "sds_release.store.inputs.gate",
     "preflight": "sds_release.store.inputs.preflight",
@@ -69,12 +72,12 @@ _EXPORTS: dict[str, str] = {
     "schema_failures": "sds_release.store.inputs.schema_checks",
     "schema_frame": "sds_release.store.inputs.gate",
     "select_period": "sds_release.store.inputs.periods",
-    "start_worker": "sds_release.store.inputs.gx_suite",
-    "stop_worker": "sds_release.store.inputs.gx_suite",
+    "start_checker": "sds_release.store.inputs.gx_suite",
+    "stop_checker": "sds_release.store.inputs.gx_suite",
     "table_check_fails": "sds_release.store.inputs.schema_checks",
     "validate_table": "sds_release.store.inputs.gate",
     "view_columns": "sds_release.store.inputs.schema_checks",
-    "worker_running": "sds_release.store.inputs.gx_suite",
+    "checker_running": "sds_release.store.inputs.gx_suite",
     "zero_warning": "sds_release.store.inputs.preflight",
 }
 
@@ -91,11 +94,13 @@ __all__ = [
     "GateResult",
     "PeriodFilter",
     "Preflight",
+    "ReleasePreview",
     "SchemaValidationError",
     "check_budget",
     "check_column_names",
     "check_input_path",
     "checked_view",
+    "checker_running",
     "commitment_key",
     "count_each_subject_once",
     "csv_digest",
@@ -111,6 +116,7 @@ __all__ = [
     "input_fingerprint",
     "input_headers",
     "input_schema",
+    "make_preview",
     "numeric_view",
     "output_schema",
     "preflight",
@@ -128,12 +134,11 @@ __all__ = [
     "schema_failures",
     "schema_frame",
     "select_period",
-    "start_worker",
-    "stop_worker",
+    "start_checker",
+    "stop_checker",
     "table_check_fails",
     "validate_table",
     "view_columns",
-    "worker_running",
     "zero_warning",
 ]
 
@@ -161,11 +166,11 @@ if TYPE_CHECKING:
         validate_table,
     )
     from sds_release.store.inputs.gx_suite import (
+        checker_running,
         run_expectations,
         run_suite,
-        start_worker,
-        stop_worker,
-        worker_running,
+        start_checker,
+        stop_checker,
     )
     from sds_release.store.inputs.holdback import CONTROL_SHARE, MIN_SIDE_ROWS, hold_back
     from sds_release.store.inputs.ingest import (
@@ -199,6 +204,7 @@ if TYPE_CHECKING:
         preflight,
         zero_warning,
     )
+    from sds_release.store.inputs.preview import ReleasePreview, make_preview
     from sds_release.store.inputs.schema_checks import (
         FLOAT_RE,
         INTEGER_RE,

@@ -1,11 +1,12 @@
-"""Running the Great Expectations suite of the validation gate, in a worker process when one runs.
+"""Running the Great Expectations suite of the validation gate, in the GX checker when one runs.
 
-GX takes seconds to import. The CLI starts a worker (:func:`start_worker`) right after its
-pre-flight, so the import runs on the other core while Prefect loads and the first stages run;
-:func:`run_suite` then sends each table to it. Without a worker (a deployment run, the tests) the
-suite runs in this process. The worker is a child process of the release that exits with it (even
-when the release is killed); tables reach it through a local pipe, never a file, a result store
-or a log. Used by :mod:`sds_release.store.inputs.gate`.
+GX takes seconds to import. The CLI starts the GX checker, a process of its own
+(:func:`start_checker`), right after its pre-flight, so the import runs on the other core while
+Prefect loads and the first stages run; :func:`run_suite` then sends each table to it. Without a
+checker (a deployment run, the tests) the suite runs in this process. The checker is a child
+process of the release that exits with it (even when the release is killed); tables reach it
+through a local pipe, never a file, a result store or a log. Used by
+:mod:`sds_release.store.inputs.gate`.
 """
 
 from __future__ import annotations
@@ -23,20 +24,20 @@ from typing import Any
 from sds_release.store.inputs.schema_checks import Check
 
 __all__ = [
+    "checker_running",
     "run_expectations",
     "run_suite",
+    "start_checker",
     "start_method",
-    "start_worker",
-    "stop_worker",
-    "worker_running",
+    "stop_checker",
 ]
 
-_WORKER: ProcessPoolExecutor | None = None
+_CHECKER: ProcessPoolExecutor | None = None
 _WARM: Future[None] | None = None
 
 
 def _import_gx() -> None:
-    """Warm-up job of the worker: import GX (and pandas) once."""
+    """Warm-up job of the checker: import GX (and pandas) once."""
     import great_expectations  # noqa: F401
 
 
@@ -48,7 +49,7 @@ def _exit_with(parent: int) -> None:
 
 
 def _quit(signum: int, frame: Any) -> None:
-    """The worker's SIGTERM (:func:`stop_worker`): release what multiprocessing registered
+    """The checker's SIGTERM (:func:`stop_checker`): release what multiprocessing registered
     (its named semaphores, e.g. tqdm's lock under GX) and end without the interpreter's
     teardown, which takes about a second with GX and pandas loaded."""
     import multiprocessing.util
@@ -57,8 +58,8 @@ def _quit(signum: int, frame: Any) -> None:
     os._exit(0)
 
 
-def _worker_init(parent: int) -> None:
-    """In the worker: let go of the release's stdin/stdout/stderr (a caller waiting for their
+def _checker_init(parent: int) -> None:
+    """In the checker: let go of the release's stdin/stdout/stderr (a caller waiting for their
     end must not wait for us), watch the release process, end quickly on SIGTERM."""
     devnull = os.open(os.devnull, os.O_RDWR)
     for fd in (0, 1, 2):
@@ -68,60 +69,60 @@ def _worker_init(parent: int) -> None:
 
 
 def start_method() -> str:
-    """How the worker is started: ``fork`` while this process runs one thread (it then has
+    """How the checker is started: ``fork`` while this process runs one thread (it then has
     pandas, pyarrow and numpy loaded already: the release's pre-flight imported them, about
-    0.4 s of CPU the worker does not pay again on a core the starting server needs), else
+    0.4 s of CPU the checker does not pay again on a core the starting server needs), else
     ``spawn`` (forking a process that runs other threads can copy a lock held by one of them).
     """
     return "fork" if threading.active_count() == 1 and os.name == "posix" else "spawn"
 
 
-def start_worker() -> None:
-    """Start the worker process and its GX import now (no-op if one runs)."""
-    global _WORKER, _WARM
-    if _WORKER is None:
+def start_checker() -> None:
+    """Start the GX checker process and its GX import now (no-op if one runs)."""
+    global _CHECKER, _WARM
+    if _CHECKER is None:
         # with fork, ProcessPoolExecutor forks its process in the first submit, before it
         # starts its own manager thread
-        _WORKER = ProcessPoolExecutor(
+        _CHECKER = ProcessPoolExecutor(
             1,
             mp_context=multiprocessing.get_context(start_method()),
-            initializer=_worker_init,
+            initializer=_checker_init,
             initargs=(os.getpid(),),
         )
-        _WARM = _WORKER.submit(_import_gx)
+        _WARM = _CHECKER.submit(_import_gx)
 
 
-def worker_running() -> bool:
-    """Whether a worker process runs the suites."""
-    return _WORKER is not None
+def checker_running() -> bool:
+    """Whether a GX checker process runs the suites."""
+    return _CHECKER is not None
 
 
-def stop_worker() -> None:
-    """Stop the worker process now.
+def stop_checker() -> None:
+    """Stop the GX checker process now.
 
     It holds nothing to keep (each suite's result has been returned), so it is terminated
     rather than left to tear down its interpreter: with GX and pandas loaded that takes about a
     second, which the release would otherwise wait for.
     """
-    global _WORKER, _WARM
-    if _WORKER is not None:
-        processes = list((getattr(_WORKER, "_processes", None) or {}).values())
+    global _CHECKER, _WARM
+    if _CHECKER is not None:
+        processes = list((getattr(_CHECKER, "_processes", None) or {}).values())
         for process in processes:
-            process.terminate()  # SIGTERM: the worker's _quit
-        _WORKER.shutdown(wait=True, cancel_futures=True)
-    _WORKER = _WARM = None
+            process.terminate()  # SIGTERM: the checker's _quit
+        _CHECKER.shutdown(wait=True, cancel_futures=True)
+    _CHECKER = _WARM = None
 
 
 def run_suite(frame: Any, checks: list[Check], *, name: str) -> list[dict[str, Any]]:
-    """:func:`run_expectations`, in the worker when one runs (else here, as if it never had).
+    """:func:`run_expectations`, in the GX checker when one runs (else here, as if it never had).
 
-    A worker that died (e.g. out of memory) is dropped and the suite runs in this process.
+    A checker that died (e.g. out of memory) is dropped and the suite runs in this process.
     """
-    if _WORKER is not None:
+    if _CHECKER is not None:
         try:
-            return _WORKER.submit(run_expectations, frame, checks, name=name).result()
+            return _CHECKER.submit(run_expectations, frame, checks, name=name).result()
         except BrokenProcessPool:
-            stop_worker()
+            stop_checker()
     return run_expectations(frame, checks, name=name)
 
 

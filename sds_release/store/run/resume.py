@@ -65,7 +65,8 @@ def release_manifest(home: Path, release_id: str) -> tuple[Path | None, dict[str
 
 def resume_hint(home: Path, release_id: str) -> str:
     """What to do about release ``release_id`` of ``home`` after it stopped (a failure, a signal,
-    a lost worker): ``sds resume`` while its reservation is open, else start a new release.
+    a lost runner or Dask worker): ``sds resume`` while its reservation is open, else start a new
+    release.
 
     A release whose manifest says ``resumable: false`` failed before any charge (its reservation
     was given back); one with no manifest stopped before its reservation.

@@ -112,6 +112,11 @@ def scrubbed(text: str) -> str:
     return text
 
 
+_CURL_BROKEN_TRANSFER = (18, 52, 55, 56)
+"""curl's codes for a connection that answered and then broke mid-transfer (partial file, empty
+reply, send and receive failures), as against a store that does not answer at all."""
+
+
 def store_error(e: BaseException, doing: str) -> SdsInputError:
     """The one-paragraph refusal for an object-store error ``e`` raised while ``doing``
     (e.g. "listing s3://b/in/"): what went wrong, where and the fix; secrets scrubbed."""
@@ -136,6 +141,11 @@ def store_error(e: BaseException, doing: str) -> SdsInputError:
             f"{doing}: the object store at {where} refused the credentials ({_first_line(text)});"
             " check AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or the profile (AWS_PROFILE) and "
             "the permissions they have"
+        )
+    if any(f"curlCode: {code}," in text for code in _CURL_BROKEN_TRANSFER):
+        return SdsInputError(
+            f"{doing}: the connection to the object store at {where} broke during the transfer "
+            f"({_first_line(text)}); try again once the store and the network to it are steady"
         )
     if "NETWORK_CONNECTION" in text or "curlCode" in text or "TIMEOUT" in text.upper():
         return SdsInputError(

@@ -1,4 +1,4 @@
-"""The GX worker process never outlives the release that started it (SIGKILLed)."""
+"""The GX checker process never outlives the release that started it (SIGKILLed)."""
 
 from __future__ import annotations
 
@@ -36,30 +36,30 @@ def _alive(pid: int) -> bool:
 
 
 @pytest.mark.skipif(not Path("/proc/self/stat").is_file(), reason="needs Linux /proc")
-def test_worker_dies_with_a_killed_release() -> None:
-    """SIGKILL the process that started a worker: its output pipe closes at once (the worker
-    does not hold it) and the worker exits by itself."""
+def test_checker_dies_with_a_killed_release() -> None:
+    """SIGKILL the process that started a checker: its output pipe closes at once (the checker
+    does not hold it) and the checker exits by itself."""
     code = (
-        "import time; from sds_release.store.inputs import gx_suite; gx_suite.start_worker(); "
+        "import time; from sds_release.store.inputs import gx_suite; gx_suite.start_checker(); "
         "print('started', flush=True); time.sleep(600)"
     )
     env = {**os.environ, "PYTHONPATH": str(PROJECT)}
     proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, env=env)
     assert proc.stdout is not None and proc.stdout.readline() == b"started\n"
     end = time.monotonic() + 60
-    workers: list[int] = []
-    while not workers and time.monotonic() < end:
+    checkers: list[int] = []
+    while not checkers and time.monotonic() < end:
         # forked (the parent runs one thread) or spawned; not multiprocessing's resource tracker
-        workers = [p for p in _children(proc.pid) if b"resource_tracker" not in _cmdline(p)]
+        checkers = [p for p in _children(proc.pid) if b"resource_tracker" not in _cmdline(p)]
         time.sleep(0.2)
-    assert workers, "no worker process found"
+    assert checkers, "no checker process found"
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.stdout.read() == b""  # EOF: no one else holds the release's stdout
     end = time.monotonic() + 60
-    while any(_alive(p) for p in workers) and time.monotonic() < end:
+    while any(_alive(p) for p in checkers) and time.monotonic() < end:
         time.sleep(0.2)
-    assert not any(_alive(p) for p in workers)
+    assert not any(_alive(p) for p in checkers)
 
 
 def _cmdline(pid: int) -> bytes:

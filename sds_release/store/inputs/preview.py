@@ -1,10 +1,10 @@
-"""``sds plan``: what a release would publish and what it would cost, before anything is spent.
+"""The preview ``sds plan`` prints: what a release would publish and cost, before anything is spent.
 
 Reads the input's header (or the declared schema) and public parameters, never a data row, and
 charges nothing: per length, the noise figures of :func:`sds_core.marginals.forecast.forecast`
-(the functions a real release's noise description uses); the record count N the plan assumes
+(the functions a real release's noise description uses); the record count N the preview assumes
 and where it comes from; the ε that meets a target interval (``--target-ci``); the reporting
-length, split and synthesis the SDS plan would choose for N
+length, split and synthesis the SDS plan (the release's ``plan`` stage) would choose for N
 (:mod:`sds_release.store.config.planned`: a real release chooses them from its DP record count); and
 the dataset's budget with how many releases of this ε it still pays for.
 """
@@ -29,12 +29,12 @@ from sds_release.store.workspace.home import MANIFEST
 if TYPE_CHECKING:
     from sds_core.marginals.plan import SdsPlan
 
-__all__ = ["ReleasePlan", "make_plan"]
+__all__ = ["ReleasePreview", "make_preview"]
 
 
 @dataclass(frozen=True, slots=True)
-class ReleasePlan:
-    """Everything ``sds plan`` prints (``to_dict`` is its ``--json``)."""
+class ReleasePreview:
+    """The preview: everything ``sds plan`` prints (``to_dict`` is its ``--json``)."""
 
     dataset: str
     columns: tuple[str, ...]
@@ -68,20 +68,20 @@ class ReleasePlan:
         }
 
 
-def make_plan(
+def make_preview(
     params: ReleaseParams,
     *,
     records: int | None = None,
     target_ci: float | None = None,
-) -> ReleasePlan:
-    """The plan of the release ``params`` describes; reads the header and the ledger only.
+) -> ReleasePreview:
+    """The preview of the release ``params`` describes; reads the header and the ledger only.
 
     Args:
         params: the release's parameters (``home`` resolved).
         records: the record count N to assume (``--records``); else the DP record count of the
             dataset's last complete release in this home, else the schema's ``max_rows``.
         target_ci: solve ε for a length-1 95% half-width of at most this (``--target-ci``);
-            the plan then shows that ε's figures.
+            the preview then shows that ε's figures.
 
     Raises:
         SdsInputError: no header and no schema, a column named in the parameters missing from
@@ -104,7 +104,7 @@ def make_plan(
         params = params.model_copy(update={"epsilon": eps_marginals / share})
     predicted = forecast(dp_params(params), len(columns))
     budget = _budget(params)
-    return ReleasePlan(
+    return ReleasePreview(
         dataset=str(params.dataset),
         columns=tuple(columns),
         columns_from=columns_from,

@@ -1,5 +1,5 @@
-"""The GX worker process gives the in-process gate results (the kill test is
-tests/e2e/test_gx_worker_kill.py)."""
+"""The GX checker process gives the in-process gate results (the kill test is
+tests/e2e/test_gx_checker_kill.py)."""
 
 from __future__ import annotations
 
@@ -18,17 +18,17 @@ SCHEMA = TableSchema(
 )
 
 
-def test_worker_gives_the_in_process_results() -> None:
-    """The same table through the worker and in-process: same verdicts, summary and failures."""
+def test_checker_gives_the_in_process_results() -> None:
+    """The same table through the checker and in-process: same verdicts, summary and failures."""
     frame = pd.DataFrame({"sex": ["0", "1", "2", "1"], "age": ["30", "x", "200", ""]})
     here = run_gate(frame, SCHEMA, name="input")
-    gx_suite.start_worker()
+    gx_suite.start_checker()
     try:
-        assert gx_suite.worker_running()
+        assert gx_suite.checker_running()
         there = run_gate(frame, SCHEMA, name="input")
     finally:
-        gx_suite.stop_worker()
-    assert not gx_suite.worker_running()
+        gx_suite.stop_checker()
+    assert not gx_suite.checker_running()
     assert (there.success, there.summary, there.failures) == (
         here.success,
         here.summary,
@@ -37,7 +37,7 @@ def test_worker_gives_the_in_process_results() -> None:
     assert not here.success and len(here.failures) == 3
 
 
-def test_worker_is_forked_only_from_one_thread() -> None:
+def test_checker_is_forked_only_from_one_thread() -> None:
     """``fork`` (pandas and pyarrow already loaded) while the process runs one thread, else
     ``spawn``: a fork copies no lock another thread holds."""
     import subprocess

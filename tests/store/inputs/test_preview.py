@@ -1,0 +1,35 @@
+"""The preview ``sds plan`` prints (sds_release/store/inputs/preview.py) names itself a preview and
+the stage's choice the SDS plan (the figures: tests/store/inputs/test_release_forecast.py)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from sds_release.store.inputs import ReleasePreview, make_preview
+from tests.helpers import PROJECT, run_cli
+
+EXAMPLE = PROJECT / "examples" / "pums_ca_10k.csv"
+CONFIG = PROJECT / "examples" / "release.toml"
+
+
+def test_the_preview_says_preview_and_the_sds_plan(tmp_path: Path) -> None:
+    """`sds plan` opens with "preview of a release", then gives what the SDS plan would choose."""
+    code, out, err = run_cli("plan", str(EXAMPLE), "--config", str(CONFIG), "--home", str(tmp_path))
+    assert code == 0, err
+    lines = out.splitlines()
+    assert lines[0] == (
+        "preview of a release of dataset pums-ca-10k (nothing read but the header, nothing charged)"
+    )
+    assert any(line.startswith("SDS plan for N: ") for line in lines)
+
+
+def test_make_preview_is_the_store_entry(tmp_path: Path) -> None:
+    """`make_preview` builds the `ReleasePreview` whose `to_dict` is `sds plan --json`."""
+    from sds_release.store.config import build_params, load_config
+
+    params = build_params(
+        load_config(CONFIG), {"input": str(EXAMPLE), "home": str(tmp_path), "epsilon": 4.0}
+    )
+    preview = make_preview(params, records=10_000)
+    assert isinstance(preview, ReleasePreview)
+    assert preview.to_dict()["charged"] is False and preview.sds_plan is not None
