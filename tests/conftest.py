@@ -87,6 +87,15 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.shared)
 
 
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """``--dist loadfile`` hands out the longest test files first (tests/xdist_order.py)."""
+    if config.getoption("dist") != "loadfile":
+        return None
+    from xdist_order import longest_first_scheduler
+
+    return longest_first_scheduler(config, log)
+
+
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
     """A test that skips for a missing ../shared fails unless it carries ``shared`` (``-m "not
