@@ -96,6 +96,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.shared)
 
 
+@pytest.hookimpl(optionalhook=True)  # an xdist hook: unknown under -p no:xdist
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
     """``--dist loadfile`` hands out the longest test files first (tests/xdist_order.py)."""
     if config.getoption("dist") != "loadfile":
