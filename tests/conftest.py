@@ -113,7 +113,7 @@ _template_ready = False
 def pytest_runtest_setup(item: pytest.Item) -> None:
     """Before the first e2e test of a process: the Prefect database template its homes' servers
     copy (``python -m sds_release.flows.local.template``, 13 s of CPU), built once per run under
-    a lock, so that each new home's server skips Prefect's migrations (13 s of CPU a server)."""
+    a lock, so that a new home's server copies it instead of migrating (4-7 s less a start)."""
     global _template_ready
     if _template_ready or E2E not in item.path.parents:
         return
@@ -122,11 +122,14 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 
     with open(Path(_TEMPLATE) / ".lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another process builds: wait, then find it built
-        subprocess.run(
+        built = subprocess.run(
             [sys.executable, "-m", "sds_release.flows.local.template"],
-            check=True,
             capture_output=True,
+            text=True,
         )
+    if built.returncode != 0:  # test_server_template.py fails on it; the others migrate
+        os.environ["SDS_PREFECT_TEMPLATE"] = "off"
+        sys.stderr.write(f"conftest: no Prefect database template: {built.stderr[-2000:]}\n")
     _template_ready = True
 
 
