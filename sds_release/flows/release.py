@@ -43,7 +43,7 @@ from sds_release.store.config.planned import after_aggregation
 from sds_release.store.config.release_params import ReleaseParams
 from sds_release.store.executor.base import Executor
 from sds_release.store.executor.local import LocalExecutor
-from sds_release.store.ledger.values import BudgetExceededError, PeriodMismatchError
+from sds_release.store.ledger.values import BUDGET_REFUSALS
 from sds_release.store.run import progress, stages, timing
 from sds_release.store.run.release_run import ReleaseRun, noise_scales
 from sds_release.store.run.results import LengthNoise, LengthResult
@@ -257,7 +257,7 @@ def release(params: ReleaseParams) -> str:
                 run = reserve_budget(
                     params=params, flow_run_id=str(runtime.flow_run.id or "") or None
                 )
-            except (BudgetExceededError, PeriodMismatchError) as e:
+            except BUDGET_REFUSALS as e:
                 note_refused(params, origin, e)
                 raise
         note_start(run.home, run.release_id, run.dataset, params.period, origin)

@@ -204,11 +204,11 @@ def preflight_checks(params: Any) -> None:
     from sds_release.store.audit.journal import RunOrigin, note_refused, user_at_host
     from sds_release.store.compare.risk import anonymeter_python
     from sds_release.store.inputs.preflight import preflight, zero_warning
-    from sds_release.store.ledger.values import BudgetExceededError, PeriodMismatchError
+    from sds_release.store.ledger.values import BUDGET_REFUSALS
 
     def told(e: SdsInputError) -> BaseException:
         """The text and exit status the flow would have failed with."""
-        if isinstance(e, BudgetExceededError | PeriodMismatchError):  # the audit page lists it
+        if isinstance(e, BUDGET_REFUSALS):  # the audit page lists it
             note_refused(params, RunOrigin("cli", user=user_at_host()), e)
         return fail(f"release {params.release_id} failed: {e}", 1)
 

@@ -53,10 +53,12 @@ from sds_release.store.inputs.schema_checks import (
     table_check_fails,
     view_columns,
 )
+from sds_release.store.ledger.units import privacy_unit, unit_refusal
 from sds_release.store.ledger.values import (
     BudgetExceededError,
     PeriodMismatchError,
     PolicyExceededError,
+    UnitMismatchError,
     period_refusal,
 )
 from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN
@@ -166,6 +168,8 @@ def check_budget(params: ReleaseParams) -> None:
         PolicyExceededError: the release asks for more than the dataset's per-release policy.
         PeriodMismatchError: ``--period`` on a dataset with a lifetime budget, or none on a
             dataset whose budget is per period.
+        UnitMismatchError: the dataset's releases count another record (rows, or subjects of
+            another column: :mod:`sds_release.store.ledger.units`).
         LedgerMovedError: the ledger was migrated (``sds ledger migrate``), as reserving would.
         SdsInputError: the ledger URL is not supported or the ledger cannot be opened.
     """
@@ -173,6 +177,7 @@ def check_budget(params: ReleaseParams) -> None:
     from sds_release.store.ledger.book import Ledger, LedgerMovedError
 
     dataset, release_id = str(params.dataset), params.release_id or "new"
+    unit = privacy_unit(params.subject_id)
     url = resolve_ledger_url(Path(params.home or "."), params.ledger)
     path = sqlite_path(url)
     status = None
@@ -187,6 +192,10 @@ def check_budget(params: ReleaseParams) -> None:
         if params.release_id and ledger.reservation(params.release_id) is not None:
             return
         status = ledger.budget(dataset)
+        kept = ledger.privacy_unit(dataset)
+        refusal = None if kept is None else unit_refusal(dataset, unit, *kept)
+        if refusal is not None:
+            raise UnitMismatchError(refusal)
     if status is not None:
         mismatch = period_refusal(
             dataset, status.per_period, params.period, status.epsilon_lifetime

@@ -9,6 +9,7 @@
 - ``backends``: ledger URLs and the SQLite/PostgreSQL backends;
 - ``schema``: the table layout (SQL of each backend) and its version;
 - ``periods``: the period formats of a per-period budget and one spelling per period;
+- ``units``: a dataset's privacy unit (rows, or subjects of one column), one per dataset;
 - ``anchor``: the ledger head a complete release anchors (private) and the manifest's
   commitment to it, and their check;
 - ``replay``: one release's recorded charges, as a replay reads them;
@@ -44,6 +45,7 @@ _EXPORTS: dict[str, str] = {
     "MigrationReport": "sds_release.store.ledger.migration",
     "PeriodMismatchError": "sds_release.store.ledger.values",
     "PlannedCharge": "sds_release.store.ledger.values",
+    "UnitMismatchError": "sds_release.store.ledger.values",
     "PostgresStore": "sds_release.store.ledger.backends",
     "ReplayLedger": "sds_release.store.ledger.replay",
     "Reservation": "sds_release.store.ledger.values",
@@ -64,6 +66,7 @@ _EXPORTS: dict[str, str] = {
     "open_store": "sds_release.store.ledger.backends",
     "partial_spend": "sds_release.store.ledger.values",
     "period_refusal": "sds_release.store.ledger.values",
+    "privacy_unit": "sds_release.store.ledger.units",
     "redact_url": "sds_release.store.ledger.backends",
     "resolve_ledger_url": "sds_release.store.ledger.backends",
     "row_hash": "sds_release.store.ledger.chain",
@@ -99,6 +102,7 @@ __all__ = [
     "ReplayLedger",
     "Reservation",
     "SqliteStore",
+    "UnitMismatchError",
     "VerifyReport",
     "anchor_commitment",
     "anchor_key",
@@ -114,6 +118,7 @@ __all__ = [
     "open_store",
     "partial_spend",
     "period_refusal",
+    "privacy_unit",
     "redact_url",
     "resolve_ledger_url",
     "row_hash",
@@ -172,6 +177,7 @@ if TYPE_CHECKING:
     )
     from sds_release.store.ledger.migration import MigrationReport, migrate_ledger
     from sds_release.store.ledger.replay import ReplayLedger
+    from sds_release.store.ledger.units import privacy_unit
     from sds_release.store.ledger.values import (
         BudgetExceededError,
         BudgetStatus,
@@ -181,6 +187,7 @@ if TYPE_CHECKING:
         PeriodMismatchError,
         PlannedCharge,
         Reservation,
+        UnitMismatchError,
         check_name,
         dec,
         partial_spend,

@@ -198,6 +198,12 @@ class Ledger:
         terms = self._read(lambda conn: queries.budget_terms(conn, dataset))
         return terms.period_format if terms is not None and terms.per_period else None
 
+    def privacy_unit(self, dataset: str) -> tuple[str, str] | None:
+        """(unit, release id): the record the releases of ``dataset`` count, as its first
+        release that may spend recorded it (:mod:`sds_release.store.ledger.units`); None: none
+        yet."""
+        return self._read(lambda conn: queries.dataset_unit(conn, dataset))
+
     def datasets(self) -> list[BudgetStatus]:
         """Budget status of every dataset that has a budget, sorted by name."""
 
@@ -218,6 +224,7 @@ class Ledger:
         delta: float | None = None,
         flow_run_id: str | None = None,
         period: str | None = None,
+        unit: str | None = None,
     ) -> Reservation:
         """Atomically check the budget and reserve a whole release's (epsilon, delta).
 
@@ -236,12 +243,16 @@ class Ledger:
                 whose budget is per period, refused by one with a lifetime budget. Recorded in
                 the reserve row's ``detail`` (chained); the release is paid from that period's
                 budget and from the lifetime cap across periods, if the dataset has one.
+            unit: the record the release counts (:func:`sds_release.store.ledger.units.privacy_unit`
+                of its subject id): recorded in the ``detail``, and refused when the dataset's
+                earlier releases count another (None: not recorded, not checked).
 
         Raises:
             BudgetExceededError: no budget set, or the release needs more than is left (of the
                 period's budget, or of the cap across periods).
             PeriodMismatchError: a period given for a lifetime budget, or none for a per-period
                 one.
+            UnitMismatchError: the dataset's earlier releases count another record.
             LedgerConflictError: the release id is already reserved with something else.
             SdsInputError: invalid plan, totals or period.
         """
@@ -260,6 +271,7 @@ class Ledger:
                 total,
                 flow_run_id=flow_run_id,
                 period=period,
+                unit=unit,
             )
         )
 

@@ -34,6 +34,7 @@ __all__ = [
     "budget_terms",
     "charge_rows",
     "charged_stages",
+    "dataset_unit",
     "dataset_usage",
     "hash_at",
     "head",
@@ -117,6 +118,7 @@ def reservation_of(conn: Conn, release_id: str) -> Reservation | None:
         row["flow_run_id"],
         detail.get("period"),
         () if revised is None else reserved,
+        detail.get("unit"),
     )
 
 
@@ -149,6 +151,19 @@ def reservation_ids(conn: Conn, dataset: str | None) -> list[str]:
             (dataset,),
         )
     ]
+
+
+def dataset_unit(conn: Conn, dataset: str) -> tuple[str, str] | None:
+    """(unit, release id) of the dataset's first reservation that records its unit and may
+    spend (any but a cancelled one that spent nothing); None: no such reservation yet."""
+    for release_id in reservation_ids(conn, dataset):
+        res = reservation_of(conn, release_id)
+        if res is None or res.unit is None:
+            continue
+        if res.status == "cancelled" and spent_and_held(conn, release_id)[0] == NOTHING[0]:
+            continue
+        return res.unit, release_id
+    return None
 
 
 def charge_rows(conn: Conn, dataset: str | None, release_id: str | None) -> list[ChargeRow]:

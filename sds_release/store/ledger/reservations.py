@@ -16,13 +16,20 @@ from typing import Any
 from sds_release.store.ledger.backends import Conn
 from sds_release.store.ledger.budgets import check_fits
 from sds_release.store.ledger.chain import append_row
-from sds_release.store.ledger.queries import charged_stages, reservation_of, reserved_total
+from sds_release.store.ledger.queries import (
+    charged_stages,
+    dataset_unit,
+    reservation_of,
+    reserved_total,
+)
+from sds_release.store.ledger.units import unit_refusal
 from sds_release.store.ledger.values import (
     CancelResult,
     ChargeRow,
     LedgerConflictError,
     PlannedCharge,
     Reservation,
+    UnitMismatchError,
     dec,
     partial_spend,
     validate_plan,
@@ -41,25 +48,31 @@ def append_reserve(
     *,
     flow_run_id: str | None,
     period: str | None,
+    unit: str | None = None,
 ) -> Reservation:
     """Reserve ``total`` for the release (``plan`` and ``total`` from
     :func:`sds_release.store.ledger.values.validate_plan`), or return the same reservation made
-    before; ``where``: the ledger URL.
+    before; ``where``: the ledger URL; ``unit``: the record the release counts, recorded and
+    checked against the dataset's (:mod:`sds_release.store.ledger.units`; None: not recorded).
 
     Raises:
         LedgerConflictError: the release id is already reserved with something else.
+        UnitMismatchError: the dataset's earlier releases count another record.
         BudgetExceededError, PeriodMismatchError, PolicyExceededError: from
             :func:`sds_release.store.ledger.budgets.check_fits`.
     """
     detail: dict[str, Any] = {"planned": [asdict(p) for p in plan]}
     if period is not None:
         detail["period"] = period
+    if unit is not None:
+        detail["unit"] = unit
     existing = reservation_of(conn, release_id)
     if existing is not None:
         same = (
             existing.dataset == dataset
             and existing.initial_plan == plan
             and existing.period == period
+            and (None in (existing.unit, unit) or existing.unit == unit)
             and reserved_total(conn, release_id) == total
         )
         if not same:
@@ -75,6 +88,10 @@ def append_reserve(
                 "get a fresh one)"
             )
         return existing
+    if unit is not None and (kept := dataset_unit(conn, dataset)) is not None:
+        refusal = unit_refusal(dataset, unit, *kept)
+        if refusal is not None:
+            raise UnitMismatchError(refusal)
     check_fits(conn, dataset, release_id, total, period)
     append_row(
         conn,

@@ -37,6 +37,16 @@ class PeriodMismatchError(SdsInputError):
     lifetime budget, or no period for a dataset whose budget is per period."""
 
 
+class UnitMismatchError(SdsInputError):
+    """A release counts another record (rows, or subjects of another column) than the earlier
+    releases of its dataset (:mod:`sds_release.store.ledger.units`)."""
+
+
+BUDGET_REFUSALS = (BudgetExceededError, PeriodMismatchError, UnitMismatchError)
+"""The ledger's refusals of a release for its budget: the run journal (the audit page) lists
+each, wherever it is refused (the CLI's pre-flight or the flow's reservation)."""
+
+
 def dec(value: float | str) -> Decimal:
     """Exact decimal of a float's shortest repr (0.1 -> Decimal('0.1')), so sums are exact."""
     return Decimal(value) if isinstance(value, str) else Decimal(repr(float(value)))
@@ -107,6 +117,9 @@ class Reservation:
     flow_run_id: str | None
     period: str | None = None  # the period released (a dataset with a per-period budget)
     reserved_planned: tuple[PlannedCharge, ...] = ()
+    unit: str | None = (
+        None  # the record it counts (sds_release.store.ledger.units); None: unrecorded
+    )
 
     @property
     def initial_plan(self) -> tuple[PlannedCharge, ...]:

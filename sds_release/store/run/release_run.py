@@ -28,6 +28,7 @@ from sds_release.store.config.release_params import ReleaseParams
 from sds_release.store.ledger.backends import default_ledger_url, resolve_ledger_url, split_password
 from sds_release.store.ledger.book import Ledger
 from sds_release.store.ledger.replay import ReplayLedger
+from sds_release.store.ledger.units import privacy_unit
 from sds_release.store.run import progress, stages
 from sds_release.store.run.failure import disk_full, disk_full_error, unless_disk_full
 from sds_release.store.run.faults import KILL_ENV, fault_point
@@ -444,6 +445,7 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
         delta=run.delta,
         flow_run_id=flow_run_id,
         period=params.period,
+        unit=privacy_unit(params.subject_id),
     )
     dirs.paths.create(exist_ok=True)
     atomic_write_json(saved, kept, private=True)
