@@ -84,9 +84,13 @@ def worker(
     try:
         yield proc
     finally:
+        # SIGTERM: Prefect's worker (3.9) sends itself SIGINT and should stop once its runs'
+        # processes end; it often never does (2026-11-28: every worker of test_deploy_worker.py
+        # and test_ui_custom_run.py, each killed after the 60 s this waited). No test looks at
+        # how a worker stops and every run it started is final by now: 5 s, then SIGKILL.
         proc.terminate()
         try:
-            proc.wait(timeout=60)
+            proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
@@ -100,14 +104,24 @@ def wait_final(client: Any, flow_run_id: Any, timeout: float = 600) -> Any:
         run = client.read_flow_run(flow_run_id)
         if run.state is not None and run.state.is_final():
             return run
-        time.sleep(2)
+        time.sleep(0.5)
     raise TimeoutError(f"flow run {flow_run_id} not final within {timeout} s: {run.state}")
 
 
-def run_logs(client: Any, flow_run_id: Any) -> str:
-    """Every log line of a flow run on the server, joined (they arrive shortly after the end)."""
+def run_logs(client: Any, flow_run_id: Any, wait_for: str | None = None) -> str:
+    """Every log line of a flow run on the server, joined. The run's last lines are sent in the
+    background after its end: with ``wait_for``, read again until a line holds it (at most
+    30 s), else 3 s after the first read."""
     from prefect.client.schemas.filters import LogFilter, LogFilterFlowRunId
 
-    time.sleep(3)  # the run's last lines are sent in the background
-    logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
-    return "\n".join(line.message for line in logs)
+    def read() -> str:
+        logs = client.read_logs(LogFilter(flow_run_id=LogFilterFlowRunId(any_=[flow_run_id])))
+        return "\n".join(line.message for line in logs)
+
+    if wait_for is None:
+        time.sleep(3)
+        return read()
+    end = time.monotonic() + 30
+    while wait_for not in (text := read()) and time.monotonic() < end:
+        time.sleep(0.25)
+    return text

@@ -205,7 +205,7 @@ def test_injected_pinned_options_are_refused_in_the_run(deployed: Deployed, clie
     assert run.state.is_failed(), run.state
     expected = "'dataset', 'home', 'input', 'ledger' are pinned by the deployment"
     assert expected in run.state.message
-    assert expected in run_logs(client, run.id)
+    assert expected in run_logs(client, run.id, expected)
     assert not deployed.evil.exists() and _spent(deployed.home) == spent
 
 
@@ -217,7 +217,8 @@ def test_an_injected_top_level_parameter_is_refused_in_the_run(
     spent = _spent(deployed.home)
     run = _injected_run(client, {"options": {}, "ledger": _decoys(deployed.evil)["ledger"]})
     assert run.state.is_crashed() or run.state.is_failed(), run.state
-    assert "provided with parameters ['options', 'ledger']" in run_logs(client, run.id)
+    logged = "provided with parameters ['options', 'ledger']"
+    assert logged in run_logs(client, run.id, logged)
     assert not deployed.evil.exists() and _spent(deployed.home) == spent
 
 
@@ -258,7 +259,8 @@ def test_too_many_synthetic_records_slipped_into_a_run_are_refused_by_the_flow(
     spent, before = _spent(deployed.home), _releases(deployed.home)
     run = _injected_run(client, {"options": {"synthetic_records": 10**15}})
     assert run.state.is_failed(), run.state
-    assert "less than or equal to 100000000" in run_logs(client, run.id)
+    logged = "less than or equal to 100000000"
+    assert logged in run_logs(client, run.id, logged)
     assert _spent(deployed.home) == spent and _releases(deployed.home) == before
 
 
@@ -276,7 +278,8 @@ def test_more_records_than_the_schema_allows_are_refused_before_any_charge(
     assert run.state.is_failed(), run.state
     said = "synthetic_records = 1,000,001 is more than 10 times the schema's max_rows (100,000)"
     assert said in run.state.message
-    assert "refused before anything was read or charged" in run_logs(client, run.id)
+    logged = "refused before anything was read or charged"
+    assert logged in run_logs(client, run.id, logged)
     assert _spent(deployed.home) == spent and _releases(deployed.home) == before
 
 
@@ -296,7 +299,8 @@ def test_an_allowed_run_completes_charged_once(deployed: Deployed, client: Any) 
     assert _spent(deployed.home) == pytest.approx(before + 1.0)
     release_id = new.pop().parent.name
     assert Ledger.open(deployed.home).reservation(release_id).status == "completed"
-    assert "this run chose {'epsilon': 1.0, 'reporting_length': 2}" in run_logs(client, run.id)
+    logged = "this run chose {'epsilon': 1.0, 'reporting_length': 2}"
+    assert logged in run_logs(client, run.id, logged)
     [start] = [e for e in read_journal(deployed.home) if e.release_id == release_id]
     assert (start.event, start.origin.kind, start.origin.deployment) == (
         "start",
@@ -332,7 +336,8 @@ def test_a_run_never_creates_a_budget(
     run = wait_final(client, run.id)
     assert run.state.is_failed()
     assert "'nobudget' has no lifetime budget" in run.state.message
-    assert "refused before anything was read or charged" in run_logs(client, run.id)
+    logged = "refused before anything was read or charged"
+    assert logged in run_logs(client, run.id, logged)
     refused = [e for e in read_journal(deployed.home) if e.dataset == "nobudget"]
     assert [(e.event, e.origin.deployment) for e in refused] == [("refused", "no-budget")]
     assert Ledger.open(deployed.home).budget("nobudget") is None

@@ -16,6 +16,10 @@ distributed = pytest.importorskip("distributed")
 from sds_release.store.cluster import reduction  # noqa: E402
 from sds_release.store.cluster.reduction import DaskClusterError  # noqa: E402
 
+CHECK_S = 0.5
+"""How often the reduction asks for running workers here (5 s in a release): the bound of 2 s
+then ends the wait after ~2.5 s instead of 10 s."""
+
 
 def _add(a: int, b: int) -> int:
     return a + b
@@ -45,6 +49,7 @@ def test_no_running_worker_fails_resumably(
     cause and `sds resume`."""
     _, client = empty
     monkeypatch.setenv(reduction.NO_WORKER_TIMEOUT_ENV, "2")
+    monkeypatch.setattr(reduction, "_CHECK_S", CHECK_S)
     futures = [client.submit(_add, 1, 2, pure=False), client.submit(_add, 3, 4, pure=False)]
     start = time.monotonic()
     with pytest.raises(DaskClusterError, match=r"no running worker for 2 s.*sds resume"):
@@ -58,6 +63,8 @@ def test_a_worker_back_within_the_bound_is_waited_for(
     """No worker for a while, then one: the reduction waits for it and returns the value."""
     cluster, client = empty
     monkeypatch.setenv(reduction.NO_WORKER_TIMEOUT_ENV, "120")
+    monkeypatch.setattr(reduction, "_CHECK_S", CHECK_S)
     futures = [client.submit(_add, 1, 2, pure=False), client.submit(_add, 3, 4, pure=False)]
-    threading.Timer(6.0, cluster.scale, args=(1,)).start()  # after at least one liveness check
+    # after at least two liveness checks that found no worker
+    threading.Timer(3 * CHECK_S, cluster.scale, args=(1,)).start()
     assert reduction.result(client, futures, _add) == 10
