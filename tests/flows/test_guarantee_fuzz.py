@@ -50,6 +50,8 @@ from tests.guarantee_model import (
 )
 from tests.helpers import PROJECT, run_cli
 
+pytestmark = pytest.mark.slow  # whole releases, ~80 s of one process: make test, not test-fast
+
 NOW = datetime.now(UTC)
 DEFAULT_DELTA = release_delta(100_000)
 """δ of a release that gives none: the default of the configs' ``max_rows``."""
