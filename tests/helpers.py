@@ -7,11 +7,14 @@ The fixtures built on these (``prefect_server``, ``tiny_csv``, ``tiny_config``, 
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import prefect  # noqa: F401  (configure Prefect logging on the real stderr, not a CliRunner buffer)
 import pytest
@@ -133,6 +136,41 @@ def system_chromium() -> str:
     return str(CHROMIUM)
 
 
+@contextlib.contextmanager
+def chromium_browser() -> Iterator[Any]:
+    """Headless system Chromium (:func:`system_chromium`) through Playwright.
+
+    Start it after the releases a module makes: Playwright's sync API runs an event loop in
+    this thread, and a Prefect flow called inside a running loop would run asynchronously.
+    """
+    chromium = system_chromium()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+class FilePage:
+    """A page opened from disk, recording console errors, page errors and requests."""
+
+    def __init__(self, browser: Any, path: Path) -> None:
+        self.errors: list[str] = []
+        self.requests: list[str] = []
+        self.page = browser.new_page()
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
+        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
+        self.page.on("request", lambda r: self.requests.append(r.url))
+        self.url = path.as_uri()
+        self.page.goto(self.url)
+
+    def clean(self) -> None:
+        """No error, and the only request was the page itself."""
+        assert self.errors == []
+        assert self.requests == [self.url]
+
+
 def periodic_config(*, subject: bool = False) -> str:
     """``TINY_CONFIG`` for the periodic copy of the tiny data (:func:`write_periodic_csv`):
     dataset ``monthly``, ``period_column = "month"``, the tiny columns released (``pid`` is not),
@@ -212,7 +250,6 @@ def history_home(root: Path, tiny_csv: Path) -> dict[str, object]:
     Returns the home, the input, the config, the release directories by period and the
     October series folder the deployment wrote. Needs the ``prefect_server`` fixture.
     """
-    from typing import Any
 
     from sds_core.marginals import engine
     from sds_release.flows.deployed import deployed_release

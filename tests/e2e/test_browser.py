@@ -18,7 +18,7 @@ from typing import Any
 import pandas as pd
 import pytest
 
-from tests.helpers import COLUMNS, TINY_CONFIG, charges, run_cli, system_chromium
+from tests.helpers import COLUMNS, TINY_CONFIG, FilePage, charges, chromium_browser, run_cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -57,32 +57,8 @@ def browser(released: Path) -> Iterator[Any]:
     Started after the release: Playwright's sync API runs an event loop in this thread, and a
     Prefect flow called inside a running loop would run asynchronously.
     """
-    chromium = system_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+    with chromium_browser() as b:
         yield b
-        b.close()
-
-
-class Page:
-    """A page opened from disk, recording console errors, page errors and requests."""
-
-    def __init__(self, browser: Any, path: Path) -> None:
-        self.errors: list[str] = []
-        self.requests: list[str] = []
-        self.page = browser.new_page()
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("request", lambda r: self.requests.append(r.url))
-        self.url = path.as_uri()
-        self.page.goto(self.url)
-
-    def clean(self) -> None:
-        """No error, and the only request was the page itself."""
-        assert self.errors == []
-        assert self.requests == [self.url]
 
 
 def _pairs_with_data(agg: pd.DataFrame, syn: pd.DataFrame) -> int:
@@ -98,7 +74,7 @@ def _pairs_with_data(agg: pd.DataFrame, syn: pd.DataFrame) -> int:
 
 def test_report_draws_every_chart(browser: Any, released: Path) -> None:
     """Every figure draws its marks; the counts follow the published files; nothing loaded."""
-    page = Page(browser, released / "report.html")
+    page = FilePage(browser, released / "report.html")
     figs = page.page.eval_on_selector_all(
         "figure.chart",
         """els => els.map(f => ({id: f.id, expected: +f.dataset.marks,
@@ -135,7 +111,7 @@ def test_report_prints_without_cut_charts(browser: Any, released: Path) -> None:
     """Printed to A4 PDF, each figure's title and its source line are on the same page."""
     from pypdf import PdfReader
 
-    page = Page(browser, released / "report.html")
+    page = FilePage(browser, released / "report.html")
     page.page.emulate_media(media="print")
     wide = page.page.eval_on_selector_all(
         "figure.chart svg",
@@ -163,7 +139,7 @@ def test_explorer_follows_the_selection(browser: Any, released: Path) -> None:
     agg = pd.read_parquet(released / "aggregates.parquet")
     syn = pd.read_csv(released / "synthetic.csv", dtype=str, keep_default_na=False)
     manifest = json.loads((released / "manifest.json").read_text())
-    page = Page(browser, released / "explorer.html")
+    page = FilePage(browser, released / "explorer.html")
     p = page.page
     p.wait_for_selector("body[data-ready='1']")
     assert _count(p.inner_text("#dp-count")) == manifest["input"]["rows"]
@@ -207,7 +183,7 @@ def test_explorer_follows_the_selection(browser: Any, released: Path) -> None:
 def test_explorer_table_of_largest_extensions(browser: Any, released: Path) -> None:
     """The table lists the selection's largest extensions; clicking a row selects it."""
     agg = pd.read_parquet(released / "aggregates.parquet")
-    page = Page(browser, released / "explorer.html")
+    page = FilePage(browser, released / "explorer.html")
     p = page.page
     p.wait_for_selector("body[data-ready='1']")
     one = agg[agg["length"] == 1].sort_values("count", ascending=False)

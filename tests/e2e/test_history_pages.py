@@ -19,7 +19,7 @@ import pytest
 
 from sds_release.store.series.table import changes
 from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN
-from tests.helpers import AUG, OCT, SEP, history_home, run_cli, system_chromium
+from tests.helpers import AUG, OCT, SEP, FilePage, chromium_browser, history_home, run_cli
 
 pytestmark = [pytest.mark.browser, pytest.mark.server]
 
@@ -40,33 +40,9 @@ def pages(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, prefect_serv
 @pytest.fixture(scope="module")
 def browser(pages: dict) -> Iterator[Any]:
     """Headless system Chromium through Playwright (started after the releases: see
-    tests/e2e/test_browser.py)."""
-    chromium = system_chromium()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+    tests.helpers.chromium_browser)."""
+    with chromium_browser() as b:
         yield b
-        b.close()
-
-
-class Page:
-    """A page opened from disk, recording console errors, page errors and requests."""
-
-    def __init__(self, browser: Any, path: Path) -> None:
-        self.errors: list[str] = []
-        self.requests: list[str] = []
-        self.page = browser.new_page()
-        self.page.on("console", lambda m: m.type == "error" and self.errors.append(m.text))
-        self.page.on("pageerror", lambda e: self.errors.append(str(e)))
-        self.page.on("request", lambda r: self.requests.append(r.url))
-        self.url = path.as_uri()
-        self.page.goto(self.url)
-
-    def clean(self) -> None:
-        """No error, and the only request was the page itself."""
-        assert self.errors == []
-        assert self.requests == [self.url]
 
 
 def _gappy(frame: pd.DataFrame) -> str:
@@ -84,7 +60,7 @@ def test_the_series_chart_shows_each_month(browser: Any, pages: dict) -> None:
     frame = pd.read_parquet(pages["series"] / "series.parquet")
     combination = _gappy(frame)
     rows = frame[frame["combination"] == combination].set_index("period")
-    page = Page(browser, pages["series"] / "series.html")
+    page = FilePage(browser, pages["series"] / "series.html")
     p = page.page
     p.wait_for_selector("body[data-ready='1']")
     for part in combination.split(";"):
@@ -133,7 +109,7 @@ def test_the_largest_changes_lead_to_their_combination(browser: Any, pages: dict
     beyond = found[found["exceeds_noise"]].copy()
     beyond["size"] = beyond["change"].abs()
     top = beyond.sort_values("size", ascending=False, kind="stable").iloc[0]
-    page = Page(browser, pages["series"] / "series.html")
+    page = FilePage(browser, pages["series"] / "series.html")
     p = page.page
     p.wait_for_selector("body[data-ready='1']")
     first = p.locator("#change-rows tr").first
@@ -150,7 +126,7 @@ def test_the_largest_changes_lead_to_their_combination(browser: Any, pages: dict
 def test_the_audit_page_lists_every_release(browser: Any, pages: dict) -> None:
     """Every release of the home is a row (the refused one too), each reservation a point of
     the ε chart; nothing is loaded."""
-    page = Page(browser, pages["audit"])
+    page = FilePage(browser, pages["audit"])
     p = page.page
     ids = p.eval_on_selector_all("tr.release", "els => els.map(e => e.dataset.release)")
     october = pages["dirs"][OCT].name
