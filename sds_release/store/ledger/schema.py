@@ -12,10 +12,14 @@ __all__ = ["POSTGRES_SCHEMA", "SCHEMA_VERSION", "SQLITE_SCHEMA"]
 SCHEMA_VERSION = "1"
 """The layout's version, kept in ``meta``; a store refuses a database of any other."""
 
-SQLITE_SCHEMA = """
+
+def _tables(seq_type: str) -> str:
+    """The ``meta`` and ``ledger`` tables and the ledger's unique indexes (one charge per stage,
+    one reservation and one close per release), the same in both dialects but ``seq``'s type."""
+    return f"""
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS ledger (
-  seq INTEGER PRIMARY KEY, kind TEXT NOT NULL, dataset TEXT NOT NULL, release_id TEXT,
+  seq {seq_type} PRIMARY KEY, kind TEXT NOT NULL, dataset TEXT NOT NULL, release_id TEXT,
   stage TEXT, mechanism TEXT, epsilon TEXT NOT NULL, delta TEXT NOT NULL, rho TEXT,
   created_at TEXT NOT NULL, flow_run_id TEXT, detail TEXT, prev_hash TEXT NOT NULL,
   hash TEXT NOT NULL);
@@ -25,7 +29,12 @@ CREATE UNIQUE INDEX IF NOT EXISTS one_reservation_per_release ON ledger(release_
   WHERE kind = 'reserve';
 CREATE UNIQUE INDEX IF NOT EXISTS one_close_per_release ON ledger(release_id)
   WHERE kind = 'close';
-CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
+"""
+
+
+SQLITE_SCHEMA = (
+    _tables("INTEGER")
+    + """CREATE TRIGGER IF NOT EXISTS ledger_no_update BEFORE UPDATE ON ledger
   BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
 CREATE TRIGGER IF NOT EXISTS ledger_no_delete BEFORE DELETE ON ledger
   BEGIN SELECT RAISE(ABORT, 'the ledger is append-only'); END;
@@ -37,21 +46,11 @@ INSERT OR IGNORE INTO meta VALUES ('head_seq', '0');
 INSERT OR IGNORE INTO meta VALUES
   ('head_hash', '0000000000000000000000000000000000000000000000000000000000000000');
 """
+)
 
-POSTGRES_SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS ledger (
-  seq BIGINT PRIMARY KEY, kind TEXT NOT NULL, dataset TEXT NOT NULL, release_id TEXT,
-  stage TEXT, mechanism TEXT, epsilon TEXT NOT NULL, delta TEXT NOT NULL, rho TEXT,
-  created_at TEXT NOT NULL, flow_run_id TEXT, detail TEXT, prev_hash TEXT NOT NULL,
-  hash TEXT NOT NULL);
-CREATE UNIQUE INDEX IF NOT EXISTS one_charge_per_stage ON ledger(release_id, stage)
-  WHERE kind = 'charge';
-CREATE UNIQUE INDEX IF NOT EXISTS one_reservation_per_release ON ledger(release_id)
-  WHERE kind = 'reserve';
-CREATE UNIQUE INDEX IF NOT EXISTS one_close_per_release ON ledger(release_id)
-  WHERE kind = 'close';
-CREATE OR REPLACE FUNCTION ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS
+POSTGRES_SCHEMA = (
+    _tables("BIGINT")
+    + """CREATE OR REPLACE FUNCTION ledger_append_only() RETURNS trigger LANGUAGE plpgsql AS
   $$ BEGIN RAISE EXCEPTION 'the ledger is append-only'; END $$;
 CREATE OR REPLACE TRIGGER ledger_no_update BEFORE UPDATE OR DELETE ON ledger
   FOR EACH ROW EXECUTE FUNCTION ledger_append_only();
@@ -66,3 +65,4 @@ INSERT INTO meta VALUES
   ('head_hash', '0000000000000000000000000000000000000000000000000000000000000000')
   ON CONFLICT DO NOTHING;
 """
+)
