@@ -198,21 +198,7 @@ def test_model_release_on_dask_like_local(
     _frame().to_csv(csv, index=False)
     config = tmp_path / "model.toml"
     config.write_text(TINY_CONFIG.replace('synthesis = "records"', 'synthesis = "model"'))
-    names = (*COMPARED, "synthetic.csv", "validation.json", "explorer.html")
-
-    def gate_tasks() -> int:  # the output gate's tasks on the chunks, ever (as_text)
-        def count(dask_scheduler: Any) -> int:
-            prefix = dask_scheduler.task_prefixes.get("as_text")
-            return 0 if prefix is None else sum(prefix.state_counts.values())
-
-        return int(on_client.run_on_scheduler(count))
-
-    hashes, before = {}, gate_tasks()
-    for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
-        rel = _release(csv, config, tmp_path / name, *extra)
-        hashes[name] = {n: sha256_file(rel / n) for n in names}
-    assert hashes["local"] == hashes["dask"]
-    assert gate_tasks() > before  # the records were checked where they were sent
+    _gated_on_the_workers_like_local(csv, config, tmp_path, on_client)
 
 
 def test_registry_synthesizer_records_on_the_workers_release_like_local(
@@ -229,21 +215,29 @@ def test_registry_synthesizer_records_on_the_workers_release_like_local(
             "reporting_length = 2", 'reporting_length = 2\nsynthesizer = "histogram-1way"'
         )
     )
+    _gated_on_the_workers_like_local(csv, config, tmp_path, on_client)
+
+
+def _gate_tasks(client: Any) -> int:
+    """The output gate's tasks on the synthetic chunks the scheduler has ever run (as_text)."""
+
+    def count(dask_scheduler: Any) -> int:
+        prefix = dask_scheduler.task_prefixes.get("as_text")
+        return 0 if prefix is None else sum(prefix.state_counts.values())
+
+    return int(client.run_on_scheduler(count))
+
+
+def _gated_on_the_workers_like_local(csv: Path, config: Path, tmp_path: Path, client: Any) -> None:
+    """A release of ``csv`` with ``config`` on the local and the Dask executor: the synthetic
+    files, the gate's and the explorer have the same bytes, and the gate ran on the workers."""
     names = (*COMPARED, "synthetic.csv", "validation.json", "explorer.html")
-
-    def gate_tasks() -> int:  # the output gate's tasks on the chunks, ever (as_text)
-        def count(dask_scheduler: Any) -> int:
-            prefix = dask_scheduler.task_prefixes.get("as_text")
-            return 0 if prefix is None else sum(prefix.state_counts.values())
-
-        return int(on_client.run_on_scheduler(count))
-
-    hashes, before = {}, gate_tasks()
+    hashes, before = {}, _gate_tasks(client)
     for name, extra in (("local", ()), ("dask", ("--executor", "dask"))):
         rel = _release(csv, config, tmp_path / name, *extra)
         hashes[name] = {n: sha256_file(rel / n) for n in names}
     assert hashes["local"] == hashes["dask"]
-    assert gate_tasks() > before  # the records were checked where they were sent
+    assert _gate_tasks(client) > before  # the records were checked where they were sent
 
 
 def _failures(text: str) -> list[str]:
