@@ -11,6 +11,7 @@ from typing import Any
 from prefect import task
 
 from sds_core.data.table import MultiValueColumn, PreparedTable
+from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.marginals.plan import SdsPlan
@@ -88,6 +89,7 @@ def stage_records(
             multi_value_columns=multi_value_columns,
             part_records=params.synthetic_part_records,
         )
+    _require_one_way_counts(run, aggregates)
     return executor.synthesize(
         aggregates,
         _synthesis_params(run, aggregates, noise),
@@ -96,6 +98,25 @@ def stage_records(
         part_records=params.synthetic_part_records,
         progress=progress.advance,
         noise_sd_by_len=noise.sigma_by_len,
+    )
+
+
+def _require_one_way_counts(run: ReleaseRun, aggregates: AggregateSet) -> None:
+    """Refuse, saying why and what to do, when every 1-way count was suppressed: SDS builds
+    records from the 1-way counts, so with none there is nothing to build from. This is an
+    outcome of the DP counts (a small table or a small ε), known only after they were drawn:
+    their spend stays charged, and a resume of the release draws the same counts again."""
+    if len(aggregates.counts_of(1)):
+        return
+    rid, n = run.release_id, aggregates.protected_number_of_records
+    about = "" if n is None else f" (the DP record count is {n})"
+    raise SdsInputError(
+        f"every count of length 1 fell below its threshold{about}, so there "
+        f"are no counts to build synthetic records from: at epsilon {run.params.epsilon:g} "
+        "this table is too small for its counts to be released ('sds plan' shows each "
+        "length's threshold). What the counting drew stays charged; 'sds cancel "
+        f"{rid}' ends this release. Raise epsilon, release more rows or a smaller "
+        "reporting_length."
     )
 
 
