@@ -13,14 +13,15 @@ from pathlib import Path
 
 import pytest
 
-from sds_release.flows.local import handoff, server, supervisor
+from sds_release.flows.local import server, supervisor
 from sds_release.store.compare import risk
+from sds_release.store.workspace.source_tree import project_root
 
 PROJECT = Path(__file__).resolve().parents[2]
 
 
 def test_the_project_root_holds_pyproject_and_the_package() -> None:
-    root = Path(handoff.project_root())
+    root = Path(project_root())
     assert root == PROJECT
     assert (root / "pyproject.toml").is_file()
     assert (root / "sds_release" / "__init__.py").is_file()

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from sds_release.flows.local.handoff import PROTOCOL, import_time_env, project_root, runner_identity
+from sds_release.flows.local.handoff import PROTOCOL, import_time_env, runner_identity
+from sds_release.store.workspace.source_tree import project_root
 
 runner = pytest.importorskip("sds_release.flows.local.runner")
 

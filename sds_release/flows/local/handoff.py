@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 from sds_release.store.run.timing import mark
+from sds_release.store.workspace.source_tree import project_root
 
 __all__ = [
     "IMPORT_TIME_PREFIXES",
@@ -117,11 +118,6 @@ def runner_enabled(env: dict[str, str] | os._Environ[str] | None = None) -> bool
 def import_time_env(env: dict[str, str] | os._Environ[str]) -> dict[str, str]:
     """The variables of ``env`` that must be equal in the runner and the client."""
     return {k: v for k, v in env.items() if k.startswith(IMPORT_TIME_PREFIXES)}
-
-
-def project_root() -> str:
-    """The source tree this code runs from: a runner serves only clients of the same tree."""
-    return str(Path(__file__).resolve().parents[3])  # sds_release/flows/local/handoff.py
 
 
 PROTOCOL = 2

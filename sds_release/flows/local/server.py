@@ -29,8 +29,9 @@ from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sds_release.flows.local.handoff import legacy_ping, ping, project_root, runner_enabled
+from sds_release.flows.local.handoff import legacy_ping, ping, runner_enabled
 from sds_release.store.workspace.home import PRIVATE_UMASK, make_private
+from sds_release.store.workspace.source_tree import project_root
 
 __all__ = [
     "AUTH_ENV",

@@ -25,7 +25,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sds_release.flows.local.handoff import ping, project_root, runner_enabled
+from sds_release.flows.local.handoff import ping, runner_enabled
 from sds_release.flows.local.server import (
     AUTH_ENV,
     AUTH_FILE,
@@ -47,6 +47,7 @@ from sds_release.flows.local.template import (
 )
 from sds_release.store.run.timing import TIMING_ENV, mark
 from sds_release.store.workspace.home import private_umask
+from sds_release.store.workspace.source_tree import project_root
 
 _POLL_S = 2.0
 _TIMING_POLL_S = 0.05

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from sds_core.errors import SdsInputError, SdsInternalError
+from sds_release.store.workspace.source_tree import project_root
 
 if TYPE_CHECKING:
     from sds_core.data.table import PreparedTable
@@ -44,7 +45,6 @@ ANONYMETER_PYTHON_ENV = "SDS_ANONYMETER_PYTHON"
 project's ``.venv-anonymeter/bin/python``, made by ``make anonymeter``)."""
 
 _JOB = Path(__file__).with_name("anonymeter_job.py")
-_PROJECT = Path(__file__).resolve().parents[3]  # sds_release/store/compare/risk.py
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -97,7 +97,7 @@ def anonymeter_python() -> Path:
         SdsInputError: it is missing (the message says ``make anonymeter``).
     """
     named = os.environ.get(ANONYMETER_PYTHON_ENV)
-    python = Path(named) if named else _PROJECT / ".venv-anonymeter" / "bin" / "python"
+    python = Path(named) if named else Path(project_root()) / ".venv-anonymeter" / "bin" / "python"
     if not python.exists():
         raise SdsInputError(
             f"the privacy-risk evaluation runs anonymeter in its own environment, and "

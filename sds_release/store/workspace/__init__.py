@@ -5,7 +5,8 @@
 - ``manifest``: ``manifest.json`` and discarding an incomplete release;
 - ``integrity``: checks of a published release directory;
 - ``encoding``: tabular artifacts to bytes (Parquet, SDS TSV, CSV), the synthetic files' chunks;
-- ``subjects``: which period each subject counts in (keyed hashes; periodic datasets).
+- ``subjects``: which period each subject counts in (keyed hashes; periodic datasets);
+- ``source_tree``: the folder this code runs from (the runner's identity, import paths).
 
 Public names are exported here, lazily (importing the package loads none of its modules).
 """
