@@ -2,7 +2,8 @@
 
 :class:`SdsTyper` wraps every command it registers so that a caller mistake
 (:class:`~sds_core.errors.SdsInputError`) becomes the one-paragraph message on stderr and exit
-status 2, written once here instead of in every command.
+status 2, written once here instead of in every command, and runs it with the umask 077 (what
+any command writes is private to its owner).
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ __all__ = [
     "home_dir",
     "input_errors",
     "print_table",
+    "private_files",
     "published_release",
     "stdout_console",
     "warn",
@@ -74,8 +76,23 @@ def input_errors(command: F) -> F:
     return wrapped  # type: ignore[return-value]
 
 
+def private_files(command: F) -> F:
+    """``command`` run with the umask 077: whatever it creates (in the home, or an output it
+    is given) is 0600, its folders 0700, whatever the caller's umask (docs/hardening.md)."""
+
+    @functools.wraps(command)
+    def wrapped(*args: Any, **kwargs: Any) -> Any:
+        from sds_release.store.workspace.home import private_umask
+
+        with private_umask():
+            return command(*args, **kwargs)
+
+    return wrapped  # type: ignore[return-value]
+
+
 class SdsTyper(typer.Typer):
-    """A typer app whose commands all go through :func:`input_errors`."""
+    """A typer app whose commands all go through :func:`input_errors` and
+    :func:`private_files`."""
 
     def __init__(self, **kwargs: Any) -> None:
         kwargs.setdefault("no_args_is_help", True)
@@ -88,7 +105,7 @@ class SdsTyper(typer.Typer):
         register = super().command(*args, **kwargs)
 
         def decorator(f: F) -> F:
-            register(input_errors(f))
+            register(input_errors(private_files(f)))
             return f
 
         return decorator

@@ -1,0 +1,64 @@
+"""Every ``sds`` command writes privately, not only ``sds release``: with the caller's umask 022,
+signing a release, its series, the audit page, a split and the cancel of a release leave
+nothing under the home open to group or others (before, ``sds sign`` wrote ``manifest.sig`` and
+``signing-key.pub`` 0644, ``sds series`` its whole folder 0755/0644, ``sds cancel`` the
+release's manifest 0644)."""
+
+from __future__ import annotations
+
+import os
+import stat
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_cli
+
+
+@pytest.fixture
+def umask_022() -> Iterator[None]:
+    before = os.umask(0o022)
+    try:
+        yield
+    finally:
+        os.umask(before)
+
+
+def _open_to_others(root: Path) -> dict[str, str]:
+    found = {}
+    for folder, dirs, files in os.walk(root):
+        for name in (*dirs, *files):
+            path = Path(folder, name)
+            mode = stat.S_IMODE(path.lstat().st_mode)
+            if mode & 0o077:
+                found[path.relative_to(root).as_posix()] = oct(mode)
+    return found
+
+
+def test_no_command_leaves_a_file_open_to_others(
+    tiny_csv: Path,
+    tiny_config: Path,
+    example_csv: Path,
+    home: Path,
+    prefect_server: str,
+    umask_022: None,
+) -> None:
+    given = ["--config", str(tiny_config), "--home", str(home), "--seed", "1", "--quiet"]
+    code, _, err = run_cli("release", str(tiny_csv), *given, "--release-id", "r1")
+    assert code == 0, err
+    assert _open_to_others(home) == {}
+    for command in (
+        ["sign", "r1", "--home", str(home)],
+        ["series", "tiny", "--home", str(home)],
+        ["audit", "--report", "--home", str(home)],
+        ["split", str(example_csv), "--out-dir", str(home / "split")],
+    ):
+        code, _, err = run_cli(*command)
+        assert code == 0, (command, err)
+        assert _open_to_others(home) == {}, command
+    too_small = ["--record-limit", "30", "--epsilon", "0.1", "--release-id", "r2"]
+    assert run_cli("release", str(tiny_csv), *given, *too_small)[0] == 1
+    assert run_cli("cancel", "r2", "--home", str(home))[0] == 0
+    assert _open_to_others(home) == {}
+    assert (home / "series").is_dir() and (home / "split").is_dir()
