@@ -34,15 +34,8 @@ def _copy_user_template(run_dir: str) -> None:
     from sds_release.flows.local.template import DB_NAME, template_dir
 
     user = template_dir()  # the user's choice of folder (SDS_PREFECT_TEMPLATE), not yet the run's
-    if user is None or not (user / DB_NAME).is_file():
-        return
-    os.environ["SDS_PREFECT_TEMPLATE"] = run_dir
-    try:
-        run = template_dir()
-    finally:
-        os.environ.pop("SDS_PREFECT_TEMPLATE")
-    if run is not None:
-        shutil.copytree(user, run, ignore=shutil.ignore_patterns(".*"))
+    if user is not None and (user / DB_NAME).is_file():  # the same key names it in the run's
+        shutil.copytree(user, Path(run_dir) / user.name, ignore=shutil.ignore_patterns(".*"))
 
 
 _HOME = tempfile.mkdtemp(prefix="sds-test-prefect-")

@@ -4,7 +4,6 @@ a flow run through the API (state and the run's log lines)."""
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import subprocess
 import time
@@ -44,11 +43,11 @@ def prefect_server(python: str, prefect_home: Path) -> Iterator[dict[str, str]]:
     """``prefect server start`` on a free port; yields the client environment. Its database
     (Prefect's default, ``prefect_home/prefect.db``) starts as a copy of the run's template,
     as a home's does (tests/conftest.py builds it before the first e2e test)."""
-    from sds_release.flows.local.template import DB_NAME, template_dir
+    from sds_release.flows.local.server import server_dir
+    from sds_release.flows.local.template import seed_database
 
-    template = template_dir()
-    if template is not None and (template / DB_NAME).is_file():
-        shutil.copyfile(template / DB_NAME, prefect_home / "prefect.db")
+    assert server_dir(prefect_home.parent) == prefect_home, "name it prefect/, as a home's"
+    seed_database(prefect_home.parent)
     port = free_port()
     env = client_env(f"http://127.0.0.1:{port}/api", prefect_home)
     log = open(prefect_home / "server.log", "wb")

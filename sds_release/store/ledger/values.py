@@ -117,9 +117,8 @@ class Reservation:
     flow_run_id: str | None
     period: str | None = None  # the period released (a dataset with a per-period budget)
     reserved_planned: tuple[PlannedCharge, ...] = ()
-    unit: str | None = (
-        None  # the record it counts (sds_release.store.ledger.units); None: unrecorded
-    )
+    # the record it counts (sds_release.store.ledger.units); None: unrecorded
+    unit: str | None = None
 
     @property
     def initial_plan(self) -> tuple[PlannedCharge, ...]:
