@@ -56,6 +56,11 @@ os.environ.update(
         "PREFECT_LOGGING_TO_API_ENABLED": "false",
         "PREFECT_API_BLOCKS_REGISTER_ON_START": "false",
         "PREFECT_UI_ENABLED": "false",
+        # no test depends on the clock: a server's scheduler service starts a deployment's cron
+        # runs, so a test whose worker was up at 02:00 UTC ran the nightly deployment beside its
+        # own run (two releases where it expected one). Tests that want scheduled runs make them
+        # (POST /deployments/{id}/schedule); every server of the tests inherits this.
+        "PREFECT_SERVER_SERVICES_SCHEDULER_ENABLED": "false",
         "PREFECT_LOCAL_STORAGE_PATH": os.path.join(_HOME, "storage"),
         "GX_ANALYTICS_ENABLED": "false",
         # no test leaves a background server behind unless it asks for one (test_local_server)

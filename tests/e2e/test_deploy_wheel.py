@@ -58,7 +58,7 @@ def test_installed_package_deploys_and_a_worker_releases(
 ) -> None:
     """From the installed wheel, outside the repository, in a folder with its own `flows/` and
     `tasks/` packages: `sds --version`, `sds budget set`, `sds deploy`, a worker of that
-    environment; an on-demand run with ε = 1 and an `sds release` complete, each charged."""
+    environment; an on-demand run with ε = 2 and an `sds release` complete, each charged."""
     from prefect.client.orchestration import get_client
     from prefect.settings import PREFECT_API_URL, temporary_settings
 
@@ -102,15 +102,15 @@ def test_installed_package_deploys_and_a_worker_releases(
                 and not dep.pull_steps
             )
             run = client.create_flow_run_from_deployment(
-                dep.id, parameters={"options": {"epsilon": 1.0}}
+                dep.id, parameters={"options": {"epsilon": 2.0}}
             )
             run = wait_final(client, run.id, timeout=900)
             assert run.state.is_completed(), (run.state, run_logs(client, run.id)[-3000:])
         # and a release from the command line in that folder
         _run(venv / "sds", "release", tiny_csv, "--config", tiny_config, "--home", home,
-             "--epsilon", "1", "--quiet", cwd=where, env=env)  # fmt: skip
+             "--epsilon", "2", "--quiet", cwd=where, env=env)  # fmt: skip
     manifests = sorted(home.glob("releases/tiny/*/manifest.json"))
     assert len(manifests) == 2
     assert all('"status": "complete"' in m.read_text() for m in manifests)
     budget = Ledger.open(home).budget("tiny")
-    assert budget is not None and budget.epsilon_spent == pytest.approx(2.0)
+    assert budget is not None and budget.epsilon_spent == pytest.approx(4.0)

@@ -284,22 +284,22 @@ def test_more_records_than_the_schema_allows_are_refused_before_any_charge(
 
 
 def test_an_allowed_run_completes_charged_once(deployed: Deployed, client: Any) -> None:
-    """A run choosing ε = 1 and R = 2 completes: one release of the pinned input in the pinned
-    home, ε = 1 charged once, its parameters are the options only."""
+    """A run choosing ε = 2 and R = 2 completes: one release of the pinned input in the pinned
+    home, ε = 2 charged once, its parameters are the options only."""
     dep = client.read_deployment_by_name(ON_DEMAND)
     before = _spent(deployed.home)
     done_before = set(deployed.home.glob("releases/tiny/*/manifest.json"))
-    options = {"epsilon": 1.0, "reporting_length": 2}
+    options = {"epsilon": 2.0, "reporting_length": 2}
     run = client.create_flow_run_from_deployment(dep.id, parameters={"options": options})
     run = wait_final(client, run.id)
     assert run.state.is_completed(), (run.state, run_logs(client, run.id)[-3000:])
     assert run.parameters == {"options": options}
     new = set(deployed.home.glob("releases/tiny/*/manifest.json")) - done_before
     assert len(new) == 1
-    assert _spent(deployed.home) == pytest.approx(before + 1.0)
+    assert _spent(deployed.home) == pytest.approx(before + 2.0)
     release_id = new.pop().parent.name
     assert Ledger.open(deployed.home).reservation(release_id).status == "completed"
-    logged = "this run chose {'epsilon': 1.0, 'reporting_length': 2}"
+    logged = "this run chose {'epsilon': 2.0, 'reporting_length': 2}"
     assert logged in run_logs(client, run.id, logged)
     [start] = [e for e in read_journal(deployed.home) if e.release_id == release_id]
     assert (start.event, start.origin.kind, start.origin.deployment) == (
@@ -398,7 +398,7 @@ def test_prefect_yaml_from_a_clone(
     tmp_path: Path,
 ) -> None:
     """deployments/prefect.yaml from the checkout, on the pool and pins of `sds deploy
-    --no-register`: a run with ε = 1 completes; a pinned run option is refused at submission."""
+    --no-register`: a run with ε = 2 completes; a pinned run option is refused at submission."""
     from prefect.exceptions import PrefectHTTPStatusError
 
     home = tmp_path / "clone-home"
@@ -431,9 +431,9 @@ def test_prefect_yaml_from_a_clone(
         )
     with worker(PREFECT, "sds-local", env, tmp_path):
         run = client.create_flow_run_from_deployment(
-            dep.id, parameters={"options": {"epsilon": 1.0}}
+            dep.id, parameters={"options": {"epsilon": 2.0}}
         )
         run = wait_final(client, run.id)
     assert run.state.is_completed(), (run.state, run_logs(client, run.id)[-3000:])
     assert len(list(home.glob("releases/tiny/*/manifest.json"))) == 1
-    assert _spent(home) == pytest.approx(1.0)
+    assert _spent(home) == pytest.approx(2.0)
