@@ -11,7 +11,6 @@ from typing import Any
 from prefect import task
 
 from sds_core.data.table import MultiValueColumn, PreparedTable
-from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import AggregateSet
 from sds_core.marginals.exact_counts import exact_aggregates
 from sds_core.marginals.plan import SdsPlan
@@ -21,6 +20,7 @@ from sds_core.synthesis.params import SynthesisParams
 from sds_release.store.config.core_objects import synthesis_epsilon
 from sds_release.store.executor.base import Executor
 from sds_release.store.run import progress, stages
+from sds_release.store.run.failure import NothingToRelease
 from sds_release.store.run.release_run import ReleaseRun, SensitiveTable, registry_synthesizer
 from sds_release.store.run.stage_log import finished, stage_done
 from sds_release.tasks.options import SENSITIVE, task_logger
@@ -102,21 +102,22 @@ def stage_records(
 
 
 def _require_one_way_counts(run: ReleaseRun, aggregates: AggregateSet) -> None:
-    """Refuse, saying why and what to do, when every 1-way count was suppressed: SDS builds
-    records from the 1-way counts, so with none there is nothing to build from. This is an
-    outcome of the DP counts (a small table or a small ε), known only after they were drawn:
-    their spend stays charged, and a resume of the release draws the same counts again."""
+    """End the release, saying why and what to do, when every 1-way count was suppressed: SDS
+    builds records from the 1-way counts, so with none there is nothing to build from. This is
+    an outcome of the DP counts (a small table or a small ε), known only after they were drawn:
+    their spend stays charged, and a resume would draw the same counts again, so the release is
+    closed rather than left open (:class:`NothingToRelease`)."""
     if len(aggregates.counts_of(1)):
         return
-    rid, n = run.release_id, aggregates.protected_number_of_records
+    n = aggregates.protected_number_of_records
     about = "" if n is None else f" (the DP record count is {n})"
-    raise SdsInputError(
+    raise NothingToRelease(
         f"every count of length 1 fell below its threshold{about}, so there "
         f"are no counts to build synthetic records from: at epsilon {run.params.epsilon:g} "
         "this table is too small for its counts to be released ('sds plan' shows each "
-        "length's threshold). What the counting drew stays charged; 'sds cancel "
-        f"{rid}' ends this release. Raise epsilon, release more rows or a smaller "
-        "reporting_length."
+        "length's threshold). What the counting drew stays charged and the release is closed "
+        "(a resume would draw the same counts). Raise epsilon, release more rows or a "
+        "smaller reporting_length."
     )
 
 

@@ -1,4 +1,5 @@
-"""A full disk during a release: recognising it, and what the user is told.
+"""How a release fails: a full disk (recognised, and what the user is told), and an outcome of
+the DP counts that no resume can change (:class:`NothingToRelease`).
 
 A release can meet a full disk (ENOSPC, or SQLite's "database or disk is full" in the ledger)
 at any write: a checkpoint, the ledger, a published file. Every write is atomic or one
@@ -17,11 +18,27 @@ from pathlib import Path
 
 from sds_core.errors import SdsInputError
 
-__all__ = ["disk_full", "disk_full_error", "error_chain", "unless_disk_full"]
+__all__ = [
+    "NothingToRelease",
+    "disk_full",
+    "disk_full_error",
+    "error_chain",
+    "unless_disk_full",
+]
 
 FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 """No space left on the device, or the user's disk quota exceeded: both are freed the same way."""
 SQLITE_FULL = 13  # sqlite3.SQLITE_FULL (Python >= 3.11); "database or disk is full"
+
+
+class NothingToRelease(SdsInputError):
+    """The release's DP counts leave nothing to publish (every count of length 1 suppressed).
+
+    An outcome of noise already drawn, not a fault: a resume draws the same counts from the
+    release's key and ends the same way. :meth:`ReleaseRun.mark_failed` therefore closes the
+    release (the ledger's cancel: what was drawn stays charged, the rest is given back) instead
+    of leaving it open for a resume that cannot help.
+    """
 
 
 def disk_full(error: BaseException) -> BaseException | None:

@@ -30,7 +30,12 @@ from sds_release.store.ledger.book import Ledger
 from sds_release.store.ledger.replay import ReplayLedger
 from sds_release.store.ledger.units import privacy_unit
 from sds_release.store.run import progress, stages
-from sds_release.store.run.failure import disk_full, disk_full_error, unless_disk_full
+from sds_release.store.run.failure import (
+    NothingToRelease,
+    disk_full,
+    disk_full_error,
+    unless_disk_full,
+)
 from sds_release.store.run.faults import KILL_ENV, fault_point
 from sds_release.store.run.results import LengthNoise
 from sds_release.store.run.workdir import DamagedCheckpoint, ReleaseDirs, atomic_write_json, now
@@ -230,9 +235,11 @@ class ReleaseRun:
     def mark_failed(self, error: BaseException, stages_done: list[dict[str, Any]]) -> BaseException:
         """Record a failure: manifest ``failed`` (redacted reason), full reason privately.
 
-        When nothing was charged the reservation is cancelled (the whole budget goes back);
-        otherwise, or when the ledger cannot be read (the ledger is what failed), it stays open
-        so ``sds resume`` can finish the release without new spend.
+        When nothing was charged the reservation is cancelled (the whole budget goes back); so
+        is one whose DP counts left nothing to release (:class:`NothingToRelease`: what was drawn
+        stays charged, and a resume would end the same way); otherwise, or when the ledger
+        cannot be read (the ledger is what failed), it stays open so ``sds resume`` can finish
+        the release without new spend.
         Returns the error to tell the user: ``error``, or when the disk is full (see
         :mod:`sds_release.store.run.failure`) one that says so and how to resume. On a full disk,
         the published files go first (deleting them frees space) and each write of the record
@@ -270,7 +277,7 @@ class ReleaseRun:
             discard_incomplete(dirs.release_dir, reason=reason)
         record_failure()
         resumable = True  # the reservation stays open: charged, unreadable, or a full disk
-        if not charged and ledger is not None:
+        if (not charged or isinstance(error, NothingToRelease)) and ledger is not None:
             with unless_disk_full():
                 ledger.cancel(self.release_id)
                 resumable = False
