@@ -69,8 +69,9 @@ def test_a_cancelled_release_is_not_resumed(
 
     code, out, err = run_cli("resume", "stopped", "--home", str(home), "--quiet")
     assert code == 1 and out == ""
-    assert "'stopped' was already used by a release that failed or was cancelled" in err
-    assert "start a new release id" in err
+    said = " ".join(err.split())
+    assert "release 'stopped' is closed: it was cancelled" in said
+    assert "there is nothing to resume. Start a new release" in said
     assert [c.stage for c in charges(home)] == spent  # nothing charged by the refused resume
     assert ledger.reservation("stopped").status == "cancelled" and ledger.verify().ok
     assert complete_releases(home) == []

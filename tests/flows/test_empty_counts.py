@@ -36,7 +36,8 @@ def test_no_one_way_count_ends_the_release_saying_what_to_do(
     assert (manifest["status"], manifest["resumable"]) == ("failed", False)
 
     code, _, err = run_cli("resume", rid, "--home", str(home), "--quiet")
-    assert code == 1 and "failed or was cancelled; start a new release id" in " ".join(err.split())
+    said = " ".join(err.split())
+    assert code == 1 and f"release '{rid}' is closed" in said and "nothing to resume" in said
     assert charges(home) == spent  # the resume drew nothing new
 
     code, out, _ = run_cli("cancel", rid, "--home", str(home))

@@ -419,17 +419,25 @@ def reserve(params: ReleaseParams, flow_run_id: str | None = None) -> ReleaseRun
     # completed in the ledger but never published (killed between the two): resumable, it
     # finishes from its checkpoints without any new charge
     unpublished = earlier is not None and earlier.status == "completed" and before is not None
+    same = before is not None and {k: v for k, v in before.items() if k != "home"} == {
+        k: v  # a parameter added since the release started counts when it is set
+        for k, v in kept.items()
+        if k != "home" and (k in before or v is not None)
+    }
+    if earlier is not None and earlier.status == "cancelled" and same:  # `sds resume` of it
+        raise SdsInputError(
+            f"release {release_id!r} is closed: it was cancelled, or it failed where no resume "
+            "can finish it (nothing charged, or counts too small to release), and what it "
+            "drew stays charged; there is nothing to resume. Start a new release (leave out "
+            "--release-id to get a fresh one)"
+        )
     if earlier is not None and earlier.status != "open" and not unpublished:
         closed = "failed or was cancelled" if earlier.status == "cancelled" else "completed"
         raise SdsInputError(
             f"release id {release_id!r} was already used by a release that {closed}; "
             "start a new release id (leave out --release-id to get a fresh one)"
         )
-    if before is not None and {k: v for k, v in before.items() if k != "home"} != {
-        k: v  # a parameter added since the release started counts when it is set
-        for k, v in kept.items()
-        if k != "home" and (k in before or v is not None)
-    }:
+    if before is not None and not same:
         raise SdsInputError(
             f"release {release_id!r} was started with other parameters; resume it with "
             f"`sds resume {release_id}` (same parameters) or start a new release id"

@@ -68,8 +68,9 @@ def resume_hint(home: Path, release_id: str) -> str:
     a lost runner or Dask worker): ``sds resume`` while its reservation is open, else start a new
     release.
 
-    A release whose manifest says ``resumable: false`` failed before any charge (its reservation
-    was given back); one with no manifest stopped before its reservation.
+    A release whose manifest says ``resumable: false`` was closed when it failed (before any
+    charge, or with counts too small to release); one with no manifest stopped before its
+    reservation.
     """
     found, manifest = release_manifest(home, release_id)
     if manifest is None:
@@ -77,7 +78,7 @@ def resume_hint(home: Path, release_id: str) -> str:
     if manifest.get("status") == "complete":
         return f"it completed after all ({found})"
     if manifest.get("resumable") is False:
-        return "nothing was charged and its reservation was given back: start a new release"
+        return "its reservation is closed (given back if nothing was charged): start a new release"
     return (
         f"continue it with `sds resume {release_id}` (or give its unspent budget back with "
         f"`sds cancel {release_id}`)"
