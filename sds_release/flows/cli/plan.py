@@ -152,6 +152,14 @@ def _print(p: ReleasePreview) -> None:
         "column; a smaller Δ_k (emptier records) means less noise. The release's manifest "
         "gives the Δ_k it chose and the same figures for it."
     )
+    if p.too_small:
+        first = f.lengths[0]
+        out.print(
+            f"too small: the length-1 threshold ({first.threshold:,.0f}) is at least N = {n}, so "
+            "even a value every record holds would more likely than not be suppressed: a release "
+            "would most likely be charged and end with no count to publish. Raise ε or release "
+            "more rows."
+        )
     b = p.budget
     if b is None:
         out.print(f"budget: dataset {p.dataset} has none in this home's ledger yet")

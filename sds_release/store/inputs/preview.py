@@ -49,6 +49,19 @@ class ReleasePreview:
     releases_left: int | None
     sds_plan: SdsPlan | None = None  # what the SDS plan would choose for N
 
+    @property
+    def too_small(self) -> bool:
+        """The length-1 threshold is at least N: even a value every record holds would more
+        likely than not be suppressed, so a release would most likely be charged and end with
+        no count to publish (docs/using.md, "Too small to release")."""
+        first = self.forecast.lengths[0] if self.forecast.lengths else None
+        return (
+            self.records is not None
+            and first is not None
+            and first.threshold is not None
+            and first.threshold >= self.records
+        )
+
     def to_dict(self) -> dict[str, Any]:
         """Plain dict (for --json)."""
         return {
@@ -64,6 +77,7 @@ class ReleasePreview:
             "budget": None if self.budget is None else self.budget.to_dict(),
             "releases_left": self.releases_left,
             "sds_plan": None if self.sds_plan is None else self.sds_plan.as_dict(),
+            "too_small": self.too_small,
             "charged": False,
         }
 

@@ -3,6 +3,7 @@ the stage's choice the SDS plan (the figures: tests/store/inputs/test_release_fo
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from sds_release.store.inputs import ReleasePreview, make_preview
@@ -33,3 +34,29 @@ def test_make_preview_is_the_store_entry(tmp_path: Path) -> None:
     preview = make_preview(params, records=10_000)
     assert isinstance(preview, ReleasePreview)
     assert preview.to_dict()["charged"] is False and preview.sds_plan is not None
+
+
+def test_a_table_too_small_for_its_epsilon_is_named_before_any_charge(
+    tmp_path: Path, tiny_csv: Path, tiny_config: Path
+) -> None:
+    """30 records at ε 0.1 (the release of tests/flows/test_empty_counts.py, which ends with no
+    1-way count): the length-1 threshold is above N, and `sds plan` says so, what would happen
+    and what to do; the example's 10,000 records at ε 4 are not too small."""
+    from sds_release.store.config import build_params, load_config
+
+    home = str(tmp_path / "home")
+    args = ["--config", str(tiny_config), "--home", home, "--epsilon", "0.1", "--records", "30"]
+    code, out, err = run_cli("plan", str(tiny_csv), *args)
+    assert code == 0, err
+    said = " ".join(out.split())
+    assert "too small: the length-1 threshold (" in said and "is at least N = 30" in said
+    assert "would most likely be charged and end with no count to publish" in said
+    assert "Raise ε or release more rows" in said
+    code, out, err = run_cli("plan", str(tiny_csv), *args, "--json")
+    assert code == 0 and json.loads(out)["too_small"] is True, err
+
+    params = build_params(load_config(CONFIG), {"input": str(EXAMPLE), "home": home})
+    preview = make_preview(params, records=10_000)
+    assert preview.too_small is False and preview.to_dict()["too_small"] is False
+    code, out, _ = run_cli("plan", str(EXAMPLE), "--config", str(CONFIG), "--home", home)
+    assert code == 0 and "too small" not in out
