@@ -17,7 +17,6 @@ Results (2026-11-29): 400 rows at ε 1: 6 of 100; ε 1.5: 2 of 200; ε 2: 0 of 3
 from __future__ import annotations
 
 import argparse
-import csv
 import sys
 import tempfile
 from pathlib import Path
@@ -31,23 +30,16 @@ from sds_release.store.config import build_params, load_config
 from sds_release.store.executor.local import LocalExecutor
 from sds_release.store.run import stages
 from sds_release.store.run.release_run import reserve
-from tests.helpers import COLUMNS, EXAMPLE, TINY_CONFIG
+from tests.helpers import TINY_CONFIG, write_tiny_csv
 
 TOO_SMALL = "every count of length 1 fell below its threshold"
 
 
 def _tiny(folder: Path, rows: int) -> tuple[Path, Path]:
     """The first ``rows`` rows of the example, the tests' tiny columns, and their config."""
-    data, config = folder / "tiny.csv", folder / "tiny.toml"
-    with open(EXAMPLE, newline="") as f, open(data, "w", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(COLUMNS)
-        for i, row in enumerate(csv.DictReader(f)):
-            if i == rows:
-                break
-            writer.writerow([row[c] for c in COLUMNS])
+    config = folder / "tiny.toml"
     config.write_text(TINY_CONFIG)
-    return data, config
+    return write_tiny_csv(folder / "tiny.csv", rows), config
 
 
 def _direct(task: Any, *, wait_for: Any = None, **kwargs: Any) -> Any:

@@ -8,7 +8,6 @@ tests/store/<package>, tests/flows, tests/e2e) and the markers are described in 
 from __future__ import annotations
 
 import atexit
-import csv
 import os
 import shutil
 import sys
@@ -264,18 +263,9 @@ def prefect_server() -> Iterator[str]:
 @pytest.fixture(scope="session")
 def tiny_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """First N_ROWS rows of the example data, 5 columns (written once per session)."""
-    from tests.helpers import COLUMNS, EXAMPLE, N_ROWS
+    from tests.helpers import write_tiny_csv
 
-    path = tmp_path_factory.mktemp("data") / "tiny.csv"
-    with open(EXAMPLE, newline="") as f, open(path, "w", newline="") as out:
-        reader = csv.DictReader(f)
-        writer = csv.writer(out)
-        writer.writerow(COLUMNS)
-        for i, row in enumerate(reader):
-            if i == N_ROWS:
-                break
-            writer.writerow([row[c] for c in COLUMNS])
-    return path
+    return write_tiny_csv(tmp_path_factory.mktemp("data") / "tiny.csv")
 
 
 @pytest.fixture(scope="session")

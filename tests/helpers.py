@@ -8,6 +8,7 @@ The fixtures built on these (``prefect_server``, ``tiny_csv``, ``tiny_config``, 
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import signal
 import subprocess
@@ -78,6 +79,18 @@ def killed_cli(stage: str, args: list[str], api_url: str) -> None:
         timeout=600,
     )
     assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+
+
+def write_tiny_csv(path: Path, rows: int = N_ROWS) -> Path:
+    """The first ``rows`` rows of the example data, the tiny columns (:data:`COLUMNS`)."""
+    with open(EXAMPLE, newline="") as f, open(path, "w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(COLUMNS)
+        for i, row in enumerate(csv.DictReader(f)):
+            if i == rows:
+                break
+            writer.writerow([row[c] for c in COLUMNS])
+    return path
 
 
 def run_cli(*args: str) -> tuple[int, str, str]:

@@ -3,7 +3,6 @@ in the private workspace only, refusals before anything is charged, and a replay
 
 from __future__ import annotations
 
-import csv
 import json
 import stat
 import sys
@@ -14,7 +13,7 @@ import pytest
 
 from sds_release.store.compare.risk import ANONYMETER_PYTHON_ENV
 from sds_release.store.inputs.holdback import CONTROL_FILE, min_input_units
-from tests.helpers import COLUMNS, EXAMPLE, anonymeter_env, charges, run_cli
+from tests.helpers import COLUMNS, anonymeter_env, charges, run_cli, write_tiny_csv
 
 RID = "risky"
 N_ROWS = 800  # above the 746 a 20% hold-back needs
@@ -61,15 +60,7 @@ def test_missing_anonymeter_environment_is_refused(
 @pytest.fixture(scope="module")
 def risky_csv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The first 800 rows of the example, the tiny columns."""
-    path = tmp_path_factory.mktemp("risky") / "risky.csv"
-    with open(EXAMPLE, newline="") as f, open(path, "w", newline="") as out:
-        writer = csv.writer(out)
-        writer.writerow(COLUMNS)
-        for i, row in enumerate(csv.DictReader(f)):
-            if i == N_ROWS:
-                break
-            writer.writerow([row[c] for c in COLUMNS])
-    return path
+    return write_tiny_csv(tmp_path_factory.mktemp("risky") / "risky.csv", N_ROWS)
 
 
 @pytest.fixture(scope="module")

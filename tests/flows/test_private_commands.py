@@ -26,10 +26,12 @@ def umask_022() -> Iterator[None]:
 
 
 def _open_to_others(root: Path) -> dict[str, str]:
+    """What `find root -perm /077` lists, the root included, by path relative to it."""
     found = {}
     for folder, dirs, files in os.walk(root):
-        for name in (*dirs, *files):
-            path = Path(folder, name)
+        for path in [Path(folder)] * (Path(folder) == root) + [
+            Path(folder, name) for name in (*dirs, *files)
+        ]:
             mode = stat.S_IMODE(path.lstat().st_mode)
             if mode & 0o077:
                 found[path.relative_to(root).as_posix()] = oct(mode)
@@ -62,3 +64,22 @@ def test_no_command_leaves_a_file_open_to_others(
     assert run_cli("cancel", "r2", "--home", str(home))[0] == 0
     assert _open_to_others(home) == {}
     assert (home / "series").is_dir() and (home / "split").is_dir()
+
+
+def test_a_home_made_by_hand_is_made_private_by_the_first_command(
+    tiny_csv: Path, tiny_config: Path, tmp_path: Path, prefect_server: str, umask_022: None
+) -> None:
+    """A home the user made with mkdir (0755 under the umask 022) and released into without a
+    lasting server (the tests' SDS_SERVER=temporary, as a custodian may set it) ends 0700 like
+    everything in it, and the release says so once; the next command has nothing to say."""
+    home = tmp_path / "made-by-hand"
+    home.mkdir()
+    assert _open_to_others(home) == {".": "0o755"}
+    given = ["--config", str(tiny_config), "--home", str(home), "--seed", "1", "--quiet"]
+    code, _, err = run_cli("release", str(tiny_csv), *given, "--release-id", "r1")
+    assert code == 0, err
+    assert _open_to_others(home) == {}
+    said = [line for line in err.splitlines() if "private to their owner" in line]
+    assert len(said) == 1 and f"the home {home} (was 755, now 700)" in said[0], err
+    code, _, err = run_cli("budget", "show", "--home", str(home))
+    assert code == 0 and "private to their owner" not in err

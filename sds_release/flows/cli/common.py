@@ -117,10 +117,18 @@ def csv_list(value: str | None) -> list[str] | None:
 
 
 def home_dir(home: str | None) -> Path:
-    """The SDS home of ``--home`` (else $SDS_HOME, else ./.sds), created and checked."""
+    """The SDS home of ``--home`` (else $SDS_HOME, else ./.sds), created, checked and private:
+    a home the user made (0755 under the umask 022) is made 0700, with its Prefect server's
+    files, saying so in one warning line, whichever command meets it first (a release without
+    a lasting server starts none, which would otherwise be where that happens)."""
+    from sds_release.flows.local.server import make_home_private
     from sds_release.store.workspace.home import resolve_home
 
-    return resolve_home(home)
+    root = resolve_home(home)
+    note = make_home_private(root)
+    if note is not None:
+        warn(note)
+    return root
 
 
 def published_release(root: Path, release_id: str) -> Path:

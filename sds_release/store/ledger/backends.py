@@ -189,7 +189,7 @@ class SqliteStore:
         self.url = f"sqlite:///{self.path.as_posix()}"
         self.busy_timeout = busy_timeout
         try:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)  # a home, usually
             conn = self._connect()
             try:
                 has_meta = conn.execute(
