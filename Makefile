@@ -14,8 +14,15 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install --quiet -e '.[dev,bench,browser,dask]'
 	touch $@
 
+## numba's machine code of every kernel a release runs (sds_core/warmup.py: ~50 s on a cold
+## cache, in one process, rather than in each process of the first release or test run, at once);
+## again only when sds_core changes.
+$(VENV)/.kernels: $(VENV)/.installed $(shell find sds_core -name '*.py')
+	$(PY) -m sds_core.warmup
+	touch $@
+
 ## The Prefect database template new homes copy (once per Prefect version, ~/.cache/sds).
-setup: $(VENV)/.installed
+setup: $(VENV)/.installed $(VENV)/.kernels
 	@$(PY) -m sds_release.flows.local.template >/dev/null
 
 ## The PostgreSQL server binaries the ledger tests start (apt-get install postgresql when missing).

@@ -338,12 +338,12 @@ def _triples_by_pair(
     Dummies when disabled (no dense pair table or R < 3) or without triples.
     """
     if not enabled or triples is None or not len(triples):
-        z64, z32 = np.zeros(0, np.int64), np.zeros(0, np.int32)
+        z32 = np.zeros(0, np.int32)
         return TripleLists(
             np.zeros(1, np.int64),
             z32,
             z32,
-            z64,
+            z32,  # int32 as when enabled: one compiled specialization of each kernel, not two
             np.zeros((0, 3), np.int32),
             0,
             np.zeros(1, np.int32),

@@ -1,0 +1,114 @@
+"""Compiling every kernel a release runs, once, before any release needs it.
+
+numba compiles a kernel on its first call and keeps the machine code in its disk cache
+(``cache=True``, next to the sources): the first process that calls a kernel pays the compile
+(~40 CPU-s for all of them on 2 cores), every later process loads it (~10 ms a kernel). A fresh
+checkout that starts several processes at once (a test run, a cluster's workers, a release
+beside a server) would compile the same kernels in each of them. :func:`compile_kernels` runs
+each stage of a release on :func:`~sds_core.marginals.warmup.warmup_table`, a public made-up
+table, and discards the results: the aggregation (:func:`~sds_core.marginals.warmup.load_kernels`),
+the aggregate-seeded synthesis in each of its modes (completion, SDS's reference, matching,
+1-way reconciliation), the consistent model's sampler and the evaluation. ``make setup`` runs it
+(``python -m sds_core.warmup``). No sensitive data and no release randomness is involved.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+
+from sds_core._jit import HAVE_NUMBA
+from sds_core.data.domain import Domain
+from sds_core.data.table import PreparedTable
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.evaluation.release import evaluate_release
+from sds_core.marginals.engine import dp_aggregate
+from sds_core.marginals.params import DpParams
+from sds_core.marginals.warmup import WARMUP_EPSILON, load_kernels, warmup_table
+from sds_core.synthesis.consistent import AggregateNoise, synthesize_from_model
+from sds_core.synthesis.generator import synthesize
+from sds_core.synthesis.params import SynthesisParams
+
+__all__ = ["compile_kernels"]
+
+SYNTHESIS_MODES: tuple[tuple[str, SynthesisParams], ...] = (
+    ("completion", SynthesisParams()),
+    ("reference", SynthesisParams(complete_records=False)),
+    ("matching", SynthesisParams(match_aggregates=True, reconcile_one_way=True)),
+)
+"""The synthesis kernels' callers: the default completion, SDS's reference mode (records left
+incomplete), the matching search and the 1-way reconciliation."""
+
+
+def compile_kernels(progress: Callable[[str], None] | None = None) -> None:
+    """Compile (or load from numba's disk cache) the kernels of every stage of a release.
+
+    Idempotent: with the cache written, a second call loads and reruns in ~2 s. Without numba
+    it does nothing. ``progress`` is told each stage as it starts.
+    """
+    if not HAVE_NUMBA:
+        return
+    say = progress or (lambda _stage: None)
+    say("aggregation")
+    load_kernels()
+    table = warmup_table()
+    for length in (2, 3):  # R = 3 uses the triples' lists, R = 2 the kernels without them
+        params = DpParams(epsilon=WARMUP_EPSILON, reporting_length=length, delta=1e-6)
+        result = dp_aggregate(table, params, ReleaseRandomness.from_seed(0), release_label="warmup")
+        for name, synthesis in SYNTHESIS_MODES:
+            say(f"synthesis ({name}, R = {length})")
+            synthetic = synthesize(result.aggregates, synthesis, rng=np.random.default_rng(0))
+        say(f"evaluation (R = {length})")
+        evaluate_release(table, synthetic, result.aggregates)
+    # codes compacted to int8, int16 and int32; 1,100² cells: a pair counted by sorted keys
+    for values, length in ((100, 3), (1_100, 3), ((1 << 15) + 1, 2)):
+        say(f"evaluation ({values} values in a column, R = {length})")
+        wide = _table(values, values)
+        result = dp_aggregate(
+            wide,
+            DpParams(epsilon=WARMUP_EPSILON, reporting_length=length, delta=1e-6),
+            ReleaseRandomness.from_seed(0),
+            release_label="warmup",
+        )
+        synthetic = synthesize(result.aggregates, rng=np.random.default_rng(0))
+        evaluate_release(wide, synthetic, result.aggregates)
+    say("consistent model")
+    small = dp_aggregate(
+        _table(4, 400, binary=0),
+        DpParams(epsilon=WARMUP_EPSILON, reporting_length=2, delta=1e-6),
+        ReleaseRandomness.from_seed(0),
+        release_label="warmup",
+    )
+    synthesize_from_model(
+        small.aggregates,
+        AggregateNoise((1.0, 1.0), (1.0, 1.0)),
+        None,
+        rng=np.random.default_rng(0),
+    )
+
+
+def _table(values: int, rows: int, binary: int = 4) -> PreparedTable:
+    """Two columns of ``values`` values (record r holds r and r // 2 mod values), one of 4
+    (r mod 4) and ``binary`` of 2 (bit b of r): the evaluation counts the low-cardinality
+    columns jointly and the wide ones by sorted keys. The consistent model's fit is pure numpy
+    (only its sampler is compiled): it warms up on 4 values a column, a short fit."""
+    r = np.arange(rows, dtype=np.int32)
+    bits = [(r >> b) & 1 for b in range(binary)]
+    codes = np.stack([r % values, (r // 2) % values, r % 4, *bits], axis=1)
+    labels = tuple(f"{v:05d}" for v in range(values))
+    names = ("x", "y", "z", *(f"b{b}" for b in range(binary)))
+    domain = Domain(names, (labels, labels, ("0", "1", "2", "3"), *((("0", "1"),) * binary)))
+    return PreparedTable(domain, np.ascontiguousarray(codes))
+
+
+def main() -> None:
+    """``python -m sds_core.warmup``: compile every kernel, saying each stage on one line."""
+    start = time.perf_counter()
+    compile_kernels(lambda stage: print(f"compiling the kernels: {stage}", flush=True))
+    print(f"compiled the kernels in {time.perf_counter() - start:.1f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
