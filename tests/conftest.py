@@ -25,6 +25,13 @@ if getattr(sys.modules.get("tests"), "__path__", None) != [str(Path(__file__).pa
     _tests.__path__ = [str(Path(__file__).parent)]
     sys.modules["tests"] = _tests
 
+# Bytecode is cached whatever the parent shell says (PYTHONDONTWRITEBYTECODE=1 in some CI and
+# container images): pytest's rewritten test modules (4 s of each process's collection) and the
+# `sds` processes the tests start (they inherit the environment) compile each module once.
+if sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
+    sys.dont_write_bytecode = False
+    os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+
 
 def _copy_user_template(run_dir: str) -> None:
     """Start the run's template folder from the user's template of this Prefect installation
