@@ -63,6 +63,7 @@ print(json.dumps({"loaded": sorted(k for k, v in loaded.items() if v),
 """
 
 
+@pytest.mark.slow  # ~12 s: the warm-up and the stages of two releases in a fresh interpreter
 @pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: nothing to compile")
 def test_a_real_release_after_compile_kernels_compiles_nothing_new(example_csv: Path) -> None:
     """The example (10k rows, raw PUMA codes) aggregated at R = 2 and 3, synthesized in every

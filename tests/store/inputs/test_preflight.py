@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -16,43 +17,65 @@ from sds_release.store.inputs.preflight import check_budget, preflight, zero_war
 from tests.flows.test_bad_input import CASES, _case_file
 from tests.helpers import PROJECT, charges, complete_releases, run_cli
 
-# Loaded modules are printed at exit; a closed port as API: a flow run would fail differently
-_PROBE = (
-    "import atexit, sys\n"
-    "atexit.register(lambda: sys.stderr.write('\\nLOADED ' + ','.join(m for m in "
-    "('prefect', 'great_expectations', 'pandas', 'numba') if m in sys.modules) + '\\n'))\n"
-    "from sds_release.flows.cli import app\n"
-    "app()\n"
-)
+# One child process runs every case in turn (typer's CliRunner) and prints, per case, the exit
+# code, what the command wrote to stderr and which of the modules were loaded after it; a closed
+# port as API: a flow run would fail differently. A module loaded by one case stays loaded for
+# the next ones, so a case is never checked more leniently than in a process of its own.
+_PROBE = """
+import json, sys
+from typer.testing import CliRunner
+from sds_release.flows.cli import app
+out = {}
+for case, args in json.loads(sys.argv[1]).items():
+    result = CliRunner().invoke(app, args)
+    loaded = [m for m in ("prefect", "great_expectations", "pandas", "numba") if m in sys.modules]
+    out[case] = [result.exit_code, result.stderr, loaded]
+print(json.dumps(out))
+"""
 
 
-def _cli_process(*args: str, home: Path) -> tuple[int, str, set[str]]:
-    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api", "SDS_HOME": str(home)}
+def _in_one_process(cases: dict[str, list[str]]) -> dict[str, tuple[int, str, set[str]]]:
+    """``{case: (exit code, stderr, modules loaded after it)}`` of the ``sds`` commands
+    ``cases``, run in turn by one child process."""
+    env = {**os.environ, "PREFECT_API_URL": "http://127.0.0.1:9/api"}
     done = subprocess.run(
-        [sys.executable, "-c", _PROBE, *args],
+        [sys.executable, "-c", _PROBE, json.dumps(cases)],
         cwd=PROJECT,
         env=env,
         capture_output=True,
         text=True,
         timeout=300,
     )
-    lines = done.stderr.splitlines()
-    loaded = next((ln for ln in reversed(lines) if ln.startswith("LOADED")), "LOADED ")
-    message = "\n".join(ln for ln in lines if not ln.startswith("LOADED") and ln.strip())
-    return done.returncode, message, set(filter(None, loaded[len("LOADED ") :].split(",")))
+    assert done.returncode == 0, done.stderr
+    results = json.loads(done.stdout.strip().splitlines()[-1])
+    return {c: (code, err, set(loaded)) for c, (code, err, loaded) in results.items()}
+
+
+@pytest.fixture(scope="module")
+def refused(
+    tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path, tiny_config: Path
+) -> dict[str, tuple[tuple[int, str, set[str]], Path]]:
+    """Every case of test_bad_input released from one child process: ``{case: ((exit code,
+    stderr, modules loaded after it), its home)}``."""
+    root = tmp_path_factory.mktemp("preflight")
+    cases, homes = {}, {}
+    for case in sorted(CASES):
+        folder = root / case
+        folder.mkdir()
+        homes[case] = folder / "home"
+        path = _case_file(case, folder, tiny_csv)
+        cases[case] = ["release", path, "--config", str(tiny_config)]
+        cases[case] += ["--home", str(homes[case]), "--quiet"]
+    return {c: (r, homes[c]) for c, r in _in_one_process(cases).items()}
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_bad_input_refused_before_prefect_and_gx(
-    case: str, tmp_path: Path, tiny_csv: Path, tiny_config: Path
+    case: str, refused: dict[str, tuple[tuple[int, str, set[str]], Path]]
 ) -> None:
     """Every bad file of test_bad_input: the same message, from a process that never loaded
     Prefect, GX or numba (pandas: pyarrow imports it); nothing reserved, charged or published."""
-    home = tmp_path / "home"
-    path = _case_file(case, tmp_path, tiny_csv)
-    code, err, loaded = _cli_process(
-        "release", path, "--config", str(tiny_config), "--home", str(home), "--quiet", home=home
-    )
+    (code, err, loaded), home = refused[case]
     problem, fix = CASES[case]
     assert code != 0 and problem in err and fix in err, err
     assert err.count("sds: error:") == 1 and "Traceback" not in err
@@ -61,26 +84,37 @@ def test_bad_input_refused_before_prefect_and_gx(
     assert not (home / "private").exists()  # no release was even started
 
 
-@pytest.mark.parametrize(
-    ("args", "status", "expected"),
-    [
-        (["--epsilon", "0"], 2, "parameter 'epsilon'"),
-        (["--synthesizer", "gan"], 2, "unknown synthesizer 'gan'"),
-        (["--use-columns", "sex,zip"], 1, "parameter 'use_columns' names column 'zip'"),
-        (["--sensitive-zeros", "nope"], 1, "parameter 'sensitive_zeros' names column 'nope'"),
-        (["--epsilon", "50"], 1, "needs (epsilon=50.0"),
-    ],
-)
+BAD_PARAMETERS = [
+    (["--epsilon", "0"], 2, "parameter 'epsilon'"),
+    (["--synthesizer", "gan"], 2, "unknown synthesizer 'gan'"),
+    (["--use-columns", "sex,zip"], 1, "parameter 'use_columns' names column 'zip'"),
+    (["--sensitive-zeros", "nope"], 1, "parameter 'sensitive_zeros' names column 'nope'"),
+    (["--epsilon", "50"], 1, "needs (epsilon=50.0"),
+]
+
+
+@pytest.fixture(scope="module")
+def refused_parameters(
+    tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path
+) -> dict[str, tuple[tuple[int, str, set[str]], Path]]:
+    """Each of BAD_PARAMETERS released (dataset d, a budget of ε 10) from one child process."""
+    root = tmp_path_factory.mktemp("parameters")
+    cases, homes = {}, {}
+    for i, (args, _, _) in enumerate(BAD_PARAMETERS):
+        homes[str(i)] = home = root / str(i) / "home"
+        assert run_cli("budget", "set", "d", "--epsilon", "10", "--home", str(home))[0] == 0
+        cases[str(i)] = ["release", str(tiny_csv), "--dataset", "d", "--home", str(home), *args]
+    return {c: (r, homes[c]) for c, r in _in_one_process(cases).items()}
+
+
+@pytest.mark.parametrize("case", range(len(BAD_PARAMETERS)))
 def test_bad_parameters_refused_before_prefect(
-    args: list[str], status: int, expected: str, tmp_path: Path, tiny_csv: Path
+    case: int, refused_parameters: dict[str, tuple[tuple[int, str, set[str]], Path]]
 ) -> None:
     """Parameter mistakes (values, synthesizer, column names, budget) are refused by a process
-    that never loads Prefect, GX or the synthesizer registry."""
-    home = tmp_path / "home"
-    assert run_cli("budget", "set", "d", "--epsilon", "10", "--home", str(home))[0] == 0
-    code, err, loaded = _cli_process(
-        "release", str(tiny_csv), "--dataset", "d", "--home", str(home), *args, home=home
-    )
+    that never loads Prefect, GX or numba; nothing is charged."""
+    (code, err, loaded), home = refused_parameters[str(case)]
+    _, status, expected = BAD_PARAMETERS[case]
     assert code == status and expected in err, err
     assert loaded <= {"pandas"}, loaded
     assert charges(home) == []
