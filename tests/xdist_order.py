@@ -38,7 +38,7 @@ SECONDS = {
     "tests/store/inputs/test_preflight.py": 8,  # its cases in one process since 2026-11-29
     "tests/flows/test_guarantee_fuzz.py": 35,  # alone (its 12 s for the session server aside)
     "tests/core/test_empirical_privacy.py": 33,
-    "tests/core/test_compile_kernels.py": 12,  # added 2026-11-29, measured alone
+    "tests/core/test_warmup.py": 15,  # with the compile_kernels test, 2026-11-29, alone
     "tests/e2e/test_resume_after_kill.py": 31,
     "tests/flows/test_replay.py": 24,
     "tests/flows/test_dask_inputs.py": 23,

@@ -1,4 +1,5 @@
-"""Tests of sds_core.marginals.warmup: loading the aggregation kernels before a release."""
+"""Tests of sds_core.marginals.warmup (loading the aggregation kernels before a release) and
+sds_core.warmup (compiling every kernel before the tests)."""
 
 from __future__ import annotations
 
@@ -15,23 +16,33 @@ from sds_core.marginals.warmup import WARMUP_COPIES, WARMUP_VALUES, load_kernels
 
 PROJECT = Path(__file__).resolve().parents[2]
 
-# In a fresh interpreter: the signatures every aggregation kernel has after ``load_kernels``,
-# then the ones a real table's aggregation added (must be none), and numba's registries.
-_SCRIPT = r"""
+# Run in a fresh interpreter before each script below: every compiled kernel of the sds_core
+# modules loaded so far with its signatures, and those added since a snapshot.
+_SIGNATURES = r"""
 import json, sys
 import numba
-from sds_core.dp import noise
-from sds_core.marginals import _kernels, normalization
-from sds_core.marginals.warmup import load_kernels
 
 def signatures():
     out = {}
-    for mod in (_kernels, noise, normalization):
-        for name in dir(mod):
-            f = getattr(mod, name)
+    for name, mod in list(sys.modules.items()):
+        if not name.startswith("sds_core"):
+            continue
+        for attr in dir(mod):
+            f = getattr(mod, attr)
             if isinstance(f, numba.core.registry.CPUDispatcher):
-                out[f"{mod.__name__}.{name}"] = sorted(str(s) for s in f.signatures)
+                key = f"{f.py_func.__module__}.{f.py_func.__qualname__}"
+                out[key] = sorted(str(s) for s in f.signatures)
     return out
+
+def added(before):
+    new = {k: sorted(set(v) - set(before.get(k, []))) for k, v in signatures().items()}
+    return {k: v for k, v in new.items() if v}
+"""
+
+# The signatures after ``load_kernels``, then the ones a real table's aggregation added (must be
+# none), and numba's registries.
+_AGGREGATION = r"""
+from sds_core.marginals.warmup import load_kernels
 
 before_any = "numba.np.arraymath" in sys.modules
 load_kernels()
@@ -47,14 +58,41 @@ if len(sys.argv) > 1:
     frame = pd.read_csv(sys.argv[1], dtype=str, keep_default_na=False)
     table = prepare(frame, PrepareParams())
     dp_aggregate(table, DpParams(epsilon=4.0, reporting_length=3), ReleaseRandomness.from_seed(1))
-after = signatures()
-added = {k: sorted(set(v) - set(loaded.get(k, []))) for k, v in after.items()}
 print(json.dumps({
     "before_any": before_any,
     "registries": registries,
     "loaded": loaded,
-    "added": {k: v for k, v in added.items() if v},
+    "added": added(loaded),
 }))
+"""
+
+# The signatures after ``compile_kernels``, then the ones the stages of a real release add on
+# the example (must be none).
+_COMPILE = r"""
+import numpy as np
+import pandas as pd
+from sds_core.warmup import SYNTHESIS_MODES, compile_kernels
+
+compile_kernels()
+loaded = signatures()
+
+from sds_core.data.preparation import PrepareParams, prepare
+from sds_core.dp.randomness import ReleaseRandomness
+from sds_core.evaluation.release import evaluate_release
+from sds_core.marginals.engine import dp_aggregate
+from sds_core.marginals.params import DpParams
+from sds_core.synthesis.generator import synthesize
+
+frame = pd.read_csv(sys.argv[1], dtype=str, keep_default_na=False)
+table = prepare(frame, PrepareParams())
+for length in (2, 3):
+    result = dp_aggregate(
+        table, DpParams(epsilon=4.0, reporting_length=length), ReleaseRandomness.from_seed(1)
+    )
+    for _, params in SYNTHESIS_MODES:
+        synthetic = synthesize(result.aggregates, params, rng=np.random.default_rng(1))
+    evaluate_release(table, synthetic, result.aggregates)
+print(json.dumps({"loaded": sorted(k for k, v in loaded.items() if v), "added": added(loaded)}))
 """
 
 AGGREGATION_KERNELS = [
@@ -75,13 +113,14 @@ AGGREGATION_KERNELS = [
 ]
 
 
-def _fresh(*args: str) -> dict:
+def _fresh(script: str, *args: str) -> dict:
+    """The JSON that ``script`` (after :data:`_SIGNATURES`) prints last in a fresh interpreter."""
     proc = subprocess.run(
-        [sys.executable, "-c", _SCRIPT, *args],
+        [sys.executable, "-c", _SIGNATURES + script, *args],
         capture_output=True,
         text=True,
         cwd=PROJECT,
-        timeout=600,
+        timeout=900,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     out: dict = json.loads(proc.stdout.strip().splitlines()[-1])
@@ -107,7 +146,7 @@ def test_load_kernels_is_idempotent() -> None:
 def test_load_kernels_loads_every_aggregation_kernel() -> None:
     """In a fresh process, every kernel of count / aggregate-k / normalize has its machine code
     after load_kernels, and numba's CPU target is initialised (its registries imported)."""
-    out = _fresh()
+    out = _fresh(_AGGREGATION)
     assert not out["before_any"]  # importing the kernels does not initialise numba's target
     assert out["registries"]
     missing = [name for name in AGGREGATION_KERNELS if not out["loaded"].get(name)]
@@ -118,5 +157,17 @@ def test_load_kernels_loads_every_aggregation_kernel() -> None:
 def test_a_real_aggregation_after_load_kernels_loads_nothing_new(example_csv: Path) -> None:
     """The PUMS example (11 columns, 10k rows, R = 3: dense and sorted-key cliques, the guided
     noise sampler) calls no kernel with a type load_kernels did not load."""
-    out = _fresh(str(example_csv))
+    out = _fresh(_AGGREGATION, str(example_csv))
     assert out["added"] == {}
+
+
+@pytest.mark.slow  # ~12 s: the warm-up and the stages of two releases in a fresh interpreter
+@pytest.mark.skipif(not HAVE_NUMBA, reason="numba not installed: nothing to compile")
+def test_a_real_release_after_compile_kernels_compiles_nothing_new(example_csv: Path) -> None:
+    """sds_core.warmup (``make kernels``): the example (10k rows, raw PUMA codes) aggregated at
+    R = 2 and 3, synthesized in every mode and evaluated calls no kernel with a type
+    compile_kernels did not compile; and compile_kernels reaches the kernels of every stage."""
+    out = _fresh(_COMPILE, str(example_csv))
+    assert out["added"] == {}, json.dumps(out["added"], indent=1)
+    stages = {name.split(".")[1] for name in out["loaded"]}
+    assert {"marginals", "dp", "synthesis", "model"} <= stages
