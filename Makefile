@@ -56,15 +56,19 @@ $(VENV)/.kernels: $(VENV)/.installed $(shell find sds_core -name '*.py')
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py): what CI runs.
 ## TEST_WORKERS test processes (pytest-xdist), each test file in one of them (its module fixtures
-## built once); every process has its own Prefect home, PostgreSQL server and test server.
-TEST_WORKERS ?= 2
+## built once); every process has its own Prefect home, PostgreSQL server and test server. Three
+## on 2 cores: the e2e tests wait on the servers, workers and clusters they start, and a third
+## process fills those waits (805 -> 633 s here, docs/development.md); make test-fast's tests
+## wait on nothing, so FAST_WORKERS stays at one per core (118 s with two, 132 s with three).
+TEST_WORKERS ?= 3
+FAST_WORKERS ?= 2
 test: setup kernels postgres chromium anonymeter
 	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile --durations=25 --doctest-modules --doctest-glob=README.md sds_core sds_release/store tests README.md
 
 ## Everything but tests/e2e (real servers, browser, PostgreSQL, kills), the statistical audit and
 ## the other slow tests (whole releases with model/mst/aim, the pac-synth comparison, ...).
 test-fast: setup kernels postgres
-	$(PY) -m pytest -q -n $(TEST_WORKERS) --dist loadfile -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core sds_release/store tests README.md
+	$(PY) -m pytest -q -n $(FAST_WORKERS) --dist loadfile -m "not e2e and not statistical and not slow" --doctest-modules --doctest-glob=README.md sds_core sds_release/store tests README.md
 
 bench: setup
 	$(PY) bench/bench_vs_pacsynth.py
