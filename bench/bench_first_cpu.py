@@ -21,33 +21,18 @@ import tempfile
 import time
 from pathlib import Path
 
+from process_cpu import Proc, read_processes
+
 ROOT = Path(__file__).resolve().parents[1]
-TICK = os.sysconf("SC_CLK_TCK")
 
 
-def _processes() -> dict[int, tuple[int, float, str]]:
-    """pid -> (parent pid, CPU seconds, command line) for every process readable now."""
-    out = {}
-    for name in os.listdir("/proc"):
-        if not name.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{name}/stat").read_text()
-            cmd = Path(f"/proc/{name}/cmdline").read_bytes().replace(b"\0", b" ").decode()
-        except OSError:
-            continue
-        fields = stat[stat.rindex(")") + 2 :].split()
-        out[int(name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / TICK, cmd)
-    return out
-
-
-def _ours(pid: int, ps: dict[int, tuple[int, float, str]], root: int, home: str) -> bool:
+def _ours(pid: int, ps: dict[int, Proc], root: int, home: str) -> bool:
     for _ in range(20):
         if pid not in ps:
             return False
-        if pid == root or home in ps[pid][2]:
+        if pid == root or home in ps[pid].cmd:
             return True
-        pid = ps[pid][0]
+        pid = ps[pid].ppid
     return False
 
 
@@ -93,9 +78,9 @@ def one(project: Path) -> None:
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        samples: list[tuple[float, dict[int, tuple[int, float, str]]]] = []
+        samples: list[tuple[float, dict[int, Proc]]] = []
         while release.poll() is None:
-            ps = _processes()
+            ps = read_processes()
             mine = {p: v for p, v in ps.items() if _ours(p, ps, release.pid, str(home))}
             samples.append((time.monotonic() - start, mine))
             time.sleep(0.05)
@@ -105,23 +90,23 @@ def one(project: Path) -> None:
             [sds, "server", "stop", "--home", str(home)], env=env, capture_output=True, check=False
         )
         shutil.rmtree(home, ignore_errors=True)
-    last: dict[int, tuple[float, tuple[int, float, str]]] = {}
+    last: dict[int, tuple[float, Proc]] = {}
     for t, found in samples:
         for pid, value in found.items():
             last[pid] = (t, value)
     print(f"wall {wall:.2f} s, exit {release.returncode}, load before {load}")
     buckets = int(wall / 0.5) + 1
-    for pid, (_, (_, cpu, cmd)) in sorted(last.items()):
-        role = _role(cmd, pid, release.pid)
+    for pid, (_, proc) in sorted(last.items()):
+        role = _role(proc.cmd, pid, release.pid)
         cells, before = [], 0.0
         for b in range(buckets):
-            seen = [f[pid][1] for t, f in samples if pid in f and b * 0.5 <= t < (b + 1) * 0.5]
+            seen = [f[pid].cpu for t, f in samples if pid in f and b * 0.5 <= t < (b + 1) * 0.5]
             if seen:
                 cells.append(f"{max(seen) - before:4.2f}")
                 before = max(seen)
             else:
                 cells.append("   .")
-        print(f"  {role:34s} CPU {cpu:5.2f} s | per 0.5 s: {' '.join(cells)}")
+        print(f"  {role:34s} CPU {proc.cpu:5.2f} s | per 0.5 s: {' '.join(cells)}")
 
 
 def main() -> None:

@@ -23,6 +23,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import NamedTuple
 
 TICK = os.sysconf("SC_CLK_TCK")
 # (pattern in the command line, kind), the first that matches names the kind
@@ -60,7 +61,7 @@ def _boot_ticks() -> int:
         return int(float(f.read().split()[0]) * TICK)
 
 
-def _test_of(pid: str) -> str:
+def _test_of(pid: int) -> str:
     try:
         with open(f"/proc/{pid}/environ", "rb") as f:
             for entry in f.read().split(b"\0"):
@@ -71,24 +72,41 @@ def _test_of(pid: str) -> str:
     return ""
 
 
-def _poll(seen: dict[tuple[str, str], Seen], since: int, me: int) -> None:
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit() or int(pid) == me:
+class Proc(NamedTuple):
+    """One process as ``/proc`` shows it now."""
+
+    ppid: int
+    cpu: float  # user + system seconds so far
+    cmd: str
+    started: int  # clock ticks after boot
+
+
+def read_processes() -> dict[int, Proc]:
+    """Every process readable now (bench_first_cpu.py samples the same)."""
+    out = {}
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{pid}/stat") as f:
+            with open(f"/proc/{name}/stat") as f:
                 fields = f.read().rsplit(")", 1)[1].split()
-            started = int(fields[19])
-            if started < since:
-                continue
-            key = (pid, fields[19])
-            if key not in seen:
-                with open(f"/proc/{pid}/cmdline", "rb") as f:
-                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-                seen[key] = Seen(cmd, _test_of(pid))
-            seen[key].cpu = (int(fields[11]) + int(fields[12])) / TICK
-        except (OSError, IndexError, ValueError):
+            with open(f"/proc/{name}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
             continue  # gone between the listing and the read
+        cpu = (int(fields[11]) + int(fields[12])) / TICK
+        out[int(name)] = Proc(int(fields[1]), cpu, cmd, int(fields[19]))
+    return out
+
+
+def _poll(seen: dict[tuple[int, int], Seen], since: int, me: int) -> None:
+    for pid, proc in read_processes().items():
+        if proc.started < since or pid == me:
+            continue
+        key = (pid, proc.started)
+        if key not in seen:
+            seen[key] = Seen(proc.cmd, _test_of(pid))
+        seen[key].cpu = proc.cpu
 
 
 def kind(cmd: str) -> str:
@@ -115,7 +133,7 @@ def main() -> int:
     if not command:
         parser.error("give the command to run after --")
     since, t0 = _boot_ticks(), time.monotonic()
-    seen: dict[tuple[str, str], Seen] = {}
+    seen: dict[tuple[int, int], Seen] = {}
     proc = subprocess.Popen(command)
     while proc.poll() is None:
         _poll(seen, since, os.getpid())

@@ -3,9 +3,9 @@ longest first (tests/conftest.py installs it).
 
 xdist's own order is by number of tests, most first, so a file of one long test (a wheel built
 and installed, a server killed and restarted) was handed out last and ran alone on one process
-while the other had finished: 70–130 s of one idle core at the end of every run. Handing out the
+while the others had finished: 70–130 s of one idle core at the end of every run. Handing out the
 longest files first (longest processing time first) leaves the short files for the end, where they
-even out the two processes.
+even out the processes.
 
 ``SECONDS`` is what each file took in one process of a whole run (``make test`` on 364973d,
 2026-11-28, cold numba cache; files under 5 s left out; test_guarantee_fuzz.py, added later,
