@@ -108,17 +108,20 @@ def test_template_is_what_a_server_start_makes(
     """The template equals the database a server migrates itself; a new home gets a copy, its
     server answers, and a release's run and artifacts reach it."""
     cache = tmp_path / "cache"
-    built = subprocess.run(
+    built = subprocess.run(  # as `make setup` under the umask 000: the folders are 0700 still
         [sys.executable, "-m", "sds_release.flows.local.template"],
         cwd=PROJECT,
         env=_env(**{db_template.TEMPLATE_ENV: str(cache)}),
         capture_output=True,
         text=True,
         timeout=600,
+        umask=0,
     )
     assert built.returncode == 0, built.stderr
     (template,) = [p for p in cache.iterdir() if not p.name.startswith(".")]
     assert sorted(p.name for p in template.iterdir()) == ["memo_store.toml", "prefect.db"]
+    open_to_others = [p for p in (cache, *cache.rglob("*")) if p.stat().st_mode & 0o077]
+    assert open_to_others == []  # another account could replace what new homes copy
 
     own = tmp_path / "own"  # no template: the server migrates and registers itself
     started = _sds("server", "start", "--home", str(own), "--port", str(_free_port()),

@@ -23,6 +23,7 @@ import sys
 from pathlib import Path
 
 from sds_release.flows.local.server import SERVER_SETTINGS, alive, server_dir, supervisor_env
+from sds_release.store.workspace.home import private_umask
 
 TEMPLATE_ENV = "SDS_PREFECT_TEMPLATE"
 """``off`` disables the database template; a directory puts the templates there (default
@@ -115,7 +116,14 @@ def build_template() -> Path | None:
     if template is None or (template / DB_NAME).is_file():
         return template
     work = template.parent / f".build-{os.getpid()}"
-    template.parent.mkdir(parents=True, exist_ok=True)
+    with private_umask():  # 0700 whatever the umask: a new home's database is copied from here
+        template.parent.mkdir(parents=True, exist_ok=True)
+        _build(template, work)
+    return template
+
+
+def _build(template: Path, work: Path) -> None:
+    """:func:`build_template`'s work, in ``work`` (removed at the end)."""
     for stale in template.parent.glob(".build-*"):  # left by a builder that was stopped
         pid = stale.name.removeprefix(".build-")
         if not pid.isdigit() or not alive(int(pid)) or int(pid) == os.getpid():
@@ -158,7 +166,6 @@ def build_template() -> Path | None:
             pass
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    return template
 
 
 def start_template_build() -> subprocess.Popen[bytes] | None:
