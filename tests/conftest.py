@@ -8,6 +8,7 @@ tests/store/<package>, tests/flows, tests/e2e) and the markers are described in 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import importlib
 import os
 import shutil
@@ -240,6 +241,26 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+SESSION_SERVER_SERVICES_OFF = {
+    f"PREFECT_SERVER_SERVICES_{service}_ENABLED": "false"
+    for service in (
+        "TASK_RUN_RECORDER",  # task runs stored from their events: 0.23 of 0.54 CPU-s a release
+        "EVENT_PERSISTER",
+        "TRIGGERS",
+        "FOREMAN",
+        "LATE_RUNS",
+        "PAUSE_EXPIRATIONS",
+        "REPOSSESSOR",
+        "CANCELLATION_CLEANUP",
+    )
+}
+"""The session test server's background services, off: the tests on it read flow runs, their
+states and logs, never task runs, events, automations or late, paused or leased runs (every
+test on it passes so: `pytest -m server`). An in-process release of the tiny example cost this
+server 0.54 CPU-s beside the release's own 0.44; with these off, 0.16 (docs/development.md).
+The homes' servers of the e2e tests keep them all: what a custodian's server runs."""
+
+
 @pytest.fixture(scope="session")
 def prefect_server() -> Iterator[str]:
     """A temporary Prefect server for the whole session; yields its API URL.
@@ -267,10 +288,10 @@ def prefect_server() -> Iterator[str]:
             shutil.copyfile(template / DB_NAME, os.path.join(folder, "prefect-test.db"))
         return folder
 
-    with (
-        mock.patch.object(harness, "mkdtemp", seeded_mkdtemp),
-        harness.prefect_test_harness(server_startup_timeout=180),
-    ):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(harness, "mkdtemp", seeded_mkdtemp))
+        with mock.patch.dict(os.environ, SESSION_SERVER_SERVICES_OFF):  # its process only
+            stack.enter_context(harness.prefect_test_harness(server_startup_timeout=180))
         gx.join()
         yield str(PREFECT_API_URL.value())
 
