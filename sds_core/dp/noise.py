@@ -160,18 +160,32 @@ def cdf_guide(cdf: np.ndarray) -> np.ndarray:
     return guide
 
 
-@_jit
+def _readonly(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a``: numba compiles a kernel once per writability of each argument,
+    so the guided kernels always get read-only tables and words (a release's are: the noise
+    table is frozen, the words come from a digest), whoever calls them."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
 def sample_guided(
     cdf: np.ndarray, guide: np.ndarray, words: np.ndarray, offset: np.int64
-) -> np.ndarray:
+) -> NDArray[np.int64]:
     """offset + searchsorted(cdf, w, side="right") for every word, via the bucket ``guide``.
 
     All w in bucket b = w >> 48 satisfy guide[b] <= #{cdf <= w} <= guide[b + 1]: the entries
     below guide[b] are < b·2^48 <= w and those from guide[b + 1] on are >= (b + 1)·2^48 > w.
     """
     out = np.zeros(words.shape[0], dtype=np.int64)
-    add_guided(cdf, guide, words, offset, out)
+    add_guided(_readonly(cdf), guide, _readonly(words), offset, out)
     return out
+
+
+def guide_of(cdf: np.ndarray) -> NDArray[np.int64]:
+    """:func:`cdf_guide` of a read-only view of ``cdf`` (one compiled form)."""
+    guide: NDArray[np.int64] = cdf_guide(_readonly(cdf))
+    return guide
 
 
 @_jit
@@ -226,8 +240,7 @@ def sample_discrete(
         raise SdsInputError(f"cdf_u64 must be a 1-D uint64 array, got {cdf.dtype} ndim={cdf.ndim}")
     words = rnd.words(label, size, stage=stage)
     if HAVE_NUMBA and size >= GUIDED_MIN_DRAWS:  # same values as the searchsorted below
-        guided: NDArray[np.int64] = sample_guided(cdf, cdf_guide(cdf), words, np.int64(offset))
-        return guided
+        return sample_guided(cdf, guide_of(cdf), words, np.int64(offset))
     idx = np.searchsorted(cdf, words, side="right")
     return idx.astype(np.int64, copy=False) + np.int64(offset)
 
@@ -258,7 +271,7 @@ def add_discrete(
         raise SdsInputError(f"cdf_u64 must be a 1-D uint64 array, got {cdf.dtype} ndim={cdf.ndim}")
     words = rnd.words(label, size, stage=stage)
     if HAVE_NUMBA and size >= GUIDED_MIN_DRAWS:  # same values as the searchsorted below
-        add_guided(cdf, cdf_guide(cdf), words, np.int64(offset), values)
+        add_guided(_readonly(cdf), guide_of(cdf), _readonly(words), np.int64(offset), values)
         return
     idx = np.searchsorted(cdf, words, side="right")
     values += idx.astype(np.int64, copy=False) + np.int64(offset)
