@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from sds_release.flows.console import freeze_heap_at_exit
 from sds_release.flows.local.handoff import import_time_env, runner_identity, socket_path
 from sds_release.store.run.timing import mark
 from sds_release.store.workspace.home import private_umask
@@ -364,6 +365,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--home", required=True, type=Path)
     ap.add_argument("--api-url", required=True)
     args = ap.parse_args(argv)
+    freeze_heap_at_exit()
     with (
         private_umask()
     ):  # its socket; a release's child sets its own (sds_release.flows.local.launch)

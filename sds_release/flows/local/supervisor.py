@@ -22,6 +22,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 
@@ -150,15 +151,30 @@ def _auth(home: Path) -> str:
     return value
 
 
-def _stop_child(child: subprocess.Popen[bytes] | None) -> None:
-    if child is None or child.poll() is not None:
-        return
-    child.terminate()
-    try:
-        child.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
+def _stop_children(*children: subprocess.Popen[bytes] | None) -> None:
+    """SIGTERM to each live child at once, then wait for them all (30 s, then SIGKILL)."""
+    live = [c for c in children if c is not None and c.poll() is None]
+    for child in live:
+        child.terminate()
+    end = time.monotonic() + 30
+    for child in live:
+        try:
+            child.wait(timeout=max(0.0, end - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+_NAP_S = 0.1
+"""How often a supervisor between two rounds looks whether it was told to stop: ``sds server
+stop`` waited up to a whole round (2 s) before the supervisor began to stop."""
+
+
+def _nap(seconds: float, stopping: Callable[[], bool]) -> None:
+    """Sleep ``seconds``, or less once ``stopping()`` is true (looked at every :data:`_NAP_S`)."""
+    end = time.monotonic() + seconds
+    while not stopping() and (left := end - time.monotonic()) > 0:
+        time.sleep(min(left, _NAP_S))
 
 
 def supervise(
@@ -241,10 +257,9 @@ def supervise(
                 reason = f"idle for {idle / 60:.0f} minutes"
                 break
         timed = not answered and os.environ.get(TIMING_ENV)
-        time.sleep(_TIMING_POLL_S if timed else _POLL_S)
-    _stop_child(builder)
-    _stop_child(runner)
-    _stop_child(child)
+        _nap(_TIMING_POLL_S if timed else _POLL_S, lambda: stopping)
+    _stop_children(builder, runner)  # the runner may still tell the server of a run's end
+    _stop_children(child)
     info = read_record(home)
     if info is not None and info.pid == os.getpid():
         with contextlib.suppress(OSError):

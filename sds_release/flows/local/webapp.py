@@ -70,4 +70,7 @@ def create_app() -> App:
     :data:`CONTENT_SECURITY_POLICY`: uvicorn's ``--factory``."""
     from prefect.server.api.server import create_app as prefect_app
 
+    from sds_release.flows.console import freeze_heap_at_exit
+
+    freeze_heap_at_exit()
     return with_policy(prefect_app())
