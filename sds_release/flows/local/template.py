@@ -72,8 +72,13 @@ def template_dir() -> Path | None:
 def seed_database(home: Path) -> bool:
     """Copy the template into a home that has no database yet (0600, as the server's own
     files: its runs will be in it); whether it did."""
+    return seed_database_in(server_dir(home))
+
+
+def seed_database_in(d: Path) -> bool:
+    """:func:`seed_database` for the Prefect home ``d`` (its ``prefect.db``), e.g. the one of
+    Prefect's temporary server (``SDS_SERVER=temporary``); ``d`` must exist."""
     template = template_dir()
-    d = server_dir(home)
     if template is None or (d / DB_NAME).exists() or not (template / DB_NAME).is_file():
         return False
     tmp = d / f".{DB_NAME}.{os.getpid()}"
