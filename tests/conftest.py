@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import atexit
 import contextlib
-import gc
 import importlib
 import os
 import shutil
@@ -36,6 +35,8 @@ if sys.dont_write_bytecode or os.environ.get("PYTHONDONTWRITEBYTECODE"):
     sys.dont_write_bytecode = False
     os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
+from sds_release.flows.console import freeze_heap_at_exit
+
 
 def _copy_user_template(run_dir: str) -> None:
     """Start the run's template folder from the user's template of this Prefect installation
@@ -50,8 +51,8 @@ def _copy_user_template(run_dir: str) -> None:
 
 # Each test process's interpreter teardown collected its whole heap (Prefect, GX, pandas, numba,
 # thousands of tests' leftovers): 2.6-2.8 s after its last exit handler, which the run waited
-# for. The objects are frozen out of the collector at exit instead; the exit handlers all run.
-atexit.register(gc.freeze)
+# for; frozen out of the collector at exit instead, as the runner and the home's server do.
+freeze_heap_at_exit()
 
 _HOME = tempfile.mkdtemp(prefix="sds-test-prefect-")
 # One database template folder per test run, shared by its xdist processes (they inherit the

@@ -161,31 +161,35 @@ def cdf_guide(cdf: np.ndarray) -> np.ndarray:
 
 
 def _readonly(a: np.ndarray) -> np.ndarray:
-    """A read-only view of ``a``: numba compiles a kernel once per writability of each argument,
-    so the guided kernels always get read-only tables and words (a release's are: the noise
-    table is frozen, the words come from a digest), whoever calls them."""
+    """A read-only view of ``a``."""
     view = a.view()
     view.flags.writeable = False
     return view
 
 
-def sample_guided(
-    cdf: np.ndarray, guide: np.ndarray, words: np.ndarray, offset: np.int64
-) -> NDArray[np.int64]:
-    """offset + searchsorted(cdf, w, side="right") for every word, via the bucket ``guide``.
+def _add_guided_draws(
+    cdf: np.ndarray, words: np.ndarray, offset: np.int64, out: NDArray[np.int64]
+) -> None:
+    """out[t] += offset + searchsorted(cdf, words[t], side="right"), via :func:`cdf_guide`'s
+    buckets and :func:`add_guided`.
+
+    numba compiles a kernel once per writability of each argument, so the kernels always get
+    read-only views of the table and the words (a release's are read-only already: the noise
+    table is frozen, the words come from a digest), whoever calls this.
+    """
+    table = _readonly(cdf)
+    add_guided(table, cdf_guide(table), _readonly(words), offset, out)
+
+
+def sample_guided(cdf: np.ndarray, words: np.ndarray, offset: np.int64) -> NDArray[np.int64]:
+    """offset + searchsorted(cdf, w, side="right") for every word (:func:`_add_guided_draws`).
 
     All w in bucket b = w >> 48 satisfy guide[b] <= #{cdf <= w} <= guide[b + 1]: the entries
     below guide[b] are < b·2^48 <= w and those from guide[b + 1] on are >= (b + 1)·2^48 > w.
     """
     out = np.zeros(words.shape[0], dtype=np.int64)
-    add_guided(_readonly(cdf), guide, _readonly(words), offset, out)
+    _add_guided_draws(cdf, words, offset, out)
     return out
-
-
-def guide_of(cdf: np.ndarray) -> NDArray[np.int64]:
-    """:func:`cdf_guide` of a read-only view of ``cdf`` (one compiled form)."""
-    guide: NDArray[np.int64] = cdf_guide(_readonly(cdf))
-    return guide
 
 
 @_jit
@@ -240,7 +244,7 @@ def sample_discrete(
         raise SdsInputError(f"cdf_u64 must be a 1-D uint64 array, got {cdf.dtype} ndim={cdf.ndim}")
     words = rnd.words(label, size, stage=stage)
     if HAVE_NUMBA and size >= GUIDED_MIN_DRAWS:  # same values as the searchsorted below
-        return sample_guided(cdf, guide_of(cdf), words, np.int64(offset))
+        return sample_guided(cdf, words, np.int64(offset))
     idx = np.searchsorted(cdf, words, side="right")
     return idx.astype(np.int64, copy=False) + np.int64(offset)
 
@@ -271,7 +275,7 @@ def add_discrete(
         raise SdsInputError(f"cdf_u64 must be a 1-D uint64 array, got {cdf.dtype} ndim={cdf.ndim}")
     words = rnd.words(label, size, stage=stage)
     if HAVE_NUMBA and size >= GUIDED_MIN_DRAWS:  # same values as the searchsorted below
-        add_guided(_readonly(cdf), guide_of(cdf), _readonly(words), np.int64(offset), values)
+        _add_guided_draws(cdf, words, np.int64(offset), values)
         return
     idx = np.searchsorted(cdf, words, side="right")
     values += idx.astype(np.int64, copy=False) + np.int64(offset)

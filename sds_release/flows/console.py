@@ -103,9 +103,10 @@ def freeze_heap_at_exit() -> None:
     """At this process's exit, move every object out of the cyclic collector's reach before the
     interpreter tears itself down (its exit handlers all run first).
 
-    For the long-lived processes (the release runner, the home's Prefect server): with Prefect,
-    pandas and numba loaded, that teardown spent 1-1.5 s of CPU collecting the whole heap, and
-    ``sds server stop`` waited for it in each of them. What is left is freed with the process.
+    For the long-lived processes (the release runner, the home's Prefect server, the test
+    processes): with Prefect, pandas and numba loaded, that teardown spent 1-1.5 s of CPU
+    collecting the whole heap (2.6-2.8 s in a test process), and ``sds server stop`` (the test
+    run) waited for it. What is left is freed with the process.
     """
     import atexit
     import gc
