@@ -76,6 +76,7 @@ def resolve_home(home: str | Path | None = None) -> Path:
             path.mkdir(parents=True, mode=HOME_MODE)
             os.chmod(path, HOME_MODE)  # mkdir's mode passes through the umask
         path = path.resolve(strict=True)
+        drop_default_acl(path)
         probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -99,6 +100,28 @@ def resolve_home(home: str | Path | None = None) -> Path:
             "another --home"
         )
     return path
+
+
+DEFAULT_ACL_XATTR = "system.posix_acl_default"
+
+
+def drop_default_acl(folder: Path) -> bool:
+    """Remove ``folder``'s default POSIX ACL (Linux), if it has one; whether it did.
+
+    A default ACL (``setfacl -d``, often on shared project folders, and inherited by a home made
+    inside one) decides the modes of what is created under the folder instead of the umask: the
+    release files the home holds came out 0664 and their folders 0775 whatever the umask. A
+    home's files are its owner's only (0600, folders 0700), so its default ACL goes. Folders
+    made under the home before keep theirs; file systems without ACLs have nothing to remove.
+    """
+    remove = getattr(os, "removexattr", None)
+    if remove is None:
+        return False
+    try:
+        remove(folder, DEFAULT_ACL_XATTR)
+    except OSError:  # none there (ENODATA), or no ACLs on this file system (ENOTSUP)
+        return False
+    return True
 
 
 def make_private(path: Path, *, tree: bool = False) -> list[Path]:
