@@ -8,7 +8,8 @@ beside a server) would compile the same kernels in each of them. :func:`compile_
 each stage of a release on :func:`~sds_core.marginals.warmup.warmup_table`, a public made-up
 table, and discards the results: the aggregation (:func:`~sds_core.marginals.warmup.load_kernels`),
 the aggregate-seeded synthesis in each of its modes (completion, SDS's reference, matching,
-1-way reconciliation), the consistent model's sampler and the evaluation. ``make test`` and
+1-way reconciliation), the consistent model's sampler and the evaluation, then a small release
+(a few values a column, R = 2, its counts put in publishing's order). ``make test`` and
 ``make test-fast`` run it first (``make kernels``: ``python -m sds_core.warmup``). No sensitive
 data and no release randomness is involved.
 """
@@ -25,6 +26,7 @@ from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.evaluation.release import evaluate_release
+from sds_core.marginals.aggregates import count_text_order
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.params import DpParams
 from sds_core.marginals.warmup import WARMUP_EPSILON, load_kernels, warmup_table
@@ -75,6 +77,21 @@ def compile_kernels(progress: Callable[[str], None] | None = None) -> None:
     )
     synthetic = synthesize(result.aggregates, rng=np.random.default_rng(0))
     evaluate_release(wide, synthetic, result.aggregates)
+    # a table of a few values a column, as most releases' (the example's, the tests'): the
+    # evaluation compacts its codes to int8 and compares tables of them, R = 2 takes the
+    # length-2 paths, and publishing orders each length's counts by packed text keys
+    say("a small release (a few values a column, R = 2)")
+    few = _table(4, 400)
+    result = dp_aggregate(
+        few,
+        DpParams(epsilon=WARMUP_EPSILON, reporting_length=2, delta=1e-6),
+        ReleaseRandomness.from_seed(0),
+        release_label="warmup",
+    )
+    synthetic = synthesize(result.aggregates, rng=np.random.default_rng(0))
+    evaluate_release(few, synthetic, result.aggregates)
+    for k in sorted(result.aggregates.by_len):
+        count_text_order(result.aggregates.domain, result.aggregates.counts_of(k))
     say("consistent model")
     small = dp_aggregate(
         _table(4, 400, binary=0),
