@@ -26,7 +26,7 @@ from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.evaluation.release import evaluate_release
-from sds_core.marginals.aggregates import count_text_order
+from sds_core.marginals.aggregates import AggregateSet, count_text_order
 from sds_core.marginals.engine import dp_aggregate
 from sds_core.marginals.params import DpParams
 from sds_core.marginals.warmup import WARMUP_EPSILON, load_kernels, warmup_table
@@ -58,53 +58,45 @@ def compile_kernels(progress: Callable[[str], None] | None = None) -> None:
     load_kernels()
     # R = 3: the synthesis kernels take the same types at R = 2 (empty triple lists, int32 too)
     table = warmup_table()
-    params = DpParams(epsilon=WARMUP_EPSILON, reporting_length=3, delta=1e-6)
-    result = dp_aggregate(table, params, ReleaseRandomness.from_seed(0), release_label="warmup")
+    aggregates = _aggregate(table, reporting_length=3)
     for name, synthesis in SYNTHESIS_MODES:
         say(f"synthesis ({name})")
-        synthetic = synthesize(result.aggregates, synthesis, rng=np.random.default_rng(0))
+        synthetic = synthesize(aggregates, synthesis, rng=np.random.default_rng(0))
     say("evaluation")
-    evaluate_release(table, synthetic, result.aggregates)
+    evaluate_release(table, synthetic, aggregates)
     # the evaluation's compacted codes: int8 above, int16 here (raw codes such as PUMAs; int32,
     # above 32,767 values, compiles on first use), 1,100² cells: a pair counted by sorted keys
     say("evaluation (1100 values in a column)")
-    wide = _table(1_100, 1_100)
-    result = dp_aggregate(
-        wide,
-        DpParams(epsilon=WARMUP_EPSILON, reporting_length=3, delta=1e-6),
-        ReleaseRandomness.from_seed(0),
-        release_label="warmup",
-    )
-    synthetic = synthesize(result.aggregates, rng=np.random.default_rng(0))
-    evaluate_release(wide, synthetic, result.aggregates)
+    _release(_table(1_100, 1_100), reporting_length=3)
     # a table of a few values a column, as most releases' (the example's, the tests'): the
     # evaluation compacts its codes to int8 and compares tables of them, R = 2 takes the
     # length-2 paths, and publishing orders each length's counts by packed text keys
     say("a small release (a few values a column, R = 2)")
-    few = _table(4, 400)
-    result = dp_aggregate(
-        few,
-        DpParams(epsilon=WARMUP_EPSILON, reporting_length=2, delta=1e-6),
-        ReleaseRandomness.from_seed(0),
-        release_label="warmup",
-    )
-    synthetic = synthesize(result.aggregates, rng=np.random.default_rng(0))
-    evaluate_release(few, synthetic, result.aggregates)
-    for k in sorted(result.aggregates.by_len):
-        count_text_order(result.aggregates.domain, result.aggregates.counts_of(k))
+    _release(_table(4, 400), reporting_length=2)
     say("consistent model")
-    small = dp_aggregate(
-        _table(4, 400, binary=0),
-        DpParams(epsilon=WARMUP_EPSILON, reporting_length=2, delta=1e-6),
-        ReleaseRandomness.from_seed(0),
-        release_label="warmup",
-    )
     synthesize_from_model(
-        small.aggregates,
+        _aggregate(_table(4, 400, binary=0), reporting_length=2),
         AggregateNoise((1.0, 1.0), (1.0, 1.0)),
         None,
         rng=np.random.default_rng(0),
     )
+
+
+def _aggregate(table: PreparedTable, *, reporting_length: int) -> AggregateSet:
+    """The DP aggregates of ``table`` (seed 0, :data:`WARMUP_EPSILON`)."""
+    params = DpParams(epsilon=WARMUP_EPSILON, reporting_length=reporting_length, delta=1e-6)
+    rnd = ReleaseRandomness.from_seed(0)
+    return dp_aggregate(table, params, rnd, release_label="warmup").aggregates
+
+
+def _release(table: PreparedTable, *, reporting_length: int) -> None:
+    """A release's compiled stages on ``table``: aggregate, synthesize (the default mode),
+    evaluate, and publishing's order of each length's counts."""
+    aggregates = _aggregate(table, reporting_length=reporting_length)
+    synthetic = synthesize(aggregates, rng=np.random.default_rng(0))
+    evaluate_release(table, synthetic, aggregates)
+    for k in sorted(aggregates.by_len):
+        count_text_order(aggregates.domain, aggregates.counts_of(k))
 
 
 def _table(values: int, rows: int, binary: int = 4) -> PreparedTable:
