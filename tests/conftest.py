@@ -93,7 +93,7 @@ os.environ.pop("SDS_LEDGER_URL", None)  # tests choose their ledger explicitly
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from pgserver import PgServer, ensure_installed  # noqa: E402
-from session_server import server_url, stop_server  # noqa: E402
+from session_server import server_url, start_server, stop_server  # noqa: E402
 
 # One Prefect test server per test run, shared by its xdist processes (tests/session_server.py):
 # its folder and owner made here by pytest's main process, which stops it at exit.
@@ -122,8 +122,28 @@ except ImportError:  # pragma: no cover - absl is only there with the dev extra
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT.parent / "shared"
 SHARED_DATA = SHARED / "data"
-E2E = Path(__file__).resolve().parent / "e2e"
+TESTS = Path(__file__).resolve().parent
+E2E = TESTS / "e2e"
 SHARED_SKIP = "../shared/data is absent"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In pytest's main process of a run of the whole of tests/ (or tests/flows, tests/e2e)
+    that keeps the ``server`` tests: the run's Prefect test server starts now, in the
+    background, so that it boots while the test processes start and collect (~6 s) instead
+    of after, while the first test on it waits."""
+    if hasattr(config, "workerinput") or "not server" in " ".join(
+        (config.getoption("markexpr") or "").split()
+    ):
+        return
+    folders = {TESTS, TESTS / "flows", E2E}
+    if any(Path(arg.split("::")[0]).resolve() in folders for arg in config.args):
+        from sds_release.flows.local.template import DB_NAME, template_dir
+
+        template = template_dir()  # the user's, copied at import (else built later, lazily)
+        if template is not None and (template / DB_NAME).is_file():
+            folder, owner = Path(os.environ[_SERVER_DIR]), int(os.environ[_SERVER_OWNER])
+            start_server(folder, owner, template / DB_NAME)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers

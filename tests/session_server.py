@@ -2,11 +2,13 @@
 
 Each xdist process used to start its own (Prefect's test harness: a uvicorn process on a copy of
 the database template). A start costs 8-10 CPU-s, the process waits for it, and the server then
-idles beside the others to the end: with 3 processes, 13-20 CPU-s each in a run of the whole
-suite. Now the first process that needs one starts it in the run's folder, under a lock, and
-the others find it there (:func:`server_url`). The process that made the folder, pytest's main
-process (it outlives its xdist processes), stops it at its exit (:func:`stop_server`); and the
-server ends itself when that process is gone, killed or not (:func:`serve`).
+idles beside the others to the end: 13-20 CPU-s each in a run of the whole suite. Now pytest's
+main process starts it in the run's folder when the run holds the tests that need it, in the
+background while its test processes start and collect (:func:`start_server`); a test process
+that needs it first waits for it to answer, or starts it (:func:`server_url`); the others find
+it there. The main process (it outlives its test processes) stops it at its exit
+(:func:`stop_server`), and the server ends itself when that process is gone, killed or not
+(:func:`serve`).
 
 The tests on it already share it across modules: each reads its own flow runs, deployments and
 artifacts by id, key or a name of its own, never the server's whole lists.
@@ -26,6 +28,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
 
 SERVICES_OFF = {
@@ -48,29 +51,46 @@ server 0.54 CPU-s beside the release's own 0.44; with these off, 0.16 (docs/deve
 The homes' servers of the e2e tests keep them all: what a custodian's server runs."""
 
 RECORD = "server.json"
-LOG = "server.log"
 DB = "prefect-test.db"
 
 
-def server_url(folder: Path, owner: int, template_db: Path | None, timeout: float) -> str:
-    """The API URL of the run's server in ``folder``, started now if no process has yet.
+def start_server(folder: Path, owner: int, template_db: Path | None) -> None:
+    """Start the run's server in ``folder`` in the background unless a process has; returns at
+    once (pytest's main process, before its test processes collect: the start overlaps that).
 
     ``owner`` is the pid whose end ends the server; ``template_db`` (a migrated Prefect
     database, or None) is copied as its database."""
-    with open(folder / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)  # another process starts it: wait, then find it
-        record = folder / RECORD
-        if record.is_file():
+    with _locked(folder):
+        if not (folder / RECORD).is_file():
+            _launch(folder, owner, template_db)
+
+
+def server_url(folder: Path, owner: int, template_db: Path | None, timeout: float) -> str:
+    """The API URL of the run's server in ``folder`` once it answers, started now if no process
+    has yet (the arguments as :func:`start_server`'s)."""
+    record = folder / RECORD
+    deadline = time.monotonic() + timeout
+    with _locked(folder):  # one process waits for the start; the others, for the lock
+        while True:
+            if not record.is_file():
+                _launch(folder, owner, template_db)
             started = json.loads(record.read_text())
-            if not _alive(started["pid"]):  # a busy server may answer late: it is not asked
-                raise RuntimeError(
-                    f"the run's Prefect test server at {started['url']} has ended "
-                    f"(its log: {folder / LOG})"
-                )
-            return str(started["url"])
-        url, pid = _start(folder, owner, template_db, timeout)
-        record.write_text(json.dumps({"url": url, "pid": pid}))
-        return url
+            url, pid = started["url"], started["pid"]
+            if started["answered"]:  # a busy server may answer late: it is not asked again
+                if not _alive(pid):
+                    raise RuntimeError(f"the run's Prefect test server at {url} has ended")
+                return str(url)
+            while _alive(pid) and time.monotonic() < deadline:
+                if _healthy(url):
+                    record.write_text(json.dumps({**started, "answered": True}))
+                    return str(url)
+                time.sleep(0.1)
+            if _alive(pid) or time.monotonic() >= deadline:
+                raise RuntimeError(f"the Prefect test server did not answer in {timeout:.0f} s")
+            log = _tail(folder / started["log"])
+            if "address already in use" not in log:  # else its port was taken: another one
+                raise RuntimeError(f"the Prefect test server ended before it answered: {log}")
+            record.unlink()
 
 
 def stop_server(folder: Path) -> None:
@@ -86,9 +106,17 @@ def stop_server(folder: Path) -> None:
         os.waitpid(pid, 0)
 
 
-def _start(folder: Path, owner: int, template_db: Path | None, timeout: float) -> tuple[str, int]:
+@contextlib.contextmanager
+def _locked(folder: Path) -> Iterator[None]:
+    with open(folder / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def _launch(folder: Path, owner: int, template_db: Path | None) -> None:
+    """Start the server process on a free port and record it (``answered`` false)."""
     db = folder / DB
-    if template_db is not None and template_db.is_file():
+    if template_db is not None and template_db.is_file() and not db.exists():
         shutil.copyfile(template_db, db)  # what a new database migrates to: 8 s less a start
     env = {
         **os.environ,
@@ -100,31 +128,26 @@ def _start(folder: Path, owner: int, template_db: Path | None, timeout: float) -
         "PREFECT__SERVER_FINAL": "1",
     }
     env.pop("PREFECT_API_URL", None)
-    deadline = time.monotonic() + timeout
-    while True:  # a port found free can be taken before uvicorn binds it: another one then
-        port = _free_port()
-        url = f"http://127.0.0.1:{port}/api"
-        with open(folder / LOG, "ab") as log:
-            proc = subprocess.Popen(
-                [sys.executable, __file__, str(owner), str(port)],
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # a ^C reaches pytest, which stops it at exit
-            )
-        while proc.poll() is None and time.monotonic() < deadline:
-            if _healthy(url):
-                return url, proc.pid
-            time.sleep(0.1)
-        if proc.poll() is None:
-            proc.kill()
-            raise RuntimeError(f"the Prefect test server did not answer in {timeout:.0f} s")
-        if time.monotonic() >= deadline or "address already in use" not in _tail(folder / LOG):
-            raise RuntimeError(f"the Prefect test server ended: {_tail(folder / LOG)}")
+    port = _free_port()  # taken by another before uvicorn binds it: server_url starts another
+    log = f"server-{port}.log"
+    with open(folder / log, "wb") as out:
+        proc = subprocess.Popen(
+            [sys.executable, __file__, str(owner), str(port)],
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # a ^C reaches pytest, which stops it at exit
+        )
+    url = f"http://127.0.0.1:{port}/api"
+    record = {"url": url, "pid": proc.pid, "log": log, "answered": False}
+    (folder / RECORD).write_text(json.dumps(record))
 
 
 def _alive(pid: int) -> bool:
+    with contextlib.suppress(ChildProcessError):  # reaped here when it is this process's child
+        if os.waitpid(pid, os.WNOHANG)[0] == pid:
+            return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
