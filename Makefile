@@ -56,8 +56,7 @@ $(VENV)/.kernels: $(VENV)/.installed $(shell find sds_core -name '*.py')
 
 ## Run the whole test suite (hermetic Prefect settings are set by tests/conftest.py): what CI runs.
 ## TEST_WORKERS test processes (pytest-xdist), each test file in one of them (its module fixtures
-## built once); every process has its own Prefect home and PostgreSQL server, and they share one
-## Prefect test server (tests/session_server.py). Three
+## built once); every process has its own Prefect home, PostgreSQL server and test server. Three
 ## on 2 cores: the e2e tests wait on the servers, workers and clusters they start, and a third
 ## process fills those waits (805 -> 633 s here, docs/development.md); make test-fast's tests
 ## wait on nothing, so FAST_WORKERS stays at one per core (118 s with two, 132 s with three).

@@ -10,7 +10,6 @@ from __future__ import annotations
 import atexit
 import contextlib
 import importlib
-import inspect
 import os
 import shutil
 import sys
@@ -93,16 +92,6 @@ os.environ.pop("SDS_LEDGER_URL", None)  # tests choose their ledger explicitly
 import pytest  # noqa: E402
 from hypothesis import settings  # noqa: E402
 from pgserver import PgServer, ensure_installed  # noqa: E402
-from session_server import server_url, start_server, stop_server  # noqa: E402
-
-# One Prefect test server per test run, shared by its xdist processes (tests/session_server.py):
-# its folder and owner made here by pytest's main process, which stops it at exit.
-_SERVER_DIR, _SERVER_OWNER = "SDS_TEST_SESSION_SERVER", "SDS_TEST_SESSION_SERVER_OWNER"
-if _SERVER_DIR not in os.environ:
-    os.environ[_SERVER_DIR] = tempfile.mkdtemp(prefix="sds-test-server-")
-    os.environ[_SERVER_OWNER] = str(os.getpid())
-    atexit.register(shutil.rmtree, os.environ[_SERVER_DIR], ignore_errors=True)
-    atexit.register(stop_server, Path(os.environ[_SERVER_DIR]))  # runs first
 
 # Property tests are derandomized so that CI runs are repeatable; set HYPOTHESIS_PROFILE=explore
 # locally to search new examples.
@@ -122,28 +111,8 @@ except ImportError:  # pragma: no cover - absl is only there with the dev extra
 PROJECT = Path(__file__).resolve().parent.parent
 SHARED = PROJECT.parent / "shared"
 SHARED_DATA = SHARED / "data"
-TESTS = Path(__file__).resolve().parent
-E2E = TESTS / "e2e"
+E2E = Path(__file__).resolve().parent / "e2e"
 SHARED_SKIP = "../shared/data is absent"
-
-
-def pytest_configure(config: pytest.Config) -> None:
-    """In pytest's main process of a run of the whole of tests/ (or tests/flows, tests/e2e)
-    that keeps the ``server`` tests: the run's Prefect test server starts now, in the
-    background, so that it boots while the test processes start and collect (~6 s) instead
-    of after, while the first test on it waits."""
-    if hasattr(config, "workerinput") or "not server" in " ".join(
-        (config.getoption("markexpr") or "").split()
-    ):
-        return
-    folders = {TESTS, TESTS / "flows", E2E}
-    if any(Path(arg.split("::")[0]).resolve() in folders for arg in config.args):
-        from sds_release.flows.local.template import DB_NAME, template_dir
-
-        template = template_dir()  # the user's, copied at import (else built later, lazily)
-        if template is not None and (template / DB_NAME).is_file():
-            folder, owner = Path(os.environ[_SERVER_DIR]), int(os.environ[_SERVER_OWNER])
-            start_server(folder, owner, template / DB_NAME)
 
 
 @pytest.hookimpl(tryfirst=True)  # before `-m` deselects by these markers
@@ -279,18 +248,36 @@ def ledger_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
     return url
 
 
+SESSION_SERVER_SERVICES_OFF = {
+    f"PREFECT_SERVER_SERVICES_{service}_ENABLED": "false"
+    for service in (
+        "TASK_RUN_RECORDER",  # task runs stored from their events: 0.23 of 0.54 CPU-s a release
+        "EVENT_PERSISTER",
+        "TRIGGERS",
+        "FOREMAN",
+        "LATE_RUNS",
+        "PAUSE_EXPIRATIONS",
+        "REPOSSESSOR",
+        "CANCELLATION_CLEANUP",
+    )
+}
+"""The session test server's background services, off: the tests on it read flow runs, their
+states and logs, never task runs, events, automations or late, paused or leased runs (every
+test on it passes so: `pytest -m server`). An in-process release of the tiny example cost this
+server 0.54 CPU-s beside the release's own 0.44; with these off, 0.16 (docs/development.md).
+The homes' servers of the e2e tests keep them all: what a custodian's server runs."""
+
+
 @pytest.fixture(scope="session")
 def prefect_server() -> Iterator[str]:
-    """The run's Prefect test server, shared by its test processes; yields its API URL.
+    """A temporary Prefect server for the whole session; yields its API URL.
 
-    Started by the first process that needs it (tests/session_server.py: a uvicorn process on
-    a copy of the run's database template, its background services off), found by the others,
-    stopped by pytest's main process at its exit."""
-    import prefect.context
-    from prefect.events.worker import EventsWorker
-    from prefect.logging.handlers import APILogWorker
-    from prefect.settings import PREFECT_API_URL, temporary_settings
-    from prefect.utilities.asyncutils import run_coro_as_sync
+    Prefect's test harness, on a copy of the run's database template (what a new database
+    migrates to) rather than an empty database: 8 s of the 16 s a start took here."""
+    from unittest import mock
+
+    import prefect.testing.utilities as harness
+    from prefect.settings import PREFECT_API_URL
 
     from sds_release.flows.local.template import DB_NAME, template_dir
 
@@ -301,30 +288,19 @@ def prefect_server() -> Iterator[str]:
     # overlaps the wait for the server. The checker's own tests start it themselves.
     gx = threading.Thread(target=importlib.import_module, args=("great_expectations",))
     gx.start()
-    url = server_url(
-        Path(os.environ[_SERVER_DIR]),
-        owner=int(os.environ[_SERVER_OWNER]),
-        template_db=None if template is None else template / DB_NAME,
-        timeout=180,
-    )
-    with (
-        temporary_settings({PREFECT_API_URL: url}),
-        # code in a context copied before this one (an event loop's) sees the server too
-        prefect.context._temporary_global_settings_context(prefect.context.get_settings_context()),
-    ):
+
+    def seeded_mkdtemp() -> str:  # the harness's database folder; it names the file so
+        folder = tempfile.mkdtemp()
+        if template is not None and (template / DB_NAME).is_file():
+            shutil.copyfile(template / DB_NAME, os.path.join(folder, "prefect-test.db"))
+        return folder
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(harness, "mkdtemp", seeded_mkdtemp))
+        with mock.patch.dict(os.environ, SESSION_SERVER_SERVICES_OFF):  # its process only
+            stack.enter_context(harness.prefect_test_harness(server_startup_timeout=180))
         gx.join()
-        yield url
-
-        async def drain() -> None:  # what this process still sends, as Prefect's harness does
-            with contextlib.suppress(RuntimeError):  # RuntimeError: the worker never started
-                logs = APILogWorker.instance().drain()
-                if inspect.isawaitable(logs):
-                    await logs
-            events = EventsWorker.drain_all()
-            if inspect.isawaitable(events):
-                await events
-
-        run_coro_as_sync(drain())
+        yield str(PREFECT_API_URL.value())
 
 
 @pytest.fixture(scope="session")
