@@ -13,7 +13,9 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -326,3 +328,16 @@ def history_home(root: Path, tiny_csv: Path) -> dict[str, object]:
         "dirs": dirs,
         "deployed_series": home / "series" / "monthly" / OCT,
     }
+
+
+def clear_of_a_month_change(within: timedelta) -> datetime:
+    """Now (UTC), once no new month begins in the next ``within``: a test whose release
+    resolves ``previous-month`` at its own start, later than the test computed the month,
+    first sleeps past a month change that close (at most ``within``, once a month), so both
+    name the same month whenever the suite runs."""
+    now = datetime.now(UTC)
+    first = datetime(now.year + now.month // 12, now.month % 12 + 1, 1, tzinfo=UTC)
+    if first - now < within:
+        time.sleep((first - now).total_seconds() + 1)
+        now = datetime.now(UTC)
+    return now

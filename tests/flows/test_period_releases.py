@@ -13,7 +13,13 @@ import pytest
 
 from sds_release.store.ledger.book import Ledger
 from sds_release.store.workspace.subjects import SubjectRecord
-from tests.helpers import COLUMNS, periodic_config, run_cli, write_periodic_csv
+from tests.helpers import (
+    COLUMNS,
+    clear_of_a_month_change,
+    periodic_config,
+    run_cli,
+    write_periodic_csv,
+)
 
 SEP, OCT = "2026-09", "2026-10"
 
@@ -151,13 +157,14 @@ def test_the_flow_resolves_previous_month_before_reserving(
     """The release flow (what a monthly deployment runs) with `period: previous-month` releases
     the month before its scheduled start: the ledger, the private parameters and the manifest
     hold that month, never the rule."""
-    from datetime import UTC, datetime
+    from datetime import timedelta
 
     from sds_release.flows.release import release
     from sds_release.store.config import build_params, load_config
     from sds_release.store.config.periods import previous_month
 
-    month = previous_month(datetime.now(UTC))  # the run is scheduled now
+    # the run is scheduled now (and resolves the month again as it starts)
+    month = previous_month(clear_of_a_month_change(timedelta(minutes=2)))
     data = write_periodic_csv(
         tiny_csv,
         tmp_path / "monthly.csv",
@@ -239,7 +246,7 @@ def test_another_spelling_of_a_released_month_is_refused_before_any_charge(
 def test_a_deployment_run_cannot_move_its_period(
     tmp_path: Path, tiny_csv: Path, prefect_server: str
 ) -> None:
-    """Issue #37: runs of a monthly deployment of the release flow (cron `0 3 1 * *`, period
+    """Issue #37: runs of a monthly deployment of the release flow (cron `0 H 1 * *`, period
     `previous-month`) made through the Prefect API with a past scheduled time, as a backfill of
     a slot before the deployment existed, or as a future slot's run moved to now: each fails
     saying why, with nothing reserved, read or published; no month is released."""
@@ -272,7 +279,10 @@ def test_a_deployment_run_cannot_move_its_period(
         load_config(config),
         {"input": str(data), "home": str(home), "period": "previous-month", "seed": 3},
     )
-    monthly = CronSchedule(cron="0 3 1 * *", timezone="UTC")
+    # the slots' hour is half a day from now, so the next slot is never within EARLY_START of
+    # now (a run moved to now would then be a run at its slot, whenever the suite runs)
+    hour = (now.hour + 12) % 24
+    monthly = CronSchedule(cron=f"0 {hour} 1 * *", timezone="UTC")
     with get_client(sync_client=True) as client:
         deployment = client.create_deployment(
             flow_id=client.create_flow_from_name("sds-release"),
@@ -281,7 +291,7 @@ def test_a_deployment_run_cannot_move_its_period(
             parameters={"params": params.model_dump(mode="json")},
             schedules=[DeploymentScheduleCreate(schedule=monthly, active=True)],
         )
-        past = datetime(2025, 3, 1, 3, 0, tzinfo=UTC)  # a slot of the cron: February's
+        past = datetime(2025, 3, 1, hour, 0, tzinfo=UTC)  # a slot of the cron: February's
         by_hand = client.create_flow_run_from_deployment(
             deployment, state=Scheduled(scheduled_time=past)
         )
