@@ -103,7 +103,8 @@ def test_the_series_chart_shows_each_month(browser: Any, pages: dict) -> None:
 
 def test_the_largest_changes_lead_to_their_combination(browser: Any, pages: dict) -> None:
     """The table's first row is the largest change beyond the noise; a click selects that
-    combination, whose chart marks the change."""
+    combination (the selectors show its values), whose chart marks the change; "Clear the
+    selection" leaves every selector at "(any)": all records."""
     frame = pd.read_parquet(pages["series"] / "series.parquet")
     found = changes(frame, [AUG, SEP, OCT])
     beyond = found[found["exceeds_noise"]].copy()
@@ -120,6 +121,12 @@ def test_the_largest_changes_lead_to_their_combination(browser: Any, pages: dict
     assert p.inner_text("#combination") == (top["combination"] or "all records")
     marked = p.eval_on_selector_all("svg .mark.change", "els => els.map(e => e.dataset.period)")
     assert top["period_to"] in marked
+    chosen = "els => els.filter(e => e.value).map(e => e.dataset.column + ':' + e.value)"
+    shown = p.eval_on_selector_all("select.col", chosen)
+    assert sorted(shown) == sorted(top["combination"].split(";") if top["combination"] else [])
+    p.click("#clear")
+    assert p.eval_on_selector_all("select.col", chosen) == []
+    assert p.inner_text("#combination") == "all records"
     page.clean()
 
 

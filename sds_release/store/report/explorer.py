@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import base64
 import io
-import json
 import zlib
 from collections.abc import Iterator
 from typing import Any, BinaryIO
@@ -21,17 +20,12 @@ from sds_core.errors import SdsInputError
 from sds_core.evaluation.agreement import LengthAgreement
 from sds_release.store.report.charts import esc
 from sds_release.store.report.inputs import ReportInputs, count_sd, laplace_half_width
+from sds_release.store.report.offline import json_for_script, page_scripts
 from sds_release.store.report.page import CSP, not_private_banner, template
 
 TOP_ROWS = 50
 """Rows of the "largest combinations" table."""
 _INT32_MAX = 2**31 - 1
-
-
-def _json_for_script(obj: Any) -> str:
-    """JSON that cannot close or confuse the ``<script>`` element it is embedded in."""
-    text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def payload(inputs: ReportInputs) -> tuple[dict[str, Any], bytes]:
@@ -173,7 +167,6 @@ def _page(inputs: ReportInputs, meta: dict[str, Any]) -> tuple[str, str]:
         else "This synthesizer publishes the counts of its synthetic records as its aggregates, "
         "so they carry no separate noise."
     )
-    js = template("explorer.js")
     head = (
         "<!doctype html><html lang='en'><head><meta charset='utf-8'>"
         f"<meta http-equiv='Content-Security-Policy' content=\"{CSP}\">"
@@ -200,7 +193,7 @@ def _page(inputs: ReportInputs, meta: dict[str, Any]) -> tuple[str, str]:
         "<table><thead><tr><th>combination</th><th class='num'>DP count</th>"
         "<th class='num'>95% noise</th><th class='num'>synthetic</th>"
         "<th class='num'>synthetic − DP</th></tr></thead><tbody id='top-rows'></tbody></table>"
-        f"<script type='application/json' id='meta'>{_json_for_script(meta)}</script>"
+        f"<script type='application/json' id='meta'>{json_for_script(meta)}</script>"
         "<script type='application/octet-stream' id='data'>"
     )
-    return head, f"</script><script>{js}</script></body></html>"
+    return head, f"</script>{page_scripts('explorer.js', 'sds_release.store.report')}</body></html>"

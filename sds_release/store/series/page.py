@@ -9,14 +9,13 @@ counts with error bars. Nothing is loaded from anywhere (the release pages' CSP)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from typing import Any
 
 import pandas as pd
 
 from sds_release.store.report.charts import esc
-from sds_release.store.report.offline import CSP, template
+from sds_release.store.report.offline import CSP, json_for_script, page_scripts, template
 from sds_release.store.series.sources import SeriesSources
 from sds_release.store.series.table import SERIES_COLUMNS, ReleaseScope
 
@@ -32,12 +31,6 @@ NOT_RELEASED = -2
 
 def _template(name: str) -> str:
     return template(name, "sds_release.store.series")
-
-
-def _json_for_script(obj: Any) -> str:
-    """JSON that cannot close or confuse the ``<script>`` element it is embedded in."""
-    text = json.dumps(obj, ensure_ascii=True, separators=(",", ":"), allow_nan=False)
-    return text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
 
 
 def series_payload(
@@ -164,6 +157,6 @@ def series_html(payload: dict[str, Any]) -> str:
         "<th class='num'>DP counts</th><th class='num'>change</th>"
         "<th class='num'>combined 95% noise</th></tr></thead>"
         "<tbody id='change-rows'></tbody></table>"
-        f"<script type='application/json' id='series'>{_json_for_script(payload)}</script>"
-        f"<script>{_template('series.js')}</script></body></html>"
+        f"<script type='application/json' id='series'>{json_for_script(payload)}</script>"
+        f"{page_scripts('series.js', 'sds_release.store.series')}</body></html>"
     )

@@ -1,13 +1,13 @@
 // explorer.html: choose values for up to R columns; see the DP aggregate count of that
 // combination (or "suppressed"), the synthetic records' count and the noise's error bar, and
 // the largest combinations extending the selection. Data: the gzip+base64 block #data, laid out
-// as described by the JSON block #meta (written by release_store/explorer.py). No network.
+// as described by the JSON block #meta (written by sds_release/store/report/explorer.py). Runs
+// after selectors.js (window.sdsPage), which it shares with series.html. No network.
 "use strict";
 
 (function () {
+  const { $, fmt, esc } = window.sdsPage;
   const state = { meta: null, lengths: [], sel: [], ready: false };
-  const $ = (id) => document.getElementById(id);
-  const fmt = (n) => Number(n).toLocaleString("en-US");
   window.explorer = { ready: false, loadMs: null, lastFilterMs: null, error: null };
 
   async function inflate(b64) {
@@ -141,16 +141,9 @@
       ? `${fmt(ext.rows.length)} combinations of length ${ext.L.k} extend the selection` +
         (ext.rows.length > top.length ? `; the ${top.length} largest by DP count:` : ":")
       : `The selection has the longest published length (${m.reporting_length}).`;
-    const full = k >= m.reporting_length;
-    document.querySelectorAll("select.col").forEach((el) => {
-      el.disabled = full && state.sel[+el.dataset.index] < 0;
-    });
+    sdsPage.show(state.sel, attrLabel, k >= m.reporting_length);
     window.explorer.lastFilterMs = performance.now() - t0;
     window.explorer.selection = ids.map(attrText);
-  }
-
-  function esc(t) {
-    return String(t).replace(/[&<>"']/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
   }
 
   function updateOptions(L, byAttr, k) {
@@ -169,42 +162,23 @@
     });
   }
 
+  function attrLabel(a) {
+    return state.meta.attr_label[a];
+  }
+
   function selectIds(ids) {
     state.sel = state.sel.map(() => -1);
     for (const a of ids) state.sel[state.meta.attr_column[a]] = a;
-    document.querySelectorAll("select.col").forEach((el) => {
-      const a = state.sel[+el.dataset.index];
-      el.value = a >= 0 ? state.meta.attr_label[a] : "";
-    });
     render();
   }
 
   function build() {
-    const m = state.meta, host = $("selectors");
+    const m = state.meta;
     state.sel = m.columns.map(() => -1);
     const byCol = m.columns.map(() => []);
     m.attr_column.forEach((c, a) => byCol[c].push(a));
-    m.columns.forEach((name, c) => {
-      if (!byCol[c].length) return;
-      const wrap = document.createElement("label");
-      wrap.className = "selector";
-      const sel = document.createElement("select");
-      sel.className = "col"; sel.dataset.index = c; sel.dataset.column = name;
-      sel.add(new Option("(any)", ""));
-      for (const a of byCol[c]) {
-        const o = new Option(m.attr_label[a], m.attr_label[a]);
-        o.dataset.attr = a;
-        sel.add(o);
-      }
-      sel.addEventListener("change", () => {
-        const o = sel.selectedOptions[0];
-        state.sel[c] = o && o.value !== "" ? +o.dataset.attr : -1;
-        render();
-      });
-      wrap.append(document.createTextNode(name), sel);
-      host.appendChild(wrap);
-    });
-    $("clear").addEventListener("click", () => selectIds([]));
+    sdsPage.selectors(m.columns, byCol, attrLabel, (c, a) => { state.sel[c] = a; render(); },
+      () => selectIds([]));
   }
 
   async function main() {

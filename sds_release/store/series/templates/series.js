@@ -1,14 +1,12 @@
 // series.html: choose values for some columns; see that combination's DP count in every period
 // with its 95% noise interval, "suppressed" where the period's release did not report it, and the
 // changes between consecutive periods that exceed the combined noise interval. Data: the JSON
-// block #series (written by release_store/series/page.py). No network.
+// block #series (written by sds_release/store/series/page.py). Runs after selectors.js
+// (window.sdsPage), which it shares with explorer.html. No network.
 "use strict";
 
 (function () {
-  const $ = (id) => document.getElementById(id);
-  const fmt = (n) => Number(n).toLocaleString("en-US");
-  const esc = (t) => String(t).replace(/[&<>"']/g, (c) =>
-    ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" }[c]));
+  const { $, fmt, esc } = window.sdsPage;
   const state = { d: null, sel: [], byKey: new Map() };
   window.series = { ready: false, error: null, selection: null };
 
@@ -115,9 +113,7 @@
   function render() {
     const ids = selectedIds(), i = state.byKey.get(ids.join(","));
     const maxLen = Math.max(...state.d.periods.map((P) => P.reporting_length));
-    document.querySelectorAll("select.col").forEach((el) => {
-      el.disabled = ids.length >= maxLen && state.sel[+el.dataset.index] < 0;
-    });
+    sdsPage.show(state.sel, attrLabel, ids.length >= maxLen);
     window.series.selection = ids.map(attrText);
     if (i === undefined) {
       $("combination").textContent = ids.map(attrText).sort().join(";");
@@ -131,13 +127,13 @@
     table(i);
   }
 
-  function selectCombo(i) {
+  function attrLabel(a) {
+    return state.d.attrs[a][1];
+  }
+
+  function select(ids) {
     state.sel = state.sel.map(() => -1);
-    for (const a of state.d.combos[i]) state.sel[state.d.attrs[a][0]] = a;
-    document.querySelectorAll("select.col").forEach((el) => {
-      const a = state.sel[+el.dataset.index];
-      el.value = a >= 0 ? state.d.attrs[a][1] : "";
-    });
+    for (const a of ids) state.sel[state.d.attrs[a][0]] = a;
     render();
   }
 
@@ -148,7 +144,7 @@
       tr.innerHTML = `<td>${esc(comboText(i))}</td><td>${esc(d.periods[p - 1].period)}</td>` +
         `<td>${esc(d.periods[p].period)}</td><td class="num">${fmt(pts[p - 1].count)} → ${fmt(pts[p].count)}</td>` +
         `<td class="num">${diff > 0 ? "+" : ""}${fmt(diff)}</td><td class="num">±${combined.toFixed(1)}</td>`;
-      tr.addEventListener("click", () => selectCombo(i));
+      tr.addEventListener("click", () => select(state.d.combos[i]));
       tb.appendChild(tr);
     }
     $("changes-caption").textContent = `${fmt(d.changes_beyond_noise)} of ${fmt(d.changes_compared)} ` +
@@ -157,36 +153,13 @@
   }
 
   function build() {
-    const d = state.d, host = $("selectors");
+    const d = state.d;
     state.sel = d.columns.map(() => -1);
     d.combos.forEach((ids, i) => state.byKey.set(ids.join(","), i));
     const byCol = d.columns.map(() => []);
     d.attrs.forEach(([c], a) => byCol[c].push(a));
-    d.columns.forEach((name, c) => {
-      if (!byCol[c].length) return;
-      const wrap = document.createElement("label");
-      wrap.className = "selector";
-      const sel = document.createElement("select");
-      sel.className = "col"; sel.dataset.index = c; sel.dataset.column = name;
-      sel.add(new Option("(any)", ""));
-      for (const a of byCol[c]) {
-        const o = new Option(d.attrs[a][1], d.attrs[a][1]);
-        o.dataset.attr = a;
-        sel.add(o);
-      }
-      sel.addEventListener("change", () => {
-        const o = sel.selectedOptions[0];
-        state.sel[c] = o && o.value !== "" ? +o.dataset.attr : -1;
-        render();
-      });
-      wrap.append(document.createTextNode(name), sel);
-      host.appendChild(wrap);
-    });
-    $("clear").addEventListener("click", () => {
-      state.sel = state.sel.map(() => -1);
-      document.querySelectorAll("select.col").forEach((el) => { el.value = ""; });
-      render();
-    });
+    sdsPage.selectors(d.columns, byCol, attrLabel, (c, a) => { state.sel[c] = a; render(); },
+      () => select([]));
   }
 
   try {
