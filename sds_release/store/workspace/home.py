@@ -76,7 +76,8 @@ def resolve_home(home: str | Path | None = None) -> Path:
             path.mkdir(parents=True, mode=HOME_MODE)
             os.chmod(path, HOME_MODE)  # mkdir's mode passes through the umask
         path = path.resolve(strict=True)
-        drop_default_acl(path)
+        if drop_default_acl(path):
+            _drop_inherited_acls(path)
         probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -111,8 +112,9 @@ def drop_default_acl(folder: Path) -> bool:
     A default ACL (``setfacl -d``, often on shared project folders, and inherited by a home made
     inside one) decides the modes of what is created under the folder instead of the umask: the
     release files the home holds came out 0664 and their folders 0775 whatever the umask. A
-    home's files are its owner's only (0600, folders 0700), so its default ACL goes. Folders
-    made under the home before keep theirs; file systems without ACLs have nothing to remove.
+    home's files are its owner's only (0600, folders 0700), so its default ACL goes (and, by
+    :func:`resolve_home`, what the folders made under it before inherited). File systems
+    without ACLs have nothing to remove.
     """
     remove = getattr(os, "removexattr", None)
     if remove is None:
@@ -122,6 +124,17 @@ def drop_default_acl(folder: Path) -> bool:
     except OSError:  # none there (ENODATA), or no ACLs on this file system (ENOTSUP)
         return False
     return True
+
+
+def _drop_inherited_acls(home: Path) -> None:
+    """A home that had a default ACL (made inside a shared folder by a version that kept it):
+    its folders inherited the ACL, so a release written in one of them would again come out
+    0664 in folders 0775. Each folder under the home loses it, and what was created under it
+    becomes its owner's only (:func:`make_private`). Symbolic links are not followed."""
+    for folder, dirs, _ in os.walk(home):
+        for name in dirs:
+            drop_default_acl(Path(folder, name))
+    make_private(home, tree=True)
 
 
 def make_private(path: Path, *, tree: bool = False) -> list[Path]:

@@ -59,3 +59,23 @@ def test_an_existing_home_loses_its_default_acl(shared: Path) -> None:
     home = resolve_home(shared / "home")
     with pytest.raises(OSError):
         os.getxattr(home, DEFAULT_ACL_XATTR)
+
+
+def test_a_home_made_with_the_acl_kept_loses_it_in_every_folder(shared: Path) -> None:
+    """A home made in the shared folder by a version that kept the default ACL: its folders
+    inherited it and its files came out open to the group. Opened now, every folder loses the
+    ACL (a new release in one is private) and the old files become their owner's only."""
+    old = shared / "home" / "releases" / "ds" / "r1"
+    with private_umask():
+        old.mkdir(parents=True)  # each inherits the default ACL
+        (old / "manifest.json").write_text("{}")
+    assert (old / "manifest.json").stat().st_mode & 0o077  # the control: 0664 under the ACL
+    home = resolve_home(shared / "home")
+    for folder in (home / "releases", home / "releases" / "ds", old):
+        with pytest.raises(OSError):
+            os.getxattr(folder, DEFAULT_ACL_XATTR)
+    with private_umask():
+        (home / "releases" / "ds" / "r2").mkdir()
+        (home / "releases" / "ds" / "r2" / "manifest.json").write_text("{}")
+    open_to_others = [p for p in (home, *home.rglob("*")) if p.stat().st_mode & 0o077]
+    assert open_to_others == []
