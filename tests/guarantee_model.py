@@ -104,6 +104,8 @@ class World:
     configs: dict[str, Path]
     subjects: dict[str, frozenset[str]]
     """The subjects with rows in each month (``persons``)."""
+    now: datetime
+    """When the world was made: its months are around this time's month."""
 
     def data(self, dataset: str) -> Path:
         """The input of ``dataset``."""
@@ -138,6 +140,7 @@ class World:
             tiny_csv,
             configs,
             {m: frozenset(f"s{j}" for j in span) for m, span in subjects.items()},
+            now,
         )
 
 

@@ -25,7 +25,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from datetime import UTC, datetime
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -48,11 +48,10 @@ from tests.guarantee_model import (
     month_name,
     previous_month_of,
 )
-from tests.helpers import PROJECT, run_cli
+from tests.helpers import PROJECT, clear_of_a_month_change, run_cli
 
 pytestmark = pytest.mark.slow  # whole releases, ~80 s of one process: make test, not test-fast
 
-NOW = datetime.now(UTC)
 DEFAULT_DELTA = release_delta(100_000)
 """δ of a release that gives none: the default of the configs' ``max_rows``."""
 CONFIG_EPSILON = 2.0
@@ -99,8 +98,11 @@ FIT_KILL_POINTS = ["charge:fit", "fit", "publish"]
 
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory, tiny_csv: Path) -> World:
-    """The periodic and the tiny data and their configs, shared by every home of the module."""
-    return World.build(tmp_path_factory.mktemp("fuzz"), tiny_csv, NOW)
+    """The periodic and the tiny data and their configs, shared by every home of the module;
+    made once no month begins within the module's run (20-80 s), whose releases resolve
+    ``previous-month`` as they start."""
+    now = clear_of_a_month_change(timedelta(minutes=3))
+    return World.build(tmp_path_factory.mktemp("fuzz"), tiny_csv, now)
 
 
 class Walk:
@@ -113,7 +115,7 @@ class Walk:
         self.world, self.api_url, self.seed = world, api_url, seed
         self.rng = random.Random(seed)
         self.home = Path(tempfile.mkdtemp(dir=world.root, prefix=f"home-{seed}-"))
-        self.model = SpendModel(world, self.home, NOW)
+        self.model = SpendModel(world, self.home, world.now)
         self.count = 0
         self.log: list[str] = []
         self.acted: set[str] = set()
@@ -500,7 +502,7 @@ def test_a_respelled_month_spends_the_same_budget(world: World, prefect_server: 
     ``"2026-10 "`` (the same month, a trailing space) at ε 2: the check fails if the rows of
     October were read at ε 4."""
     walk = Walk(world, prefect_server, seed=1)
-    october = previous_month_of(NOW)
+    october = previous_month_of(world.now)
     assert walk.cli_release(MONTHLY, october, 2.0, rid=walk.new_id()) == 0
     walk.check("the first release of the month")
     walk.cli_release(MONTHLY, f"{october} ", 2.0, rid=walk.new_id())
