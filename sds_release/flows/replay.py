@@ -14,7 +14,8 @@ from pathlib import Path
 
 from sds_core.errors import SdsInternalError
 from sds_release.flows.release import run_stages
-from sds_release.store.audit.replay import DIFFERS, MATCH, Check, RecordedRelease, ReplayReport
+from sds_release.store.audit.comparison import DIFFERS, MATCH, Check, ReplayReport
+from sds_release.store.audit.replay import RecordedRelease
 from sds_release.store.config.core_objects import dp_binned_columns
 from sds_release.store.executor.local import LocalExecutor
 from sds_release.store.publish.artifacts import write_release

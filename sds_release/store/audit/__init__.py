@@ -18,14 +18,14 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS: dict[str, str] = {
     "AuditReport": "sds_release.store.audit.home",
     "AuditTrail": "sds_release.store.audit.trail",
-    "Check": "sds_release.store.audit.replay",
+    "Check": "sds_release.store.audit.comparison",
     "DatasetTotals": "sds_release.store.audit.trail",
     "JournalEntry": "sds_release.store.audit.journal",
-    "LOCAL_ONLY": "sds_release.store.audit.replay",
-    "RUN_FACTS": "sds_release.store.audit.replay",
+    "LOCAL_ONLY": "sds_release.store.audit.comparison",
+    "RUN_FACTS": "sds_release.store.audit.comparison",
     "RecordedRelease": "sds_release.store.audit.replay",
     "ReleaseAudit": "sds_release.store.audit.home",
-    "ReplayReport": "sds_release.store.audit.replay",
+    "ReplayReport": "sds_release.store.audit.comparison",
     "RunOrigin": "sds_release.store.audit.journal",
     "SignatureCheck": "sds_release.store.audit.signing",
     "TrailEntry": "sds_release.store.audit.trail",
@@ -39,16 +39,16 @@ _EXPORTS: dict[str, str] = {
     "key_history": "sds_release.store.audit.signing",
     "key_id": "sds_release.store.audit.signing",
     "load_public_key": "sds_release.store.audit.signing",
-    "manifest_differences": "sds_release.store.audit.replay",
+    "manifest_differences": "sds_release.store.audit.comparison",
     "note_refusal": "sds_release.store.audit.journal",
     "note_refused": "sds_release.store.audit.journal",
     "note_start": "sds_release.store.audit.journal",
     "public_pem": "sds_release.store.audit.signing",
     "read_journal": "sds_release.store.audit.journal",
-    "replay_parameters": "sds_release.store.audit.replay",
+    "replay_parameters": "sds_release.store.audit.comparison",
     "report_path": "sds_release.store.audit.home",
     "rotate_key": "sds_release.store.audit.signing",
-    "same_value": "sds_release.store.audit.replay",
+    "same_value": "sds_release.store.audit.comparison",
     "sign_release": "sds_release.store.audit.signing",
     "signature_problems": "sds_release.store.audit.home",
     "signing_key": "sds_release.store.audit.signing",
@@ -108,6 +108,15 @@ def __getattr__(name: str) -> Any:
 
 
 if TYPE_CHECKING:
+    from sds_release.store.audit.comparison import (
+        LOCAL_ONLY,
+        RUN_FACTS,
+        Check,
+        ReplayReport,
+        manifest_differences,
+        replay_parameters,
+        same_value,
+    )
     from sds_release.store.audit.home import (
         AuditReport,
         ReleaseAudit,
@@ -126,16 +135,7 @@ if TYPE_CHECKING:
         user_at_host,
     )
     from sds_release.store.audit.page import audit_page_html, default_report_path, write_audit_page
-    from sds_release.store.audit.replay import (
-        LOCAL_ONLY,
-        RUN_FACTS,
-        Check,
-        RecordedRelease,
-        ReplayReport,
-        manifest_differences,
-        replay_parameters,
-        same_value,
-    )
+    from sds_release.store.audit.replay import RecordedRelease
     from sds_release.store.audit.signing import (
         SignatureCheck,
         check_signature,
