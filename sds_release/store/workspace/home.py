@@ -76,8 +76,7 @@ def resolve_home(home: str | Path | None = None) -> Path:
             path.mkdir(parents=True, mode=HOME_MODE)
             os.chmod(path, HOME_MODE)  # mkdir's mode passes through the umask
         path = path.resolve(strict=True)
-        if drop_default_acl(path):
-            _drop_inherited_acls(path)
+        had_acl = drop_default_acl(path)
         probe = path / f".write-probe-{os.getpid()}-{secrets.token_hex(4)}"
         probe.write_bytes(b"")
         probe.unlink()
@@ -100,6 +99,8 @@ def resolve_home(home: str | Path | None = None) -> Path:
             f"anyone could replace its private files: run `chmod o-w {path}` or choose "
             "another --home"
         )
+    if had_acl:
+        _drop_inherited_acls(path)
     return path
 
 
@@ -119,7 +120,8 @@ def drop_default_acl(folder: Path) -> bool:
     remove = getattr(os, "removexattr", None)
     if remove is None:
         return False
-    try:
+    try:  # asked first: some file systems (tmpfs) remove an absent ACL without an error
+        os.getxattr(folder, DEFAULT_ACL_XATTR)
         remove(folder, DEFAULT_ACL_XATTR)
     except OSError:  # none there (ENODATA), or no ACLs on this file system (ENOTSUP)
         return False
