@@ -60,6 +60,7 @@ from plan_suite import EPSILONS, SUITE, available
 
 from sds_core.data.preparation import prepare
 from sds_core.data.table import PreparedTable
+from sds_core.dp.intervals import Z_95
 from sds_core.dp.randomness import ReleaseRandomness
 from sds_core.evaluation.agreement import agreement
 from sds_core.evaluation.metrics import marginal_fidelity
@@ -96,7 +97,6 @@ CACHE = Path(__file__).resolve().parent / "out" / "plan-cache.jsonl"
 SUITE_CACHE = Path(__file__).resolve().parent / "results" / "plan-suite.jsonl"
 SUITE_METHODS = ("plan", "aim", "mst", "pac-synth")
 PLAN_TAG = ""  # --plan-tag: names the plan's code in the cache key (its rules changed)
-Z95 = 1.959963984540054
 ALL_SETS = (
     *(
         f"{size}-{kind}-{eps}"
@@ -306,7 +306,7 @@ def length_agreement(release: SdsRelease, table: PreparedTable, k: int) -> float
     if not reported.any():
         return float("nan")
     gap = np.abs(one.synthetic[reported] - one.dp[reported])
-    return float(np.mean(gap <= Z95 * sd))
+    return float(np.mean(gap <= Z_95 * sd))
 
 
 def one_way_agreement(release: SdsRelease, table: PreparedTable) -> float:

@@ -20,6 +20,7 @@ from numpy.typing import NDArray
 
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
+from sds_core.dp.intervals import Z_95
 from sds_core.errors import invariant, require
 from sds_core.marginals.aggregates import (
     AggregateSet,
@@ -38,9 +39,6 @@ SLICE_ROWS = 1 << 18
 _INT32_MAX = 2**31 - 1
 K = TypeVar("K", bound=np.integer)
 """The integer type of a set of sorted keys (:func:`add_keyed_counts` keeps it)."""
-Z95 = 1.96
-"""Half-width of the published 95% noise interval, in noise standard deviations (the explorer's
-and the report's error bar: ``1.96 * count_sd``)."""
 
 
 DP_ROW = 1
@@ -536,13 +534,13 @@ def count_sd_by_len(
 
 
 def inside_interval_share_by_len(
-    agreement: Agreement, sd_by_len: Mapping[int, float], z: float = Z95
+    agreement: Agreement, sd_by_len: Mapping[int, float], z: float = Z_95
 ) -> dict[int, float | None]:
     """Share of the reported combinations whose synthetic count is inside the noise interval.
 
     A reported combination of length k is inside when ``|synthetic - DP| <= z * sd_by_len[k]``
-    (z = 1.96: the 95% interval the report and the explorer draw). None for a length without
-    reported combinations or without a noise figure.
+    (z = :data:`~sds_core.dp.intervals.Z_95`: the 95% interval the report and the explorer
+    draw). None for a length without reported combinations or without a noise figure.
 
     >>> d = Domain(("A",), (("a1", "a2", "a3"),))
     >>> dp = AggregateSet.from_text_dict(d, {"A:a1": 50, "A:a2": 30, "A:a3": 20}, 1, is_dp=True)
@@ -609,10 +607,6 @@ def pair_within_noise_share(agreement: Agreement, sd2: float, p: float = 0.95) -
     return float(np.mean(ok))
 
 
-NOISE_95 = 1.959963984540054
-"""Half-width of the 95% interval of a normal noise, in standard deviations."""
-
-
 def agreement_summary(a: Agreement, sd_by_len: Mapping[int, float]) -> dict[str, Any]:
     """The published evaluation: how the synthetic records agree with the DP aggregates.
 
@@ -634,7 +628,7 @@ def agreement_summary(a: Agreement, sd_by_len: Mapping[int, float]) -> dict[str,
     """
     errors = a.mean_abs_error_by_len()
     unreported = a.unreported_synthetic_by_len()
-    within = a.within_noise_share_by_len({k: NOISE_95 * sd for k, sd in sd_by_len.items()})
+    within = a.within_noise_share_by_len({k: Z_95 * sd for k, sd in sd_by_len.items()})
     by_length: dict[str, dict[str, Any]] = {}
     for k, la in sorted(a.by_len.items()):
         tvd = list(a.marginal_tvd(k).values())
@@ -712,7 +706,7 @@ def column_warnings(
                     }
                 )
         if sd is not None and len(ow.dp) > 0:
-            within = float(np.mean(np.abs(ow.synthetic - ow.dp) <= NOISE_95 * sd))
+            within = float(np.mean(np.abs(ow.synthetic - ow.dp) <= Z_95 * sd))
             if within < MIN_WITHIN_NOISE:
                 out.append(
                     {

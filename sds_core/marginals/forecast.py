@@ -17,6 +17,7 @@ from math import comb
 from statistics import NormalDist
 from typing import Any
 
+from sds_core.dp.intervals import Z_95
 from sds_core.errors import SdsInputError, require
 from sds_core.marginals.engine import length_threshold, plan_release, release_delta_parts
 from sds_core.marginals.params import DpParams
@@ -32,7 +33,6 @@ __all__ = [
 
 EXAMPLE_COUNTS = (10, 100, 1000)
 """True counts whose published form a plan shows (interval and chance of suppression)."""
-Z_95 = NormalDist().inv_cdf(0.975)
 MAX_EPSILON = 100.0
 """The largest ε :func:`solve_epsilon` considers."""
 

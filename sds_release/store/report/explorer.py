@@ -16,6 +16,7 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from sds_core.dp.intervals import Z_95
 from sds_core.errors import SdsInputError
 from sds_core.evaluation.agreement import LengthAgreement
 from sds_release.store.report.charts import esc
@@ -77,7 +78,7 @@ def _layout(inputs: ReportInputs) -> tuple[dict[str, Any], Iterator[bytes]]:
             {
                 "k": k,
                 "n": len(la),
-                "hw": None if k not in sd else 1.96 * sd[k],
+                "hw": None if k not in sd else round(Z_95 * sd[k], 6),  # aggregates.parquet's
                 "threshold": thresholds.get(k),
                 "dp_offset": put(len(la), 4),
                 "syn_offset": put(len(la), 4),
@@ -161,7 +162,7 @@ def _page(inputs: ReportInputs, meta: dict[str, Any]) -> tuple[str, str]:
     sd = {e["length"]: count_sd(e) for e in inputs.noise.get("by_length") or []}
     noise_note = (
         "The error bar is the 95% interval of the DP noise (±1.96 standard deviations: "
-        + ", ".join(f"length {k}: ±{1.96 * v:.1f}" for k, v in sorted(sd.items()))
+        + ", ".join(f"length {k}: ±{Z_95 * v:.1f}" for k, v in sorted(sd.items()))
         + "); rounding and the consistency post-processing are not included."
         if sd
         else "This synthesizer publishes the counts of its synthetic records as its aggregates, "

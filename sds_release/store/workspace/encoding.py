@@ -19,6 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numpy.typing import NDArray
 
+from sds_core.dp.intervals import Z_95
+
 if TYPE_CHECKING:
     from sds_core.data.table import PreparedTable
 
@@ -57,12 +59,11 @@ def parquet_bytes(frame: pd.DataFrame) -> bytes:
     return buf.getvalue()
 
 
-Z_95 = 1.959963984540054
-"""The standard normal's 97.5% quantile: a Gaussian count lies within ±Z_95·sd 95% of the time."""
 HALF_WIDTH_COLUMN = "noise_half_width_95"
 """``aggregates.parquet``'s error bar: half the width of each count's 95% noise interval,
-1.96 × its length's ``noise_sd`` (``manifest.json`` ``privacy.noise.by_length``); null where the
-release describes no per-length noise (registry synthesizers' measured marginals)."""
+``round(Z_95 × noise_sd, 6)`` with its length's ``noise_sd`` (``manifest.json``
+``privacy.noise.by_length``; :data:`sds_core.dp.intervals.Z_95`); null where the release
+describes no per-length noise (registry synthesizers' measured marginals)."""
 
 
 def aggregates_parquet(

@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import base64
 import gzip
+import io
 import json
 import re
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from sds_core.data.domain import Domain
 from sds_core.data.table import PreparedTable
+from sds_core.dp.intervals import Z_95
 from sds_core.evaluation.agreement import agreement, agreement_summary
 from sds_core.marginals.aggregates import AggregateSet
 from sds_release.store.report.explorer import explorer_html
 from sds_release.store.report.inputs import ReportInputs, count_sd, sd_by_len
 from sds_release.store.report.page import report_html, unpublished_columns
+from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN, aggregates_parquet
 from tests.helpers import run_cli
 
 DOMAIN = Domain(("A", "B", "C"), (("a1", "a</script><b>x"), ("b1", "b2"), ("c1", "hidden-value")))
@@ -177,11 +181,16 @@ def test_unpublished_value_is_never_written() -> None:
 
 
 def test_explorer_payload_round_trips() -> None:
-    """Decoding the embedded arrays gives back every combination with its two counts."""
+    """Decoding the embedded arrays gives back every combination with its two counts; each
+    length's error bar is the half-width aggregates.parquet publishes for it."""
     inputs = make_inputs()
     meta, data = decode(explorer_html(inputs).decode())
     assert meta["record_count"] == 103 and meta["synthetic_records"] == len(RECORDS)
-    assert [e["hw"] for e in meta["lengths"]] == [pytest.approx(1.96 * 4), 1.96 * 6]
+    dp = AggregateSet.from_text_dict(DOMAIN, DP, 2, protected_number_of_records=103, is_dp=True)
+    published = pd.read_parquet(io.BytesIO(aggregates_parquet(dp.to_arrow(), {1: 4.0, 2: 6.0})))
+    half = published.groupby("length")[HALF_WIDTH_COLUMN].unique()
+    assert [e["hw"] for e in meta["lengths"]] == [half[1].item(), half[2].item()]
+    assert [e["hw"] for e in meta["lengths"]] == [round(Z_95 * 4, 6), round(Z_95 * 6, 6)]
     for e in meta["lengths"]:
         la = inputs.agreement.by_len[e["k"]]
         dp = np.frombuffer(data, "<i4", e["n"], e["dp_offset"])
