@@ -28,6 +28,7 @@ from sds_release.store.inputs.paths import (
 )
 from sds_release.store.inputs.periods import PeriodFilter, select_period
 from sds_release.store.storage.urls import ObjectSource, is_object_url
+from sds_release.store.workspace.files import sha256_file
 from sds_release.store.workspace.writers import check_path_writers
 
 _OTHER_DELIMITERS = (",", ";", "\t", "|")
@@ -302,11 +303,7 @@ def csv_digest(path: str | Path) -> str:
     :data:`MAX_LINE_BYTES` check; its first line must parse as a header."""
     p = check_input_path(path)
     _check_line_lengths(p)
-    h = hashlib.sha256()
-    with open(p, "rb") as f:
-        while chunk := f.read(_CHUNK):
-            h.update(chunk)
-    return h.hexdigest()
+    return sha256_file(p)
 
 
 def read_csv_block(
