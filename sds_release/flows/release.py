@@ -43,6 +43,7 @@ from sds_release.store.config.planned import after_aggregation
 from sds_release.store.config.release_params import ReleaseParams
 from sds_release.store.executor.base import Executor
 from sds_release.store.executor.local import LocalExecutor
+from sds_release.store.ledger.budget_view import dataset_key
 from sds_release.store.ledger.values import BUDGET_REFUSALS
 from sds_release.store.run import progress, stages, timing
 from sds_release.store.run.release_run import ReleaseRun, noise_scales
@@ -60,7 +61,7 @@ from sds_release.tasks.marginals import (
 )
 from sds_release.tasks.preparation import choose_bins, prepare_table
 from sds_release.tasks.progress_artifacts import ProgressArtifacts
-from sds_release.tasks.publish import artifact_key, publish_release
+from sds_release.tasks.publish import publish_release
 from sds_release.tasks.synthesis import fit_synthesizer, synthesize_records
 from sds_release.tasks.validation import validate_input, validate_output
 
@@ -242,7 +243,7 @@ def release(params: ReleaseParams) -> str:
     timeline = stages.Timeline(on_done=lambda s: _log_finished(log, s))
     # Prefect progress artifacts for the long stages, next to the CLI's display
     with (
-        progress.also_reporting(ProgressArtifacts(artifact_key(params.dataset or "dataset"))),
+        progress.also_reporting(ProgressArtifacts(dataset_key(params.dataset or "dataset"))),
         # the executor, resolved once: the Dask one connects first, before anything is charged
         EXECUTORS[params.executor](params) as executor,
     ):

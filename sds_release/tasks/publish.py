@@ -26,6 +26,7 @@ from sds_core.marginals.plan import SdsPlan
 from sds_release.store.audit.signing import sign_release, signing_key
 from sds_release.store.executor.base import Executor
 from sds_release.store.ledger.budget_view import artifact_key as budget_artifact_key
+from sds_release.store.ledger.budget_view import dataset_key
 from sds_release.store.publish.artifacts import write_release
 from sds_release.store.report.inputs import count_sd
 from sds_release.store.run import progress, stages, timing
@@ -96,15 +97,6 @@ def publish_release(
     return release_dir
 
 
-def artifact_key(dataset: str) -> str:
-    """The dataset's part of every artifact key: lowercase letters, digits and dashes.
-
-    >>> artifact_key("PUMS_ca.10k")
-    'pums-ca-10k'
-    """
-    return "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in dataset.lower())
-
-
 def _prefect_artifacts(
     manifest: dict[str, Any],
     folder: Path,
@@ -112,7 +104,7 @@ def _prefect_artifacts(
     signed_by: str,
 ) -> None:
     """Links to the report and the explorer, the summary, and tables with stable keys."""
-    key = artifact_key(manifest["dataset"])
+    key = dataset_key(manifest["dataset"])
     rid = manifest["release_id"]
     for name, what in (("report", "release report"), ("explorer", "aggregate explorer")):
         create_link_artifact(

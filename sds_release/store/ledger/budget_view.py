@@ -21,6 +21,7 @@ __all__ = [
     "BudgetView",
     "artifact_key",
     "check_share",
+    "dataset_key",
 ]
 
 ALERT_SHARE_VARIABLE = "sds_budget_alert_share"
@@ -34,14 +35,22 @@ LAST_RELEASES = 10
 """How many of the dataset's most recent releases the dashboard lists."""
 
 
+def dataset_key(dataset: str) -> str:
+    """The dataset's part of every Prefect artifact key: lowercase letters, digits and dashes.
+
+    >>> dataset_key("PUMS_ca.10k")
+    'pums-ca-10k'
+    """
+    return "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in dataset.lower())
+
+
 def artifact_key(prefix: str, dataset: str) -> str:
-    """A Prefect artifact key for ``dataset`` (lowercase letters, digits and dashes only).
+    """A Prefect artifact key for ``dataset`` (:func:`dataset_key`, at most 100 characters).
 
     >>> artifact_key("budget", "PUMS_ca.10k")
     'budget-pums-ca-10k'
     """
-    safe = "".join(ch if ch.isascii() and ch.isalnum() else "-" for ch in dataset.lower())
-    return f"{prefix}-{safe}"[:100]
+    return f"{prefix}-{dataset_key(dataset)}"[:100]
 
 
 def check_share(value: object, *, source: str) -> float:
