@@ -15,7 +15,7 @@ from pathlib import Path
 
 from sds_release.store.audit.journal import AUDIT_DIR
 from sds_release.store.audit.trail import AuditTrail, DatasetTotals, TrailEntry
-from sds_release.store.report.charts import PALETTE, WIDTH, esc, nice_ticks
+from sds_release.store.report.charts import PALETTE, WIDTH, esc, nice_ticks, num
 from sds_release.store.report.offline import CSP, template
 from sds_release.store.workspace.files import atomic_write_text
 from sds_release.store.workspace.home import validate_id
@@ -51,10 +51,6 @@ def default_report_path(home: str | Path, dataset: str | None = None) -> Path:
     return Path(home) / "private" / AUDIT_DIR / name
 
 
-def _num(x: float | None, fmt: str) -> str:
-    return "" if x is None else format(x, fmt)
-
-
 def _time(text: str | None) -> str:
     return "" if not text else text[:19].replace("T", " ") + " UTC"
 
@@ -66,8 +62,8 @@ def _budget_cell(t: TrailEntry) -> str:
     return (
         f"<td class='num' data-epsilon-before='{t.epsilon_before:.12g}' "
         f"data-epsilon-after='{t.epsilon_after:.12g}'>ε {t.epsilon_before:.6g} → "
-        f"{t.epsilon_after:.6g}<br><span class='small'>δ {_num(t.delta_before, '.3g')} → "
-        f"{_num(t.delta_after, '.3g')} ({scope})</span></td>"
+        f"{t.epsilon_after:.6g}<br><span class='small'>δ {num(t.delta_before, '.3g')} → "
+        f"{num(t.delta_after, '.3g')} ({scope})</span></td>"
     )
 
 
@@ -91,7 +87,7 @@ def _entry_row(t: TrailEntry) -> str:
         f"<td>{esc(t.period or '-')}</td><td class='small'>{esc(_time(t.started_at))}</td>"
         f"<td>{esc(t.origin)}{later}</td>"
         f"<td class='state-{esc(t.state)}'>{esc(t.state_text)}{detail}</td>"
-        f"<td class='num'>{_num(t.epsilon_asked, '.6g')}</td><td class='num'>{esc(spent)}</td>"
+        f"<td class='num'>{num(t.epsilon_asked, '.6g')}</td><td class='num'>{esc(spent)}</td>"
         f"<td class='num'>{t.delta_spent:.3g}</td>{_budget_cell(t)}"
         f"<td class='{verified}'>{esc(t.verification)}{signed}</td></tr>"
     )

@@ -12,6 +12,7 @@ import html
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 WIDTH = 640
 """viewBox width of every chart (about an A4 text column at 96 dpi)."""
@@ -30,6 +31,25 @@ class Series:
 def esc(text: object) -> str:
     """HTML/SVG-escaped text."""
     return html.escape(str(text), quote=True)
+
+
+def num(value: Any, fmt: str = ".4g") -> str:
+    """A figure of the pages, formatted (``fmt``); empty where it is missing (None).
+
+    >>> num(0.000123456, ".3g"), num(None), num(2)
+    ('0.000123', '', '2')
+    """
+    return "" if value is None else format(float(value), fmt)
+
+
+def eps_text(x: float) -> str:
+    """ε as the pages print it (four significant digits)."""
+    return num(x, ".4g")
+
+
+def delta_text(x: float) -> str:
+    """δ as the pages print it (three significant digits)."""
+    return num(x, ".3g")
 
 
 def nice_ticks(top: float, count: int = 5) -> list[float]:

@@ -19,7 +19,16 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from sds_release.store.report.charts import Series, esc, hbars, stacked, vbars
+from sds_release.store.report.charts import (
+    Series,
+    delta_text,
+    eps_text,
+    esc,
+    hbars,
+    num,
+    stacked,
+    vbars,
+)
 from sds_release.store.report.inputs import BudgetSnapshot
 from sds_release.store.report.page import CSP, Figure, template
 
@@ -145,10 +154,6 @@ def utility_figures(ev: dict[str, Any]) -> list[Figure]:
     return out
 
 
-def _num(value: Any) -> str:
-    return "" if value is None else f"{float(value):.4g}"
-
-
 def _headline(ev: dict[str, Any]) -> str:
     """One table of the headline ratios per length: TVD, preservation, suppressed, fabricated."""
     mf = ev.get("marginal_fidelity") or {}
@@ -168,15 +173,15 @@ def _headline(ev: dict[str, Any]) -> str:
     rows = []
     for k in orders:
         cells = [
-            _num((mf.get("tvd_mean_by_order") or {}).get(k)),
-            _num((mf.get("tvd_max_by_order") or {}).get(k)),
+            num((mf.get("tvd_mean_by_order") or {}).get(k)),
+            num((mf.get("tvd_max_by_order") or {}).get(k)),
         ]
         for s, _ in _SECTIONS:
             sec = ev.get(s) or {}
             pres = (sec.get("preservation_by_length") or {}).get(k)
-            cells.append(_num(_get(pres, "count_preservation")))
+            cells.append(num(_get(pres, "count_preservation")))
             by = (sec.get("by_length") or {}).get(k)
-            cells += [_num(_get(by, "suppressed_pct")), _num(_get(by, "fabricated_pct"))]
+            cells += [num(_get(by, "suppressed_pct")), num(_get(by, "fabricated_pct"))]
         rows.append(
             f"<tr><td>{esc(k)}</td>" + "".join(f"<td class='num'>{c}</td>" for c in cells) + "</tr>"
         )
@@ -212,8 +217,8 @@ def _risk_section(manifest: dict[str, Any], risk: dict[str, Any] | None) -> str:
         )
     return (
         "<h2 id='privacy-risk'>Attack-based privacy risk of the synthetic records</h2>"
-        f"<p><b>The guarantee:</b> the release is (ε = {_num(p.get('epsilon'))}, "
-        f"δ = {_num(p.get('delta'))})-differentially private with respect to its training part. "
+        f"<p><b>The guarantee:</b> the release is (ε = {num(p.get('epsilon'))}, "
+        f"δ = {num(p.get('delta'))})-differentially private with respect to its training part. "
         "<b>Beside it, an empirical measure (NOT DP, not a replacement):</b> anonymeter "
         f"{esc(risk['anonymeter'])}'s attacks on the {rec['synthetic']} synthetic records, run on "
         f"the {rec['training']} training records and on {rec['control']} control records held "
@@ -227,14 +232,6 @@ def _risk_section(manifest: dict[str, Any], risk: dict[str, Any] | None) -> str:
     )
 
 
-def _eps(x: float) -> str:
-    return f"{x:.4g}"
-
-
-def _delta(x: float) -> str:
-    return f"{x:.3g}"
-
-
 def budget_section(budget: BudgetSnapshot | None) -> tuple[str, list[Figure]]:
     """The dataset's (or the period's) budget before and after the release, from the ledger
     at publication: a paragraph and the budget bar. Not published: "before" and "after" show
@@ -246,20 +243,20 @@ def budget_section(budget: BudgetSnapshot | None) -> tuple[str, list[Figure]]:
         text = (
             f"<p><b>Period {esc(b.period)}:</b> this release holds only the rows of period "
             f"<b>{esc(b.period)}</b> and is paid from that period's own budget, ε = "
-            f"{_eps(b.epsilon_lifetime)} (δ = {_delta(b.delta_lifetime)}) per period (periods "
-            f"hold disjoint records: parallel composition). Before this release ε = "
-            f"{_eps(b.epsilon_before)} of it was left; this release spent ε = "
-            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); ε = "
-            f"{_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for this period "
-            "(from the ledger, at publication time).</p>"
+            f"{eps_text(b.epsilon_lifetime)} (δ = {delta_text(b.delta_lifetime)}) per period "
+            f"(periods hold disjoint records: parallel composition). Before this release ε = "
+            f"{eps_text(b.epsilon_before)} of it was left; this release spent ε = "
+            f"{eps_text(b.epsilon_release)} (δ = {delta_text(b.delta_release)}); ε = "
+            f"{eps_text(b.epsilon_after)} (δ = {delta_text(b.delta_after)}) remains for this "
+            "period (from the ledger, at publication time).</p>"
         )
     else:
         text = (
-            f"<p><b>Privacy budget of the dataset:</b> lifetime ε = {_eps(b.epsilon_lifetime)} "
-            f"(δ = {_delta(b.delta_lifetime)}). Before this release ε = "
-            f"{_eps(b.epsilon_before)} was left; this release spent ε = "
-            f"{_eps(b.epsilon_release)} (δ = {_delta(b.delta_release)}); "
-            f"ε = {_eps(b.epsilon_after)} (δ = {_delta(b.delta_after)}) remains for future "
+            f"<p><b>Privacy budget of the dataset:</b> lifetime ε = {eps_text(b.epsilon_lifetime)} "
+            f"(δ = {delta_text(b.delta_lifetime)}). Before this release ε = "
+            f"{eps_text(b.epsilon_before)} was left; this release spent ε = "
+            f"{eps_text(b.epsilon_release)} (δ = {delta_text(b.delta_release)}); "
+            f"ε = {eps_text(b.epsilon_after)} (δ = {delta_text(b.delta_after)}) remains for future "
             "releases (from the ledger, at publication time).</p>"
         )
     figure = Figure(
@@ -274,7 +271,7 @@ def budget_section(budget: BudgetSnapshot | None) -> tuple[str, list[Figure]]:
                 ("left after", max(b.epsilon_after, 0.0)),
             ],
             label="lifetime privacy budget",
-            value_format=_eps,
+            value_format=eps_text,
         ),
         "the privacy-budget ledger (lifetime budget, charges and open reservations of the "
         "dataset) when the release was published.",

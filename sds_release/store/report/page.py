@@ -16,7 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from sds_release.store.report.charts import Series, esc, hbars, heatmap, vbars
+from sds_release.store.report.charts import (
+    Series,
+    delta_text,
+    eps_text,
+    esc,
+    hbars,
+    heatmap,
+    num,
+    vbars,
+)
 from sds_release.store.report.inputs import ReportInputs, count_sd, laplace_half_width
 from sds_release.store.report.offline import CSP as CSP  # re-exported (explorer, custodian)
 from sds_release.store.report.offline import template as template
@@ -52,14 +61,6 @@ class Figure:
         )
 
 
-def _eps(x: float) -> str:
-    return f"{x:.4g}"
-
-
-def _delta(x: float) -> str:
-    return f"{x:.3g}"
-
-
 def summary(inputs: ReportInputs) -> str:
     """The plain-language summary: what, the guarantee, the DP record count, the plan."""
     m = inputs.manifest
@@ -85,8 +86,8 @@ def summary(inputs: ReportInputs) -> str:
         f"alone (synthesizer <code>{esc(params.get('synthesizer', ''))}</code>).</p>",
         f'<p class="lead"><b>The guarantee:</b> whether or not any one person\'s record is in '
         f"the data changes the probability of anything in this release by at most a factor "
-        f"e<sup>ε</sup> = {math.exp(p['epsilon']):.3g} (ε = {_eps(p['epsilon'])}), except with "
-        f"probability δ = {_delta(p['delta'])}.</p>",
+        f"e<sup>ε</sup> = {math.exp(p['epsilon']):.3g} (ε = {eps_text(p['epsilon'])}), except with "
+        f"probability δ = {delta_text(p['delta'])}.</p>",
         f"<p><b>Protected record count:</b> {rows:,}.{rows_note}</p>",
     ]
     plan = m.get("plan")
@@ -114,7 +115,7 @@ def privacy_figures(inputs: ReportInputs) -> list[Figure]:
                 [s["stage"] for s in stages],
                 [Series("ε", tuple(float(s["epsilon"]) for s in stages))],
                 label="privacy spend by stage",
-                value_format=_eps,
+                value_format=eps_text,
             ),
             "manifest.json privacy.stages (the ledger's charges for this "
             "release; public parameters of the mechanisms).",
@@ -305,10 +306,6 @@ def _table(rows: list[tuple[str, str]], head: tuple[str, str]) -> str:
     return f"<table><tr><th>{esc(head[0])}</th><th>{esc(head[1])}</th></tr>{body}</table>"
 
 
-def _num(value: Any, fmt: str) -> str:
-    return "" if value is None else format(value, fmt)
-
-
 def noise_section(inputs: ReportInputs) -> str:
     """The noise of each published count (manifest ``privacy.noise``) and how to read it."""
     noise = inputs.noise
@@ -317,15 +314,15 @@ def noise_section(inputs: ReportInputs) -> str:
     if isinstance(rc, dict):
         rows.append(
             f"<tr><td>record count</td><td>{esc(rc['mechanism'])}</td>"
-            f"<td class='num'>scale {_num(rc.get('scale'), '.6g')}</td><td></td><td></td>"
-            f"<td class='num'>{_num(rc.get('noise_sd'), '.4g')}</td></tr>"
+            f"<td class='num'>scale {num(rc.get('scale'), '.6g')}</td><td></td><td></td>"
+            f"<td class='num'>{num(rc.get('noise_sd'), '.4g')}</td></tr>"
         )
     for e in noise.get("by_length") or []:
         rows.append(
             f"<tr><td>length {int(e['length'])}</td><td>{esc(e['mechanism'])}</td>"
-            f"<td class='num'>σ {_num(e.get('sigma'), '.6g')}</td>"
+            f"<td class='num'>σ {num(e.get('sigma'), '.6g')}</td>"
             f"<td class='num'>{int(e['allowed_sensitivity'])}</td>"
-            f"<td class='num'>{_num(e.get('threshold'), '.6g') or 'nothing released'}</td>"
+            f"<td class='num'>{num(e.get('threshold'), '.6g') or 'nothing released'}</td>"
             f"<td class='num'>{count_sd(e):.4g}</td></tr>"
         )
     table = (
