@@ -114,8 +114,8 @@ def drop_default_acl(folder: Path) -> bool:
     inside one) decides the modes of what is created under the folder instead of the umask: the
     release files the home holds came out 0664 and their folders 0775 whatever the umask. A
     home's files are its owner's only (0600, folders 0700), so its default ACL goes (and, by
-    :func:`resolve_home`, what the folders made under it before inherited). File systems
-    without ACLs have nothing to remove.
+    :func:`resolve_home`, what the home's folders made before inherited). File systems without
+    ACLs have nothing to remove.
     """
     remove = getattr(os, "removexattr", None)
     if remove is None:
@@ -128,15 +128,27 @@ def drop_default_acl(folder: Path) -> bool:
     return True
 
 
+HOME_FOLDERS = ("releases", "private", "prefect")
+"""The folders a home's releases, private workspace and Prefect server write in."""
+_LEDGER_FILES = "ledger.sqlite*"
+"""The local ledger and its journal files (``sds_release.store.ledger.backends.LEDGER_FILE``)."""
+
+
 def _drop_inherited_acls(home: Path) -> None:
     """A home that had a default ACL (made inside a shared folder by a version that kept it):
     its folders inherited the ACL, so a release written in one of them would again come out
-    0664 in folders 0775. Each folder under the home loses it, and what was created under it
-    becomes its owner's only (:func:`make_private`). Symbolic links are not followed."""
-    for folder, dirs, _ in os.walk(home):
-        for name in dirs:
-            drop_default_acl(Path(folder, name))
-    make_private(home, tree=True)
+    0664 in folders 0775. Each folder under :data:`HOME_FOLDERS` loses it, and they and the
+    ledger become their owner's only (:func:`make_private`). Nothing else under the home is
+    touched (a home may be a folder that holds other files); symbolic links are not followed."""
+    for top in HOME_FOLDERS:
+        if (home / top).is_dir() and not (home / top).is_symlink():
+            drop_default_acl(home / top)
+            for folder, dirs, _ in os.walk(home / top):
+                for name in dirs:
+                    drop_default_acl(Path(folder, name))
+            make_private(home / top, tree=True)
+    for ledger in home.glob(_LEDGER_FILES):
+        make_private(ledger)
 
 
 def make_private(path: Path, *, tree: bool = False) -> list[Path]:
