@@ -11,5 +11,5 @@ __all__ = ["Z_95"]
 
 Z_95 = 1.959963984540054
 """The standard normal's 97.5% quantile: a count whose noise is (close to) Gaussian with standard
-deviation ``sd`` lies within ``±Z_95 · sd`` of its true value 95% of the time. Rounded as
-``round(Z_95 * sd, 6)`` where a half-width is published."""
+deviation ``sd`` lies within ``±Z_95 · sd`` of its true value 95% of the time. A published
+half-width is ``sds_release.store.workspace.encoding.half_width_95``."""

@@ -16,13 +16,13 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from sds_core.dp.intervals import Z_95
 from sds_core.errors import SdsInputError
 from sds_core.evaluation.agreement import LengthAgreement
 from sds_release.store.report.charts import esc
 from sds_release.store.report.inputs import ReportInputs, count_sd, laplace_half_width
 from sds_release.store.report.offline import json_for_script, page_scripts
 from sds_release.store.report.page import CSP, not_private_banner, template
+from sds_release.store.workspace.encoding import half_width_95
 
 TOP_ROWS = 50
 """Rows of the "largest combinations" table."""
@@ -78,7 +78,7 @@ def _layout(inputs: ReportInputs) -> tuple[dict[str, Any], Iterator[bytes]]:
             {
                 "k": k,
                 "n": len(la),
-                "hw": None if k not in sd else round(Z_95 * sd[k], 6),  # aggregates.parquet's
+                "hw": None if k not in sd else float(half_width_95(sd[k])),
                 "threshold": thresholds.get(k),
                 "dp_offset": put(len(la), 4),
                 "syn_offset": put(len(la), 4),
@@ -162,7 +162,7 @@ def _page(inputs: ReportInputs, meta: dict[str, Any]) -> tuple[str, str]:
     sd = {e["length"]: count_sd(e) for e in inputs.noise.get("by_length") or []}
     noise_note = (
         "The error bar is the 95% interval of the DP noise (±1.96 standard deviations: "
-        + ", ".join(f"length {k}: ±{Z_95 * v:.1f}" for k, v in sorted(sd.items()))
+        + ", ".join(f"length {k}: ±{half_width_95(v):.1f}" for k, v in sorted(sd.items()))
         + "); rounding and the consistency post-processing are not included."
         if sd
         else "This synthesizer publishes the counts of its synthetic records as its aggregates, "

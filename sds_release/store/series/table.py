@@ -19,11 +19,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from sds_core.dp.intervals import Z_95
 from sds_core.errors import SdsInputError
 from sds_core.marginals.aggregates import TABLE_COLUMNS
 from sds_release.store.series.sources import SeriesRelease
-from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN
+from sds_release.store.workspace.encoding import HALF_WIDTH_COLUMN, half_width_95
 
 __all__ = [
     "CHANGE_COLUMNS",
@@ -108,9 +107,9 @@ def release_scope(release: SeriesRelease, frame: pd.DataFrame) -> ReleaseScope:
     """The scope of ``release`` from its manifest and its ``aggregates.parquet`` (``frame``).
 
     The half-width of a length is its counts' :data:`HALF_WIDTH_COLUMN` (one value per length),
-    else ``round(Z_95 * noise_sd, 6)`` with the manifest's ``noise_sd`` of that length (a
-    release published before the column existed), else None (a synthesizer that describes no
-    per-length noise).
+    else :func:`~sds_release.store.workspace.encoding.half_width_95` of the manifest's
+    ``noise_sd`` of that length (a release published before the column existed), else None (a
+    synthesizer that describes no per-length noise).
     """
     noise = (release.manifest.get("privacy") or {}).get("noise") or {}
     by_length = {int(e["length"]): e for e in noise.get("by_length") or []}
@@ -132,7 +131,7 @@ def release_scope(release: SeriesRelease, frame: pd.DataFrame) -> ReleaseScope:
         if len(values) == 1:
             half[k] = float(values[0])
         elif k in by_length and by_length[k].get("noise_sd") is not None:
-            half[k] = round(Z_95 * float(by_length[k]["noise_sd"]), 6)
+            half[k] = float(half_width_95(float(by_length[k]["noise_sd"])))
         else:
             half[k] = None
     rc = noise.get("record_count")
