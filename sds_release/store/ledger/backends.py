@@ -22,6 +22,7 @@ from urllib.parse import unquote, urlsplit, urlunsplit
 
 from sds_core.errors import SdsInputError
 from sds_release.store.ledger.schema import POSTGRES_SCHEMA, SCHEMA_VERSION, SQLITE_SCHEMA
+from sds_release.store.workspace.home import LEDGER_FILE
 
 __all__ = [
     "LEDGER_FILE",
@@ -39,7 +40,6 @@ __all__ = [
     "sqlite_path",
 ]
 
-LEDGER_FILE = "ledger.sqlite"
 LEDGER_URL_ENV = "SDS_LEDGER_URL"
 BUSY_TIMEOUT_S = 60.0
 T = TypeVar("T")

@@ -130,8 +130,8 @@ def drop_default_acl(folder: Path) -> bool:
 
 HOME_FOLDERS = ("releases", "private", "prefect")
 """The folders a home's releases, private workspace and Prefect server write in."""
-_LEDGER_FILES = "ledger.sqlite*"
-"""The local ledger and its journal files (``sds_release.store.ledger.backends.LEDGER_FILE``)."""
+LEDGER_FILE = "ledger.sqlite"
+"""The home's local ledger (``sds_release.store.ledger``), when no ``--ledger`` URL is given."""
 
 
 def _drop_inherited_acls(home: Path) -> None:
@@ -147,7 +147,7 @@ def _drop_inherited_acls(home: Path) -> None:
                 for name in dirs:
                     drop_default_acl(Path(folder, name))
             make_private(home / top, tree=True)
-    for ledger in home.glob(_LEDGER_FILES):
+    for ledger in home.glob(f"{LEDGER_FILE}*"):  # the local ledger and its journal files
         make_private(ledger)
 
 
