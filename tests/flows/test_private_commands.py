@@ -83,3 +83,25 @@ def test_a_home_made_by_hand_is_made_private_by_the_first_command(
     assert len(said) == 1 and f"the home {home} (was 755, now 700)" in said[0], err
     code, _, err = run_cli("budget", "show", "--home", str(home))
     assert code == 0 and "private to their owner" not in err
+
+
+def test_a_home_an_earlier_version_left_open_is_made_private_whole(
+    tmp_path: Path, umask_022: None
+) -> None:
+    """A home made before homes were private (0755, its releases, private workspace and ledger
+    0644/0755 under the umask 022): the first command makes the home and all of its own folders
+    owner-only and says so in one line; a file of the user's own beside them is left alone."""
+    home = tmp_path / "old-home"
+    for folder in ("releases/ds/r1", "private/r1", "prefect"):
+        (home / folder).mkdir(parents=True)
+    for name in ("releases/ds/r1/manifest.json", "private/r1/params.json"):
+        (home / name).write_text("{}")
+    (home / "ledger.sqlite").write_bytes(b"")  # an empty SQLite database
+    (home / "notes.txt").write_text("mine")
+    code, _, err = run_cli("budget", "show", "--home", str(home))
+    assert code == 0, err
+    assert _open_to_others(home) == {"notes.txt": "0o644"}
+    said = [line for line in err.splitlines() if "private to their owner" in line]
+    assert len(said) == 1 and f"the home {home} (was 755, now 700)" in said[0], err
+    assert "and 1 files and folders of its Prefect server" in said[0], err
+    assert "and 8 of its releases, private workspace and ledger" in said[0], err

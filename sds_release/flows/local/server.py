@@ -30,7 +30,11 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from sds_release.flows.local.handoff import legacy_ping, ping, runner_enabled
-from sds_release.store.workspace.home import PRIVATE_UMASK, make_private
+from sds_release.store.workspace.home import (
+    PRIVATE_UMASK,
+    make_home_folders_private,
+    make_private,
+)
 from sds_release.store.workspace.source_tree import project_root
 
 __all__ = [
@@ -171,20 +175,30 @@ def _open_private(path: Path, flags: int) -> int:
 
 
 def make_home_private(home: Path) -> str | None:
-    """Tighten a home made before homes were private: the home and ``prefect/`` 0700, every
-    file under ``prefect/`` 0600 (its database holds every run's parameters, logs and
-    artifacts). A one-line note of what changed, or None when nothing was readable."""
+    """Tighten a home made before homes were private: the home 0700 and everything under
+    ``prefect/`` owner-only (its database holds every run's parameters, logs and artifacts);
+    when the home itself was open, also its releases, private workspace and ledger
+    (:func:`~sds_release.store.workspace.home.make_home_folders_private`; a home that is
+    already 0700 is not walked again). A one-line note of what changed, or None when nothing
+    was readable."""
     home = Path(home)
     before = os.stat(home).st_mode
-    changed = make_private(home) + make_private(server_dir(home), tree=True)
-    if not changed:
+    changed = make_private(home)
+    inside = (
+        make_home_folders_private(home) if changed else make_private(server_dir(home), tree=True)
+    )
+    if not changed and not inside:
         return None
-    inside = [p for p in changed if p != home]
-    what = f"the home {home} (was {before & 0o777:o}, now 700)" if home in changed else ""
-    if inside:
+    what = f"the home {home} (was {before & 0o777:o}, now 700)" if changed else ""
+    server = [p for p in inside if p == server_dir(home) or server_dir(home) in p.parents]
+    if server:
         what += (" and " if what else "") + (
-            f"{len(inside)} files and folders of its Prefect server under "
+            f"{len(server)} files and folders of its Prefect server under "
             f"{server_dir(home)} (database, logs)"
+        )
+    if len(inside) > len(server):
+        what += (" and " if what else "") + (
+            f"{len(inside) - len(server)} of its releases, private workspace and ledger"
         )
     return f"made {what} private to their owner: other local accounts could read them"
 

@@ -101,6 +101,7 @@ def resolve_home(home: str | Path | None = None) -> Path:
         )
     if had_acl:
         _drop_inherited_acls(path)
+        make_home_folders_private(path)
     return path
 
 
@@ -134,21 +135,30 @@ LEDGER_FILE = "ledger.sqlite"
 """The home's local ledger (``sds_release.store.ledger``), when no ``--ledger`` URL is given."""
 
 
+def _home_folders(home: Path) -> list[Path]:
+    """The :data:`HOME_FOLDERS` the home has (not symbolic links: they are not followed)."""
+    return [home / t for t in HOME_FOLDERS if (home / t).is_dir() and not (home / t).is_symlink()]
+
+
 def _drop_inherited_acls(home: Path) -> None:
     """A home that had a default ACL (made inside a shared folder by a version that kept it):
     its folders inherited the ACL, so a release written in one of them would again come out
-    0664 in folders 0775. Each folder under :data:`HOME_FOLDERS` loses it, and they and the
-    ledger become their owner's only (:func:`make_private`). Nothing else under the home is
-    touched (a home may be a folder that holds other files); symbolic links are not followed."""
-    for top in HOME_FOLDERS:
-        if (home / top).is_dir() and not (home / top).is_symlink():
-            drop_default_acl(home / top)
-            for folder, dirs, _ in os.walk(home / top):
-                for name in dirs:
-                    drop_default_acl(Path(folder, name))
-            make_private(home / top, tree=True)
-    for ledger in home.glob(f"{LEDGER_FILE}*"):  # the local ledger and its journal files
-        make_private(ledger)
+    0664 in folders 0775. Each folder of :data:`HOME_FOLDERS` loses it. Nothing else under the
+    home is touched (a home may be a folder that holds other files)."""
+    for root in _home_folders(home):
+        for folder, _, _ in os.walk(root):
+            drop_default_acl(Path(folder))
+
+
+def make_home_folders_private(home: Path) -> list[Path]:
+    """Everything in the home's own folders (:data:`HOME_FOLDERS`: releases, private
+    workspace, Prefect server) and its ledger made its owner's only (:func:`make_private`), as a
+    home made by an earlier version may hold them open to others; the paths whose mode changed.
+    The user's other files in the home's folder are left as they are."""
+    changed = [p for root in _home_folders(home) for p in make_private(root, tree=True)]
+    for ledger in sorted(home.glob(f"{LEDGER_FILE}*")):  # the local ledger and its journal
+        changed += make_private(ledger)
+    return changed
 
 
 def make_private(path: Path, *, tree: bool = False) -> list[Path]:
